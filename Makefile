@@ -1,0 +1,48 @@
+# Thin wrapper over CMake. `make run` and `make test` are the two commands the
+# README starts with; both install what is missing first.
+BUILD      ?= build
+TEST_BUILD ?= build-test
+DEV_BUILD  ?= build-device
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_ARGS ?=
+RUN_ARGS   ?=
+
+.PHONY: all build deps run test test-quick device-build format format-check clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The main job on the best backend present (GPU if any, else CPU).
+run: deps build
+	scripts/run-main.sh $(BUILD)/aorta $(RUN_ARGS)
+
+# -Werror, ASan and UBSan on the host code, then every test (GPU tests report
+# "skipped" where no GPU is visible).
+test: deps
+	cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=Debug -DAORTA_SANITIZE=ON -DAORTA_WERROR=ON $(CMAKE_ARGS)
+	cmake --build $(TEST_BUILD) -j $(JOBS)
+	ctest --test-dir $(TEST_BUILD) --output-on-failure -j $(JOBS)
+
+# The binary carried to the GPU machine: libyaml and yajl linked statically,
+# no cairo (the machine has neither), sm_90.
+device-build:
+	cmake -S . -B $(DEV_BUILD) -DCMAKE_BUILD_TYPE=Release -DAORTA_STATIC_DEPS=ON -DAORTA_CAIRO=OFF \
+	      -DCMAKE_CUDA_ARCHITECTURES=90 -DBUILD_TESTING=ON $(CMAKE_ARGS)
+	cmake --build $(DEV_BUILD) -j $(JOBS)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
+
+format-check:
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' '*.cu')
+
+clean:
+	rm -rf $(BUILD) $(TEST_BUILD) $(DEV_BUILD)

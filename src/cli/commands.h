@@ -1,0 +1,4 @@
+/* The command table: one line per `aorta <command>`, one file per command
+ * (src/cli/cmd_<name>.c defining `int cmd_<name>(int argc, char **argv)`).
+ * argv[0] is the command name; the return value is the exit code. */
+AO_COMMAND(config, "show, validate or document the configuration")

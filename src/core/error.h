@@ -1,0 +1,47 @@
+/* One error path for the whole program.
+ *
+ * Every message a user sees about a failure goes through here, so that they all
+ * read "aorta: error: WHAT: WHY" (plus an optional "hint: HOW TO FIX") and the
+ * exit codes mean the same thing everywhere. Library code prints and returns an
+ * error code; only commands (src/cli) decide to exit. */
+#ifndef AORTA_CORE_ERROR_H
+#define AORTA_CORE_ERROR_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+enum ao_exit {
+    AO_EXIT_OK = 0,    /* success */
+    AO_EXIT_FAIL = 1,  /* the run failed (device, collective, a rank died, I/O) */
+    AO_EXIT_USAGE = 2, /* bad usage or input: flags, config, sweep file, log dir */
+};
+
+#if defined(__GNUC__)
+#define AO_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define AO_PRINTF(f, a)
+#endif
+
+/* "aorta: error: WHAT: WHY\n" on stderr. */
+void ao_error(const char *what, const char *fmt, ...) AO_PRINTF(2, 3);
+/* "hint: HOW\n" on stderr; call right after ao_error. */
+void ao_hint(const char *fmt, ...) AO_PRINTF(1, 2);
+/* "aorta: warning: WHY\n" on stderr. */
+void ao_warn(const char *fmt, ...) AO_PRINTF(1, 2);
+/* Informational line on stderr, printed only when verbose logging is on. */
+void ao_debug(const char *fmt, ...) AO_PRINTF(1, 2);
+void ao_set_debug(int on);
+
+/* ao_error + exit(code). For commands and for "cannot continue" paths in
+ * backends (a failed CUDA call inside a stream thread, say). */
+_Noreturn void ao_fatal(int code, const char *what, const char *fmt, ...) AO_PRINTF(3, 4);
+
+/* Out-of-memory is never recoverable here: these abort with a message. */
+void *ao_malloc(size_t n);
+void *ao_calloc(size_t n, size_t size);
+void *ao_realloc(void *p, size_t n);
+char *ao_strdup(const char *s);
+/* printf into a fresh heap string. */
+char *ao_asprintf(const char *fmt, ...) AO_PRINTF(1, 2);
+
+#endif

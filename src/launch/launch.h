@@ -1,0 +1,61 @@
+/* Rank discovery, the local spawner and the bootstrap (DESIGN §5).
+ *
+ * A command that can run on several ranks (train, coll, sdma p2p) does:
+ *
+ *     ao_rank_info ri;
+ *     if (!ao_launch_detect(&ri, NULL) && nproc > 1)
+ *         return ao_launch_spawn(argc, argv, &opts);   // parent: supervise
+ *     ... run as rank ri.rank ...
+ *
+ * The parent never touches a device. On the cpu backend it runs
+ * `mpirun -np N` (with the flags a root user and a 2-core machine need);
+ * otherwise it forks N ranks itself with AORTA_RANK, AORTA_WORLD_SIZE,
+ * AORTA_LOCAL_RANK, AORTA_LOCAL_WORLD_SIZE and AORTA_COMM_ID (hex) set,
+ * prefixes their output with "[rank K] ", and supervises them: the first rank
+ * that fails makes it stop the others (SIGTERM, then SIGKILL after a grace
+ * period) and return non-zero, saying which rank failed and how. Ctrl-C is
+ * passed on to the ranks, which stop after their current iteration. */
+#ifndef AORTA_LAUNCH_LAUNCH_H
+#define AORTA_LAUNCH_LAUNCH_H
+
+#include "comm/comm.h"
+
+/* Fill *ri from the environment: our own spawner (AORTA_*), OpenMPI
+ * (OMPI_COMM_WORLD_*), MPICH/Intel MPI (PMI_RANK/PMI_SIZE, MPI_LOCALRANKID),
+ * Slurm (SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID), torchrun
+ * (RANK/WORLD_SIZE/LOCAL_RANK). Returns 1 when a launcher was found (this
+ * process is one rank of a job), 0 when none (rank 0 of 1), -1 after printing
+ * why when the variables are inconsistent. *launcher gets "aorta", "openmpi",
+ * "pmi", "slurm", "torchrun" or "none". */
+int ao_launch_detect(ao_rank_info *ri, const char **launcher);
+
+typedef struct ao_launch_opts {
+    int nproc;                /* ranks to start */
+    const char *backend;      /* device backend: "cpu" goes through mpirun */
+    const char *comm_backend; /* whose id the parent makes ("nccl"), or NULL */
+    int all_ranks_output;     /* show every rank's output (default: rank 0's) */
+    double grace_s;           /* SIGTERM -> SIGKILL, default 5 s */
+    char **extra_env;         /* NULL-terminated NAME=VALUE, set only in ranks */
+} ao_launch_opts;
+
+/* Parent side: run `aorta argv[0] argv[1] ...` (this same binary) as
+ * o->nproc ranks and supervise them. Returns the exit code for the command:
+ * 0 when every rank exited 0. */
+int ao_launch_spawn(int argc, char **argv, const ao_launch_opts *o);
+
+/* Rank side: every rank gets the same comm id: from AORTA_COMM_ID, else by
+ * MPI broadcast from rank 0 (built with MPI under an MPI launcher), else
+ * through `rdzv_file` (rank 0 writes it atomically, the others poll it until
+ * timeout_s). Returns 0 or -1 after printing why. */
+int ao_launch_bootstrap_id(const ao_rank_info *ri, const char *comm_backend,
+                           const char *rdzv_file, double timeout_s, ao_comm_id *id);
+
+/* The device ordinal for a local rank: local_rank modulo ndevices, with a
+ * warning when it wraps. */
+int ao_launch_device_ordinal(int local_rank, int ndevices);
+
+/* Set by SIGINT/SIGTERM in a rank: stop after the current iteration. */
+int ao_launch_stop_requested(void);
+void ao_launch_install_stop_handler(void);
+
+#endif

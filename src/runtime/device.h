@@ -1,0 +1,223 @@
+/* The device API: everything the engine and the benchmarks ask of a GPU (or of
+ * the CPU standing in for one), behind one small interface.
+ *
+ * No CUDA/HIP header is included here or by any user of this header. A backend
+ * (runtime/cpu.c, runtime/cuda.c) fills in a `struct ao_device_ops`; the
+ * functions below dispatch through it.
+ *
+ * Failures of the device itself (a CUDA call that fails mid-run, an allocation
+ * the device cannot satisfy) are fatal: they print the call that failed through
+ * core/error and exit 1, because no caller can do anything better. Functions
+ * that can fail for a reason a user controls (opening a backend that is not
+ * there, a dtype a backend does not support) return an error instead.
+ *
+ * Conventions:
+ * - A stream executes its work in FIFO order; cross-stream order only through
+ *   events (ao_stream_wait_event).
+ * - Priorities follow CUDA: 0 is the default, a smaller (negative) number is a
+ *   higher priority; values outside the device's range are clamped.
+ * - GEMMs are row-major: C = alpha * op(A) @ op(B) + beta * C. */
+#ifndef AORTA_RUNTIME_DEVICE_H
+#define AORTA_RUNTIME_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ao_device ao_device;
+typedef struct ao_stream ao_stream;
+typedef struct ao_event ao_event;
+
+typedef enum ao_dtype {
+    AO_F32,
+    AO_F16,
+    AO_BF16,
+    AO_F64,
+    AO_I32,
+    AO_I8,
+    AO_U8,
+    AO_I64,
+    AO_U32,
+    AO_U64,
+    AO_NDTYPES
+} ao_dtype;
+
+size_t ao_dtype_size(ao_dtype t);
+/* nccl-tests' names: "float", "half", "bfloat16", "double", "int32", ... */
+const char *ao_dtype_name(ao_dtype t);
+/* Accepts nccl-tests' names and the config's (fp32, fp16, bf16, f32, ...);
+ * returns 0, or -1 for an unknown name. */
+int ao_dtype_parse(const char *s, ao_dtype *out);
+
+typedef enum ao_copy_kind { AO_H2D, AO_D2H, AO_D2D, AO_H2H } ao_copy_kind;
+
+typedef struct ao_device_info {
+    char backend[16];   /* "cpu", "cuda", "hip" */
+    char name[128];     /* "NVIDIA H200", "x86_64 (16 threads)" */
+    char pci_bus_id[32];
+    int ordinal;
+    int sm_count;       /* SMs / CUs; CPU: threads BLAS may use */
+    int cc_major, cc_minor;
+    size_t total_mem;
+    int priority_least, priority_greatest; /* stream priority range */
+    char runtime_version[64];
+    char driver_version[64];
+} ao_device_info;
+
+/* ---- backends ------------------------------------------------------------ */
+
+/* The backends compiled into this binary ("cpu" always, "cuda" when built
+ * with CUDA, "hip" with HIP). */
+int ao_device_backend_count(void);
+const char *ao_device_backend_name(int i);
+void ao_device_backend_version(int i, char *buf, size_t n);
+
+/* How many devices `backend` sees (0 when its runtime or driver is absent;
+ * the cpu backend always reports 1). "auto" picks cuda/hip when it sees a
+ * device, else cpu, and writes the choice to *chosen when non-NULL. */
+int ao_device_count(const char *backend);
+const char *ao_device_best_backend(void);
+
+/* Open device `ordinal` of `backend` for this process. Returns NULL after
+ * printing why (unknown backend, no such device). */
+ao_device *ao_device_open(const char *backend, int ordinal);
+void ao_device_close(ao_device *dev);
+void ao_device_get_info(ao_device *dev, ao_device_info *info);
+const char *ao_device_backend(ao_device *dev);
+/* Whether GEMMs and kernels can take this dtype on this device. */
+int ao_device_supports(ao_device *dev, ao_dtype t);
+void ao_device_sync(ao_device *dev);
+
+/* ---- memory -------------------------------------------------------------- */
+
+void *ao_dev_alloc(ao_device *dev, size_t bytes);
+void ao_dev_free(ao_device *dev, void *p);
+/* Page-locked host memory (plain malloc on cpu). */
+void *ao_host_alloc(ao_device *dev, size_t bytes);
+void ao_host_free(ao_device *dev, void *p);
+void ao_memset_async(ao_device *dev, void *p, int value, size_t bytes, ao_stream *s);
+/* A DMA copy (cudaMemcpyAsync). */
+void ao_copy_async(ao_device *dev, void *dst, const void *src, size_t bytes, ao_copy_kind kind,
+                   ao_stream *s);
+/* The same bytes moved by SM threads (a copy kernel) instead of a copy engine;
+ * dst and src are device memory, or pinned host memory mapped for the device. */
+void ao_copy_sm_async(ao_device *dev, void *dst, const void *src, size_t bytes, ao_stream *s);
+/* Device-to-device copy between two devices of the same backend (p2p). Peer
+ * access is enabled on first use where the hardware allows it. */
+void ao_copy_peer_async(ao_device *dst_dev, void *dst, ao_device *src_dev, const void *src,
+                        size_t bytes, ao_stream *s);
+
+/* ---- streams and events -------------------------------------------------- */
+
+/* `name` is kept for traces and error messages ("compute", "allgather", ...). */
+ao_stream *ao_stream_create(ao_device *dev, const char *name, int priority);
+void ao_stream_destroy(ao_stream *s);
+const char *ao_stream_name(ao_stream *s);
+/* The priority the device actually applied (read back from the runtime). */
+int ao_stream_priority(ao_stream *s);
+void ao_stream_sync(ao_stream *s);
+
+/* Events carry timing. ao_event_elapsed_us needs both events complete. */
+ao_event *ao_event_create(ao_device *dev);
+void ao_event_destroy(ao_event *e);
+void ao_event_record(ao_event *e, ao_stream *s);
+void ao_stream_wait_event(ao_stream *s, ao_event *e);
+void ao_event_sync(ao_event *e);
+/* 1 when the event's work is complete, 0 when not yet (never blocks). */
+int ao_event_query(ao_event *e);
+double ao_event_elapsed_us(ao_event *start, ao_event *end);
+
+/* Run fn(arg) on the host once the stream reaches this point; `arg_size` bytes
+ * at `arg` are copied, so the caller's buffer may be reused at once. This is
+ * how the cpu backend runs every kernel and how MPI collectives run "on" a
+ * stream; on CUDA it is cudaLaunchHostFunc (use sparingly there). */
+void ao_launch_host(ao_stream *s, void (*fn)(void *arg), const void *arg, size_t arg_size);
+
+/* ---- GEMM ---------------------------------------------------------------- */
+
+typedef enum ao_compute_mode {
+    AO_COMPUTE_DEFAULT, /* fp32 accumulation, no TF32 */
+    AO_COMPUTE_TF32,    /* fp32 inputs through TF32 tensor cores (CUDA); fp32 on cpu */
+} ao_compute_mode;
+
+typedef struct ao_gemm_desc {
+    int trans_a, trans_b; /* op(X) = X^T when set */
+    int m, n, k;          /* op(A) is m x k, op(B) is k x n, C is m x n, row-major */
+    float alpha, beta;
+    const void *a;
+    int lda;
+    const void *b;
+    int ldb;
+    void *c;
+    int ldc;
+    ao_dtype ab_type;   /* A and B */
+    ao_dtype c_type;    /* C (and D, in place) */
+    ao_compute_mode compute;
+    /* Strided batch: batch_count >= 1; strides in elements (0 when batch 1). */
+    int batch_count;
+    long long stride_a, stride_b, stride_c;
+} ao_gemm_desc;
+
+/* Device-wide GEMM policy (compute.gemm_chunks, compute.sm_count_target):
+ * chunks > 1 splits each GEMM into that many launches along m (the seed's
+ * "kernel chunking"); sm_count_target > 0 asks cuBLASLt to use that many SMs
+ * (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET). Ignored by the cpu backend, which
+ * says so once. */
+void ao_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target);
+void ao_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d);
+
+/* ---- profiler ranges ----------------------------------------------------- */
+
+/* NVTX / roctx ranges around an op (no-op on cpu or when disabled). */
+void ao_range_push(ao_device *dev, const char *name);
+void ao_range_pop(ao_device *dev);
+
+/* ---- for backends only --------------------------------------------------- */
+
+struct ao_device_ops {
+    const char *name;
+    int (*count)(void);
+    void (*version)(char *buf, size_t n);
+    ao_device *(*open)(int ordinal);
+    void (*close)(ao_device *);
+    void (*get_info)(ao_device *, ao_device_info *);
+    int (*supports)(ao_device *, ao_dtype);
+    void (*sync)(ao_device *);
+    void *(*dev_alloc)(ao_device *, size_t);
+    void (*dev_free)(ao_device *, void *);
+    void *(*host_alloc)(ao_device *, size_t);
+    void (*host_free)(ao_device *, void *);
+    void (*memset_async)(ao_device *, void *, int, size_t, ao_stream *);
+    void (*copy_async)(ao_device *, void *, const void *, size_t, ao_copy_kind, ao_stream *);
+    void (*copy_sm_async)(ao_device *, void *, const void *, size_t, ao_stream *);
+    void (*copy_peer_async)(ao_device *, void *, ao_device *, const void *, size_t, ao_stream *);
+    ao_stream *(*stream_create)(ao_device *, const char *, int);
+    void (*stream_destroy)(ao_stream *);
+    const char *(*stream_name)(ao_stream *);
+    int (*stream_priority)(ao_stream *);
+    void (*stream_sync)(ao_stream *);
+    ao_event *(*event_create)(ao_device *);
+    void (*event_destroy)(ao_event *);
+    void (*event_record)(ao_event *, ao_stream *);
+    void (*stream_wait_event)(ao_stream *, ao_event *);
+    void (*event_sync)(ao_event *);
+    int (*event_query)(ao_event *);
+    double (*event_elapsed_us)(ao_event *, ao_event *);
+    void (*launch_host)(ao_stream *, void (*)(void *), const void *, size_t);
+    void (*gemm_set_policy)(ao_device *, int, int);
+    void (*gemm)(ao_device *, ao_stream *, const ao_gemm_desc *);
+    void (*range_push)(ao_device *, const char *);
+    void (*range_pop)(ao_device *);
+};
+
+/* Every backend's device, stream and event structs begin with this header, so
+ * the dispatch layer can find the ops from any of them. */
+struct ao_device_base {
+    const struct ao_device_ops *ops;
+};
+
+extern const struct ao_device_ops ao_cpu_device_ops;
+#ifdef AORTA_HAVE_CUDA
+extern const struct ao_device_ops ao_cuda_device_ops;
+#endif
+
+#endif
