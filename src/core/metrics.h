@@ -67,13 +67,18 @@ typedef struct ao_overlap {
     double overlap_ms;                     /* |C ∩ M| */
     double exposed_comm_ms;                /* |M \ C| */
     double idle_ms;                        /* |W \ (C ∪ M ∪ X)| */
-    double overlap_ratio;         /* |C ∩ M| / |M|; NAN when M is empty */
-    double compute_covered_ratio; /* |C ∩ M| / |C|; NAN when C is empty */
-    double overlap_efficiency;    /* |C ∩ M| / min(|C|,|M|); NAN when the min is 0 */
-    double compute_kind_ms[AO_NKINDS]; /* |C ∩ M_k| */
+    double overlap_ratio;                  /* |C ∩ M| / |M|; NAN when M is empty */
+    double compute_covered_ratio;          /* |C ∩ M| / |C|; NAN when C is empty */
+    double overlap_efficiency;             /* |C ∩ M| / min(|C|,|M|); NAN when the min is 0 */
+    double compute_kind_ms[AO_NKINDS];     /* |C ∩ M_k| */
     ao_stream_stats streams[AO_NSTREAMS];
     ao_kind_stats kinds[AO_NKINDS];
 } ao_overlap;
+
+/* nccl-tests bus-bandwidth factor for a collective over world_size ranks:
+ * allreduce 2(n-1)/n, allgather and reducescatter (n-1)/n, broadcast 1;
+ * 0 for AO_KIND_NONE or world_size < 1 (and so 0 for AR/AG/RS at n = 1). */
+double ao_busbw_factor(ao_coll_kind kind, int world_size);
 
 /* Compute every field from n ops (any order; zero-length ops allowed). With
  * n == 0 all lengths are 0 and the ratios NAN. world_size sets busbw factors. */
