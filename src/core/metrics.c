@@ -138,7 +138,7 @@ void ao_overlap_compute(const ao_op *ops, size_t n, int world_size, ao_overlap *
     size_t ncm = ao_iv_union(C, nc, M, nm, tmp);
     size_t nall = ao_iv_union(tmp, ncm, X, nx, all);
     ao_ival window = {w0, w1};
-    out->idle_ms = ao_iv_length(tmp, ao_iv_subtract(&window, 1, all, nall, tmp)) / 1000.0;
+    out->idle_ms = ao_iv_length(tmp, ao_iv_subtract(&window, w1 > w0, all, nall, tmp)) / 1000.0;
 
     out->overlap_ratio = ratio_or_nan(overlap_us, m_us);
     out->compute_covered_ratio = ratio_or_nan(overlap_us, c_us);
