@@ -4,7 +4,8 @@
  * no parent) and hands it to every rank in AORTA_RUN_ID. The creator makes
  * the directory with mkdir(2), which fails when it exists, so a run can never
  * add files to an older run; it then points {output_dir}/latest at it. The
- * other ranks join: they wait briefly for the directory to appear.
+ * other ranks join: they wait briefly for the directory to appear. When a
+ * launcher parent created it (DESIGN §5), every rank, rank 0 included, joins.
  *
  *     char id[AO_RUN_ID_MAX];
  *     ao_rundir_make_id(id, sizeof id);            // or a --run-name
