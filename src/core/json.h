@@ -1,0 +1,101 @@
+/* A thin layer over yajl for the JSON files aorta writes and reads.
+ *
+ * Why not yajl alone: yajl_gen_double prints "%.20g" (0.1 becomes
+ * 0.10000000000000000555) and rejects NAN, and yajl_tree's double is not
+ * filled for subnormals. Here doubles are written in the shortest form that
+ * reads back bit-exact, NAN/inf become null, and reading takes the number's
+ * own text through strtod so every finite double round-trips. */
+#ifndef AORTA_CORE_JSON_H
+#define AORTA_CORE_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <yajl/yajl_gen.h>
+#include <yajl/yajl_tree.h>
+
+/* A value a caller hands to a writer without writing JSON itself. RAW is JSON
+ * text (a list such as "[0.9,0.95]", "null"); it is validated and embedded. */
+typedef enum ao_json_type {
+    AO_JSON_STRING,
+    AO_JSON_INT,
+    AO_JSON_DOUBLE,
+    AO_JSON_BOOL,
+    AO_JSON_NULL,
+    AO_JSON_RAW
+} ao_json_type;
+
+typedef struct ao_json_value {
+    ao_json_type type;
+    const char *s; /* STRING, RAW */
+    long long i;   /* INT, BOOL (0/1) */
+    double d;      /* DOUBLE */
+} ao_json_value;
+
+typedef struct ao_json_field {
+    const char *key;
+    ao_json_value v;
+} ao_json_field;
+
+/* A flat JSON object given as fields, in order. */
+typedef struct ao_json_object {
+    const ao_json_field *fields;
+    size_t n;
+} ao_json_object;
+
+static inline ao_json_value ao_json_str(const char *s)
+{
+    return (ao_json_value){.type = s ? AO_JSON_STRING : AO_JSON_NULL, .s = s};
+}
+static inline ao_json_value ao_json_int(long long i)
+{
+    return (ao_json_value){.type = AO_JSON_INT, .i = i};
+}
+static inline ao_json_value ao_json_double(double d)
+{
+    return (ao_json_value){.type = AO_JSON_DOUBLE, .d = d};
+}
+static inline ao_json_value ao_json_bool(int b)
+{
+    return (ao_json_value){.type = AO_JSON_BOOL, .i = b != 0};
+}
+static inline ao_json_value ao_json_raw(const char *text)
+{
+    return (ao_json_value){.type = AO_JSON_RAW, .s = text};
+}
+
+/* ---- writing: each returns the yajl status (yajl_gen_status_ok = 0) ------- */
+
+/* A fresh generator: compact (one line) or indented with two spaces. */
+yajl_gen ao_json_gen_new(int pretty);
+/* The shortest "%.{15,16,17}g" that strtod reads back bit-exact; null for
+ * NAN and ±inf (JSON has no such numbers). */
+yajl_gen_status ao_json_gen_double(yajl_gen g, double d);
+yajl_gen_status ao_json_gen_u64(yajl_gen g, uint64_t v);
+/* A C string (NULL writes null). */
+yajl_gen_status ao_json_gen_str(yajl_gen g, const char *s);
+/* JSON text, parsed (so malformed text is refused, status
+ * yajl_gen_invalid_string) and re-emitted token by token. */
+yajl_gen_status ao_json_gen_raw(yajl_gen g, const char *text);
+yajl_gen_status ao_json_gen_value(yajl_gen g, const ao_json_value *v);
+/* {"k": v, ...} */
+yajl_gen_status ao_json_gen_object(yajl_gen g, const ao_json_object *o);
+
+/* Write the generator's buffer to `path` through a temporary file in the
+ * same directory and rename(2), so a reader never sees half a file. Returns
+ * 0, or -1 after printing why. */
+int ao_json_write_atomic(const char *path, yajl_gen g);
+/* The same for any bytes. */
+int ao_file_write_atomic(const char *path, const void *buf, size_t n);
+/* write(2) all n bytes, retrying short writes and EINTR. 0 or -1 (errno). */
+int ao_write_all(int fd, const void *buf, size_t n);
+
+/* ---- reading --------------------------------------------------------------- */
+
+/* The member `key` of object `obj`, or NULL (no path walking, no type check). */
+yajl_val ao_json_member(yajl_val obj, const char *key);
+/* A number as the double its text denotes (bit-exact with what
+ * ao_json_gen_double wrote, subnormals included). */
+double ao_json_number(yajl_val v);
+
+#endif

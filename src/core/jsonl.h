@@ -1,0 +1,149 @@
+/* The files of a run (DESIGN §8): run.json, and rank_NN_metrics.jsonl with
+ * one complete JSON object per line per iteration.
+ *
+ * Absent values: every key of a record is always written. A number that is
+ * absent or undefined (NAN: a ratio with an empty denominator, a loss not
+ * computed in a comm-only step; also ±inf, which JSON cannot hold) is written
+ * as null, and null reads back as NAN. `samples` is absent when negative
+ * (null, read back as -1). An op's `unit` -1 and `kind` AO_KIND_NONE are
+ * null. The reader accepts null for every floating-point field; integer
+ * fields must be integers.
+ *
+ * Numbers round-trip: a double is written in the shortest form strtod reads
+ * back bit-exact, so writer -> reader gives identical numbers. */
+#ifndef AORTA_CORE_JSONL_H
+#define AORTA_CORE_JSONL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "core/json.h"
+#include "core/metrics.h"
+
+#define AO_JSONL_SCHEMA    1
+#define AO_RUN_JSON_SCHEMA 1
+
+/* ---- run.json -------------------------------------------------------------- */
+
+/* One resolved configuration value and where it came from. */
+typedef struct ao_config_entry {
+    const char *key;     /* "training.lr" */
+    ao_json_value value; /* typed, or AO_JSON_RAW text for lists */
+    const char *type;    /* the schema's type name ("float", "enum", ...), or NULL */
+    const char *origin;  /* "default", "configs/a.yaml:12:5", "--override", ... */
+} ao_config_entry;
+
+/* The config module visits its resolved values in order and calls emit for
+ * each; the writer owns emit and emit_ctx. */
+typedef void (*ao_config_emit_fn)(void *emit_ctx, const ao_config_entry *e);
+typedef void (*ao_config_visit_fn)(const void *config, ao_config_emit_fn emit, void *emit_ctx);
+
+typedef struct ao_run_header {
+    const char *run_id;
+    const char *command; /* "train", "coll", ... */
+    int argc;
+    char *const *argv;
+    const char *host; /* NULL: gethostname() */
+    int world_size;
+    ao_config_visit_fn config_visit; /* NULL: no "config" section */
+    const void *config;
+    char *const *envp;             /* NULL: environ; filtered with ao_env_filter */
+    const ao_json_field *versions; /* {"aorta","0.1.0"}, {"nccl","2.21.5"}, ... */
+    size_t nversions;
+    const ao_json_object *devices; /* one object per device, fields as the caller likes */
+    size_t ndevices;
+    /* Host clocks read right after the anchor event was recorded; device
+     * times in the metrics files are microseconds from that event. */
+    struct timespec anchor_realtime, anchor_monotonic;
+} ao_run_header;
+
+/* Write run.json (pretty, through a temporary file and rename). Returns 0,
+ * AO_EXIT_USAGE when a config value is not valid JSON text, AO_EXIT_FAIL
+ * on I/O errors, after printing why. */
+int ao_run_json_write(const char *path, const ao_run_header *h);
+
+/* The variables worth recording (NCCL_*, RCCL_*, CUDA_*, HIP_*, HSA_*,
+ * OMPI_*, SLURM_*, AORTA_*), sorted by name: a heap array of pointers into
+ * envp ("NAME=VALUE"), *n of them; free() the array only. */
+char **ao_env_filter(char *const *envp, size_t *n);
+
+/* ---- iteration records -------------------------------------------------------- */
+
+/* Called inside the record's open "extra" object; emits key/value pairs.
+ * Returns 0, or nonzero to fail the append. */
+typedef int (*ao_jsonl_extra_fn)(void *ctx, yajl_gen g);
+
+typedef struct ao_iter_record {
+    int rank, world_size;
+    long long step;
+    const char *phase; /* "train", "compute_only", "comm_only" */
+    double wall_time;  /* UNIX seconds at window_start_us: anchor realtime + start */
+    ao_overlap m;      /* every §7 field */
+    /* NAN when absent */
+    double loss, loss_local, grad_norm, lr, loss_scale, tokens_per_s;
+    long long samples; /* < 0 when absent */
+    /* Per-op intervals (profiling windows): written when ops != NULL. */
+    const ao_op *ops;
+    size_t nops;
+    /* Writer only: free-form "extra" object, written when extra != NULL. */
+    ao_jsonl_extra_fn extra;
+    void *extra_ctx;
+    /* Reader only: storage behind ops and their names. */
+    ao_op *ops_storage;
+    char *names_storage;
+} ao_iter_record;
+
+/* A record with every optional number absent (NAN / -1) and phase "train". */
+void ao_iter_record_init(ao_iter_record *r);
+/* Frees what the reader allocated (ops); the struct itself is the caller's. */
+void ao_iter_record_free(ao_iter_record *r);
+/* Move src's contents (and storage) into dst, leaving src empty. */
+void ao_iter_record_move(ao_iter_record *dst, ao_iter_record *src);
+
+/* The record as one JSON line with its '\n', heap-allocated; NULL after
+ * printing why (a NULL phase, a failing extra callback). */
+char *ao_iter_record_format(const ao_iter_record *r, size_t *len);
+/* Parse one record from a parsed line; `where` ("file:line") prefixes every
+ * error. Returns 0 or AO_EXIT_USAGE after printing why. */
+int ao_iter_record_parse(yajl_val obj, const char *where, ao_iter_record *out);
+
+/* ---- writer ------------------------------------------------------------------ */
+
+typedef struct ao_jsonl_writer ao_jsonl_writer;
+
+/* Create `path` (it must not exist: never appended to). Lines are buffered
+ * and written with one write(2) every flush_every records (<= 1: each
+ * record) and at close. NULL after printing why. */
+ao_jsonl_writer *ao_jsonl_open(const char *path, int flush_every);
+/* Returns 0, or -1 after printing why. */
+int ao_jsonl_append(ao_jsonl_writer *w, const ao_iter_record *r);
+int ao_jsonl_flush(ao_jsonl_writer *w);
+/* Flushes and closes; NULL is a no-op. 0 or -1 after printing why. */
+int ao_jsonl_close(ao_jsonl_writer *w);
+
+/* ---- reader ------------------------------------------------------------------ */
+
+typedef struct ao_jsonl_stats {
+    size_t lines;     /* lines read, blank and truncated included */
+    size_t records;   /* records handed to the callback */
+    size_t blank;     /* empty lines skipped */
+    size_t truncated; /* an unterminated, unparseable last line (0 or 1), skipped */
+} ao_jsonl_stats;
+
+/* r is the reader's until the callback returns (keep it with
+ * ao_iter_record_move); line is the parsed object, for keys the record has
+ * no field for ("extra"). A nonzero return stops reading and is returned. */
+typedef int (*ao_jsonl_record_fn)(void *ctx, ao_iter_record *r, yajl_val line);
+
+/* Stream `path` line by line. Returns 0, AO_EXIT_USAGE after an error naming
+ * file:line (unreadable file, malformed line, schema mismatch, a missing
+ * or mistyped field), or the callback's nonzero value. A last line without
+ * '\n' that does not parse (a killed writer) is skipped with a warning. */
+int ao_jsonl_read(const char *path, ao_jsonl_record_fn fn, void *ctx, ao_jsonl_stats *stats);
+
+/* Every record of `path` in a heap array; free with ao_iter_records_free. */
+int ao_jsonl_read_all(const char *path, ao_iter_record **recs, size_t *n, ao_jsonl_stats *stats);
+void ao_iter_records_free(ao_iter_record *recs, size_t n);
+
+#endif
