@@ -134,7 +134,8 @@ static void range_text(char *buf, size_t n, const struct ao_key *k, int integer)
         snprintf(buf, n, "%s %s", k->flags & AO_KEY_MIN_EXCLUSIVE ? "greater than" : "at least",
                  lo);
     else
-        snprintf(buf, n, "%s%s, %s]", k->flags & AO_KEY_MIN_EXCLUSIVE ? "(" : "[", lo, hi);
+        snprintf(buf, n, "%s%s, %s%s", k->flags & AO_KEY_MIN_EXCLUSIVE ? "(" : "[", lo, hi,
+                 k->flags & AO_KEY_MAX_EXCLUSIVE ? ")" : "]");
 }
 
 /* What a key accepts, in words: for errors and for the reference. */
@@ -254,7 +255,7 @@ static int parse_bool(const char *s, int *out)
 static int in_range(const struct ao_key *k, double v)
 {
     if (k->flags & AO_KEY_MIN_EXCLUSIVE ? !(v > k->min) : !(v >= k->min)) return 0;
-    return v <= k->max;
+    return k->flags & AO_KEY_MAX_EXCLUSIVE ? v < k->max : v <= k->max;
 }
 
 /* The context of one assignment, for messages. */

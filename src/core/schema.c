@@ -80,8 +80,8 @@ static const struct ao_enum_name prefetches[] = {{"BACKWARD_PRE", AO_PREFETCH_BA
 static const struct ao_enum_name modes[] = {
     {"fsdp", AO_MODE_FSDP}, {"ddp", AO_MODE_DDP}, {NULL, 0}};
 
-#define NOT_TORCH  "aorta has no torch.compile; its kernels are fixed C/CUDA"
-#define NOT_KINETO "aorta records its own event timeline, not the PyTorch profiler's"
+#define NOT_TORCH  "aorta has no torch.compile; its kernels are fixed C/CUDA."
+#define NOT_KINETO "aorta records its own event timeline, not the PyTorch profiler's."
 
 const struct ao_key ao_schema[] = {
     ENUM(logging.level, "INFO", log_levels,
@@ -112,12 +112,13 @@ const struct ao_key ao_schema[] = {
     FLOAT(optimizer.weight_decay, "0.01", 0, NONE, "AdamW decoupled weight decay."),
     {.key = "optimizer.betas",
      .type = AO_CFG_FLOAT_LIST,
+     .flags = AO_KEY_MAX_EXCLUSIVE,
      .offset = OFF(optimizer.betas),
      .def = "[0.9, 0.98]",
      .min = 0,
-     .max = 0.999999,
+     .max = 1,
      .len = 2,
-     .help = "AdamW [beta1, beta2], each in [0, 1)."},
+     .help = "AdamW [beta1, beta2]."},
     FLOAT_GT(optimizer.eps, "1e-8", 0, 1, "AdamW epsilon added to the denominator."),
 
     INT(scheduler.warmup_steps, "100", 0, BIG,
@@ -155,11 +156,12 @@ const struct ao_key ao_schema[] = {
     INT(model.num_layers, "8", 1, 4096, "Encoder layers (one FSDP unit each)."),
     {.key = "model.dropout",
      .type = AO_CFG_FLOAT,
+     .flags = AO_KEY_MAX_EXCLUSIVE,
      .offset = OFF(model.dropout),
      .def = "0.1",
      .min = 0,
-     .max = 0.99,
-     .help = "Dropout probability in the encoder layers, in [0, 0.99]."},
+     .max = 1,
+     .help = "Dropout probability in the encoder layers."},
     INT(model.mlp_hidden_dim, "2048", 1, 1048576,
         "Hidden width of the scoring head (and of the FFN when ff_dim is null)."),
     {.key = "model.ff_dim",
@@ -222,7 +224,7 @@ const struct ao_key ao_schema[] = {
      .flags = AO_KEY_NO_EFFECT,
      .offset = OFF(compile.options),
      .def = "{}",
-     .help = NOT_TORCH " (any mapping is accepted)"},
+     .help = "aorta has no torch.compile; any mapping is accepted and ignored."},
 
     ENUM(distributed.mode, "fsdp", modes,
          "fsdp: shard as fsdp.sharding_strategy says; ddp: replicate and all-reduce gradient "

@@ -12,6 +12,7 @@ enum {
     AO_KEY_NULLABLE = 1 << 0,      /* `null` is a value (stored as the row's null_value) */
     AO_KEY_NO_EFFECT = 1 << 1,     /* a seed key aorta accepts, warns about once, ignores */
     AO_KEY_MIN_EXCLUSIVE = 1 << 2, /* value must be > min rather than >= min */
+    AO_KEY_MAX_EXCLUSIVE = 1 << 3, /* value must be < max rather than <= max */
 };
 
 struct ao_enum_name {
