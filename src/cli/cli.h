@@ -28,7 +28,8 @@ struct cli_overrides {
 };
 /* True when arg is --override or --override=... */
 int cli_is_override(const char *arg);
-/* argv[*i] is an --override flag: append the key=value words that follow it
+/* argv[*i] is an --override flag: append its own KEY=VALUE (--override=K=V)
+ * and the key=value words that follow it
  * (up to the first word that starts with '-' or has no '='), leaving *i on
  * the last one taken. Returns 0, or AO_EXIT_USAGE after printing when no
  * key=value follows. */

@@ -28,11 +28,9 @@ int cli_take_overrides(const char *cmd, const char *usage, int argc, char **argv
                        struct cli_overrides *ov)
 {
     char *arg = argv[*i];
-    if (arg[sizeof flag - 1] == '=') {
+    if (arg[sizeof flag - 1] == '=')
         push(ov, arg + sizeof flag);
-        return 0;
-    }
-    if (*i + 1 >= argc || !is_assignment(argv[*i + 1]))
+    else if (*i + 1 >= argc || !is_assignment(argv[*i + 1]))
         return cli_usage_error(cmd, usage, "--override needs KEY=VALUE (e.g. %s)",
                                "--override training.max_steps=50");
     while (*i + 1 < argc && is_assignment(argv[*i + 1])) push(ov, argv[++*i]);

@@ -1039,7 +1039,10 @@ void ao_config_print_yaml(FILE *out, const struct ao_config *cfg, int with_origi
         char *value = value_text(cfg, i, &is_null);
         struct sbuf line = {0};
         char indent[64];
-        snprintf(indent, sizeof indent, "%*s%s: ", depth * 2, "", part);
+        /* A no-effect key nobody set is shown, but commented out, so that the
+         * output loads back without warnings. */
+        int muted = (k->flags & AO_KEY_NO_EFFECT) && !cfg->meta->origin[i];
+        snprintf(indent, sizeof indent, "%*s%s%s: ", depth * 2, "", muted ? "# " : "", part);
         sb_puts(&line, indent);
         if (k->type == AO_CFG_STRING && !is_null)
             yaml_string(&line, value);
@@ -1049,6 +1052,7 @@ void ao_config_print_yaml(FILE *out, const struct ao_config *cfg, int with_origi
             while (line.len < 44) sb_puts(&line, " ");
             sb_puts(&line, "  # ");
             sb_puts(&line, cfg->meta->origin[i] ? cfg->meta->origin[i] : "default");
+            if (muted) sb_puts(&line, ", no effect in aorta");
         }
         fprintf(out, "%s\n", line.p);
         free(line.p);

@@ -187,7 +187,9 @@ int ao_config_set(struct ao_config *cfg, const char *key, const char *value, con
  * counts, ...). Returns 0 or AO_EXIT_USAGE after printing. */
 int ao_config_validate(const struct ao_config *cfg);
 
-/* Resolved YAML; with_origins appends "# <origin>" to every value. */
+/* Resolved YAML; with_origins appends "# <origin>" to every value. Seed keys
+ * with no effect in aorta that still hold their default are printed commented
+ * out, so the output loads back without warnings. */
 void ao_config_print_yaml(FILE *out, const struct ao_config *cfg, int with_origins);
 /* The markdown reference of every key (docs/config.md). */
 void ao_config_print_doc(FILE *out);
