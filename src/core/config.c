@@ -616,6 +616,7 @@ struct file_ctx {
     struct ao_config *cfg;
     yaml_document_t *doc;
     const char *path;
+    size_t *line_set; /* per row: 1-based line that set it in this file, 0 = not yet */
 };
 
 static int walk_mapping(struct file_ctx *fc, yaml_node_t *map, const char *prefix, int depth);
@@ -634,7 +635,12 @@ static int walk_pair(struct file_ctx *fc, yaml_node_t *key_node, yaml_node_t *va
     char *dotted = *prefix ? ao_asprintf("%s.%s", prefix, key_node->data.scalar.value)
                            : ao_strdup((const char *)key_node->data.scalar.value);
     int row = row_of(dotted);
-    if (row >= 0) {
+    if (row >= 0 && fc->line_set[row]) {
+        /* The same key twice, spelled differently ("a.b:" and "a: {b:}"). */
+        ao_error(where, "duplicate key '%s' (first at line %zu)", dotted, fc->line_set[row]);
+        rc = AO_EXIT_USAGE;
+    } else if (row >= 0) {
+        fc->line_set[row] = key_node->start_mark.line + 1;
         char *vwhere = mark_text(fc->path, value->start_mark, 1);
         char *origin = mark_text(fc->path, value->start_mark, 0);
         rc = set_from_node(fc->cfg, row, fc->doc, value, vwhere, origin);
@@ -704,8 +710,9 @@ static int load_file(struct ao_config *cfg, const char *path)
     if (rc) return rc;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (root && root->type == YAML_MAPPING_NODE) {
-        struct file_ctx fc = {cfg, &doc, path};
+        struct file_ctx fc = {cfg, &doc, path, ao_calloc((size_t)ao_schema_count, sizeof(size_t))};
         rc = walk_mapping(&fc, root, "", 0);
+        free(fc.line_set);
     } else if (root && !is_null_node(root)) {
         char *where = mark_text(path, root->start_mark, 1);
         ao_error(where,
