@@ -67,6 +67,11 @@ static void *field(const struct ao_config *cfg, const struct ao_key *k)
     return (char *)cfg + k->offset;
 }
 
+static const char *origin_of(const struct ao_config *cfg, int row)
+{
+    return cfg->meta->origin[row] ? cfg->meta->origin[row] : "default";
+}
+
 static int row_of(const char *key)
 {
     for (int i = 0; i < ao_schema_count; i++)
@@ -384,9 +389,10 @@ static int set_from_node(struct ao_config *cfg, int row, yaml_document_t *doc, y
     const struct target t = {k, doc, where};
     void *dst = field(cfg, k);
     int null = is_null_node(node);
-    if (null && !(k->flags & AO_KEY_NULLABLE)) return bad_value(&t, NULL, "is not allowed");
-    if (null && k->type != AO_CFG_INT && k->type != AO_CFG_ENUM)
-        return bad_value(&t, NULL, "is not allowed");
+    /* Only INT and ENUM rows have a stored value that can mean null. */
+    int nullable =
+        (k->flags & AO_KEY_NULLABLE) && (k->type == AO_CFG_INT || k->type == AO_CFG_ENUM);
+    if (null && !nullable) return bad_value(&t, NULL, "is not allowed");
 
     switch (k->type) {
     case AO_CFG_INT: {
@@ -411,10 +417,12 @@ static int set_from_node(struct ao_config *cfg, int row, yaml_document_t *doc, y
     }
     case AO_CFG_INT_OR_BOOL: {
         const char *s = plain_scalar(&t, node, "is neither a boolean nor an integer");
-        int v;
+        int v, word;
         if (!s) return AO_EXIT_USAGE;
-        if (!parse_bool(s, &v) && strcmp(s, "0") && strcmp(s, "1"))
-            v = v ? 2 : 0; /* true = two buffers in flight, false = no limit */
+        /* "0" and "1" are counts here; the other boolean words are flags. */
+        int is_flag = strcmp(s, "0") && strcmp(s, "1") && !parse_bool(s, &word);
+        if (is_flag)
+            v = word ? 2 : 0; /* true = two buffers in flight, false = no limit */
         else if (parse_int_node(&t, node, &v))
             return AO_EXIT_USAGE;
         memcpy(dst, &v, sizeof v);
@@ -807,7 +815,7 @@ const char *ao_config_origin(const struct ao_config *cfg, const char *key)
 {
     int row = row_of(key);
     if (row < 0 || !cfg->meta) return NULL;
-    return cfg->meta->origin[row] ? cfg->meta->origin[row] : "default";
+    return origin_of(cfg, row);
 }
 
 int ao_config_noop_warnings(const struct ao_config *cfg)
@@ -859,7 +867,7 @@ static char *describe(const struct ao_config *cfg, const char *key)
     assert(row >= 0);
     int is_null;
     char *value = value_text(cfg, row, &is_null); /* as `config show` prints it */
-    char *s = ao_asprintf("%s = %s (%s)", key, value, ao_config_origin(cfg, key));
+    char *s = ao_asprintf("%s = %s (%s)", key, value, origin_of(cfg, row));
     free(value);
     return s;
 }
@@ -1058,7 +1066,7 @@ void ao_config_print_yaml(FILE *out, const struct ao_config *cfg, int with_origi
         if (with_origins) {
             while (line.len < 44) sb_puts(&line, " ");
             sb_puts(&line, "  # ");
-            sb_puts(&line, cfg->meta->origin[i] ? cfg->meta->origin[i] : "default");
+            sb_puts(&line, origin_of(cfg, i));
             if (muted) sb_puts(&line, ", no effect in aorta");
         }
         fprintf(out, "%s\n", line.p);
@@ -1076,7 +1084,7 @@ void ao_config_foreach(const struct ao_config *cfg,
         struct ao_config_item item = {.key = k->key, .type = k->type};
         char *value = value_text(cfg, i, &item.is_null);
         item.value = value;
-        item.origin = cfg->meta->origin[i] ? cfg->meta->origin[i] : "default";
+        item.origin = origin_of(cfg, i);
         item.no_effect = (k->flags & AO_KEY_NO_EFFECT) != 0;
         visit(ctx, &item);
         free(value);
