@@ -244,8 +244,10 @@ static void peer_copy_one_way(ao_device *dst_dev, ao_device *src_dev, ao_stream 
     ao_stream_sync(ss);
     ao_copy_peer_async(dst_dev, dst, src_dev, src, bytes, s);
     ao_stream_sync(s);
-    ao_copy_async(dst_dev, host, dst, bytes, AO_D2H, NULL);
-    ao_device_sync(dst_dev);
+    ao_stream *ds = ao_stream_create(dst_dev, "check", 0);
+    ao_copy_async(dst_dev, host, dst, bytes, AO_D2H, ds);
+    ao_stream_sync(ds);
+    ao_stream_destroy(ds);
     size_t bad = 0;
     for (size_t i = 0; i < bytes; i++) bad += host[i] != (unsigned char)value;
     CHECK(bad == 0, "peer copy: %zu of %zu bytes wrong", bad, bytes);
