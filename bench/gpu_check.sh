@@ -117,7 +117,12 @@ fi
 
 # ---- tests ------------------------------------------------------------------------
 ctest_step ctest_gpu gpu
-ctest_step ctest_unit unit
+# The unit tests link cmocka, which the lent GPU machine does not have; CI runs them.
+if ldconfig -p 2>/dev/null | grep -q libcmocka; then
+    ctest_step ctest_unit unit
+else
+    echo "cmocka not installed here: unit tests skipped (CI runs them)"
+fi
 
 # ---- benchmarks ---------------------------------------------------------------------
 # Append later steps here, one `step NAME COMMAND...` each, e.g.
