@@ -180,8 +180,12 @@ static void dropout_apply(float *y, const float *x, int batch, size_t per_sample
         const ao_rng_stream s = ao_dropout_stream(cfg->seed, cfg->step, cfg->layer, site,
                                                   cfg->first_sample + (uint64_t)b);
         const size_t off = (size_t)b * per_sample;
-        for (size_t e = 0; e < per_sample; e++)
-            y[off + e] = x[off + e] * ao_dropout_factor(s, e, cfg->p);
+        /* a whole Philox block per 4 elements rather than one per element */
+        for (size_t e0 = 0; e0 < per_sample; e0 += 4) {
+            const ao_u32x4 words = ao_rng_block(s, e0 >> 2);
+            for (size_t l = 0; l < 4 && e0 + l < per_sample; l++)
+                y[off + e0 + l] = x[off + e0 + l] * ao_dropout_factor_from_word(words.v[l], cfg->p);
+        }
     }
 }
 

@@ -115,7 +115,7 @@ typedef struct {
     float *ctx; /* [B*T, d]: dropout(att) v, heads concatenated (out-projection input) */
 } ao_attn_saved;
 
-/* out[B*T, d] = ctx out_w^T + out_b. Attention-probability dropout uses site
+/* out[B*T, d] = ctx out_w^T + out_b; fills saved's buffers. Attention-probability dropout uses site
  * AO_DROP_ATTN_PROBS with one more key level, the head: element i*T + j of
  * ao_rng_child(ao_dropout_stream(.., AO_DROP_ATTN_PROBS, g), head). */
 void ao_attn_forward(float *out, const ao_attn_saved *saved, const float *x,

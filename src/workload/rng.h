@@ -177,11 +177,17 @@ AO_HD static inline ao_rng_stream ao_dropout_stream(uint64_t seed, uint64_t step
 /* The factor dropout applies to element `element`: 0 (dropped, probability p)
  * or 1/(1-p) (kept), as torch.nn.functional.dropout in training. p <= 0 keeps
  * everything without drawing; p >= 1 drops everything. */
-AO_HD static inline float ao_dropout_factor(ao_rng_stream s, uint64_t element, float p)
+AO_HD static inline float ao_dropout_factor_from_word(uint32_t word, float p)
 {
     if (p <= 0.0f) return 1.0f;
     if (p >= 1.0f) return 0.0f;
-    return ao_rng_uniform(s, element) < p ? 0.0f : 1.0f / (1.0f - p);
+    return ao_rng_u32_to_uniform(word) < p ? 0.0f : 1.0f / (1.0f - p);
+}
+
+AO_HD static inline float ao_dropout_factor(ao_rng_stream s, uint64_t element, float p)
+{
+    if (p <= 0.0f) return 1.0f;
+    return ao_dropout_factor_from_word(ao_rng_u32(s, element), p);
 }
 
 /* ---- bulk fills (host only; rng.c) ------------------------------------- */

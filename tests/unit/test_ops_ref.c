@@ -341,6 +341,14 @@ static void test_dropout(void **state)
         }
     }
     assert_true(dropped > B * PER / 5 && dropped < B * PER * 3 / 5);
+    /* element by element, the factor a device kernel computes (PER is not a
+     * multiple of 4: the tail of each sample's last block counts too) */
+    for (int b = 0; b < B; b++) {
+        const ao_rng_stream ms = ao_dropout_stream(3, 17, 2, AO_DROP_FFN_HIDDEN, 40 + (uint64_t)b);
+        for (int e = 0; e < PER; e++)
+            assert_true(c.y[b * PER + e] ==
+                        c.x[b * PER + e] * ao_dropout_factor(ms, (uint64_t)e, 0.4f));
+    }
 
     float *dx = af(&a, B * PER);
     ao_dropout_backward(dx, c.proj, B, PER, AO_DROP_FFN_HIDDEN, &cfg);
