@@ -92,6 +92,12 @@ static char **mpirun_argv(const char *mpirun, const char *exe, int argc, char **
 
 int ao_launch_mpirun(int argc, char **argv, const ao_launch_opts *o)
 {
+#ifndef AORTA_HAVE_MPI
+    ao_error("--nproc", "%d ranks on the cpu backend need MPI, and this aorta was built without it",
+             o->nproc);
+    ao_hint("install OpenMPI (scripts/install-deps.sh) and rebuild");
+    return AO_EXIT_FAIL;
+#endif
     const char *want = getenv("AORTA_MPIRUN");
     if (!want || !*want) want = "mpirun";
     char *mpirun = find_program(want);
