@@ -39,7 +39,7 @@ fi
 
 if [ $mpirun_ok = 1 ]; then
     # Both ranks under mpirun, both got the id by MPI broadcast.
-    "$helper" spawn cpu 2 1 report >"$tmp/out" 2>"$tmp/err" || fail "cpu report: exit $?"
+    "$helper" spawn cpu 2 1 report >"$tmp/out" 2>"$tmp/err" || { fail "cpu report: exit $?"; cat "$tmp/err"; }
     expect "$tmp/out" "[rank 0] rank 0 of 2 via openmpi, local 0/2, id 0000"
     expect "$tmp/out" "[rank 1] rank 1 of 2 via openmpi, local 1/2, id 0000"
 
@@ -68,7 +68,7 @@ if [ $mpirun_ok = 1 ]; then
 fi
 
 # The local spawner: the id through AORTA_COMM_ID, Ctrl-C as SIGINT.
-"$helper" spawn local 3 1 report >"$tmp/out" 2>"$tmp/err" || fail "local report: exit $?"
+"$helper" spawn local 3 1 report >"$tmp/out" 2>"$tmp/err" || { fail "local report: exit $?"; cat "$tmp/err"; }
 for r in 0 1 2; do expect "$tmp/out" "[rank $r] rank $r of 3 via aorta, local $r/3"; done
 
 "$helper" spawn local 2 0 fail >"$tmp/out" 2>"$tmp/err"
