@@ -140,6 +140,7 @@ struct ao_comm_base {
     ao_stream *stream;
     int rank, size;
     double timeout_s;
+    struct ao_watch *watch; /* set and cleared by comm.c (the watchdog), not by backends */
 };
 
 #ifdef AORTA_HAVE_MPI
