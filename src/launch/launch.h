@@ -46,7 +46,8 @@ int ao_launch_spawn(int argc, char **argv, const ao_launch_opts *o);
 /* Rank side: every rank gets the same comm id: from AORTA_COMM_ID, else by
  * MPI broadcast from rank 0 (built with MPI under an MPI launcher), else
  * through `rdzv_file` (rank 0 writes it atomically, the others poll it until
- * timeout_s). Returns 0 or -1 after printing why. */
+ * timeout_s; use a fresh path for every run). With comm_backend NULL no id is
+ * needed and *id is zeroed. Returns 0 or -1 after printing why. */
 int ao_launch_bootstrap_id(const ao_rank_info *ri, const char *comm_backend,
                            const char *rdzv_file, double timeout_s, ao_comm_id *id);
 
@@ -54,7 +55,9 @@ int ao_launch_bootstrap_id(const ao_rank_info *ri, const char *comm_backend,
  * warning when it wraps. */
 int ao_launch_device_ordinal(int local_rank, int ndevices);
 
-/* Set by SIGINT/SIGTERM in a rank: stop after the current iteration. */
+/* Set by SIGINT/SIGTERM (or SIGUSR1, which mpirun forwards to its ranks) in a
+ * rank: stop after the current iteration. A second such signal ends the rank
+ * at once. */
 int ao_launch_stop_requested(void);
 void ao_launch_install_stop_handler(void);
 
