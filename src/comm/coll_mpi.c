@@ -23,63 +23,19 @@
  * peer, so it is skipped and mpirun reports the failure. */
 #include <limits.h>
 #include <mpi.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm/comm.h"
+#include "comm/mpi_init.h"
 #include "core/error.h"
 
 struct mpi_comm {
     struct ao_comm_base base;
     MPI_Comm comm;
 };
-
-static struct {
-    pthread_once_t once;
-    int ok;
-    atomic_int live_comms;
-} mpi = {.once = PTHREAD_ONCE_INIT};
-
-static void finalize_at_exit(void)
-{
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized && atomic_load(&mpi.live_comms) == 0) MPI_Finalize();
-}
-
-static void init_once(void)
-{
-    int initialized = 0, provided = 0;
-    MPI_Initialized(&initialized);
-    if (initialized) {
-        MPI_Query_thread(&provided);
-    } else {
-        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
-            ao_error("MPI", "MPI_Init_thread failed");
-            return;
-        }
-        atexit(finalize_at_exit);
-    }
-    if (provided < MPI_THREAD_MULTIPLE) {
-        ao_error("MPI",
-                 "the library provides thread level %d, not MPI_THREAD_MULTIPLE; aorta "
-                 "runs collectives from several stream threads at once",
-                 provided);
-        ao_hint("use an MPI built with thread support (OpenMPI >= 3 has it by default)");
-        return;
-    }
-    mpi.ok = 1;
-}
-
-static int ensure_init(void)
-{
-    pthread_once(&mpi.once, init_once);
-    return mpi.ok ? 0 : -1;
-}
 
 static void mpi_version(char *buf, size_t n)
 {
@@ -111,14 +67,14 @@ static ao_comm *wrap(MPI_Comm comm, ao_device *dev, ao_stream *s, double timeout
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm, &c->base.rank);
     MPI_Comm_size(comm, &c->base.size);
-    atomic_fetch_add(&mpi.live_comms, 1);
+    ao_mpi_comm_opened();
     return (ao_comm *)c;
 }
 
 static ao_comm *mpi_create(ao_device *dev, ao_stream *s, const ao_rank_info *ri,
                            const ao_comm_id *id, const ao_comm_opts *opts)
 {
-    if (ensure_init() != 0) return NULL;
+    if (ao_mpi_ensure_init() != 0) return NULL;
     int rank = 0, size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -152,7 +108,7 @@ static void mpi_destroy(ao_comm *comm)
     struct mpi_comm *c = (struct mpi_comm *)comm;
     ao_stream_sync(c->base.stream);
     MPI_Comm_free(&c->comm);
-    atomic_fetch_sub(&mpi.live_comms, 1);
+    ao_mpi_comm_closed();
     free(c);
 }
 

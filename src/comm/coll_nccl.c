@@ -183,7 +183,14 @@ static ao_comm *nccl_split(ao_comm *parent, ao_stream *s, int color, int key)
     AO_CUDA_CHECK(cudaSetDevice(ao_cuda_ordinal(parent->base.dev)));
     ncclComm_t comm = NULL;
     ncclResult_t r = ncclCommSplit(parent->comm, color, key, &comm, NULL);
-    if (r == ncclInProgress) r = settle(comm ? comm : parent->comm, r, parent->base.timeout_s);
+    /* With a non-blocking parent the split runs as an async job of the
+     * parent: the new handle is written only once the parent's state settles
+     * (seen on NCCL 2.28: success with a NULL handle, then "Attempt to use
+     * communicator before the previous operation returned ncclSuccess").
+     * So settle the parent first, then the child. */
+    if (r == ncclSuccess || r == ncclInProgress)
+        r = settle(parent->comm, ncclInProgress, parent->base.timeout_s);
+    if (r == ncclSuccess && comm) r = settle(comm, ncclInProgress, parent->base.timeout_s);
     if (r != ncclSuccess || !comm) {
         ao_error("ncclCommSplit", "rank %d (color %d, key %d): %s", parent->base.rank, color, key,
                  r == ncclInProgress ? "timed out" : ncclGetErrorString(r));

@@ -8,6 +8,7 @@
 #include "comm/comm.h"
 #include "comm/watchdog.h"
 #include "core/error.h"
+#include "core/metrics.h"
 
 /* ---- names and sizes ----------------------------------------------------- */
 
@@ -94,16 +95,18 @@ size_t ao_coll_bytes(ao_coll c, size_t count, ao_dtype t, int nranks)
     }
 }
 
+/* One formula for the kinds the metrics know (core/metrics.c); alltoall moves
+ * like an all-gather, the rooted and point-to-point ops move their bytes once. */
 double ao_coll_busbw_factor(ao_coll c, int nranks)
 {
-    double n = nranks > 0 ? nranks : 1;
     switch (c) {
     case AO_ALLREDUCE:
-        return 2.0 * (n - 1) / n;
+        return ao_busbw_factor(AO_KIND_ALLREDUCE, nranks);
     case AO_ALLGATHER:
-    case AO_REDUCESCATTER:
     case AO_ALLTOALL:
-        return (n - 1) / n;
+        return ao_busbw_factor(AO_KIND_ALLGATHER, nranks);
+    case AO_REDUCESCATTER:
+        return ao_busbw_factor(AO_KIND_REDUCESCATTER, nranks);
     default:
         return 1.0;
     }

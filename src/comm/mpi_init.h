@@ -9,4 +9,11 @@
  * MPI_THREAD_MULTIPLE, or MPI was already finalised. Thread-safe. */
 int ao_mpi_ensure_init(void);
 
+/* Communicators count themselves in and out. MPI_Finalize runs at exit only
+ * when none is open: a rank exiting with communicators still open is
+ * failing, and finalizing then could block on a peer, so it is skipped and
+ * mpirun reports the failure. */
+void ao_mpi_comm_opened(void);
+void ao_mpi_comm_closed(void);
+
 #endif

@@ -1,5 +1,6 @@
 #include <mpi.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "comm/mpi_init.h"
@@ -8,12 +9,23 @@
 /* MPI itself is process-wide state; the lock keeps two threads from both
  * initialising it. */
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int live_comms;
+
+void ao_mpi_comm_opened(void)
+{
+    atomic_fetch_add(&live_comms, 1);
+}
+
+void ao_mpi_comm_closed(void)
+{
+    atomic_fetch_sub(&live_comms, 1);
+}
 
 static void finalize_at_exit(void)
 {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
+    if (!finalized && atomic_load(&live_comms) == 0) MPI_Finalize();
 }
 
 static const char *thread_level_name(int level)
