@@ -1,0 +1,209 @@
+/* The collective watchdog; see watchdog.h.
+ *
+ * One thread and one list per process: a hang must be caught whichever
+ * communicator it is on, and abort all of them, so the list of watched
+ * communicators is the one piece of global state here (guarded by wd.mu).
+ *
+ * Each communicator keeps a ring of pending ops, each with a completion event
+ * recorded right after it on the comm's stream. Events belong to ring slots and
+ * are reused once their op has retired; the ring (and its event pool) only
+ * grows when more ops are in flight than ever before. An op's clock starts when
+ * it is enqueued or, if later, when the op before it completed, so ops queued
+ * behind a long one are not blamed for its time. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm/watchdog.h"
+#include "core/error.h"
+
+struct pending_op {
+    ao_event *done;
+    ao_coll op;
+    size_t bytes;
+    int64_t enqueued_ns;
+};
+
+struct ao_watch {
+    ao_comm *comm;
+    struct pending_op *ring; /* every slot owns an event, pending or not */
+    size_t cap, head, count;
+    int64_t head_since_ns; /* when the current oldest op became the oldest */
+    struct ao_watch *next;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    struct ao_watch *list;
+    int running;
+    unsigned epoch; /* bumped to stop the running thread */
+    pthread_t thread;
+} wd = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static struct ao_comm_base *base_of(ao_comm *c)
+{
+    return (struct ao_comm_base *)(void *)c;
+}
+
+static void retire_completed(struct ao_watch *w)
+{
+    while (w->count > 0 && ao_event_query(w->ring[w->head].done)) {
+        w->head = (w->head + 1) % w->cap;
+        w->count--;
+        w->head_since_ns = now_ns();
+    }
+}
+
+static void grow(struct ao_watch *w)
+{
+    size_t cap = w->cap ? 2 * w->cap : 16;
+    struct pending_op *ring = ao_calloc(cap, sizeof *ring);
+    for (size_t i = 0; i < w->cap; i++) ring[i] = w->ring[(w->head + i) % w->cap];
+    for (size_t i = w->cap; i < cap; i++) ring[i].done = ao_event_create(base_of(w->comm)->dev);
+    free(w->ring);
+    w->ring = ring;
+    w->cap = cap;
+    w->head = 0;
+}
+
+/* Print what hung, abort every communicator, exit. Called with wd.mu held. */
+_Noreturn static void fire(struct ao_watch *w, const char *why)
+{
+    struct ao_comm_base *b = base_of(w->comm);
+    char what[32];
+    snprintf(what, sizeof what, "rank %d", b->rank);
+    ao_error(what, "%s", why);
+    ao_hint("set NCCL_DEBUG=INFO to see where the collective stalls; a rank that is slow on "
+            "purpose needs a larger distributed.timeout_s");
+    b->ops->abort(w->comm);
+    for (struct ao_watch *o = wd.list; o; o = o->next)
+        if (o != w) base_of(o->comm)->ops->abort(o->comm);
+    _exit(AO_EXIT_FAIL);
+}
+
+static void check_one(struct ao_watch *w, int64_t now)
+{
+    struct ao_comm_base *b = base_of(w->comm);
+    char msg[512];
+    if (b->ops->check) {
+        char err[384] = "";
+        if (b->ops->check(w->comm, err, sizeof err) != 0) {
+            snprintf(msg, sizeof msg, "communicator on stream \"%s\" failed: %s",
+                     ao_stream_name(b->stream), err);
+            fire(w, msg);
+        }
+    }
+    retire_completed(w);
+    if (w->count == 0) return;
+    const struct pending_op *p = &w->ring[w->head];
+    int64_t start = p->enqueued_ns > w->head_since_ns ? p->enqueued_ns : w->head_since_ns;
+    if ((double)(now - start) / 1e9 > b->timeout_s) {
+        snprintf(msg, sizeof msg, "%s of %zu bytes on stream \"%s\" did not complete in %g s",
+                 ao_coll_name(p->op), p->bytes, ao_stream_name(b->stream), b->timeout_s);
+        fire(w, msg);
+    }
+}
+
+static void *watchdog_main(void *arg)
+{
+    unsigned epoch = (unsigned)(uintptr_t)arg;
+    pthread_mutex_lock(&wd.mu);
+    while (wd.epoch == epoch) {
+        int64_t now = now_ns();
+        for (struct ao_watch *w = wd.list; w; w = w->next) check_one(w, now);
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += AO_WATCH_POLL_MS * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&wd.wake, &wd.mu, &until);
+    }
+    pthread_mutex_unlock(&wd.mu);
+    return NULL;
+}
+
+/* The thread's timed wait is on the monotonic clock, like every time here. */
+static void init_wake(void)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&wd.wake, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+static void start_thread_locked(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_wake);
+    int rc = pthread_create(&wd.thread, NULL, watchdog_main, (void *)(uintptr_t)wd.epoch);
+    if (rc != 0)
+        ao_fatal(AO_EXIT_FAIL, "collective watchdog", "cannot start its thread: %s", strerror(rc));
+    wd.running = 1;
+}
+
+struct ao_watch *ao_watch_add(ao_comm *c)
+{
+    struct ao_watch *w = ao_calloc(1, sizeof *w);
+    w->comm = c;
+    pthread_mutex_lock(&wd.mu);
+    grow(w);
+    w->next = wd.list;
+    wd.list = w;
+    if (!wd.running) start_thread_locked();
+    pthread_mutex_unlock(&wd.mu);
+    return w;
+}
+
+void ao_watch_op(struct ao_watch *w, ao_coll op, size_t bytes)
+{
+    pthread_mutex_lock(&wd.mu);
+    retire_completed(w);
+    if (w->count == w->cap) grow(w);
+    struct pending_op *p = &w->ring[(w->head + w->count) % w->cap];
+    p->op = op;
+    p->bytes = bytes;
+    p->enqueued_ns = now_ns();
+    if (w->count == 0) w->head_since_ns = p->enqueued_ns;
+    w->count++;
+    ao_event_record(p->done, base_of(w->comm)->stream);
+    pthread_mutex_unlock(&wd.mu);
+}
+
+void ao_watch_remove(struct ao_watch *w)
+{
+    int join = 0;
+    pthread_t thread;
+    pthread_mutex_lock(&wd.mu);
+    for (struct ao_watch **p = &wd.list; *p; p = &(*p)->next) {
+        if (*p == w) {
+            *p = w->next;
+            break;
+        }
+    }
+    if (!wd.list && wd.running) {
+        wd.epoch++;
+        wd.running = 0;
+        thread = wd.thread;
+        join = 1;
+        pthread_cond_broadcast(&wd.wake);
+    }
+    pthread_mutex_unlock(&wd.mu);
+    if (join) pthread_join(thread, NULL);
+
+    for (size_t i = 0; i < w->cap; i++) ao_event_destroy(w->ring[i].done);
+    free(w->ring);
+    free(w);
+}
