@@ -208,6 +208,7 @@ void ao_coll_bench_defaults(ao_coll_bench_opts *o)
     o->warmup = 5;
     o->dtype = AO_F32;
     o->op = AO_SUM;
+    o->check = 1;
     o->combine = AO_COMBINE_AVG;
     o->backend = "auto";
 }

@@ -17,7 +17,7 @@
 #include "launch/launch.h"
 
 #define CTL_MAX       16   /* doubles one control allreduce carries */
-#define DESC_BYTES    256  /* one rank's "Using devices" line */
+#define DESC_BYTES    512  /* one rank's "Using devices" line */
 #define GEMM_EV_CAP   8192 /* GEMMs one collective window may see */
 #define POLL_SLEEP_NS 20000L
 
