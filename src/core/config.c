@@ -26,6 +26,7 @@ static_assert(sizeof(enum ao_sharding) == sizeof(int), "enum size");
 static_assert(sizeof(enum ao_backward_prefetch) == sizeof(int), "enum size");
 
 #define MAX_DEPTH     8    /* deeper than any key: the rest is reported, not walked */
+#define MAX_NESTING   64   /* YAML collections inside each other, anywhere */
 #define MAX_PAIRS     4096 /* keys in one mapping; the schema has ~100 */
 #define MAX_MAP_CHARS 4096 /* compile.options is kept as text up to this size */
 #define SHOWN_CHARS   60   /* a bad value is quoted in errors up to this length */
@@ -259,8 +260,11 @@ static int in_range(const struct ao_key *k, double v)
 /* The context of one assignment, for messages. */
 struct target {
     const struct ao_key *k;
+    yaml_document_t *doc;
     const char *where; /* "file:line:col", "--override" */
 };
+
+static int flow_text(yaml_document_t *doc, yaml_node_t *node, struct sbuf *b, int depth);
 
 static int bad_value(const struct target *t, const yaml_node_t *node, const char *why)
 {
@@ -270,8 +274,12 @@ static int bad_value(const struct target *t, const yaml_node_t *node, const char
         snprintf(v, sizeof v, "null");
     else if (node->type == YAML_SCALAR_NODE)
         shown(v, sizeof v, (const char *)node->data.scalar.value, node->data.scalar.length);
-    else
-        snprintf(v, sizeof v, "%s", node->type == YAML_SEQUENCE_NODE ? "a list" : "a mapping");
+    else {
+        struct sbuf b = {0};
+        flow_text(t->doc, (yaml_node_t *)node, &b, 0); /* bounded; a cut-off text is fine here */
+        shown(v, sizeof v, b.p ? b.p : "", b.len);
+        free(b.p);
+    }
     ao_error(t->where, "%s: '%s' %s; allowed: %s", t->k->key, v, why, allowed);
     return AO_EXIT_USAGE;
 }
@@ -372,7 +380,7 @@ static int set_from_node(struct ao_config *cfg, int row, yaml_document_t *doc, y
                          const char *where, const char *origin)
 {
     const struct ao_key *k = &ao_schema[row];
-    const struct target t = {k, where};
+    const struct target t = {k, doc, where};
     void *dst = field(cfg, k);
     int null = is_null_node(node);
     if (null && !(k->flags & AO_KEY_NULLABLE)) return bad_value(&t, NULL, "is not allowed");
@@ -473,26 +481,131 @@ static int set_from_node(struct ao_config *cfg, int row, yaml_document_t *doc, y
     return 0;
 }
 
-/* Parse `text` as a one-document YAML value and store it in row `row`. */
+/* ---- reading YAML ---------------------------------------------------------- */
+
+/* A config file, or one value given as text (a default, an override). */
+struct yaml_input {
+    const char *where; /* the file's path, or the text's origin ("--override") */
+    FILE *f;           /* the file, or NULL for text */
+    const char *text;
+    const char *key; /* text only: the key it is for, named in messages */
+};
+
+static void start_parser(yaml_parser_t *p, const struct yaml_input *in)
+{
+    if (!yaml_parser_initialize(p)) ao_fatal(AO_EXIT_FAIL, "libyaml", "out of memory");
+    if (in->f) {
+        rewind(in->f);
+        yaml_parser_set_input_file(p, in->f);
+    } else {
+        yaml_parser_set_input_string(p, (const unsigned char *)in->text, strlen(in->text));
+    }
+}
+
+static char *mark_text(const char *path, yaml_mark_t m, int with_column)
+{
+    if (with_column) return ao_asprintf("%s:%zu:%zu", path, m.line + 1, m.column + 1);
+    return ao_asprintf("%s:%zu", path, m.line + 1);
+}
+
+static int input_error(const struct yaml_input *in, yaml_mark_t m, const char *what)
+{
+    if (in->f) {
+        char *where = mark_text(in->where, m, 1);
+        ao_error(where, "%s", what);
+        free(where);
+    } else {
+        char v[SHOWN_CHARS + 8];
+        shown(v, sizeof v, in->text, strlen(in->text));
+        ao_error(in->where, "%s: cannot read '%s' as a value: %s", in->key, v, what);
+    }
+    return AO_EXIT_USAGE;
+}
+
+static int syntax_error(const struct yaml_input *in, const yaml_parser_t *p)
+{
+    yaml_mark_t m = p->problem_mark;
+    if (p->error == YAML_READER_ERROR && in->f) {
+        /* Encoding errors carry a byte offset, not a line. */
+        memset(&m, 0, sizeof m);
+        rewind(in->f);
+        for (size_t i = 0; i < p->problem_offset; i++) {
+            int c = fgetc(in->f);
+            if (c == EOF) break;
+            if (c == '\n') {
+                m.line++;
+                m.column = 0;
+            } else {
+                m.column++;
+            }
+        }
+    }
+    char *what = ao_asprintf("YAML syntax error: %s%s%s", p->problem ? p->problem : "unreadable",
+                             p->context ? " " : "", p->context ? p->context : "");
+    input_error(in, m, what);
+    free(what);
+    return AO_EXIT_USAGE;
+}
+
+/* Load the one document of `in`. A first pass over the events refuses deep
+ * nesting (libyaml's parser takes time quadratic in depth, so a hostile file
+ * could hang us) and a second document (which would be silently ignored). */
+static int read_document(const struct yaml_input *in, yaml_document_t *doc)
+{
+    yaml_parser_t p;
+    yaml_event_t e;
+    int depth = 0, docs = 0, rc = 0;
+    start_parser(&p, in);
+    for (int done = 0; !done && !rc;) {
+        if (!yaml_parser_parse(&p, &e)) {
+            rc = syntax_error(in, &p);
+            break;
+        }
+        switch (e.type) {
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT:
+            if (++depth > MAX_NESTING) {
+                char what[64];
+                snprintf(what, sizeof what, "lists or mappings nested deeper than %d levels",
+                         MAX_NESTING);
+                rc = input_error(in, e.start_mark, what);
+            }
+            break;
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT:
+            depth--;
+            break;
+        case YAML_DOCUMENT_START_EVENT:
+            if (++docs > 1)
+                rc = input_error(in, e.start_mark,
+                                 "a config holds one YAML document; found a second");
+            break;
+        case YAML_STREAM_END_EVENT:
+            done = 1;
+            break;
+        default:
+            break;
+        }
+        yaml_event_delete(&e);
+    }
+    yaml_parser_delete(&p);
+    if (rc) return rc;
+    start_parser(&p, in);
+    if (!yaml_parser_load(&p, doc)) rc = syntax_error(in, &p);
+    yaml_parser_delete(&p);
+    return rc;
+}
+
+/* Parse `text` as a YAML value and store it in row `row`. */
 static int set_from_text(struct ao_config *cfg, int row, const char *text, const char *where,
                          const char *origin)
 {
-    yaml_parser_t parser;
+    const struct yaml_input in = {.where = where, .text = text, .key = ao_schema[row].key};
     yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser)) ao_fatal(AO_EXIT_FAIL, "libyaml", "out of memory");
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, strlen(text));
-    int rc;
-    if (!yaml_parser_load(&parser, &doc)) {
-        char v[SHOWN_CHARS + 8];
-        shown(v, sizeof v, text, strlen(text));
-        ao_error(where, "%s: cannot read '%s' as a value: %s", ao_schema[row].key, v,
-                 parser.problem ? parser.problem : "YAML error");
-        rc = AO_EXIT_USAGE;
-    } else {
-        rc = set_from_node(cfg, row, &doc, yaml_document_get_root_node(&doc), where, origin);
-        yaml_document_delete(&doc);
-    }
-    yaml_parser_delete(&parser);
+    int rc = read_document(&in, &doc);
+    if (rc) return rc;
+    rc = set_from_node(cfg, row, &doc, yaml_document_get_root_node(&doc), where, origin);
+    yaml_document_delete(&doc);
     return rc;
 }
 
@@ -503,12 +616,6 @@ struct file_ctx {
     yaml_document_t *doc;
     const char *path;
 };
-
-static char *mark_text(const char *path, yaml_mark_t m, int with_column)
-{
-    if (with_column) return ao_asprintf("%s:%zu:%zu", path, m.line + 1, m.column + 1);
-    return ao_asprintf("%s:%zu", path, m.line + 1);
-}
 
 static int walk_mapping(struct file_ctx *fc, yaml_node_t *map, const char *prefix, int depth);
 
@@ -582,20 +689,6 @@ static int walk_mapping(struct file_ctx *fc, yaml_node_t *map, const char *prefi
     return 0;
 }
 
-static int yaml_syntax_error(const char *path, const yaml_parser_t *parser)
-{
-    yaml_mark_t m = parser->problem_mark;
-    char *where = mark_text(path, m, 1);
-    if (parser->context)
-        ao_error(where, "YAML syntax error: %s %s", parser->problem ? parser->problem : "",
-                 parser->context);
-    else
-        ao_error(where, "YAML syntax error: %s",
-                 parser->problem ? parser->problem : "unreadable input");
-    free(where);
-    return AO_EXIT_USAGE;
-}
-
 static int load_file(struct ao_config *cfg, const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -603,45 +696,25 @@ static int load_file(struct ao_config *cfg, const char *path)
         ao_error(path, "cannot read the config file: %s", strerror(errno));
         return AO_EXIT_USAGE;
     }
-    yaml_parser_t parser;
+    const struct yaml_input in = {.where = path, .f = f};
     yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser)) ao_fatal(AO_EXIT_FAIL, "libyaml", "out of memory");
-    yaml_parser_set_input_file(&parser, f);
-    int rc = 0;
-    if (!yaml_parser_load(&parser, &doc)) {
-        rc = yaml_syntax_error(path, &parser);
-    } else {
-        yaml_node_t *root = yaml_document_get_root_node(&doc);
-        if (root && root->type == YAML_MAPPING_NODE) {
-            struct file_ctx fc = {cfg, &doc, path};
-            rc = walk_mapping(&fc, root, "", 0);
-        } else if (root && !is_null_node(root)) {
-            char *where = mark_text(path, root->start_mark, 1);
-            ao_error(where,
-                     "the top level must be a mapping of sections (training:, model:, "
-                     "...), not a %s",
-                     root->type == YAML_SEQUENCE_NODE ? "list" : "single value");
-            free(where);
-            rc = AO_EXIT_USAGE;
-        }
-        yaml_document_delete(&doc);
-        if (!rc && root) { /* a config is one document; a second one would be ignored */
-            if (!yaml_parser_load(&parser, &doc)) {
-                rc = yaml_syntax_error(path, &parser);
-            } else {
-                yaml_node_t *next = yaml_document_get_root_node(&doc);
-                if (next) {
-                    char *where = mark_text(path, next->start_mark, 1);
-                    ao_error(where, "a config file holds one YAML document; found a second");
-                    free(where);
-                    rc = AO_EXIT_USAGE;
-                }
-                yaml_document_delete(&doc);
-            }
-        }
-    }
-    yaml_parser_delete(&parser);
+    int rc = read_document(&in, &doc);
     fclose(f);
+    if (rc) return rc;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (root && root->type == YAML_MAPPING_NODE) {
+        struct file_ctx fc = {cfg, &doc, path};
+        rc = walk_mapping(&fc, root, "", 0);
+    } else if (root && !is_null_node(root)) {
+        char *where = mark_text(path, root->start_mark, 1);
+        ao_error(where,
+                 "the top level must be a mapping of sections (training:, model:, ...), "
+                 "not a %s",
+                 root->type == YAML_SEQUENCE_NODE ? "list" : "single value");
+        free(where);
+        rc = AO_EXIT_USAGE;
+    }
+    yaml_document_delete(&doc);
     return rc;
 }
 
