@@ -19,6 +19,23 @@ int cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
 /* True when argv[i] is --help or -h. */
 int cli_is_help(const char *arg);
 
+/* `--override KEY=VALUE [KEY=VALUE ...]`, repeatable, as every command that
+ * reads a config takes it; also `--override=KEY=VALUE`. The words point into
+ * argv; hand them to ao_config_load in order (a later one wins). */
+struct cli_overrides {
+    char **words;
+    int n;
+};
+/* True when arg is --override or --override=... */
+int cli_is_override(const char *arg);
+/* argv[*i] is an --override flag: append the key=value words that follow it
+ * (up to the first word that starts with '-' or has no '='), leaving *i on
+ * the last one taken. Returns 0, or AO_EXIT_USAGE after printing when no
+ * key=value follows. */
+int cli_take_overrides(const char *cmd, const char *usage, int argc, char **argv, int *i,
+                       struct cli_overrides *ov);
+void cli_overrides_free(struct cli_overrides *ov);
+
 /* Version and build facts for `aorta --version`. */
 void cli_print_version(FILE *out);
 
