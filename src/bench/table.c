@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/text.h"
 
 enum cell_kind { CELL_EMPTY, CELL_STR, CELL_INT, CELL_NUM };
 
@@ -187,10 +188,14 @@ void ao_json_str(yajl_gen g, const char *s)
 
 void ao_json_num(yajl_gen g, double v)
 {
-    if (isfinite(v))
-        yajl_gen_double(g, v);
-    else
+    if (!isfinite(v)) {
         yajl_gen_null(g);
+        return;
+    }
+    /* The shortest text that reads back as v, not yajl's 20 digits. */
+    char buf[40];
+    ao_format_double(buf, sizeof buf, v);
+    yajl_gen_number(g, buf, strlen(buf));
 }
 
 void ao_table_gen_json(const ao_table *t, yajl_gen g)

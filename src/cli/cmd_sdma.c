@@ -112,7 +112,7 @@ int cmd_sdma(int argc, char **argv)
     ao_rank_info ri;
     int launched = ao_launch_detect(&ri, NULL);
     if (launched < 0) return AO_EXIT_USAGE;
-    if (launched && o.device < 0)
+    if (launched && o.device < 0 && strcmp(o.backend, "cpu") != 0)
         o.device = ao_launch_device_ordinal(ri.local_rank, ao_device_count(o.backend));
     return ao_sdma_run(&o, ri.rank == 0);
 }
