@@ -502,8 +502,8 @@ static const ao_column compute_cols[] = {
     {"comp_time_us", "time", "(us)", 8, 2, 0},
     {"comp_busbw_gbps", "busbw", "(GB/s)", 7, 2, 0},
     {"coll_slowdown", "cslow", "(x)", 6, 2, 0},
-    {"gemm_tflops_alone", "gemm", "(TF/s)", 8, 1, 0},
-    {"gemm_tflops_comp", "gemm+c", "(TF/s)", 8, 1, 0},
+    {"gemm_tflops_alone", "gemm", "(TF/s)", 8, 2, 0},
+    {"gemm_tflops_comp", "gemm+c", "(TF/s)", 8, 2, 0},
     {"gemm_slowdown", "gslow", "(x)", 6, 2, 0},
 };
 enum { C_TIME, C_BUSBW, C_CSLOW, C_GEMM, C_GEMMC, C_GSLOW, C_N };

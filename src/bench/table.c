@@ -150,6 +150,21 @@ void ao_table_print_row(const ao_table *t, int row, FILE *out)
     fflush(out);
 }
 
+/* RFC 4180: quote a field holding a comma, quote or line break. */
+static void write_csv_field(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
 int ao_table_write_csv(const ao_table *t, const char *path)
 {
     FILE *f = fopen(path, "w");
@@ -157,7 +172,10 @@ int ao_table_write_csv(const ao_table *t, const char *path)
         ao_error(path, "cannot write CSV: %s", strerror(errno));
         return -1;
     }
-    for (int j = 0; j < t->ncols; j++) fprintf(f, "%s%s", j ? "," : "", t->cols[j].key);
+    for (int j = 0; j < t->ncols; j++) {
+        if (j) fputc(',', f);
+        write_csv_field(f, t->cols[j].key);
+    }
     fputc('\n', f);
     char buf[128];
     for (int i = 0; i < t->nrows; i++) {
@@ -170,7 +188,8 @@ int ao_table_write_csv(const ao_table *t, const char *path)
                 snprintf(buf, sizeof buf, "%.6g", c->d);
             else
                 format_cell(&t->cols[j], c, buf, sizeof buf);
-            fprintf(f, "%s%s", j ? "," : "", buf);
+            if (j) fputc(',', f);
+            write_csv_field(f, buf);
         }
         fputc('\n', f);
     }
