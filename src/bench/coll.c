@@ -197,6 +197,30 @@ double ao_algbw_gbps(size_t bytes, double time_us)
     return (double)bytes / (time_us * 1e-6) / 1e9;
 }
 
+int ao_coll_bench_validate(const ao_coll_bench_opts *o, int nranks)
+{
+    int rooted = 0, reducing = 0;
+    for (int i = 0; i < o->ncolls; i++) {
+        rooted |= ao_coll_has_root(o->colls[i]);
+        reducing |= ao_coll_reduces(o->colls[i]);
+    }
+    if (rooted && o->root >= nranks) {
+        ao_error("--root", "rank %d does not exist; there are %d ranks", o->root, nranks);
+        return -1;
+    }
+    const char *comm = ao_comm_backend_for(o->backend);
+    if (reducing && comm && strcmp(comm, "mpi") == 0 &&
+        (o->dtype == AO_F16 || o->dtype == AO_BF16)) {
+        ao_error("--dtype",
+                 "the mpi backend of the %s device cannot reduce %s (MPI has no such "
+                 "arithmetic type); use float, or only all_gather, broadcast, alltoall "
+                 "and sendrecv",
+                 o->backend, ao_dtype_name(o->dtype));
+        return -1;
+    }
+    return 0;
+}
+
 void ao_coll_bench_defaults(ao_coll_bench_opts *o)
 {
     memset(o, 0, sizeof *o);

@@ -86,6 +86,11 @@ typedef struct ao_coll_bench_opts {
 /* Defaults as `aorta coll --help` documents them. */
 void ao_coll_bench_defaults(ao_coll_bench_opts *o);
 
+/* Checks that need the backend and the rank count but no device, made before
+ * any rank starts: a root beyond the ranks, a dtype the comm backend cannot
+ * reduce (MPI has no fp16/bf16 arithmetic). 0, or -1 after printing why. */
+int ao_coll_bench_validate(const ao_coll_bench_opts *o, int nranks);
+
 /* Run the benchmark as rank ri->rank of ri->world_size. Rank 0 prints the
  * table and writes the files. Returns the exit code: 0, 1 when a run failed or
  * a check found wrong elements, 2 for input this device cannot take. */

@@ -832,10 +832,7 @@ int ao_coll_bench_run(const ao_coll_bench_opts *o, const ao_rank_info *ri)
     ao_device_get_info(b.dev, &b.info);
     b.s = ao_stream_create(b.dev, "coll", o->with_compute ? b.info.priority_greatest : 0);
     int rc = open_comm(&b, ri);
-    if (rc == 0 && o->root >= b.nranks) {
-        ao_error("--root", "rank %d does not exist; there are %d ranks", o->root, b.nranks);
-        rc = AO_EXIT_USAGE;
-    }
+    if (rc == 0 && ao_coll_bench_validate(o, b.nranks) != 0) rc = AO_EXIT_USAGE;
     size_t *sizes = NULL;
     int nsizes = 0;
     if (rc == 0) {

@@ -174,8 +174,11 @@ int cmd_coll(int argc, char **argv)
     ao_rank_info ri;
     int launched = ao_launch_detect(&ri, NULL);
     if (launched < 0) return AO_EXIT_USAGE;
+    if (launched == 0 && nproc == 0)
+        nproc = strcmp(o.backend, "cpu") == 0 ? 2 : ao_device_count(o.backend);
+    if (ao_coll_bench_validate(&o, launched ? ri.world_size : (nproc > 1 ? nproc : 1)) != 0)
+        return AO_EXIT_USAGE;
     if (launched == 0) {
-        if (nproc == 0) nproc = strcmp(o.backend, "cpu") == 0 ? 2 : ao_device_count(o.backend);
         if (nproc > 1) {
             ao_launch_opts lo = {.nproc = nproc,
                                  .backend = o.backend,
