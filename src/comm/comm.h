@@ -99,7 +99,8 @@ ao_stream *ao_comm_stream(ao_comm *c);
 void ao_allgather(ao_comm *c, const void *send, void *recv, size_t count, ao_dtype t);
 void ao_reducescatter(ao_comm *c, const void *send, void *recv, size_t recv_count, ao_dtype t,
                       ao_redop op);
-void ao_allreduce(ao_comm *c, const void *send, void *recv, size_t count, ao_dtype t, ao_redop op);
+void ao_allreduce(ao_comm *c, const void *send, void *recv, size_t count, ao_dtype t,
+                  ao_redop op);
 void ao_broadcast(ao_comm *c, const void *send, void *recv, size_t count, ao_dtype t, int root);
 void ao_reduce(ao_comm *c, const void *send, void *recv, size_t count, ao_dtype t, ao_redop op,
                int root);
@@ -126,8 +127,8 @@ struct ao_comm_ops {
     void (*destroy)(ao_comm *);
     void (*abort)(ao_comm *);
     /* Enqueue one collective on the comm's stream. */
-    void (*coll)(ao_comm *, ao_coll, const void *send, void *recv, size_t count, ao_dtype, ao_redop,
-                 int root_or_peer, int recv_peer);
+    void (*coll)(ao_comm *, ao_coll, const void *send, void *recv, size_t count, ao_dtype,
+                 ao_redop, int root_or_peer, int recv_peer);
     /* 0 when healthy; else -1 with a message in buf (ncclCommGetAsyncError). */
     int (*check)(ao_comm *, char *buf, size_t n);
 };

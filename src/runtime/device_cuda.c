@@ -1,0 +1,754 @@
+/* The CUDA device backend: runtime API streams/events/memory, cuBLASLt GEMMs,
+ * NVTX ranges. Written against CUDA names; gpu_compat.h maps them for HIP.
+ *
+ * Every runtime call is checked: a failure is a device failure, fatal with the
+ * call, file:line and the runtime's message. A process may open two devices
+ * (p2p copies), so each op that depends on the current device sets it first. */
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "runtime/device.h"
+#include "runtime/device_cuda.h"
+#include "runtime/kernels_cuda.h"
+
+/* Per-stream cuBLASLt workspace: one per stream, not per device, so that two
+ * GEMMs on two streams never share scratch memory while they run. */
+#define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
+
+struct gemm_key {
+    int trans_a, trans_b, m, n, k, lda, ldb, ldc;
+    int ab_type, c_type, compute, batch_count, sm_target;
+    int align_a, align_b, align_c; /* bytes; cuBLASLt picks kernels by alignment */
+    long long stride_a, stride_b, stride_c;
+};
+
+/* Descriptors and the chosen algorithm for one shape, in cuBLASLt's
+ * column-major roles (see cuda_gemm for the row-major mapping). */
+struct gemm_plan {
+    struct gemm_key key;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+    size_t workspace;
+};
+
+struct ao_device {
+    struct ao_device_base base;
+    int ordinal;
+    int sm_count, cc_major, cc_minor;
+    int prio_least, prio_greatest;
+    cublasLtHandle_t lt;
+    pthread_mutex_t lock; /* guards everything below */
+    int gemm_chunks, gemm_sm_target;
+    struct gemm_plan *plans;
+    int nplans, cap_plans;
+    void *null_stream_workspace; /* for GEMMs on the legacy default stream */
+    uint64_t peers_done;         /* ordinals whose peer access was set up */
+};
+
+struct ao_stream {
+    struct ao_device_base base;
+    ao_device *dev;
+    cudaStream_t s;
+    char *name;
+    int priority;
+    void *workspace;
+};
+
+struct ao_event {
+    struct ao_device_base base;
+    ao_device *dev;
+    cudaEvent_t e;
+};
+
+void ao_cuda_check(cudaError_t err, const char *call, const char *file, int line)
+{
+    if (err != cudaSuccess)
+        ao_fatal(AO_EXIT_FAIL, call, "%s (%s:%d)", cudaGetErrorString(err), file, line);
+}
+
+static void blas_check(cublasStatus_t st, const char *call, const char *file, int line)
+{
+    if (st != CUBLAS_STATUS_SUCCESS)
+        ao_fatal(AO_EXIT_FAIL, call, "%s (status %d, %s:%d)", ao_blas_status_string(st), (int)st,
+                 file, line);
+}
+#define BLAS_CHECK(call) blas_check((call), #call, __FILE__, __LINE__)
+
+int ao_cuda_is_device(ao_device *dev)
+{
+    return dev && ((struct ao_device_base *)dev)->ops == &ao_cuda_device_ops;
+}
+
+int ao_cuda_ordinal(ao_device *dev)
+{
+    return dev->ordinal;
+}
+
+cudaStream_t ao_cuda_stream(ao_stream *s)
+{
+    return s ? s->s : (cudaStream_t)0;
+}
+
+ao_device *ao_cuda_stream_device(ao_stream *s)
+{
+    return s->dev;
+}
+
+static void use_device(ao_device *dev)
+{
+    AO_CUDA_CHECK(cudaSetDevice(dev->ordinal));
+}
+
+static void lock(ao_device *dev)
+{
+    pthread_mutex_lock(&dev->lock);
+}
+
+static void unlock(ao_device *dev)
+{
+    pthread_mutex_unlock(&dev->lock);
+}
+
+/* ---- backend ---------------------------------------------------------------- */
+
+/* The one unchecked call: no driver or no device means "0 devices". */
+static int cuda_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+/* CUDA encodes versions as 1000 * major + 10 * minor. */
+static void format_version(int v, char *buf, size_t n)
+{
+    if (v <= 0)
+        snprintf(buf, n, "none");
+    else
+        snprintf(buf, n, "%d.%d", v / 1000, (v % 1000) / 10);
+}
+
+static void runtime_and_driver(char *rt, size_t rn, char *drv, size_t dn)
+{
+    int r = 0, d = 0;
+    if (cudaRuntimeGetVersion(&r) != cudaSuccess) r = 0;
+    if (cudaDriverGetVersion(&d) != cudaSuccess) d = 0;
+    (void)cudaGetLastError();
+    format_version(r, rt, rn);
+    format_version(d, drv, dn);
+}
+
+static void cuda_version(char *buf, size_t n)
+{
+    char rt[32], drv[32];
+    runtime_and_driver(rt, sizeof rt, drv, sizeof drv);
+    snprintf(buf, n, "%s runtime %s, driver %s", AO_GPU_RUNTIME, rt, drv);
+}
+
+static ao_device *cuda_open(int ordinal)
+{
+    int n = cuda_count();
+    if (ordinal < 0 || ordinal >= n) {
+        ao_error("cannot open " AO_GPU_BACKEND " device", "device %d does not exist (%d visible)",
+                 ordinal, n);
+        if (n == 0) ao_hint("no GPU or no driver is visible to this process; try backend cpu");
+        return NULL;
+    }
+    ao_device *dev = ao_calloc(1, sizeof *dev);
+    dev->base.ops = &ao_cuda_device_ops;
+    dev->ordinal = ordinal;
+    dev->gemm_chunks = 1;
+    use_device(dev);
+    AO_CUDA_CHECK(cudaFree(0)); /* create the context now, not inside the first timed op */
+    AO_CUDA_CHECK(cudaDeviceGetAttribute(&dev->sm_count, cudaDevAttrMultiProcessorCount, ordinal));
+    AO_CUDA_CHECK(
+        cudaDeviceGetAttribute(&dev->cc_major, cudaDevAttrComputeCapabilityMajor, ordinal));
+    AO_CUDA_CHECK(
+        cudaDeviceGetAttribute(&dev->cc_minor, cudaDevAttrComputeCapabilityMinor, ordinal));
+    AO_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&dev->prio_least, &dev->prio_greatest));
+    BLAS_CHECK(cublasLtCreate(&dev->lt));
+    pthread_mutex_init(&dev->lock, NULL);
+    return dev;
+}
+
+static void destroy_plan(struct gemm_plan *p)
+{
+    BLAS_CHECK(cublasLtMatrixLayoutDestroy(p->la));
+    BLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lb));
+    BLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lc));
+    BLAS_CHECK(cublasLtMatmulDescDestroy(p->op));
+}
+
+static void cuda_close(ao_device *dev)
+{
+    if (!dev) return;
+    use_device(dev);
+    AO_CUDA_CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < dev->nplans; i++) destroy_plan(&dev->plans[i]);
+    free(dev->plans);
+    if (dev->null_stream_workspace) AO_CUDA_CHECK(cudaFree(dev->null_stream_workspace));
+    BLAS_CHECK(cublasLtDestroy(dev->lt));
+    pthread_mutex_destroy(&dev->lock);
+    free(dev);
+}
+
+static void cuda_get_info(ao_device *dev, ao_device_info *info)
+{
+    memset(info, 0, sizeof *info);
+    struct cudaDeviceProp prop;
+    AO_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev->ordinal));
+    snprintf(info->backend, sizeof info->backend, "%s", AO_GPU_BACKEND);
+    snprintf(info->name, sizeof info->name, "%.*s", (int)sizeof info->name - 1, prop.name);
+    AO_CUDA_CHECK(
+        cudaDeviceGetPCIBusId(info->pci_bus_id, (int)sizeof info->pci_bus_id, dev->ordinal));
+    info->ordinal = dev->ordinal;
+    info->sm_count = dev->sm_count;
+    info->cc_major = dev->cc_major;
+    info->cc_minor = dev->cc_minor;
+    info->total_mem = prop.totalGlobalMem;
+    info->priority_least = dev->prio_least;
+    info->priority_greatest = dev->prio_greatest;
+    runtime_and_driver(info->runtime_version, sizeof info->runtime_version, info->driver_version,
+                       sizeof info->driver_version);
+}
+
+/* The dtypes GEMMs take here; bf16 needs Ampere (sm_80) or newer. */
+static int cuda_supports(ao_device *dev, ao_dtype t)
+{
+    switch (t) {
+    case AO_F32:
+    case AO_F16:
+        return 1;
+    case AO_BF16:
+        return dev->cc_major >= 8;
+    default:
+        return 0;
+    }
+}
+
+static void cuda_sync(ao_device *dev)
+{
+    use_device(dev);
+    AO_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+/* ---- memory ------------------------------------------------------------------ */
+
+static void *cuda_dev_alloc(ao_device *dev, size_t bytes)
+{
+    use_device(dev);
+    void *p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (err != cudaSuccess)
+        ao_fatal(AO_EXIT_FAIL, "cudaMalloc", "%zu bytes on " AO_GPU_BACKEND ":%d: %s", bytes,
+                 dev->ordinal, cudaGetErrorString(err));
+    return p;
+}
+
+static void cuda_dev_free(ao_device *dev, void *p)
+{
+    if (!p) return;
+    use_device(dev);
+    AO_CUDA_CHECK(cudaFree(p));
+}
+
+/* With unified addressing (every 64-bit CUDA platform), pinned memory is
+ * mapped for all devices at the same address: copy kernels can read it. */
+static void *cuda_host_alloc(ao_device *dev, size_t bytes)
+{
+    use_device(dev);
+    void *p = NULL;
+    cudaError_t err = cudaMallocHost(&p, bytes);
+    if (err != cudaSuccess)
+        ao_fatal(AO_EXIT_FAIL, "cudaMallocHost", "%zu bytes of pinned memory: %s", bytes,
+                 cudaGetErrorString(err));
+    return p;
+}
+
+static void cuda_host_free(ao_device *dev, void *p)
+{
+    if (!p) return;
+    use_device(dev);
+    AO_CUDA_CHECK(cudaFreeHost(p));
+}
+
+static void cuda_memset_async(ao_device *dev, void *p, int value, size_t bytes, ao_stream *s)
+{
+    use_device(dev);
+    AO_CUDA_CHECK(cudaMemsetAsync(p, value, bytes, ao_cuda_stream(s)));
+}
+
+static void cuda_copy_async(ao_device *dev, void *dst, const void *src, size_t bytes,
+                            ao_copy_kind kind, ao_stream *s)
+{
+    enum cudaMemcpyKind k = cudaMemcpyDeviceToDevice;
+    switch (kind) {
+    case AO_H2D:
+        k = cudaMemcpyHostToDevice;
+        break;
+    case AO_D2H:
+        k = cudaMemcpyDeviceToHost;
+        break;
+    case AO_D2D:
+        k = cudaMemcpyDeviceToDevice;
+        break;
+    case AO_H2H:
+        k = cudaMemcpyHostToHost;
+        break;
+    }
+    use_device(dev);
+    AO_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, ao_cuda_stream(s)));
+}
+
+static void cuda_copy_sm_async(ao_device *dev, void *dst, const void *src, size_t bytes,
+                               ao_stream *s)
+{
+    use_device(dev);
+    AO_CUDA_CHECK(ao_cuda_copy_sm(dst, src, bytes, dev->sm_count, ao_cuda_stream(s)));
+}
+
+/* Lets `from` address `to`'s memory, once per pair. Where the hardware has no
+ * peer path, cudaMemcpyPeerAsync still works (staged through the host). */
+static void enable_peer(ao_device *from, ao_device *to)
+{
+    if (from->ordinal == to->ordinal) return;
+    const uint64_t bit = to->ordinal < 64 ? (uint64_t)1 << to->ordinal : 0;
+    lock(from);
+    if (!(from->peers_done & bit)) {
+        int can = 0;
+        AO_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, from->ordinal, to->ordinal));
+        if (can) {
+            use_device(from);
+            cudaError_t err = cudaDeviceEnablePeerAccess(to->ordinal, 0);
+            if (err == cudaErrorPeerAccessAlreadyEnabled)
+                (void)cudaGetLastError();
+            else
+                AO_CUDA_CHECK(err);
+        }
+        from->peers_done |= bit;
+    }
+    unlock(from);
+}
+
+static void cuda_copy_peer_async(ao_device *dst_dev, void *dst, ao_device *src_dev, const void *src,
+                                 size_t bytes, ao_stream *s)
+{
+    enable_peer(dst_dev, src_dev);
+    enable_peer(src_dev, dst_dev);
+    use_device(s ? s->dev : src_dev);
+    AO_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev->ordinal, src, src_dev->ordinal, bytes,
+                                      ao_cuda_stream(s)));
+}
+
+/* ---- streams and events ---------------------------------------------------------- */
+
+static ao_stream *cuda_stream_create(ao_device *dev, const char *name, int priority)
+{
+    /* greatest is the numerically smallest (highest) priority */
+    int p = priority;
+    if (p < dev->prio_greatest) p = dev->prio_greatest;
+    if (p > dev->prio_least) p = dev->prio_least;
+    ao_stream *s = ao_calloc(1, sizeof *s);
+    s->base.ops = &ao_cuda_device_ops;
+    s->dev = dev;
+    s->name = ao_strdup(name ? name : "stream");
+    use_device(dev);
+    AO_CUDA_CHECK(cudaStreamCreateWithPriority(&s->s, cudaStreamNonBlocking, p));
+    AO_CUDA_CHECK(cudaStreamGetPriority(s->s, &s->priority));
+    return s;
+}
+
+static void cuda_stream_destroy(ao_stream *s)
+{
+    if (!s) return;
+    use_device(s->dev);
+    AO_CUDA_CHECK(cudaStreamSynchronize(s->s)); /* its GEMMs may still use the workspace */
+    if (s->workspace) AO_CUDA_CHECK(cudaFree(s->workspace));
+    AO_CUDA_CHECK(cudaStreamDestroy(s->s));
+    free(s->name);
+    free(s);
+}
+
+static const char *cuda_stream_name(ao_stream *s)
+{
+    return s->name;
+}
+
+static int cuda_stream_priority(ao_stream *s)
+{
+    return s->priority;
+}
+
+static void cuda_stream_sync(ao_stream *s)
+{
+    AO_CUDA_CHECK(cudaStreamSynchronize(s->s));
+}
+
+static ao_event *cuda_event_create(ao_device *dev)
+{
+    ao_event *e = ao_calloc(1, sizeof *e);
+    e->base.ops = &ao_cuda_device_ops;
+    e->dev = dev;
+    use_device(dev);
+    AO_CUDA_CHECK(cudaEventCreateWithFlags(&e->e, cudaEventDefault));
+    return e;
+}
+
+static void cuda_event_destroy(ao_event *e)
+{
+    if (!e) return;
+    use_device(e->dev);
+    AO_CUDA_CHECK(cudaEventDestroy(e->e));
+    free(e);
+}
+
+static void cuda_event_record(ao_event *e, ao_stream *s)
+{
+    use_device(e->dev);
+    AO_CUDA_CHECK(cudaEventRecord(e->e, ao_cuda_stream(s)));
+}
+
+static void cuda_stream_wait_event(ao_stream *s, ao_event *e)
+{
+    AO_CUDA_CHECK(cudaStreamWaitEvent(ao_cuda_stream(s), e->e, 0));
+}
+
+static void cuda_event_sync(ao_event *e)
+{
+    AO_CUDA_CHECK(cudaEventSynchronize(e->e));
+}
+
+static int cuda_event_query(ao_event *e)
+{
+    cudaError_t err = cudaEventQuery(e->e);
+    if (err == cudaErrorNotReady) {
+        (void)cudaGetLastError(); /* "not ready" is an answer, not an error */
+        return 0;
+    }
+    AO_CUDA_CHECK(err);
+    return 1;
+}
+
+static double cuda_event_elapsed_us(ao_event *start, ao_event *end)
+{
+    float ms = 0.0f;
+    AO_CUDA_CHECK(cudaEventElapsedTime(&ms, start->e, end->e));
+    return (double)ms * 1000.0;
+}
+
+/* The callback and a private copy of its argument, in one allocation that the
+ * trampoline frees after the call. */
+struct host_call {
+    void (*fn)(void *);
+    void *arg;
+};
+
+static void host_call_trampoline(void *p)
+{
+    struct host_call *hc = p;
+    hc->fn(hc->arg);
+    free(hc);
+}
+
+/* fn runs on a CUDA runtime thread and must not call CUDA. With arg_size 0 the
+ * pointer itself is passed (nothing to copy). */
+static void cuda_launch_host(ao_stream *s, void (*fn)(void *), const void *arg, size_t arg_size)
+{
+    const size_t off = (sizeof(struct host_call) + alignof(max_align_t) - 1) /
+                       alignof(max_align_t) * alignof(max_align_t);
+    struct host_call *hc = ao_malloc(off + arg_size);
+    hc->fn = fn;
+    if (arg_size) {
+        hc->arg = (unsigned char *)hc + off;
+        memcpy(hc->arg, arg, arg_size);
+    } else {
+        hc->arg = (void *)arg;
+    }
+    AO_CUDA_CHECK(cudaLaunchHostFunc(ao_cuda_stream(s), host_call_trampoline, hc));
+}
+
+/* ---- GEMM --------------------------------------------------------------------- */
+
+static void cuda_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target)
+{
+    if (chunks < 0)
+        ao_fatal(AO_EXIT_USAGE, "compute.gemm_chunks", "%d: must be 0 or more (0 and 1: no split)",
+                 chunks);
+    if (sm_count_target < 0)
+        ao_fatal(AO_EXIT_USAGE, "compute.sm_count_target", "%d: must be 0 (all SMs) or more",
+                 sm_count_target);
+    if (sm_count_target > dev->sm_count)
+        ao_warn("compute.sm_count_target %d exceeds the %d SMs of " AO_GPU_BACKEND ":%d",
+                sm_count_target, dev->sm_count, dev->ordinal);
+#if !AO_GPU_HAS_SM_COUNT_TARGET
+    if (sm_count_target > 0)
+        ao_warn("compute.sm_count_target is not supported by this BLAS library; ignored");
+#endif
+    lock(dev);
+    dev->gemm_chunks = chunks > 1 ? chunks : 1;
+    dev->gemm_sm_target = sm_count_target;
+    unlock(dev);
+}
+
+static int blas_type(ao_dtype t, cudaDataType_t *out)
+{
+    switch (t) {
+    case AO_F32:
+        *out = CUDA_R_32F;
+        return 0;
+    case AO_F16:
+        *out = CUDA_R_16F;
+        return 0;
+    case AO_BF16:
+        *out = CUDA_R_16BF;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+static int pointer_alignment(const void *p)
+{
+    const uintptr_t a = (uintptr_t)p;
+    int align = 256;
+    while (align > 1 && (a % (uintptr_t)align) != 0) align /= 2;
+    return align;
+}
+
+static void set_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int rows, int cols, int ld,
+                       int batch, long long stride)
+{
+    BLAS_CHECK(cublasLtMatrixLayoutCreate(l, t, (uint64_t)rows, (uint64_t)cols, (int64_t)ld));
+    if (batch > 1) {
+        int32_t b = batch;
+        int64_t st = stride;
+        BLAS_CHECK(
+            cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b));
+        BLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                    &st, sizeof st));
+    }
+}
+
+static const char *gemm_shape_text(const struct gemm_key *k, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "m=%d n=%d k=%d trans_a=%d trans_b=%d lda=%d ldb=%d ldc=%d A/B %s C %s batch=%d "
+             "sm_count_target=%d",
+             k->m, k->n, k->k, k->trans_a, k->trans_b, k->lda, k->ldb, k->ldc,
+             ao_dtype_name((ao_dtype)k->ab_type), ao_dtype_name((ao_dtype)k->c_type),
+             k->batch_count, k->sm_target);
+    return buf;
+}
+
+/* Row-major C (m x n) is column-major C^T (n x m) at the same address, so the
+ * GEMM is computed as C^T = op(B)^T op(A)^T: cuBLASLt's A is our B, its B our
+ * A, with m and n swapped. A row-major X (r x c, ld) is a column-major c x r
+ * matrix, hence the layouts below. Called with the device lock held. */
+static struct gemm_plan *find_plan(ao_device *dev, const struct gemm_key *key)
+{
+    for (int i = 0; i < dev->nplans; i++)
+        if (memcmp(&dev->plans[i].key, key, sizeof *key) == 0) return &dev->plans[i];
+
+    cudaDataType_t ab, c;
+    if (blas_type((ao_dtype)key->ab_type, &ab) || blas_type((ao_dtype)key->c_type, &c))
+        ao_fatal(AO_EXIT_USAGE, "gemm", "dtype %s x %s is not supported on " AO_GPU_BACKEND,
+                 ao_dtype_name((ao_dtype)key->ab_type), ao_dtype_name((ao_dtype)key->c_type));
+
+    struct gemm_plan p;
+    memset(&p, 0, sizeof p);
+    p.key = *key;
+    const cublasComputeType_t compute = key->ab_type == AO_F32 && key->compute == AO_COMPUTE_TF32
+                                            ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                            : CUBLAS_COMPUTE_32F;
+    BLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F));
+    const cublasOperation_t op_a = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* our B */
+    const cublasOperation_t op_b = key->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N; /* our A */
+    BLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+    BLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+#if AO_GPU_HAS_SM_COUNT_TARGET
+    if (key->sm_target > 0) {
+        int32_t sms = key->sm_target;
+        BLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms,
+                                                  sizeof sms));
+    }
+#endif
+    /* cuBLASLt's A = our B: stored row-major k x n (n x k when transposed). */
+    set_layout(&p.la, ab, key->trans_b ? key->k : key->n, key->trans_b ? key->n : key->k, key->ldb,
+               key->batch_count, key->stride_b);
+    /* cuBLASLt's B = our A: stored row-major m x k (k x m when transposed). */
+    set_layout(&p.lb, ab, key->trans_a ? key->m : key->k, key->trans_a ? key->k : key->m, key->lda,
+               key->batch_count, key->stride_a);
+    set_layout(&p.lc, c, key->n, key->m, key->ldc, key->batch_count, key->stride_c);
+
+    cublasLtMatmulPreference_t pref;
+    BLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = GEMM_WORKSPACE_BYTES;
+    BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &ws, sizeof ws));
+#if AO_GPU_HAS_ALIGNMENT_PREFS
+    uint32_t al_a = (uint32_t)key->align_b, al_b = (uint32_t)key->align_a;
+    uint32_t al_c = (uint32_t)key->align_c;
+    BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+    BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+    BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
+    BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
+#endif
+    cublasLtMatmulHeuristicResult_t res;
+    memset(&res, 0, sizeof res);
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(dev->lt, p.op, p.la, p.lb, p.lc, p.lc, pref,
+                                                       1, &res, &found);
+    BLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    if (st != CUBLAS_STATUS_SUCCESS || found < 1) {
+        char shape[256];
+        ao_fatal(AO_EXIT_FAIL, "cuBLASLt", "no GEMM algorithm for %s on " AO_GPU_BACKEND ":%d (%s)",
+                 gemm_shape_text(key, shape, sizeof shape), dev->ordinal,
+                 st != CUBLAS_STATUS_SUCCESS ? ao_blas_status_string(st) : "heuristic found none");
+    }
+    p.algo = res.algo;
+    p.workspace = res.workspaceSize;
+
+    if (dev->nplans == dev->cap_plans) {
+        dev->cap_plans = dev->cap_plans ? 2 * dev->cap_plans : 16;
+        dev->plans = ao_realloc(dev->plans, (size_t)dev->cap_plans * sizeof *dev->plans);
+    }
+    dev->plans[dev->nplans] = p;
+    return &dev->plans[dev->nplans++];
+}
+
+static void *stream_workspace(ao_device *dev, ao_stream *s)
+{
+    void **ws = s ? &s->workspace : &dev->null_stream_workspace;
+    if (!*ws) *ws = cuda_dev_alloc(dev, GEMM_WORKSPACE_BYTES);
+    return *ws;
+}
+
+static void check_gemm_desc(const ao_gemm_desc *d)
+{
+    const int a_cols = d->trans_a ? d->m : d->k;
+    const int b_cols = d->trans_b ? d->k : d->n;
+    if (d->m < 0 || d->n < 0 || d->k < 1)
+        ao_fatal(AO_EXIT_USAGE, "gemm", "m=%d n=%d k=%d: m and n must be >= 0, k >= 1", d->m, d->n,
+                 d->k);
+    if (d->lda < a_cols || d->ldb < b_cols || d->ldc < d->n)
+        ao_fatal(AO_EXIT_USAGE, "gemm",
+                 "lda=%d ldb=%d ldc=%d: must be at least the row length (%d, %d, %d)", d->lda,
+                 d->ldb, d->ldc, a_cols, b_cols, d->n);
+    if (d->batch_count < 1)
+        ao_fatal(AO_EXIT_USAGE, "gemm", "batch_count=%d: must be >= 1", d->batch_count);
+}
+
+static void cuda_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d)
+{
+    check_gemm_desc(d);
+    if (d->m == 0 || d->n == 0) return;
+    const size_t asz = ao_dtype_size(d->ab_type), csz = ao_dtype_size(d->c_type);
+    use_device(dev);
+
+    lock(dev);
+    void *ws = stream_workspace(dev, s);
+    const int chunks = dev->gemm_chunks < d->m ? dev->gemm_chunks : d->m;
+    const int sm_target = dev->gemm_sm_target;
+    /* Chunks split the rows of C (= rows of op(A)) as evenly as possible. */
+    int row = 0;
+    for (int i = 0; i < chunks; i++) {
+        const int rows = d->m / chunks + (i < d->m % chunks ? 1 : 0);
+        const unsigned char *a =
+            (const unsigned char *)d->a + (size_t)row * (d->trans_a ? 1 : (size_t)d->lda) * asz;
+        unsigned char *c = (unsigned char *)d->c + (size_t)row * (size_t)d->ldc * csz;
+
+        struct gemm_key key;
+        memset(&key, 0, sizeof key);
+        key.trans_a = !!d->trans_a;
+        key.trans_b = !!d->trans_b;
+        key.m = rows;
+        key.n = d->n;
+        key.k = d->k;
+        key.lda = d->lda;
+        key.ldb = d->ldb;
+        key.ldc = d->ldc;
+        key.ab_type = d->ab_type;
+        key.c_type = d->c_type;
+        key.compute = d->compute;
+        key.batch_count = d->batch_count;
+        key.sm_target = sm_target;
+        key.align_a = pointer_alignment(a);
+        key.align_b = pointer_alignment(d->b);
+        key.align_c = pointer_alignment(c);
+        if (d->batch_count > 1) {
+            key.stride_a = d->stride_a;
+            key.stride_b = d->stride_b;
+            key.stride_c = d->stride_c;
+        }
+        struct gemm_plan *p = find_plan(dev, &key);
+        BLAS_CHECK(cublasLtMatmul(dev->lt, p->op, &d->alpha, d->b, p->la, a, p->lb, &d->beta, c,
+                                  p->lc, c, p->lc, &p->algo, ws, p->workspace, ao_cuda_stream(s)));
+        row += rows;
+    }
+    unlock(dev);
+}
+
+/* ---- profiler ranges ------------------------------------------------------------ */
+
+static void cuda_range_push(ao_device *dev, const char *name)
+{
+    (void)dev;
+    nvtxRangePushA(name);
+}
+
+static void cuda_range_pop(ao_device *dev)
+{
+    (void)dev;
+    nvtxRangePop();
+}
+
+const struct ao_device_ops ao_cuda_device_ops = {
+    .name = AO_GPU_BACKEND,
+    .count = cuda_count,
+    .version = cuda_version,
+    .open = cuda_open,
+    .close = cuda_close,
+    .get_info = cuda_get_info,
+    .supports = cuda_supports,
+    .sync = cuda_sync,
+    .dev_alloc = cuda_dev_alloc,
+    .dev_free = cuda_dev_free,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .memset_async = cuda_memset_async,
+    .copy_async = cuda_copy_async,
+    .copy_sm_async = cuda_copy_sm_async,
+    .copy_peer_async = cuda_copy_peer_async,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = cuda_stream_destroy,
+    .stream_name = cuda_stream_name,
+    .stream_priority = cuda_stream_priority,
+    .stream_sync = cuda_stream_sync,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .stream_wait_event = cuda_stream_wait_event,
+    .event_sync = cuda_event_sync,
+    .event_query = cuda_event_query,
+    .event_elapsed_us = cuda_event_elapsed_us,
+    .launch_host = cuda_launch_host,
+    .gemm_set_policy = cuda_gemm_set_policy,
+    .gemm = cuda_gemm,
+    .range_push = cuda_range_push,
+    .range_pop = cuda_range_pop,
+};
