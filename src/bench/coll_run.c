@@ -379,6 +379,7 @@ static void fill_for_check(bench *b, ao_coll c, const ao_coll_shape *sh, int inp
     size_t ws = ao_dtype_size(t);
     memset(b->host, 0xff, b->buf_bytes);
     ao_copy_async(b->dev, b->recv, b->host, b->buf_bytes, AO_H2D, b->s);
+    ao_stream_sync(b->s); /* the staging buffer is rewritten next */
     const void *send;
     void *recv;
     op_buffers(b, c, sh, inplace, &send, &recv);
@@ -844,7 +845,7 @@ int ao_coll_bench_run(const ao_coll_bench_opts *o, const ao_rank_info *ri)
         b.buf_bytes = buffer_elems(o, b.nranks) * ao_dtype_size(o->dtype);
         b.send = ao_dev_alloc(b.dev, b.buf_bytes);
         b.recv = ao_dev_alloc(b.dev, b.buf_bytes);
-        b.host = ao_host_alloc(b.dev, b.buf_bytes);
+        if (o->check) b.host = ao_host_alloc(b.dev, b.buf_bytes); /* -c staging only */
         b.ctl_dev = ao_dev_alloc(b.dev, 2 * CTL_MAX * sizeof(double));
         b.ctl_host = ao_host_alloc(b.dev, CTL_MAX * sizeof(double));
         /* Inputs for timing: the same bytes on every rank are fine for speed. */
