@@ -243,6 +243,10 @@ static int open_devices(sdma *x)
     const ao_sdma_opts *o = x->o;
     int ndev = ao_device_count(o->backend);
     int ordinal = o->device < 0 ? 0 : o->device;
+    if (ndev <= 0) {
+        ao_error("--backend", "the %s backend sees no device", o->backend);
+        return AO_EXIT_USAGE;
+    }
     if (ordinal >= ndev) {
         ao_error("--device", "device %d does not exist; the %s backend sees %d", ordinal,
                  o->backend, ndev);

@@ -105,20 +105,22 @@ void ao_value_store(ao_dtype t, void *base, size_t i, double v)
     case AO_F64:
         ((double *)base)[i] = v;
         break;
+    /* Narrow integers wrap, as the device's integer arithmetic does (a cast
+     * of an out-of-range double straight to them would be undefined). */
     case AO_I32:
-        ((int32_t *)base)[i] = (int32_t)v;
+        ((int32_t *)base)[i] = (int32_t)(int64_t)v;
         break;
     case AO_I8:
-        ((int8_t *)base)[i] = (int8_t)v;
+        ((int8_t *)base)[i] = (int8_t)(int64_t)v;
         break;
     case AO_U8:
-        ((uint8_t *)base)[i] = (uint8_t)v;
+        ((uint8_t *)base)[i] = (uint8_t)(int64_t)v;
         break;
     case AO_I64:
         ((int64_t *)base)[i] = (int64_t)v;
         break;
     case AO_U32:
-        ((uint32_t *)base)[i] = (uint32_t)v;
+        ((uint32_t *)base)[i] = (uint32_t)(int64_t)v;
         break;
     case AO_U64:
         ((uint64_t *)base)[i] = (uint64_t)v;

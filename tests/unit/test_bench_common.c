@@ -120,6 +120,10 @@ static void test_values(void **state)
     assert_true(ao_value_round(AO_F16, 65504) == 65504);
     assert_true(isinf(ao_value_round(AO_F16, 70000)));
     assert_true(ao_value_round(AO_F16, ldexp(1, -24)) == ldexp(1, -24)); /* subnormal */
+    /* Integers wrap like the device's: 256 -> 0 in int8, 300 -> 44 in uint8. */
+    assert_true(ao_value_round(AO_I8, 256) == 0);
+    assert_true(ao_value_round(AO_I8, 200) == -56);
+    assert_true(ao_value_round(AO_U8, 300) == 44);
     /* All-ones bytes (the check's sentinel) are never a small integer. */
     memset(buf, 0xff, sizeof buf);
     assert_true(isnan(ao_value_load(AO_F32, buf, 0)));
