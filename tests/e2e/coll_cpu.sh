@@ -80,6 +80,26 @@ fi
 grep -q ' p50 ' "$tmp/out2" || fail "no p50 column with --per-iter"
 grep -Eq '^\[rank 0\] +2112 +528 +float +max +1 ' "$tmp/out2" || fail "reduce row (size 2112, root 1)"
 
+# --- under a GEMM loop: the compute columns are there and sane -----------------
+"$aorta" coll --backend cpu --nproc 2 -b 4K -e 16K -f 4 -n 2 -w 1 -c 0 --with-compute 64,64,64 \
+    --json "$tmp/comp.json" >"$tmp/out3" 2>"$tmp/err3" ||
+    { fail "--with-compute run exited $?"; cat "$tmp/out3" "$tmp/err3"; }
+grep -q 'under compute' "$tmp/out3" || fail "no compute column group"
+grep -q 'GEMM 64x64x64 float' "$tmp/out3" || fail "no GEMM header line"
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$tmp/comp.json" <<'PY' || fail "compute JSON"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 2, rows
+for r in rows:
+    assert r["gemm_tflops_alone"] > 0 and r["comp_time_us"] > 0, r
+    assert abs(r["comp_busbw_gbps"] - r["size"] / r["comp_time_us"] / 1e3) < 1e-9, r
+    g = r["gemm_tflops_comp"]
+    assert g is None or abs(r["gemm_slowdown"] - r["gemm_tflops_alone"] / g) < 1e-9, r
+    assert r["oop_wrong"] is None, r  # -c 0: not checked
+PY
+fi
+
 # --- usage errors: one error line, the usage, exit 2 ------------------------------
 bad() {
     "$aorta" coll --backend cpu "$@" >"$tmp/bo" 2>"$tmp/be"
