@@ -18,8 +18,7 @@ void cli_print_version(FILE *out)
     for (int i = 0; i < ao_device_backend_count(); i++)
         fprintf(out, " %s", ao_device_backend_name(i));
     fprintf(out, "\ncomm backends:");
-    for (int i = 0; i < ao_comm_backend_count(); i++)
-        fprintf(out, " %s", ao_comm_backend_name(i));
+    for (int i = 0; i < ao_comm_backend_count(); i++) fprintf(out, " %s", ao_comm_backend_name(i));
     fprintf(out, "\n");
     char buf[512];
     for (int i = 0; i < ao_comm_backend_count(); i++) {

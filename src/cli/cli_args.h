@@ -1,0 +1,20 @@
+/* Option matching shared by the commands' flag loops: "--name VALUE",
+ * "--name=VALUE" and "-x VALUE", with one error for a missing value. */
+#ifndef AORTA_CLI_CLI_ARGS_H
+#define AORTA_CLI_CLI_ARGS_H
+
+/* Whether argv[*i] is one of `names` (a NULL-terminated list of spellings)
+ * taking a value. Returns 1 with *val set and *i moved past the value, 0 when
+ * argv[*i] is not this option, -1 after printing an error for a missing
+ * value (the caller prints its usage line). */
+int cli_take_value(int argc, char **argv, int *i, const char *const *names, const char **val);
+
+/* Whether argv[i] is one of `names` (a flag without a value). */
+int cli_is_flag(const char *arg, const char *const *names);
+
+/* --backend: "auto" becomes the best backend present (a GPU when one is
+ * visible, else cpu); any other name must be compiled in. 0, or -1 after
+ * printing the allowed names. */
+int cli_resolve_backend(const char **backend);
+
+#endif
