@@ -125,9 +125,11 @@ else
 fi
 
 # ---- benchmarks ---------------------------------------------------------------------
-# Append later steps here, one `step NAME COMMAND...` each, e.g.
-#   step coll_allgather "$BUILD/aorta" coll --op allgather --out "$OUT/coll"
-# Each gets $OUT/NAME.log and a row in the table below.
+# One `step NAME COMMAND...` each: $OUT/NAME.log and a row in the table below.
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+    step bench_coll env AORTA="$BUILD/aorta" OUT="$OUT" bash bench/coll.sh || true
+    step bench_sdma env AORTA="$BUILD/aorta" OUT="$OUT" bash bench/sdma.sh || true
+fi
 
 # ---- summary ------------------------------------------------------------------------
 echo
@@ -136,4 +138,7 @@ printf '%-44s %-26s %8s\n' STEP RESULT SECONDS
 while IFS=$'\t' read -r name result secs; do
     printf '%-44s %-26s %8s\n' "$name" "$result" "$secs"
 done <"$SUMMARY"
+# The device tool brings back at most 8 files: keep the table and the JSON
+# results as they are, pack every log into one archive.
+(cd "$OUT" && tar czf logs.tar.gz ./*.log ./*.tsv 2>/dev/null && rm -f ./*.log ctest_*.tsv) || true
 exit "$failed"
