@@ -24,10 +24,10 @@ ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 [ "${ngpu:-0}" -ge 2 ] && runs+=("p2p dma")
 i=0
 for r in "${runs[@]}"; do
-    set -- $r
+    read -r direction engine <<<"$r"
     i=$((i + 1))
-    echo "+ aorta sdma --direction $1 --engine $2" | tee -a "$log"
-    "$aorta" sdma "${common[@]}" --direction "$1" --engine "$2" --json "$tmp/$i.json" 2>&1 |
+    echo "+ aorta sdma --direction $direction --engine $engine" | tee -a "$log"
+    "$aorta" sdma "${common[@]}" --direction "$direction" --engine "$engine" --json "$tmp/$i.json" 2>&1 |
         tee -a "$log"
 done
 # Join the objects into one array (no JSON tool needed on the GPU machine).

@@ -36,7 +36,7 @@ run_expect 0 "$TMP/out" config validate
 contains "$TMP/out" "ok: (defaults)"
 
 # Typed overrides, several words after one --override, with their origins.
-run_expect 0 "$TMP/show" config show --override training.max_steps=3 optimizer.betas=[0.9,0.95]
+run_expect 0 "$TMP/show" config show --override training.max_steps=3 'optimizer.betas=[0.9,0.95]'
 grep -Eq '^  max_steps: 3 +# --override$' "$TMP/show" || fail "max_steps not overridden"
 grep -Eq '^  betas: \[0.9, 0.95\] +# --override$' "$TMP/show" || fail "betas not overridden"
 grep -Eq '^  batch_size: 8 +# default$' "$TMP/show" || fail "batch_size origin"
