@@ -20,7 +20,7 @@ log="$out/coll.log"
 : >"$log"
 run() {
     echo "+ aorta coll $*" | tee -a "$log"
-    "$aorta" coll --backend cuda "${nproc_args[@]}" "$@" 2>&1 | tee -a "$log"
+    timeout 150 "$aorta" coll --backend cuda "${nproc_args[@]}" "$@" 2>&1 | tee -a "$log"
 }
 
 run --coll all_reduce,all_gather,reduce_scatter,broadcast -b 8 -e 1G -f 2 -n 20 -w 5 -c 0 \

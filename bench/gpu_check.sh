@@ -127,8 +127,9 @@ fi
 # ---- benchmarks ---------------------------------------------------------------------
 # One `step NAME COMMAND...` each: $OUT/NAME.log and a row in the table below.
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
-    step bench_coll env AORTA="$BUILD/aorta" OUT="$OUT" bash bench/coll.sh || true
-    step bench_sdma env AORTA="$BUILD/aorta" OUT="$OUT" bash bench/sdma.sh || true
+    # Bounded, so one hang cannot eat the whole visit.
+    step bench_coll timeout 300 env AORTA="$BUILD/aorta" OUT="$OUT" bash bench/coll.sh || true
+    step bench_sdma timeout 150 env AORTA="$BUILD/aorta" OUT="$OUT" bash bench/sdma.sh || true
 fi
 
 # ---- summary ------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 /* The NCCL comm backend (RCCL through gpu_compat.h): one ncclComm_t per
  * ao_comm, every op enqueued on the CUDA stream the comm is bound to.
  *
- * Communicators are non-blocking unless opts->blocking_init: then init can be
- * bounded by a timeout, and every later call may answer ncclInProgress, which
- * means "still working on the host side" and is polled with
+ * Init is non-blocking, bounded by opts->timeout_s (blocking with
+ * opts->blocking_init); the ops then run on a blocking child communicator
+ * (see blocking_child). A call on a non-blocking communicator may answer
+ * ncclInProgress, "still working on the host side", which is polled with
  * ncclCommGetAsyncError until it settles (NCCL's documented protocol). */
 #include <assert.h>
 #include <sched.h>
@@ -129,6 +130,36 @@ static int check_stream(ao_device *dev, ao_stream *s)
     return 0;
 }
 
+/* Init is non-blocking so that a rank that never joins times out instead of
+ * hanging. But every call on a non-blocking communicator pays for NCCL's
+ * asynchronous enqueue and our polling: measured on 2xH200, NCCL 2.28, an
+ * 8-byte all-reduce took 70 us per op against 10 us on a blocking one
+ * (bench/RESULTS.md). So once init has settled, the hot path moves to a
+ * blocking child (a split with one color, the same ranks and CTAs) and the
+ * non-blocking parent is finalized. Returns NULL after printing why. */
+static ncclComm_t blocking_child(ncclComm_t parent, const ncclConfig_t *parent_config,
+                                 const ao_rank_info *ri, double timeout_s)
+{
+    ncclConfig_t config = *parent_config;
+    config.blocking = 1;
+    ncclComm_t child = NULL;
+    ncclResult_t r = ncclCommSplit(parent, 0, ri->rank, &child, &config);
+    if (r == ncclSuccess || r == ncclInProgress) r = settle(parent, ncclInProgress, timeout_s);
+    if (r != ncclSuccess || !child) {
+        ao_error("ncclCommSplit", "rank %d of %d: blocking communicator: %s", ri->rank,
+                 ri->world_size, r == ncclInProgress ? "timed out" : ncclGetErrorString(r));
+        if (child) (void)ncclCommAbort(child);
+        (void)ncclCommAbort(parent);
+        return NULL;
+    }
+    r = settle(parent, ncclCommFinalize(parent), timeout_s);
+    if (r == ncclSuccess)
+        (void)ncclCommDestroy(parent);
+    else
+        (void)ncclCommAbort(parent);
+    return child;
+}
+
 static ao_comm *nccl_create(ao_device *dev, ao_stream *s, const ao_rank_info *ri,
                             const ao_comm_id *id, const ao_comm_opts *opts)
 {
@@ -169,7 +200,8 @@ static ao_comm *nccl_create(ao_device *dev, ao_stream *s, const ao_rank_info *ri
         if (comm) (void)ncclCommAbort(comm);
         return NULL;
     }
-    return wrap(dev, s, comm, timeout_s);
+    if (!config.blocking) comm = blocking_child(comm, &config, ri, timeout_s);
+    return comm ? wrap(dev, s, comm, timeout_s) : NULL;
 }
 
 /* The new communicator inherits the parent's config (blocking mode, CTAs). */
