@@ -70,19 +70,6 @@ static int spawn_local(int argc, char **argv, const ao_launch_opts *o)
     char *exe = ao_self_exe();
     if (!exe) return AO_EXIT_FAIL;
 
-    /* The id is made once here, so no rank needs a rendezvous. */
-    char *id_var = NULL;
-    if (o->comm_backend) {
-        ao_comm_id id;
-        if (ao_comm_make_id(o->comm_backend, &id) != 0) {
-            free(exe);
-            return AO_EXIT_FAIL;
-        }
-        char hex[2 * AO_COMM_ID_BYTES + 1];
-        ao_comm_id_to_hex(&id, hex);
-        id_var = ao_asprintf("AORTA_COMM_ID=%s", hex);
-    }
-
     /* argv of a rank: this binary, then the command's own arguments. */
     char **rank_argv = ao_calloc((size_t)argc + 2, sizeof *rank_argv);
     rank_argv[0] = exe;
@@ -107,8 +94,23 @@ static int spawn_local(int argc, char **argv, const ao_launch_opts *o)
                        .output = local_output,
                        .ctx = &lo};
     int rc = AO_EXIT_FAIL;
+    char *id_var = NULL;
     if (ao_supervisor_begin(&s, procs, nproc) == 0) {
+        /* The id is made once here, so no rank needs a rendezvous. Only now,
+         * with SIGCHLD/SIGINT/SIGTERM blocked: making an NCCL id starts a
+         * bootstrap thread in this process, and a thread that does not block
+         * them would take the signals meant for the supervisor's signalfd
+         * (seen on 2xH200: a rank's exit went unnoticed and the run hung). */
         int started = 1;
+        if (o->comm_backend) {
+            ao_comm_id id;
+            started = ao_comm_make_id(o->comm_backend, &id) == 0;
+            if (started) {
+                char hex[2 * AO_COMM_ID_BYTES + 1];
+                ao_comm_id_to_hex(&id, hex);
+                id_var = ao_asprintf("AORTA_COMM_ID=%s", hex);
+            }
+        }
         for (int r = 0; r < nproc && started; r++) {
             /* Extra variables first: the rank's own cannot be overridden. */
             char **set = ao_calloc(nextra + 6, sizeof *set);

@@ -251,9 +251,13 @@ int ao_supervisor_run(ao_supervisor *s)
                 }
         if (!running && (n == 1 || t >= st.drain_until)) break;
 
-        int timeout = -1;
+        /* Wake at least every 200 ms to reap: a signal can still reach a
+         * thread some library started before the mask was set, and then the
+         * signalfd never sees the SIGCHLD. */
+        int timeout = 200;
         double until = !running ? st.drain_until : st.kill_at;
-        if (until > 0) timeout = until <= t ? 0 : (int)((until - t) * 1000.0) + 1;
+        if (until > 0 && until - t < 0.2)
+            timeout = until <= t ? 0 : (int)((until - t) * 1000.0) + 1;
         if (poll(pfd, (nfds_t)n, timeout) < 0) {
             if (errno == EINTR) continue;
             ao_error("launch", "poll: %s", strerror(errno));
