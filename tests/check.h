@@ -9,22 +9,22 @@
 
 static int check_failures;
 
-#define CHECK(cond, ...)                                                                          \
-    do {                                                                                          \
-        if (!(cond)) {                                                                            \
-            check_failures++;                                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);              \
-            fprintf(stderr, __VA_ARGS__);                                                         \
-            fprintf(stderr, "\n");                                                                \
-        }                                                                                         \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            check_failures++;                                                                      \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);               \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+        }                                                                                          \
     } while (0)
 
-#define GPU_SKIP_UNLESS(cond, why)                                                                \
-    do {                                                                                          \
-        if (!(cond)) {                                                                            \
-            printf("SKIP: %s\n", why);                                                            \
-            exit(77);                                                                             \
-        }                                                                                         \
+#define GPU_SKIP_UNLESS(cond, why)                                                                 \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            printf("SKIP: %s\n", why);                                                             \
+            exit(77);                                                                              \
+        }                                                                                          \
     } while (0)
 
 static inline int check_result(const char *name)

@@ -76,7 +76,8 @@ typedef struct ao_coll_bench_opts {
     int per_iter;
     const char *json_path, *csv_path;
     int min_ctas, max_ctas;
-    const char *backend; /* resolved: "cpu", "cuda", ... */
+    const char *rdzv_file; /* comm id rendezvous under a non-MPI launcher, or NULL */
+    const char *backend;   /* resolved: "cpu", "cuda", ... */
     int with_compute;
     int gemm_m, gemm_n, gemm_k;
     ao_dtype gemm_dtype;

@@ -739,7 +739,7 @@ static int open_comm(bench *b, const ao_rank_info *ri)
     ao_comm_id id;
     memset(&id, 0, sizeof id);
     int ok = ri->world_size == 1 ? ao_comm_make_id(cb, &id)
-                                 : ao_launch_bootstrap_id(ri, cb, NULL, 120.0, &id);
+                                 : ao_launch_bootstrap_id(ri, cb, b->o->rdzv_file, 120.0, &id);
     if (ok != 0) return AO_EXIT_FAIL;
     ao_comm_opts copts = {.min_ctas = b->o->min_ctas,
                           .max_ctas = b->o->max_ctas,

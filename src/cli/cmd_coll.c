@@ -15,6 +15,7 @@ static const char usage[] =
     "                  [--dtype T] [--op OP] [-c 0|1] [-a avg|min|max|rank0] [--root R] "
     "[--per-iter]\n"
     "                  [--json FILE] [--csv FILE] [--min-ctas N] [--max-ctas N] [--nproc N]\n"
+    "                  [--rdzv-file PATH]\n"
     "                  [--backend auto|cuda|cpu] [--with-compute M,N,K[,DTYPE]]";
 
 static const char help[] =
@@ -44,6 +45,9 @@ static const char help[] =
     "  --csv FILE           write the same columns as CSV (rank 0)\n"
     "  --min-ctas N, --max-ctas N\n"
     "                       NCCL communicator CTA bounds (0 = NCCL's default)\n"
+    "  --rdzv-file PATH     under a launcher without MPI (torchrun, srun in a non-MPI build):\n"
+    "                       rank 0 writes the NCCL id there, the others wait for it (a fresh\n"
+    "                       path on a filesystem every rank sees)\n"
     "  --nproc N            ranks to start when not under a launcher (default: the visible\n"
     "                       GPUs; 2 on the cpu backend, which runs them through mpirun)\n"
     "  --backend B          auto (default: a GPU when one is visible, else cpu), cuda, cpu\n"
@@ -119,6 +123,9 @@ static int parse(int argc, char **argv, ao_coll_bench_opts *o, int *nproc)
         } else if (VALUE("--csv")) {
             if (r < 0) return -1;
             o->csv_path = v;
+        } else if (VALUE("--rdzv-file")) {
+            if (r < 0) return -1;
+            o->rdzv_file = v;
         } else if (VALUE("--min-ctas")) {
             if (r < 0 || ao_parse_int("--min-ctas", v, 0, 1 << 16, &o->min_ctas)) return -1;
         } else if (VALUE("--max-ctas")) {

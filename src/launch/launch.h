@@ -48,8 +48,8 @@ int ao_launch_spawn(int argc, char **argv, const ao_launch_opts *o);
  * through `rdzv_file` (rank 0 writes it atomically, the others poll it until
  * timeout_s; use a fresh path for every run). With comm_backend NULL no id is
  * needed and *id is zeroed. Returns 0 or -1 after printing why. */
-int ao_launch_bootstrap_id(const ao_rank_info *ri, const char *comm_backend,
-                           const char *rdzv_file, double timeout_s, ao_comm_id *id);
+int ao_launch_bootstrap_id(const ao_rank_info *ri, const char *comm_backend, const char *rdzv_file,
+                           double timeout_s, ao_comm_id *id);
 
 /* The device ordinal for a local rank: local_rank modulo ndevices, with a
  * warning when it wraps. */

@@ -51,11 +51,11 @@ int ao_dtype_parse(const char *s, ao_dtype *out);
 typedef enum ao_copy_kind { AO_H2D, AO_D2H, AO_D2D, AO_H2H } ao_copy_kind;
 
 typedef struct ao_device_info {
-    char backend[16];   /* "cpu", "cuda", "hip" */
-    char name[128];     /* "NVIDIA H200", "x86_64 (16 threads)" */
+    char backend[16]; /* "cpu", "cuda", "hip" */
+    char name[128];   /* "NVIDIA H200", "x86_64 (16 threads)" */
     char pci_bus_id[32];
     int ordinal;
-    int sm_count;       /* SMs / CUs; CPU: threads BLAS may use */
+    int sm_count; /* SMs / CUs; CPU: threads BLAS may use */
     int cc_major, cc_minor;
     size_t total_mem;
     int priority_least, priority_greatest; /* stream priority range */
@@ -149,8 +149,8 @@ typedef struct ao_gemm_desc {
     int ldb;
     void *c;
     int ldc;
-    ao_dtype ab_type;   /* A and B */
-    ao_dtype c_type;    /* C (and D, in place) */
+    ao_dtype ab_type; /* A and B */
+    ao_dtype c_type;  /* C (and D, in place) */
     ao_compute_mode compute;
     /* Strided batch: batch_count >= 1; strides in elements (0 when batch 1). */
     int batch_count;

@@ -125,7 +125,7 @@ bad -b
 
 "$aorta" coll --help >"$tmp/help" || fail "--help exited $?"
 for f in --coll -b -e -f -i -n -w --dtype --op -c -a --root --per-iter --json --csv --min-ctas \
-    --max-ctas --nproc --backend --with-compute --help; do
+    --max-ctas --rdzv-file --nproc --backend --with-compute --help; do
     grep -q -- "$f" "$tmp/help" || fail "--help does not document $f"
 done
 
