@@ -1,6 +1,7 @@
 /* The CUDA device backend's kernels, behind extern "C" launchers. */
 #include <stdint.h>
 
+#define AO_GPU_KERNELS_ONLY
 #include "runtime/kernels_cuda.h"
 
 namespace

@@ -17,87 +17,19 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "bench/values.h"
 #include "runtime/device.h"
-
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
-    return (uint16_t)(u >> 16);
-}
-
-static float bf16_to_f32(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* Round to nearest even; the test's values never overflow fp16. */
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    const uint32_t sign = (x >> 16) & 0x8000u;
-    const uint32_t ax = x & 0x7fffffffu;
-    if (ax < 0x38800000u) { /* below 2^-14: an fp16 subnormal (or zero) */
-        float af;
-        memcpy(&af, &ax, 4);
-        return (uint16_t)(sign | (uint32_t)lrintf(af * 16777216.0f));
-    }
-    const uint32_t mant = ax & 0x7fffffu;
-    uint32_t h = ((((ax >> 23) & 0xffu) - 127u + 15u) << 10) | (mant >> 13);
-    const uint32_t rem = mant & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
-    return (uint16_t)(sign | h);
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    const int exp = (h >> 10) & 0x1f;
-    const unsigned mant = h & 0x3ffu;
-    float f;
-    if (exp == 0)
-        f = ldexpf((float)mant, -24);
-    else if (exp == 31)
-        f = mant ? NAN : INFINITY;
-    else
-        f = ldexpf((float)(mant | 0x400u), exp - 25);
-    return (h & 0x8000u) ? -f : f;
-}
 
 /* Stores v as dtype t at element i of buf; returns the value actually stored. */
 static double store(void *buf, size_t i, ao_dtype t, float v)
 {
-    switch (t) {
-    case AO_BF16: {
-        uint16_t h = f32_to_bf16(v);
-        ((uint16_t *)buf)[i] = h;
-        return bf16_to_f32(h);
-    }
-    case AO_F16: {
-        uint16_t h = f32_to_f16(v);
-        ((uint16_t *)buf)[i] = h;
-        return f16_to_f32(h);
-    }
-    default:
-        ((float *)buf)[i] = v;
-        return v;
-    }
+    ao_value_store(t, buf, i, v);
+    return ao_value_load(t, buf, i);
 }
 
 static double load(const void *buf, size_t i, ao_dtype t)
 {
-    switch (t) {
-    case AO_BF16:
-        return bf16_to_f32(((const uint16_t *)buf)[i]);
-    case AO_F16:
-        return f16_to_f32(((const uint16_t *)buf)[i]);
-    default:
-        return ((const float *)buf)[i];
-    }
+    return ao_value_load(t, buf, i);
 }
 
 static unsigned long long rng_state;
