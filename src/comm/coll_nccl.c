@@ -358,7 +358,7 @@ static void nccl_coll(ao_comm *c, ao_coll coll, const void *send, void *recv, si
         op_check(c, ncclGroupEnd(), "ncclGroupEnd (sendrecv)");
         break;
     default:
-        ao_fatal(AO_EXIT_USAGE, AO_GPU_COMM, "collective %d is not implemented", (int)coll);
+        ao_fatal(AO_EXIT_USAGE, AO_GPU_COMM, "unknown collective %d", (int)coll);
     }
 }
 
