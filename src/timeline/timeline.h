@@ -1,0 +1,67 @@
+/* The device timeline of one rank (DESIGN §7): an event pair around every op,
+ * recorded on the stream that executes it, read one iteration late so that no
+ * iteration waits for the device, turned into ao_op intervals relative to one
+ * anchor event.
+ *
+ *     ao_timeline *t = ao_timeline_create(dev, streams, enabled, max_ops);
+ *     ao_timeline_anchor(t, streams[AO_STREAM_COMPUTE]);  // once, at start
+ *     for each iteration:
+ *         ao_timeline_begin(t, step, phase);
+ *         int op = ao_timeline_op_begin(t, AO_STREAM_ALLGATHER, AO_CLASS_COMM,
+ *                                       AO_KIND_ALLGATHER, "allgather", unit, bytes);
+ *         ... enqueue the op on that stream ...
+ *         ao_timeline_op_end(t, op);
+ *         ao_timeline_end(t);                 // closes it
+ *         ao_timeline_collect(t, 0, cb, ctx); // delivers iterations now complete
+ *     ao_timeline_collect(t, 1, cb, ctx);     // at the end: wait for the rest
+ *
+ * Events are pooled (two iterations' worth, grown when an iteration has more
+ * ops than ever before), never created per op. With enabled == 0
+ * (profiling.timing: false) no event is recorded and iterations are delivered
+ * with no ops: the cost of timing can then be measured. */
+#ifndef AORTA_TIMELINE_TIMELINE_H
+#define AORTA_TIMELINE_TIMELINE_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include "core/metrics.h"
+#include "runtime/device.h"
+
+typedef struct ao_timeline ao_timeline;
+
+/* streams[AO_NSTREAMS]: the rank's named streams (NULL where unused). */
+ao_timeline *ao_timeline_create(ao_device *dev, ao_stream *const *streams, int enabled);
+void ao_timeline_destroy(ao_timeline *t);
+
+/* Records the anchor event on `s` and reads CLOCK_REALTIME/CLOCK_MONOTONIC
+ * at the same moment (the host side of the anchor, for run.json). */
+void ao_timeline_anchor(ao_timeline *t, ao_stream *s);
+struct timespec ao_timeline_anchor_realtime(const ao_timeline *t);
+
+/* `phase` is a static string ("train", "compute_only", "comm_only"). */
+void ao_timeline_begin(ao_timeline *t, int64_t step, const char *phase);
+/* Records the start event on stream `sid`; returns a handle for op_end
+ * (-1 when timing is off). `name` must be a static string. */
+int ao_timeline_op_begin(ao_timeline *t, ao_stream_id sid, ao_op_class cls, ao_coll_kind kind,
+                         const char *name, int unit, uint64_t bytes);
+void ao_timeline_op_end(ao_timeline *t, int op);
+void ao_timeline_end(ao_timeline *t);
+
+/* One finished iteration: its ops (µs from the anchor), in issue order. */
+typedef void (*ao_timeline_cb)(void *ctx, int64_t step, const char *phase, const ao_op *ops,
+                               size_t nops);
+/* Delivers, in order, every closed iteration whose events are complete;
+ * with wait != 0, waits for all closed iterations. Never blocks on the
+ * iteration most recently closed unless wait != 0. */
+void ao_timeline_collect(ao_timeline *t, int wait, ao_timeline_cb cb, void *ctx);
+
+/* profiling.wait/warmup/active/repeat (torch.profiler's schedule): whether
+ * step (0-based, counted from the first step) falls in an active window.
+ * repeat 0 = cycles forever. enabled == 0 -> never. */
+typedef struct ao_profile_schedule {
+    int enabled, wait, warmup, active, repeat;
+} ao_profile_schedule;
+int ao_profile_active(const ao_profile_schedule *ps, int64_t step);
+
+#endif
