@@ -39,9 +39,10 @@ void ao_timeline_destroy(ao_timeline *t);
  * (for tests and debug logs). */
 size_t ao_timeline_event_count(const ao_timeline *t);
 
-/* Records the anchor event on `s` (once per timeline) and reads CLOCK_REALTIME
- * right after (the host side of the anchor, for run.json; the event completes
- * on the device up to the enqueue latency later). */
+/* Records the anchor event on `s` (once per timeline, before any timed op),
+ * makes the other streams wait for it (so no op time is negative), and reads
+ * CLOCK_REALTIME right after (the host side of the anchor, for run.json; the
+ * event completes on the device up to the enqueue latency later). */
 void ao_timeline_anchor(ao_timeline *t, ao_stream *s);
 struct timespec ao_timeline_anchor_realtime(const ao_timeline *t);
 
