@@ -381,6 +381,10 @@ void ao_loader_destroy(ao_loader *l)
 
 const ao_batch *ao_loader_next(ao_loader *l, int64_t step, int micro, ao_event **ready)
 {
+    if (step < 0 || micro < 0 || micro >= l->cfg.accum)
+        ao_fatal(AO_EXIT_FAIL, "data loader",
+                 "asked for micro-batch %d of step %lld (steps from 0, micro-batches 0..%d)", micro,
+                 (long long)step, l->cfg.accum - 1);
     const int64_t q = step * l->cfg.accum + micro;
     dev_slot *d = &l->dev_slots[l->calls++ % l->cfg.depth];
     d->batch.first_sample = first_of_ordinal(&l->cfg, q);

@@ -210,7 +210,7 @@ ao_model *ao_model_create(ao_device *dev, const ao_model_shape *shape)
         if (strcmp(model_backends[i]->device_backend, name) == 0) backend = model_backends[i];
     if (!backend) {
         ao_error("model", "the model has no %s implementation yet", name);
-        ao_hint("run the training workload with --backend cpu");
+        ao_hint("the cpu backend runs the model");
         return NULL;
     }
     ao_model *m = ao_calloc(1, sizeof *m);
@@ -252,15 +252,25 @@ void ao_model_forward_layer(ao_model *m, ao_stream *s, int layer, const float *p
     m->backend->forward_layer(m, s, layer, params, b, step);
 }
 
+/* The loss's divisor counts tokens: anything else is a bug of the caller. */
+static void check_normalizer(double normalizer)
+{
+    if (!(normalizer > 0.0))
+        ao_fatal(AO_EXIT_FAIL, "model",
+                 "the loss normalizer must be a positive token count, got %g", normalizer);
+}
+
 void ao_model_forward_head(ao_model *m, ao_stream *s, const float *root, const ao_batch *b,
                            double normalizer, float *loss_dev)
 {
+    check_normalizer(normalizer);
     m->backend->forward_head(m, s, root, b, normalizer, loss_dev);
 }
 
 void ao_model_backward_head(ao_model *m, ao_stream *s, const float *root, float *root_grad,
                             const ao_batch *b, double normalizer)
 {
+    check_normalizer(normalizer);
     m->backend->backward_head(m, s, root, root_grad, b, normalizer);
 }
 

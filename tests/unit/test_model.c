@@ -204,28 +204,39 @@ static float reference_step(const ao_model_shape *s, float *const *params, float
     return loss;
 }
 
-static void test_model_equals_reference_composition(void **state)
+static void check_against_reference(const ao_model_shape *shape)
 {
-    (void)state;
     fixture f;
-    fixture_open(&f, &TINY);
+    fixture_open(&f, shape);
     load_batch(&f, 40, 40);
-    const double normalizer = 3.0 * TINY.batch * TINY.seq; /* as if 3 ranks */
+    const double normalizer = 3.0 * shape->batch * shape->seq; /* as if 3 ranks */
     float loss = model_step(&f, 9, normalizer);
 
     float *ref_grads[MAX_UNITS];
-    for (int u = 0; u < ao_model_units(&TINY); u++)
+    for (int u = 0; u < ao_model_units(shape); u++)
         ref_grads[u] = calloc(f.counts[u], sizeof(float));
-    float ref_loss = reference_step(&TINY, f.params, ref_grads, &f.b, 9, normalizer);
+    float ref_loss = reference_step(shape, f.params, ref_grads, &f.b, 9, normalizer);
 
     assert_true(isfinite(loss) && loss > 0.0f);
     assert_memory_equal(&loss, &ref_loss, sizeof loss);
-    for (int u = 0; u < ao_model_units(&TINY); u++) {
+    for (int u = 0; u < ao_model_units(shape); u++) {
         assert_true(ao_sum_squares(ref_grads[u], f.counts[u]) > 0.0);
         assert_memory_equal(f.grads[u], ref_grads[u], f.counts[u] * sizeof(float));
         free(ref_grads[u]);
     }
     fixture_close(&f);
+}
+
+static void test_model_equals_reference_composition(void **state)
+{
+    (void)state;
+    check_against_reference(&TINY);
+    ao_model_shape s = TINY;
+    s.layers = 0; /* the head reads the input stage's output */
+    check_against_reference(&s);
+    s.layers = 3; /* an odd depth: the gradient ping-pong ends on the other buffer */
+    s.dropout = 0.0f;
+    check_against_reference(&s);
 }
 
 /* ---- (2) gradients against finite differences ------------------------------------ */
