@@ -123,7 +123,8 @@ if ! command -v shellcheck >/dev/null; then
     echo "SKIP: the scripts ran as expected, but shellcheck is not installed"
     exit 77
 fi
-shellcheck "$src"/scripts/launch_common.sh "$src"/scripts/launch_cuda.sh \
-    "$src"/scripts/launch_rocm.sh "$src"/scripts/nsys_capture.sh "$src"/scripts/rocprof_capture.sh \
-    "$src"/tests/e2e/scripts.sh
+# from the repository root, where the scripts' "shellcheck source=" paths resolve
+cd "$src"
+shellcheck scripts/launch_common.sh scripts/launch_cuda.sh scripts/launch_rocm.sh \
+    scripts/nsys_capture.sh scripts/rocprof_capture.sh tests/e2e/scripts.sh
 echo "scripts: ok"
