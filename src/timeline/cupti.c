@@ -1,0 +1,132 @@
+/* The plain C half of timeline/cupti.h: classification, lanes, and turning
+ * records into ops; plus, in builds without CUDA, the answers of a CUPTI that
+ * is not there. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "timeline/cupti.h"
+
+/* The identifier inside an Itanium-mangled name ("_Z31ncclDevKernel_..."). */
+static const char *unmangled(const char *name)
+{
+    if (strncmp(name, "_Z", 2) != 0) return name;
+    const char *p = name + 2;
+    if (*p == 'N') p++; /* nested name: the first component follows */
+    while (*p >= '0' && *p <= '9') p++;
+    return p;
+}
+
+ao_op_class ao_cupti_classify(const char *kernel_name, ao_coll_kind *kind)
+{
+    *kind = AO_KIND_NONE;
+    if (!kernel_name) return AO_CLASS_COMPUTE;
+    const char *id = unmangled(kernel_name);
+    if (strncmp(id, "ncclDevKernel", 13) != 0 && strncmp(id, "ncclKernel", 10) != 0)
+        return AO_CLASS_COMPUTE;
+    static const struct {
+        const char *token;
+        ao_coll_kind kind;
+    } kinds[] = {
+        {"AllGather", AO_KIND_ALLGATHER},
+        {"ReduceScatter", AO_KIND_REDUCESCATTER},
+        {"AllReduce", AO_KIND_ALLREDUCE},
+        {"Broadcast", AO_KIND_BROADCAST},
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strstr(id, kinds[i].token)) {
+            *kind = kinds[i].kind;
+            break;
+        }
+    return AO_CLASS_COMM;
+}
+
+int ao_cupti_lane(ao_cupti_lanes *l, uint32_t stream_id)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->stream_ids[i] == stream_id) return i;
+    if (l->n == AO_CUPTI_MAX_LANES) return AO_CUPTI_MAX_LANES - 1;
+    l->stream_ids[l->n] = stream_id;
+    return l->n++;
+}
+
+void ao_cupti_record_to_op(const ao_cupti_record *r, uint64_t anchor_ns, int lane, ao_op *op)
+{
+    ao_coll_kind kind = AO_KIND_NONE;
+    ao_op_class cls =
+        r->kind == AO_CUPTI_KERNEL ? ao_cupti_classify(r->name, &kind) : AO_CLASS_COPY;
+    /* signed differences: an activity may precede the anchor */
+    op->start_us = (double)(int64_t)(r->start_ns - anchor_ns) / 1000.0;
+    op->end_us = (double)(int64_t)(r->end_ns - anchor_ns) / 1000.0;
+    if (op->end_us < op->start_us) op->end_us = op->start_us;
+    op->bytes = r->bytes;
+    op->name = r->name ? r->name : (r->kind == AO_CUPTI_KERNEL ? "kernel" : "copy");
+    op->unit = -1;
+    op->stream = (uint8_t)lane;
+    op->cls = (uint8_t)cls;
+    op->kind = (int8_t)kind;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    const ao_op *x = a, *y = b;
+    return (x->start_us > y->start_us) - (x->start_us < y->start_us);
+}
+
+size_t ao_cupti_split(ao_cupti_record *recs, size_t *n, uint64_t t0, uint64_t t1,
+                      uint64_t anchor_ns, ao_cupti_lanes *lanes, ao_op **ops, size_t *cap)
+{
+    size_t kept = 0, nops = 0;
+    for (size_t i = 0; i < *n; i++) {
+        ao_cupti_record *r = &recs[i];
+        if (r->start_ns < t0) continue;
+        if (r->start_ns >= t1) {
+            recs[kept++] = *r;
+            continue;
+        }
+        if (nops == *cap) {
+            *cap = *cap ? 2 * *cap : 256;
+            *ops = ao_realloc(*ops, *cap * sizeof **ops);
+        }
+        ao_cupti_record_to_op(r, anchor_ns, ao_cupti_lane(lanes, r->stream_id), &(*ops)[nops++]);
+    }
+    *n = kept;
+    if (nops) qsort(*ops, nops, sizeof **ops, by_start);
+    return nops;
+}
+
+#ifndef AORTA_HAVE_CUDA
+/* Without CUDA there is no CUPTI: profiling.kernel_trace is refused once. */
+ao_cupti *ao_cupti_start(void)
+{
+    ao_warn("profiling.kernel_trace needs a build with CUDA (CUPTI); kernel trace disabled");
+    return NULL;
+}
+uint64_t ao_cupti_now_ns(ao_cupti *c)
+{
+    (void)c;
+    return 0;
+}
+void ao_cupti_set_anchor(ao_cupti *c, uint64_t anchor_ns)
+{
+    (void)c;
+    (void)anchor_ns;
+}
+size_t ao_cupti_take(ao_cupti *c, uint64_t t0_ns, uint64_t t1_ns, ao_op **ops)
+{
+    (void)c;
+    (void)t0_ns;
+    (void)t1_ns;
+    *ops = NULL;
+    return 0;
+}
+size_t ao_cupti_dropped(ao_cupti *c)
+{
+    (void)c;
+    return 0;
+}
+void ao_cupti_stop(ao_cupti *c)
+{
+    (void)c;
+}
+#endif

@@ -1,0 +1,93 @@
+/* Kernel-level ground truth (DESIGN §11): every kernel, memcpy and memset the
+ * device ran, from the CUPTI activity API, as ao_op intervals on the same
+ * time axis as the event timeline, so the overlap measured with events can be
+ * checked against what the GPU really did.
+ *
+ *     ao_cupti *c = ao_cupti_start();           // NULL after one warning
+ *     ao_timeline_anchor(...); sync the anchor's stream;
+ *     ao_cupti_set_anchor(c, ao_cupti_now_ns(c));
+ *     every iteration, once its window [w0, w1) (µs from the anchor) is known:
+ *         ao_op *k;
+ *         size_t n = ao_cupti_take(c, anchor + w0*1000, anchor + w1*1000, &k);
+ *     ao_cupti_stop(c);
+ *
+ * Clock alignment: CUPTI stamps activity records with its own nanosecond
+ * clock, the one cuptiGetTimestamp reads (by default derived from the GPU's
+ * global timer, calibrated against the host's CLOCK_REALTIME). The event
+ * timeline counts from the anchor event. Reading ao_cupti_now_ns right after
+ * the anchor event has completed (the stream is idle at start, so it completes
+ * at once; synchronize it first) gives the CUPTI time of the anchor, and an
+ * activity at CUPTI time T is at (T − anchor) / 1000 µs on the timeline. The
+ * offset error is the latency between the anchor event and that read: a few
+ * microseconds, which the GPU test measures by comparing the two timelines.
+ *
+ * Classes: kernels whose name starts with ncclDevKernel or ncclKernel
+ * (mangled or not) are communication, with the collective read from the name;
+ * memcpy and memset are copies; everything else is compute. A kernel's lane
+ * (ao_op.stream) numbers the CUDA streams in the order they first appear. */
+#ifndef AORTA_TIMELINE_CUPTI_H
+#define AORTA_TIMELINE_CUPTI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/metrics.h"
+
+typedef struct ao_cupti ao_cupti;
+
+/* Load libcupti, enable kernel, memcpy and memset activity. NULL after ONE
+ * warning when CUPTI cannot be loaded (or the build has no CUDA). */
+ao_cupti *ao_cupti_start(void);
+/* cuptiGetTimestamp. */
+uint64_t ao_cupti_now_ns(ao_cupti *c);
+/* The CUPTI time of the timeline's anchor event. */
+void ao_cupti_set_anchor(ao_cupti *c, uint64_t anchor_ns);
+/* Flush CUPTI and hand out the activities that started in [t0_ns, t1_ns)
+ * (CUPTI clock) as ops relative to the anchor, ordered by start. Earlier
+ * activities are dropped, later ones kept for the next call, so call it once
+ * per iteration in order. *ops stays valid until the next call or stop.
+ * NULL c: 0. */
+size_t ao_cupti_take(ao_cupti *c, uint64_t t0_ns, uint64_t t1_ns, ao_op **ops);
+/* Records CUPTI dropped for want of buffer space so far. */
+size_t ao_cupti_dropped(ao_cupti *c);
+/* Disable activity, flush, unload; NULL is a no-op. */
+void ao_cupti_stop(ao_cupti *c);
+
+/* ---- plain C parts, shared by the CUDA backend and the tests ---------------------- */
+
+typedef enum ao_cupti_kind { AO_CUPTI_KERNEL, AO_CUPTI_MEMCPY, AO_CUPTI_MEMSET } ao_cupti_kind;
+
+/* One activity, as the backend copies it out of a CUPTI record. */
+typedef struct ao_cupti_record {
+    ao_cupti_kind kind;
+    uint64_t start_ns, end_ns; /* CUPTI clock */
+    uint32_t stream_id;        /* CUPTI's stream id */
+    uint64_t bytes;            /* memcpy/memset; 0 for kernels */
+    const char *name;          /* kernel name (interned), or "memcpy HtoD", "memset", ... */
+} ao_cupti_record;
+
+/* The class of a kernel by its name; *kind gets the collective of an NCCL
+ * kernel (AO_KIND_NONE when the name does not say, or not NCCL). */
+ao_op_class ao_cupti_classify(const char *kernel_name, ao_coll_kind *kind);
+
+/* CUDA streams to lanes 0, 1, ... in order of first appearance; streams past
+ * AO_CUPTI_MAX_LANES share the last lane. */
+#define AO_CUPTI_MAX_LANES 64
+typedef struct ao_cupti_lanes {
+    uint32_t stream_ids[AO_CUPTI_MAX_LANES];
+    int n;
+} ao_cupti_lanes;
+int ao_cupti_lane(ao_cupti_lanes *l, uint32_t stream_id);
+
+/* The record as an op relative to anchor_ns, on lane `lane`. */
+void ao_cupti_record_to_op(const ao_cupti_record *r, uint64_t anchor_ns, int lane, ao_op *op);
+
+/* Keep the records that start in [t0, t1): the ones before t0 are dropped,
+ * the ones at or after t1 move to the front of recs (their order kept), and
+ * the ones in the window become ops (lane per stream, ordered by start)
+ * appended to *ops (capacity *cap, grown as needed). Returns how many ops;
+ * *n becomes the number of records kept. */
+size_t ao_cupti_split(ao_cupti_record *recs, size_t *n, uint64_t t0, uint64_t t1,
+                      uint64_t anchor_ns, ao_cupti_lanes *lanes, ao_op **ops, size_t *cap);
+
+#endif
