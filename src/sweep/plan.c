@@ -1004,6 +1004,20 @@ char **ao_sweep_launch_argv(const ao_sweep_plan *p, int li, const char *result,
     return argv;
 }
 
+int ao_sweep_point_size_index(const ao_sweep_plan *p, int point)
+{
+    int sa = p->spec->command == AO_SWEEP_COLL ? ao_sweep_axis_index(p->spec, "size") : -1;
+    if (sa < 0) return -1;
+    const ao_sweep_launch *l = &p->launches[p->points[point].launch];
+    size_t *sz = ao_calloc((size_t)l->npoints, sizeof *sz);
+    int n = launch_sizes(p, l, sa, sz), at = -1;
+    size_t mine = size_of(p->points[point].values[sa]);
+    for (int i = 0; i < n; i++)
+        if (sz[i] == mine) at = i;
+    free(sz);
+    return at;
+}
+
 void ao_sweep_argv_free(char **argv)
 {
     if (!argv) return;

@@ -148,6 +148,10 @@ char **ao_sweep_launch_argv(const ao_sweep_plan *p, int li, const char *result,
                             const char *run_name);
 void ao_sweep_argv_free(char **argv);
 
+/* coll: the position of the point's size among its launch's sizes (the
+ * order coll writes its rows in), or -1 without a size axis. */
+int ao_sweep_point_size_index(const ao_sweep_plan *p, int point);
+
 /* The groups, launches and points, for --dry-run. */
 void ao_sweep_plan_print(const ao_sweep_plan *p, FILE *out);
 
