@@ -50,6 +50,9 @@ static const char help[] =
     "  --chart-dir DIR      where NAME.png/.svg go (default: next to --out, else work dir)\n"
     "  -h, --help           this help\n"
     "\n"
+    "AORTA_SWEEP_EXE=PROG runs PROG instead of this binary for every launch (a wrapper that\n"
+    "profiles or logs, then runs aorta with the same arguments).\n"
+    "\n"
     "Columns: the axes (leading dashes dropped), the variables, the metrics (coll: coll,\n"
     "size, time_us, algbw_gbps, busbw_gbps, wrong, out-of-place; sdma: savings_pct,\n"
     "achieved, gemm_ms, copy_ms, serial_ms, overlap_ms, mean_overlap_ms, concurrent; train:\n"
@@ -110,6 +113,9 @@ int cmd_sweep(int argc, char **argv)
         }
 #undef VALUE
     }
+    /* A wrapper for every launch (a profiler, a test's launch counter). */
+    const char *exe = getenv("AORTA_SWEEP_EXE");
+    if (exe && *exe) o.exe = exe;
     if (rc == 0 && !file) rc = cli_usage_error("sweep", usage, "no sweep file given");
     if (rc == 0) {
         if (strcmp(format, "table") == 0)

@@ -13,6 +13,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "bench/table.h"
+#include "comm/comm.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/rundir.h"
@@ -220,6 +221,14 @@ static int is_done(const launch_ctx *c, int point)
     return done;
 }
 
+/* coll's rows name collectives as nccl-tests does ("allreduce"), the axis as
+ * its flag does ("all_reduce"): compare what they denote. */
+static int same_coll(const char *a, const char *b)
+{
+    ao_coll x, y;
+    return a && ao_coll_parse(a, &x) == 0 && ao_coll_parse(b, &y) == 0 && x == y;
+}
+
 static int coll_rows(launch_ctx *c, yajl_val rows)
 {
     const ao_sweep_plan *p = c->r->p;
@@ -233,7 +242,7 @@ static int coll_rows(launch_ctx *c, yajl_val rows)
         for (size_t i = 0; i < rows->u.array.len; i++) {
             yajl_val row = rows->u.array.values[i];
             const char *coll = YAJL_GET_STRING(member(row, "coll"));
-            if (want_coll && (!coll || strcmp(coll, want_coll) != 0)) continue;
+            if (want_coll && !same_coll(coll, want_coll)) continue;
             if (want_k >= 0 && k++ != want_k) continue;
             int out = add_point_row(c->r, pi, c->run_dir, c->error);
             if (coll && col_index(c->r, "coll") >= 0 &&
@@ -751,6 +760,12 @@ int ao_sweep_run(const ao_sweep_plan *p, const ao_sweep_run_opts *o)
             done[ndone++] = old[i].id;
             old_row_to_table(&r, &old[i]);
         }
+    }
+    if (o->out && strchr(o->out, '/')) {
+        char *dir = ao_strdup(o->out);
+        *strrchr(dir, '/') = 0;
+        if (*dir && make_dirs(dir)) rc = AO_EXIT_FAIL;
+        free(dir);
     }
     char *self = o->exe ? NULL : ao_self_exe();
     const char *exe = o->exe ? o->exe : self;
