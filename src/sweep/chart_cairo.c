@@ -246,7 +246,10 @@ static void draw(cairo_t *cr, const layout *L)
                 cairo_rectangle(cr, W - MR + 16, MT + 14 * yi, 12, 8);
                 cairo_fill(cr);
                 cairo_set_source_rgb(cr, 0, 0, 0);
-                text_at(cr, W - MR + 34, MT + 14 * yi + 8, L->y[yi], 0);
+                char legend[40]; /* what fits beside the plot */
+                snprintf(legend, sizeof legend, "%s", L->y[yi]);
+                if (strlen(L->y[yi]) >= 30) strcpy(legend + 27, "...");
+                text_at(cr, W - MR + 34, MT + 14 * yi + 8, legend, 0);
             }
         }
         cairo_set_source_rgb(cr, 0, 0, 0);

@@ -33,7 +33,6 @@ typedef struct results {
     int *axis_of; /* ROLE_AXIS: spec axis index; ROLE_ENV: plan env index */
     int ncols;
     ao_table *t;
-    char **row_id; /* per row: the identity of its point */
 } results;
 
 static char *strip_dashes(const char *k)
