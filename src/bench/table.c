@@ -97,6 +97,12 @@ double ao_table_num(const ao_table *t, int row, int col)
     return NAN;
 }
 
+const char *ao_table_str(const ao_table *t, int row, int col)
+{
+    const cell *c = at(t, row, col);
+    return c->kind == CELL_STR ? c->s : NULL;
+}
+
 /* One formatting rule for text and CSV, so both show the same digits. */
 static void format_cell(const ao_column *col, const cell *c, char *buf, size_t n)
 {

@@ -41,6 +41,9 @@ void ao_table_set_num(ao_table *t, int row, int col, double v);
 /* The value of a numeric cell (NAN when empty or a string). */
 double ao_table_num(const ao_table *t, int row, int col);
 
+/* The text of a string cell, or NULL for any other cell. */
+const char *ao_table_str(const ao_table *t, int row, int col);
+
 /* Text: the two header lines start with '#', rows with ' ', as nccl-tests. */
 void ao_table_print_header(const ao_table *t, FILE *out);
 void ao_table_print_row(const ao_table *t, int row, FILE *out);

@@ -1,0 +1,1058 @@
+#include "sweep/plan.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "bench/coll.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/text.h"
+#include "core/units.h"
+
+static const char *const command_names[] = {"train", "coll", "sdma"};
+
+const char *ao_sweep_command_name(ao_sweep_command c)
+{
+    return command_names[c];
+}
+
+/* Axis keys each command takes besides `nproc` (train: also every config key). */
+static const char *const coll_keys[] = {"size",
+                                        "--coll",
+                                        "-o",
+                                        "--op",
+                                        "-d",
+                                        "--dtype",
+                                        "-n",
+                                        "--iters",
+                                        "-w",
+                                        "--warmup",
+                                        "-c",
+                                        "--check",
+                                        "-a",
+                                        "--average",
+                                        "-r",
+                                        "--root",
+                                        "--min-ctas",
+                                        "--max-ctas",
+                                        "--with-compute",
+                                        "--backend",
+                                        NULL};
+static const char *const sdma_keys[] = {
+    "--device", "--matrix-size", "--dtype",  "--copy-mb", "--iterations",
+    "--warmup", "--direction",   "--engine", "--backend", NULL};
+static const char *const train_flag_keys[] = {"--backend", NULL};
+
+static const char *const coll_metrics[] = {"coll",       "size",  "time_us", "algbw_gbps",
+                                           "busbw_gbps", "wrong", NULL};
+static const char *const sdma_metrics[] = {"savings_pct",     "achieved",   "gemm_ms",
+                                           "copy_ms",         "serial_ms",  "overlap_ms",
+                                           "mean_overlap_ms", "concurrent", NULL};
+static const char *const train_metrics[] = {"step_ms", "tokens_per_s", "overlap_ratio",
+                                            "exposed_comm_ms", NULL};
+
+const char *const *ao_sweep_metric_columns(ao_sweep_command c)
+{
+    return c == AO_SWEEP_COLL ? coll_metrics : c == AO_SWEEP_SDMA ? sdma_metrics : train_metrics;
+}
+
+static int in_list(const char *const *list, const char *s)
+{
+    for (; *list; list++)
+        if (strcmp(*list, s) == 0) return 1;
+    return 0;
+}
+
+static char *join(const char *const *list, const char *sep)
+{
+    size_t len = 1;
+    for (const char *const *l = list; *l; l++) len += strlen(*l) + strlen(sep);
+    char *out = ao_calloc(len, 1);
+    for (const char *const *l = list; *l; l++) {
+        if (l != list) strcat(out, sep);
+        strcat(out, *l);
+    }
+    return out;
+}
+
+static void push(char ***vals, int *n, char *v)
+{
+    *vals = ao_realloc(*vals, (size_t)(*n + 2) * sizeof **vals);
+    (*vals)[(*n)++] = v;
+    (*vals)[*n] = NULL;
+}
+
+static void free_strs(char **v, int n)
+{
+    for (int i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+/* ---- ranges ---------------------------------------------------------------- */
+
+#define MAX_RANGE_VALUES 100000
+
+static int range_number(const char *where, const char *text, const char *part, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(part, &end, 10);
+    if (!*part || *end || errno) {
+        ao_error(where,
+                 "'%s': '%s' is not a whole number; ranges are pow2:A:B or "
+                 "lin:FIRST:LAST[:STEP]",
+                 text, part);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int ao_sweep_expand(const char *where, const char *text, char ***vals, int *n)
+{
+    int is_pow2 = ao_starts_with(text, "pow2:"), is_lin = ao_starts_with(text, "lin:");
+    if (!is_pow2 && !is_lin) {
+        if (!*text) {
+            ao_error(where, "an empty value");
+            return AO_EXIT_USAGE;
+        }
+        push(vals, n, ao_strdup(text));
+        return 0;
+    }
+    char *copy = ao_strdup(strchr(text, ':') + 1), *parts[4] = {0};
+    int nparts = 0;
+    for (char *p = copy, *tok; (tok = strsep(&p, ":")) != NULL;) {
+        if (nparts == 3) {
+            nparts = 4;
+            break;
+        }
+        parts[nparts++] = tok;
+    }
+    int rc = AO_EXIT_USAGE;
+    long long a, b, step = 1;
+    if (is_pow2 && nparts != 2) {
+        ao_error(where, "'%s': pow2 takes two exponents, pow2:A:B (e.g. pow2:8:13 = 256..8192)",
+                 text);
+    } else if (is_lin && nparts != 2 && nparts != 3) {
+        ao_error(where, "'%s': lin takes lin:FIRST:LAST[:STEP] (e.g. lin:64:256:64)", text);
+    } else if (range_number(where, text, parts[0], &a) || range_number(where, text, parts[1], &b) ||
+               (nparts == 3 && range_number(where, text, parts[2], &step))) {
+        /* printed */
+    } else if (is_pow2 && (a < 0 || b > 62 || a > b)) {
+        ao_error(where, "'%s': exponents must satisfy 0 <= A <= B <= 62", text);
+    } else if (is_lin && (step <= 0 || a > b)) {
+        ao_error(where, "'%s': needs FIRST <= LAST and a STEP > 0", text);
+    } else if (is_lin && (b - a) / step >= MAX_RANGE_VALUES) {
+        ao_error(where, "'%s': more than %d values", text, MAX_RANGE_VALUES);
+    } else {
+        for (long long v = a; v <= b; v = is_pow2 ? v + 1 : v + step)
+            push(vals, n, ao_asprintf("%lld", is_pow2 ? 1LL << v : v));
+        rc = 0;
+    }
+    free(copy);
+    return rc;
+}
+
+/* ---- the YAML file ----------------------------------------------------------- */
+
+struct reader {
+    ao_sweep_spec *s;
+    yaml_document_t *doc;
+};
+
+static char *node_where(const struct reader *r, const yaml_node_t *node)
+{
+    return ao_asprintf("%s:%zu", r->s->path, node->start_mark.line + 1);
+}
+
+static int node_error(const struct reader *r, const yaml_node_t *node, const char *fmt, ...)
+    AO_PRINTF(3, 4);
+static int node_error(const struct reader *r, const yaml_node_t *node, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    char *where = node_where(r, node);
+    ao_error(where, "%s", why);
+    free(where);
+    return AO_EXIT_USAGE;
+}
+
+static yaml_node_t *node(const struct reader *r, int id)
+{
+    return yaml_document_get_node(r->doc, id);
+}
+
+static const char *scalar(const yaml_node_t *n)
+{
+    return (const char *)n->data.scalar.value;
+}
+
+static int want_scalar(const struct reader *r, const yaml_node_t *n, const char *what)
+{
+    if (n->type == YAML_SCALAR_NODE) return 0;
+    return node_error(r, n, "%s must be a single value", what);
+}
+
+/* A scalar or a list of scalars, each expanded. */
+static int read_values(const struct reader *r, const yaml_node_t *n, const char *what, char ***vals,
+                       int *nvals)
+{
+    char *where = node_where(r, n);
+    int rc = 0;
+    if (n->type == YAML_SCALAR_NODE) {
+        rc = ao_sweep_expand(where, scalar(n), vals, nvals);
+    } else if (n->type == YAML_SEQUENCE_NODE) {
+        for (yaml_node_item_t *it = n->data.sequence.items.start;
+             rc == 0 && it < n->data.sequence.items.top; it++) {
+            yaml_node_t *item = node(r, *it);
+            if ((rc = want_scalar(r, item, "each value of a list")) != 0) break;
+            char *iw = node_where(r, item);
+            rc = ao_sweep_expand(iw, scalar(item), vals, nvals);
+            free(iw);
+        }
+        if (rc == 0 && *nvals == 0) {
+            ao_error(where, "%s has no values (an empty list)", what);
+            rc = AO_EXIT_USAGE;
+        }
+    } else {
+        ao_error(where, "%s must be a value or a list of values", what);
+        rc = AO_EXIT_USAGE;
+    }
+    free(where);
+    return rc;
+}
+
+static int valid_env_name(const char *s)
+{
+    if (!*s || !(isalpha((unsigned char)*s) || *s == '_')) return 0;
+    for (; *s; s++)
+        if (!(isalnum((unsigned char)*s) || *s == '_')) return 0;
+    return 1;
+}
+
+static int read_axes(const struct reader *r, const yaml_node_t *map, ao_sweep_axis **axes,
+                     int *naxes, int is_env)
+{
+    if (map->type != YAML_MAPPING_NODE)
+        return node_error(r, map, "%s must be a mapping of name: values", is_env ? "env" : "axes");
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = node(r, p->key), *v = node(r, p->value);
+        if (want_scalar(r, k, "a name")) return AO_EXIT_USAGE;
+        if (is_env && !valid_env_name(scalar(k)))
+            return node_error(r, k, "'%s' is not an environment variable name", scalar(k));
+        for (int i = 0; i < *naxes; i++)
+            if (strcmp((*axes)[i].key, scalar(k)) == 0)
+                return node_error(r, k, "'%s' is given twice", scalar(k));
+        *axes = ao_realloc(*axes, (size_t)(*naxes + 1) * sizeof **axes);
+        ao_sweep_axis *a = &(*axes)[(*naxes)++];
+        memset(a, 0, sizeof *a);
+        a->key = ao_strdup(scalar(k));
+        a->where = node_where(r, k);
+        if (read_values(r, v, a->key, &a->values, &a->nvalues)) return AO_EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int read_zip(const struct reader *r, const yaml_node_t *seq)
+{
+    ao_sweep_spec *s = r->s;
+    if (seq->type != YAML_SEQUENCE_NODE)
+        return node_error(r, seq, "env_zip must be a list of {NAME: VALUE, ...} entries");
+    if (seq->data.sequence.items.start == seq->data.sequence.items.top)
+        return node_error(r, seq, "env_zip has no entries (an empty list)");
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+         it++) {
+        yaml_node_t *e = node(r, *it);
+        if (e->type != YAML_MAPPING_NODE ||
+            e->data.mapping.pairs.start == e->data.mapping.pairs.top)
+            return node_error(r, e, "each env_zip entry is a non-empty {NAME: VALUE, ...}");
+        s->zip = ao_realloc(s->zip, (size_t)(s->nzip + 1) * sizeof *s->zip);
+        ao_sweep_zip *z = &s->zip[s->nzip++];
+        memset(z, 0, sizeof *z);
+        z->where = node_where(r, e);
+        for (yaml_node_pair_t *p = e->data.mapping.pairs.start; p < e->data.mapping.pairs.top;
+             p++) {
+            yaml_node_t *k = node(r, p->key), *v = node(r, p->value);
+            if (want_scalar(r, k, "a name") || want_scalar(r, v, "an env_zip value"))
+                return AO_EXIT_USAGE;
+            if (!valid_env_name(scalar(k)))
+                return node_error(r, k, "'%s' is not an environment variable name", scalar(k));
+            for (int i = 0; i < z->n; i++)
+                if (strcmp(z->names[i], scalar(k)) == 0)
+                    return node_error(r, k, "'%s' is given twice", scalar(k));
+            int nv = z->n;
+            push(&z->names, &nv, ao_strdup(scalar(k)));
+            push(&z->values, &z->n, ao_strdup(scalar(v)));
+        }
+    }
+    return 0;
+}
+
+static const char *const top_keys[] = {"name", "command", "args",   "config", "axes",
+                                       "env",  "env_zip", "metric", NULL};
+
+static int read_top(const struct reader *r, const yaml_node_t *root)
+{
+    ao_sweep_spec *s = r->s;
+    if (!root || root->type != YAML_MAPPING_NODE) {
+        ao_error(s->path, "a sweep file is a mapping with command:, axes:, env:, ...");
+        return AO_EXIT_USAGE;
+    }
+    int have_command = 0;
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = node(r, p->key), *v = node(r, p->value);
+        if (want_scalar(r, k, "a key")) return AO_EXIT_USAGE;
+        const char *key = scalar(k);
+        if (!in_list(top_keys, key)) {
+            char *allowed = join(top_keys, ", ");
+            node_error(r, k, "unknown key '%s'; allowed: %s", key, allowed);
+            free(allowed);
+            return AO_EXIT_USAGE;
+        }
+        if (strcmp(key, "name") == 0) {
+            if (want_scalar(r, v, "name")) return AO_EXIT_USAGE;
+            free(s->name);
+            s->name = ao_strdup(scalar(v));
+        } else if (strcmp(key, "command") == 0) {
+            if (want_scalar(r, v, "command")) return AO_EXIT_USAGE;
+            int found = 0;
+            for (int c = 0; c < 3; c++)
+                if (strcmp(scalar(v), command_names[c]) == 0) {
+                    s->command = (ao_sweep_command)c;
+                    found = 1;
+                }
+            if (!found)
+                return node_error(r, v, "unknown command '%s'; allowed: train, coll, sdma",
+                                  scalar(v));
+            have_command = 1;
+        } else if (strcmp(key, "args") == 0) {
+            if (v->type == YAML_SCALAR_NODE && !*scalar(v)) continue;
+            if (v->type != YAML_SEQUENCE_NODE)
+                return node_error(r, v, "args must be a list, e.g. [--coll, all_reduce]");
+            for (yaml_node_item_t *it = v->data.sequence.items.start;
+                 it < v->data.sequence.items.top; it++) {
+                yaml_node_t *a = node(r, *it);
+                if (want_scalar(r, a, "each argument")) return AO_EXIT_USAGE;
+                push(&s->args, &s->nargs, ao_strdup(scalar(a)));
+            }
+        } else if (strcmp(key, "config") == 0) {
+            if (want_scalar(r, v, "config")) return AO_EXIT_USAGE;
+            free(s->config);
+            free(s->config_where);
+            s->config = ao_strdup(scalar(v));
+            s->config_where = node_where(r, v);
+        } else if (strcmp(key, "axes") == 0) {
+            if (read_axes(r, v, &s->axes, &s->naxes, 0)) return AO_EXIT_USAGE;
+        } else if (strcmp(key, "env") == 0) {
+            if (read_axes(r, v, &s->env, &s->nenv, 1)) return AO_EXIT_USAGE;
+        } else if (strcmp(key, "env_zip") == 0) {
+            if (read_zip(r, v)) return AO_EXIT_USAGE;
+        } else if (strcmp(key, "metric") == 0) {
+            if (want_scalar(r, v, "metric")) return AO_EXIT_USAGE;
+            free(s->metric);
+            free(s->metric_where);
+            s->metric = ao_strdup(scalar(v));
+            s->metric_where = node_where(r, v);
+        }
+    }
+    if (!have_command) {
+        ao_error(s->path, "no command: key; say which command the sweep runs (train, coll, sdma)");
+        return AO_EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int load(const char *where, FILE *f, const char *text, ao_sweep_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    s->path = ao_strdup(where);
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    if (!yaml_parser_initialize(&parser)) ao_fatal(AO_EXIT_FAIL, "libyaml", "out of memory");
+    if (f)
+        yaml_parser_set_input_file(&parser, f);
+    else
+        yaml_parser_set_input_string(&parser, (const unsigned char *)text, strlen(text));
+    int rc;
+    if (!yaml_parser_load(&parser, &doc)) {
+        char *at = ao_asprintf("%s:%zu", where, parser.problem_mark.line + 1);
+        ao_error(at, "YAML syntax error: %s%s%s", parser.problem ? parser.problem : "unreadable",
+                 parser.context ? " " : "", parser.context ? parser.context : "");
+        free(at);
+        yaml_parser_delete(&parser);
+        return AO_EXIT_USAGE;
+    }
+    yaml_parser_delete(&parser);
+    struct reader r = {s, &doc};
+    rc = read_top(&r, yaml_document_get_root_node(&doc));
+    yaml_document_delete(&doc);
+    if (rc == 0 && !s->name) {
+        /* The file's base name without its extension. */
+        const char *base = strrchr(where, '/');
+        base = base ? base + 1 : where;
+        s->name = ao_strdup(base);
+        char *dot = strrchr(s->name, '.');
+        if (dot && dot != s->name) *dot = 0;
+    }
+    if (rc == 0 && !s->metric)
+        s->metric = ao_strdup(s->command == AO_SWEEP_COLL   ? "busbw_gbps"
+                              : s->command == AO_SWEEP_SDMA ? "savings_pct"
+                                                            : "step_ms");
+    return rc;
+}
+
+int ao_sweep_spec_load(const char *path, ao_sweep_spec *s)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        memset(s, 0, sizeof *s);
+        ao_error(path, "cannot read the sweep file: %s", strerror(errno));
+        return AO_EXIT_USAGE;
+    }
+    int rc = load(path, f, NULL, s);
+    fclose(f);
+    return rc;
+}
+
+int ao_sweep_spec_load_text(const char *where, const char *text, ao_sweep_spec *s)
+{
+    return load(where, NULL, text, s);
+}
+
+static void free_axes(ao_sweep_axis *a, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(a[i].key);
+        free(a[i].where);
+        free_strs(a[i].values, a[i].nvalues);
+    }
+    free(a);
+}
+
+void ao_sweep_spec_free(ao_sweep_spec *s)
+{
+    free(s->path);
+    free(s->name);
+    free_strs(s->args, s->nargs);
+    free(s->config);
+    free(s->config_where);
+    free_axes(s->axes, s->naxes);
+    free_axes(s->env, s->nenv);
+    for (int i = 0; i < s->nzip; i++) {
+        free_strs(s->zip[i].names, s->zip[i].n);
+        free_strs(s->zip[i].values, s->zip[i].n);
+        free(s->zip[i].where);
+    }
+    free(s->zip);
+    free(s->metric);
+    free(s->metric_where);
+    for (int i = 0; i < s->nskips; i++) {
+        free(s->skips[i].key);
+        free(s->skips[i].value);
+    }
+    free(s->skips);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- command-line changes ---------------------------------------------------- */
+
+static int split_kv(const char *flag, const char *kv, char **key, const char **val)
+{
+    const char *eq = strchr(kv, '=');
+    if (!eq || eq == kv || !eq[1]) {
+        ao_error(flag, "'%s' is not KEY=VALUE[,VALUE...]", kv);
+        return AO_EXIT_USAGE;
+    }
+    *key = ao_asprintf("%.*s", (int)(eq - kv), kv);
+    *val = eq + 1;
+    return 0;
+}
+
+static int set_list(ao_sweep_axis **axes, int *naxes, const char *flag, const char *kv, int is_env)
+{
+    char *key;
+    const char *list;
+    if (split_kv(flag, kv, &key, &list)) return AO_EXIT_USAGE;
+    if (is_env && !valid_env_name(key)) {
+        ao_error(flag, "'%s' is not an environment variable name", key);
+        free(key);
+        return AO_EXIT_USAGE;
+    }
+    char **vals = NULL;
+    int n = 0, rc = 0;
+    char *copy = ao_strdup(list);
+    for (char *p = copy, *tok; rc == 0 && (tok = strsep(&p, ",")) != NULL;)
+        rc = ao_sweep_expand(flag, tok, &vals, &n);
+    free(copy);
+    if (rc) {
+        free(key);
+        free_strs(vals, n);
+        return rc;
+    }
+    ao_sweep_axis *a = NULL;
+    for (int i = 0; i < *naxes; i++)
+        if (strcmp((*axes)[i].key, key) == 0) a = &(*axes)[i];
+    if (a) {
+        free(key);
+        free(a->where);
+        free_strs(a->values, a->nvalues);
+    } else {
+        *axes = ao_realloc(*axes, (size_t)(*naxes + 1) * sizeof **axes);
+        a = &(*axes)[(*naxes)++];
+        a->key = key;
+    }
+    a->values = vals;
+    a->nvalues = n;
+    a->where = ao_strdup(flag);
+    return 0;
+}
+
+int ao_sweep_spec_set_axis(ao_sweep_spec *s, const char *flag, const char *kv)
+{
+    return set_list(&s->axes, &s->naxes, flag, kv, 0);
+}
+
+int ao_sweep_spec_set_env(ao_sweep_spec *s, const char *flag, const char *kv)
+{
+    return set_list(&s->env, &s->nenv, flag, kv, 1);
+}
+
+int ao_sweep_spec_add_skip(ao_sweep_spec *s, const char *flag, const char *kv)
+{
+    char *key;
+    const char *val;
+    if (split_kv(flag, kv, &key, &val)) return AO_EXIT_USAGE;
+    s->skips = ao_realloc(s->skips, (size_t)(s->nskips + 1) * sizeof *s->skips);
+    s->skips[s->nskips++] = (ao_sweep_skip){key, ao_strdup(val)};
+    return 0;
+}
+
+/* ---- checks ------------------------------------------------------------------ */
+
+int ao_sweep_axis_index(const ao_sweep_spec *s, const char *key)
+{
+    for (int i = 0; i < s->naxes; i++)
+        if (strcmp(s->axes[i].key, key) == 0) return i;
+    return -1;
+}
+
+static int env_index(const ao_sweep_spec *s, const char *name)
+{
+    for (int i = 0; i < s->nenv; i++)
+        if (strcmp(s->env[i].key, name) == 0) return i;
+    return -1;
+}
+
+static int zip_has(const ao_sweep_spec *s, const char *name)
+{
+    for (int z = 0; z < s->nzip; z++)
+        for (int i = 0; i < s->zip[z].n; i++)
+            if (strcmp(s->zip[z].names[i], name) == 0) return 1;
+    return 0;
+}
+
+static int check_train_axes(const ao_sweep_spec *s)
+{
+    struct ao_config cfg;
+    if (ao_config_resolve(&cfg, s->config, NULL, 0) != 0) {
+        if (s->config_where) ao_hint("the config is named at %s", s->config_where);
+        ao_config_free(&cfg);
+        return AO_EXIT_USAGE;
+    }
+    int rc = 0;
+    for (int a = 0; rc == 0 && a < s->naxes; a++) {
+        const ao_sweep_axis *ax = &s->axes[a];
+        if (strcmp(ax->key, "nproc") == 0 || in_list(train_flag_keys, ax->key)) continue;
+        if (ax->key[0] == '-') {
+            ao_error(ax->where,
+                     "train axes are config keys (training.batch_size), nproc or "
+                     "--backend; '%s' is none of them",
+                     ax->key);
+            rc = AO_EXIT_USAGE;
+            break;
+        }
+        /* Every value through the schema: unknown keys and wrong types fail here,
+         * before anything runs, naming the sweep file's line. */
+        for (int v = 0; rc == 0 && v < ax->nvalues; v++)
+            rc = ao_config_set(&cfg, ax->key, ax->values[v], ax->where);
+    }
+    ao_config_free(&cfg);
+    return rc ? AO_EXIT_USAGE : 0;
+}
+
+static int check_flag_axes(const ao_sweep_spec *s, const char *const *keys)
+{
+    for (int a = 0; a < s->naxes; a++) {
+        const ao_sweep_axis *ax = &s->axes[a];
+        if (strcmp(ax->key, "nproc") == 0) continue;
+        if (!in_list(keys, ax->key)) {
+            char *allowed = join(keys, ", ");
+            ao_error(ax->where, "'%s' is not an axis of %s; allowed: %s%s", ax->key,
+                     ao_sweep_command_name(s->command),
+                     s->command == AO_SWEEP_COLL ? "nproc, " : "", allowed);
+            free(allowed);
+            return AO_EXIT_USAGE;
+        }
+        for (int v = 0; v < ax->nvalues; v++) {
+            if (strcmp(ax->key, "size") == 0) {
+                size_t bytes;
+                if (ao_parse_size(ax->where, ax->values[v], &bytes)) return AO_EXIT_USAGE;
+            } else if (strcmp(ax->key, "--coll") == 0) {
+                ao_coll list[AO_NCOLLS];
+                int n;
+                if (strchr(ax->values[v], ',') ||
+                    ao_coll_list_parse(ax->where, ax->values[v], list, &n)) {
+                    if (strchr(ax->values[v], ','))
+                        ao_error(ax->where, "one collective per --coll value, not '%s'",
+                                 ax->values[v]);
+                    return AO_EXIT_USAGE;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+int ao_sweep_spec_check(const ao_sweep_spec *s)
+{
+    for (int a = 0; a < s->naxes; a++) {
+        if (s->axes[a].nvalues == 0) {
+            ao_error(s->axes[a].where, "axis '%s' has no values", s->axes[a].key);
+            return AO_EXIT_USAGE;
+        }
+        if (strcmp(s->axes[a].key, "nproc") != 0) continue;
+        if (s->command == AO_SWEEP_SDMA) {
+            ao_error(s->axes[a].where, "sdma runs one process; it has no nproc axis");
+            return AO_EXIT_USAGE;
+        }
+        for (int v = 0; v < s->axes[a].nvalues; v++) {
+            int np;
+            if (ao_parse_int(s->axes[a].where, s->axes[a].values[v], 1, 4096, &np))
+                return AO_EXIT_USAGE;
+        }
+    }
+    for (int z = 0; z < s->nzip; z++)
+        for (int i = 0; i < s->zip[z].n; i++) {
+            int e = env_index(s, s->zip[z].names[i]);
+            if (e >= 0) {
+                ao_error(s->zip[z].where,
+                         "%s is in both env (%s) and env_zip; a variable is either crossed "
+                         "(env) or paired (env_zip), not both",
+                         s->zip[z].names[i], s->env[e].where);
+                return AO_EXIT_USAGE;
+            }
+        }
+    if (s->config && s->command != AO_SWEEP_TRAIN) {
+        ao_error(s->config_where, "config: is for train sweeps; %s takes its settings as args",
+                 ao_sweep_command_name(s->command));
+        return AO_EXIT_USAGE;
+    }
+    int rc = s->command == AO_SWEEP_TRAIN  ? check_train_axes(s)
+             : s->command == AO_SWEEP_COLL ? check_flag_axes(s, coll_keys)
+                                           : check_flag_axes(s, sdma_keys);
+    if (rc) return rc;
+    for (int k = 0; k < s->nskips; k++) {
+        const char *key = s->skips[k].key;
+        if (ao_sweep_axis_index(s, key) < 0 && env_index(s, key) < 0 && !zip_has(s, key)) {
+            ao_error("--skip", "'%s' is neither an axis nor an environment variable of the sweep",
+                     key);
+            return AO_EXIT_USAGE;
+        }
+    }
+    const char *const *metrics = ao_sweep_metric_columns(s->command);
+    if (!in_list(metrics, s->metric)) {
+        char *allowed = join(metrics, ", ");
+        ao_error(s->metric_where ? s->metric_where : s->path,
+                 "'%s' is not a metric of %s sweeps; allowed: %s", s->metric,
+                 ao_sweep_command_name(s->command), allowed);
+        free(allowed);
+        return AO_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* ---- planning ---------------------------------------------------------------- */
+
+static int env_name_index(const ao_sweep_plan *p, const char *name)
+{
+    for (int i = 0; i < p->nenv_names; i++)
+        if (strcmp(p->env_names[i], name) == 0) return i;
+    return -1;
+}
+
+static void add_group(ao_sweep_plan *p, const ao_sweep_spec *s, int nproc, int combo)
+{
+    int nzip = s->nzip ? s->nzip : 1;
+    int ei = combo / nzip, zi = combo % nzip;
+    p->groups = ao_realloc(p->groups, (size_t)(p->ngroups + 1) * sizeof *p->groups);
+    ao_sweep_group *g = &p->groups[p->ngroups++];
+    g->nproc = nproc;
+    g->env_val = ao_calloc((size_t)p->nenv_names + 1, sizeof *g->env_val);
+    /* Mixed radix, the last variable fastest. */
+    for (int e = s->nenv - 1; e >= 0; e--) {
+        g->env_val[env_name_index(p, s->env[e].key)] = s->env[e].values[ei % s->env[e].nvalues];
+        ei /= s->env[e].nvalues;
+    }
+    if (s->nzip)
+        for (int i = 0; i < s->zip[zi].n; i++)
+            g->env_val[env_name_index(p, s->zip[zi].names[i])] = s->zip[zi].values[i];
+    int n = 0;
+    g->env = NULL;
+    for (int i = 0; i < p->nenv_names; i++)
+        if (g->env_val[i]) push(&g->env, &n, ao_asprintf("%s=%s", p->env_names[i], g->env_val[i]));
+    if (!g->env) g->env = ao_calloc(1, sizeof *g->env);
+}
+
+static int skipped(const ao_sweep_plan *p, const ao_sweep_group *g, const char **values)
+{
+    const ao_sweep_spec *s = p->spec;
+    for (int k = 0; k < s->nskips; k++) {
+        int a = ao_sweep_axis_index(s, s->skips[k].key);
+        const char *v = a >= 0 ? values[a] : g->env_val[env_name_index(p, s->skips[k].key)];
+        if (v && strcmp(v, s->skips[k].value) == 0) return 1;
+    }
+    return 0;
+}
+
+static int is_merged_axis(const ao_sweep_spec *s, int a)
+{
+    return s->command == AO_SWEEP_COLL &&
+           (strcmp(s->axes[a].key, "size") == 0 || strcmp(s->axes[a].key, "--coll") == 0);
+}
+
+static size_t size_of(const char *text)
+{
+    size_t b = 0;
+    ao_parse_size("size", text, &b); /* checked by ao_sweep_spec_check */
+    return b;
+}
+
+static int cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The distinct sizes of a launch, ascending; their count. */
+static int launch_sizes(const ao_sweep_plan *p, const ao_sweep_launch *l, int sa, size_t *out)
+{
+    int n = 0;
+    for (int i = 0; i < l->npoints; i++) {
+        size_t b = size_of(p->points[l->points[i]].values[sa]);
+        int seen = 0;
+        for (int j = 0; j < n; j++) seen |= out[j] == b;
+        if (!seen) out[n++] = b;
+    }
+    qsort(out, (size_t)n, sizeof *out, cmp_size);
+    return n;
+}
+
+/* How coll's -b/-e sweep covers the sizes: a factor (> 1), a step (> 0), or
+ * neither (returns 0: not one series). */
+static int size_series(const size_t *sz, int n, long *factor, size_t *step)
+{
+    *factor = 2;
+    *step = 0;
+    if (n == 1) return 1;
+    int geometric = sz[0] > 0 && sz[1] % sz[0] == 0 && sz[1] / sz[0] >= 2;
+    for (int i = 1; geometric && i < n; i++) geometric = sz[i] == sz[i - 1] * (sz[1] / sz[0]);
+    if (geometric) {
+        *factor = (long)(sz[1] / sz[0]);
+        return 1;
+    }
+    for (int i = 1; i < n; i++)
+        if (sz[i] - sz[i - 1] != sz[1] - sz[0]) return 0;
+    *factor = 0;
+    *step = sz[1] - sz[0];
+    return 1;
+}
+
+static ao_sweep_launch *new_launch(ao_sweep_plan *p, int group)
+{
+    p->launches = ao_realloc(p->launches, (size_t)(p->nlaunches + 1) * sizeof *p->launches);
+    ao_sweep_launch *l = &p->launches[p->nlaunches++];
+    *l = (ao_sweep_launch){.group = group};
+    return l;
+}
+
+static void launch_add(ao_sweep_launch *l, int point)
+{
+    l->points = ao_realloc(l->points, (size_t)(l->npoints + 1) * sizeof *l->points);
+    l->points[l->npoints++] = point;
+}
+
+/* Points of group g that differ only in merged axes share a launch; a coll
+ * size set that is no single -b/-e series is split into one launch per size. */
+static void plan_launches(ao_sweep_plan *p, int g, int first, int last)
+{
+    const ao_sweep_spec *s = p->spec;
+    int start = p->nlaunches;
+    for (int i = first; i < last; i++) {
+        ao_sweep_launch *l = NULL;
+        for (int li = start; !l && li < p->nlaunches; li++) {
+            const ao_sweep_point *q = &p->points[p->launches[li].points[0]];
+            int same = 1;
+            for (int a = 0; same && a < s->naxes; a++)
+                same = is_merged_axis(s, a) || q->values[a] == p->points[i].values[a];
+            if (same) l = &p->launches[li];
+        }
+        if (!l) l = new_launch(p, g);
+        launch_add(l, i);
+    }
+    int sa = s->command == AO_SWEEP_COLL ? ao_sweep_axis_index(s, "size") : -1;
+    if (sa < 0) return;
+    int end = p->nlaunches;
+    for (int li = start; li < end; li++) {
+        size_t *sz = ao_calloc((size_t)p->launches[li].npoints, sizeof *sz);
+        long factor;
+        size_t step;
+        int n = launch_sizes(p, &p->launches[li], sa, sz);
+        if (!size_series(sz, n, &factor, &step)) {
+            /* Move every size but the first to launches of their own. */
+            ao_sweep_launch keep = p->launches[li];
+            size_t first_size = size_of(p->points[keep.points[0]].values[sa]);
+            p->launches[li].points = NULL;
+            p->launches[li].npoints = 0;
+            for (int j = 0; j < keep.npoints; j++)
+                if (size_of(p->points[keep.points[j]].values[sa]) == first_size)
+                    launch_add(&p->launches[li], keep.points[j]);
+            for (int k = 0; k < n; k++) {
+                if (sz[k] == first_size) continue;
+                ao_sweep_launch *l = new_launch(p, g);
+                for (int j = 0; j < keep.npoints; j++)
+                    if (size_of(p->points[keep.points[j]].values[sa]) == sz[k])
+                        launch_add(l, keep.points[j]);
+            }
+            free(keep.points);
+        }
+        free(sz);
+    }
+}
+
+int ao_sweep_plan_make(const ao_sweep_spec *s, ao_sweep_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->spec = s;
+    for (int e = 0; e < s->nenv; e++) push(&p->env_names, &p->nenv_names, ao_strdup(s->env[e].key));
+    for (int z = 0; z < s->nzip; z++)
+        for (int i = 0; i < s->zip[z].n; i++)
+            if (env_name_index(p, s->zip[z].names[i]) < 0)
+                push(&p->env_names, &p->nenv_names, ao_strdup(s->zip[z].names[i]));
+
+    int ncombos = s->nzip ? s->nzip : 1;
+    for (int e = 0; e < s->nenv; e++) ncombos *= s->env[e].nvalues;
+    int na = ao_sweep_axis_index(s, "nproc");
+    int nnproc = na >= 0 ? s->axes[na].nvalues : 1;
+    int ninner = 1;
+    for (int a = 0; a < s->naxes; a++)
+        if (a != na) ninner *= s->axes[a].nvalues;
+
+    for (int np = 0; np < nnproc; np++) {
+        for (int c = 0; c < ncombos; c++) {
+            int nproc = na >= 0 ? atoi(s->axes[na].values[np]) : 0;
+            add_group(p, s, nproc, c);
+            int g = p->ngroups - 1, first = p->npoints;
+            for (int k = 0; k < ninner; k++) {
+                const char **values = ao_calloc((size_t)s->naxes + 1, sizeof *values);
+                int rest = k;
+                for (int a = s->naxes - 1; a >= 0; a--) {
+                    if (a == na) {
+                        values[a] = s->axes[a].values[np];
+                        continue;
+                    }
+                    values[a] = s->axes[a].values[rest % s->axes[a].nvalues];
+                    rest /= s->axes[a].nvalues;
+                }
+                if (skipped(p, &p->groups[g], values)) {
+                    free(values);
+                    continue;
+                }
+                p->points = ao_realloc(p->points, (size_t)(p->npoints + 1) * sizeof *p->points);
+                p->points[p->npoints++] = (ao_sweep_point){.group = g, .values = values};
+            }
+            if (p->npoints == first) { /* every point skipped: no launch for the group */
+                for (char **e = p->groups[g].env; e && *e; e++) free(*e);
+                free(p->groups[g].env);
+                free(p->groups[g].env_val);
+                p->ngroups--;
+                continue;
+            }
+            plan_launches(p, g, first, p->npoints);
+        }
+    }
+    for (int li = 0; li < p->nlaunches; li++)
+        for (int j = 0; j < p->launches[li].npoints; j++)
+            p->points[p->launches[li].points[j]].launch = li;
+    if (p->npoints == 0) {
+        ao_error("--skip", "every point of the sweep is skipped; nothing would run");
+        return AO_EXIT_USAGE;
+    }
+    return 0;
+}
+
+void ao_sweep_plan_free(ao_sweep_plan *p)
+{
+    free_strs(p->env_names, p->nenv_names);
+    for (int g = 0; g < p->ngroups; g++) {
+        for (char **e = p->groups[g].env; *e; e++) free(*e);
+        free(p->groups[g].env);
+        free(p->groups[g].env_val);
+    }
+    free(p->groups);
+    for (int i = 0; i < p->npoints; i++) free(p->points[i].values);
+    free(p->points);
+    for (int i = 0; i < p->nlaunches; i++) free(p->launches[i].points);
+    free(p->launches);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- argv -------------------------------------------------------------------- */
+
+static int is_size_flag(const char *a)
+{
+    static const char *const flags[] = {
+        "-b", "--minbytes", "-e", "--maxbytes", "-f", "--stepfactor", "-i", "--stepbytes", NULL};
+    for (const char *const *f = flags; *f; f++) {
+        size_t n = strlen(*f);
+        if (strncmp(a, *f, n) == 0 && (a[n] == 0 || (a[n] == '=' && a[1] == '-'))) return 1;
+    }
+    return 0;
+}
+
+char **ao_sweep_launch_argv(const ao_sweep_plan *p, int li, const char *result,
+                            const char *run_name)
+{
+    const ao_sweep_spec *s = p->spec;
+    const ao_sweep_launch *l = &p->launches[li];
+    const ao_sweep_point *pt = &p->points[l->points[0]];
+    const ao_sweep_group *g = &p->groups[l->group];
+    char **argv = NULL;
+    int n = 0;
+    push(&argv, &n, ao_strdup(ao_sweep_command_name(s->command)));
+    if (s->command == AO_SWEEP_TRAIN && s->config) {
+        push(&argv, &n, ao_strdup("--config"));
+        push(&argv, &n, ao_strdup(s->config));
+    }
+    int sa = s->command == AO_SWEEP_COLL ? ao_sweep_axis_index(s, "size") : -1;
+    for (int i = 0; i < s->nargs; i++) {
+        /* A size axis replaces the fixed -b/-e/-f/-i (and the value after each). */
+        if (sa >= 0 && is_size_flag(s->args[i])) {
+            if (!strchr(s->args[i], '=')) i++;
+            continue;
+        }
+        push(&argv, &n, ao_strdup(s->args[i]));
+    }
+    for (int a = 0; a < s->naxes; a++) {
+        const char *key = s->axes[a].key;
+        if (strcmp(key, "nproc") == 0 || is_merged_axis(s, a)) continue;
+        if (s->command == AO_SWEEP_TRAIN && key[0] != '-') {
+            push(&argv, &n, ao_strdup("--override"));
+            push(&argv, &n, ao_asprintf("%s=%s", key, pt->values[a]));
+        } else {
+            push(&argv, &n, ao_strdup(key));
+            push(&argv, &n, ao_strdup(pt->values[a]));
+        }
+    }
+    int ca = s->command == AO_SWEEP_COLL ? ao_sweep_axis_index(s, "--coll") : -1;
+    if (ca >= 0) {
+        char *list = ao_strdup("");
+        for (int j = 0; j < l->npoints; j++) {
+            const char *c = p->points[l->points[j]].values[ca];
+            int seen = 0;
+            for (int k = 0; k < j; k++) seen |= p->points[l->points[k]].values[ca] == c;
+            if (seen) continue;
+            char *next = ao_asprintf("%s%s%s", list, *list ? "," : "", c);
+            free(list);
+            list = next;
+        }
+        push(&argv, &n, ao_strdup("--coll"));
+        push(&argv, &n, list);
+    }
+    if (sa >= 0) {
+        size_t *sz = ao_calloc((size_t)l->npoints, sizeof *sz);
+        int ns = launch_sizes(p, l, sa, sz);
+        long factor;
+        size_t step;
+        size_series(sz, ns, &factor, &step);
+        push(&argv, &n, ao_strdup("-b"));
+        push(&argv, &n, ao_asprintf("%zu", sz[0]));
+        push(&argv, &n, ao_strdup("-e"));
+        push(&argv, &n, ao_asprintf("%zu", sz[ns - 1]));
+        push(&argv, &n, ao_strdup(factor ? "-f" : "-i"));
+        push(&argv, &n, factor ? ao_asprintf("%ld", factor) : ao_asprintf("%zu", step));
+        free(sz);
+    }
+    if (g->nproc > 0) {
+        push(&argv, &n, ao_strdup("--nproc"));
+        push(&argv, &n, ao_asprintf("%d", g->nproc));
+    }
+    if (s->command == AO_SWEEP_TRAIN) {
+        push(&argv, &n, ao_strdup("--run-name"));
+        push(&argv, &n, ao_strdup(run_name));
+    } else {
+        push(&argv, &n, ao_strdup("--json"));
+        push(&argv, &n, ao_strdup(result));
+    }
+    return argv;
+}
+
+int ao_sweep_point_size_index(const ao_sweep_plan *p, int point)
+{
+    int sa = p->spec->command == AO_SWEEP_COLL ? ao_sweep_axis_index(p->spec, "size") : -1;
+    if (sa < 0) return -1;
+    const ao_sweep_launch *l = &p->launches[p->points[point].launch];
+    size_t *sz = ao_calloc((size_t)l->npoints, sizeof *sz);
+    int n = launch_sizes(p, l, sa, sz), at = -1;
+    size_t mine = size_of(p->points[point].values[sa]);
+    for (int i = 0; i < n; i++)
+        if (sz[i] == mine) at = i;
+    free(sz);
+    return at;
+}
+
+void ao_sweep_argv_free(char **argv)
+{
+    if (!argv) return;
+    for (char **a = argv; *a; a++) free(*a);
+    free(argv);
+}
+
+void ao_sweep_plan_print(const ao_sweep_plan *p, FILE *out)
+{
+    const ao_sweep_spec *s = p->spec;
+    fprintf(out, "# sweep %s: %s, %d launch group%s, %d launch%s, %d point%s\n", s->name,
+            ao_sweep_command_name(s->command), p->ngroups, p->ngroups == 1 ? "" : "s", p->nlaunches,
+            p->nlaunches == 1 ? "" : "es", p->npoints, p->npoints == 1 ? "" : "s");
+    for (int g = 0; g < p->ngroups; g++) {
+        fprintf(out, "group %d: nproc=", g);
+        if (p->groups[g].nproc)
+            fprintf(out, "%d", p->groups[g].nproc);
+        else
+            fprintf(out, "default");
+        for (char **e = p->groups[g].env; *e; e++) fprintf(out, " %s", *e);
+        fputc('\n', out);
+        for (int li = 0; li < p->nlaunches; li++) {
+            if (p->launches[li].group != g) continue;
+            char **argv = ao_sweep_launch_argv(p, li, "RESULT.json", "RUN");
+            fprintf(out, "  launch %d: aorta", li);
+            for (char **a = argv; *a; a++) fprintf(out, " %s", *a);
+            fputc('\n', out);
+            ao_sweep_argv_free(argv);
+            for (int j = 0; j < p->launches[li].npoints; j++) {
+                const ao_sweep_point *pt = &p->points[p->launches[li].points[j]];
+                fprintf(out, "    point %d:", p->launches[li].points[j]);
+                for (int a = 0; a < s->naxes; a++)
+                    fprintf(out, " %s=%s", s->axes[a].key, pt->values[a]);
+                fputc('\n', out);
+            }
+        }
+    }
+}
