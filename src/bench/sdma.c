@@ -1,4 +1,5 @@
 #include "bench/sdma.h"
+#include "core/json.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -407,44 +408,44 @@ static int report(const sdma *x, ao_table *t, ao_dtype dt, size_t mismatches)
     yajl_gen g = yajl_gen_alloc(NULL);
     yajl_gen_config(g, yajl_gen_beautify, 1);
     yajl_gen_map_open(g);
-    ao_json_str(g, "backend");
-    ao_json_str(g, x->info.backend);
-    ao_json_str(g, "device");
+    ao_json_gen_str(g, "backend");
+    ao_json_gen_str(g, x->info.backend);
+    ao_json_gen_str(g, "device");
     yajl_gen_integer(g, x->info.ordinal);
-    ao_json_str(g, "device_name");
-    ao_json_str(g, x->info.name);
-    ao_json_str(g, "matrix_size");
+    ao_json_gen_str(g, "device_name");
+    ao_json_gen_str(g, x->info.name);
+    ao_json_gen_str(g, "matrix_size");
     yajl_gen_integer(g, o->matrix);
-    ao_json_str(g, "dtype");
-    ao_json_str(g, ao_dtype_name(dt));
-    ao_json_str(g, "copy_bytes");
+    ao_json_gen_str(g, "dtype");
+    ao_json_gen_str(g, ao_dtype_name(dt));
+    ao_json_gen_str(g, "copy_bytes");
     yajl_gen_integer(g, (long long)o->copy_bytes);
-    ao_json_str(g, "direction");
-    ao_json_str(g, ao_sdma_direction_name(o->direction));
-    ao_json_str(g, "engine");
-    ao_json_str(g, ao_sdma_engine_name(o->engine));
-    ao_json_str(g, "iterations");
+    ao_json_gen_str(g, "direction");
+    ao_json_gen_str(g, ao_sdma_direction_name(o->direction));
+    ao_json_gen_str(g, "engine");
+    ao_json_gen_str(g, ao_sdma_engine_name(o->engine));
+    ao_json_gen_str(g, "iterations");
     yajl_gen_integer(g, o->iterations);
-    ao_json_str(g, "warmup");
+    ao_json_gen_str(g, "warmup");
     yajl_gen_integer(g, o->warmup);
-    ao_json_str(g, "gemm_priority");
+    ao_json_gen_str(g, "gemm_priority");
     yajl_gen_integer(g, ao_stream_priority(x->gs));
-    ao_json_str(g, "copy_priority");
+    ao_json_gen_str(g, "copy_priority");
     yajl_gen_integer(g, ao_stream_priority(x->cs));
-    ao_json_str(g, "modes");
+    ao_json_gen_str(g, "modes");
     ao_table_gen_json(t, g);
-    ao_json_str(g, "savings_pct");
-    ao_json_num(g, savings);
-    ao_json_str(g, "achieved");
-    ao_json_num(g, achieved);
-    ao_json_str(g, "concurrent_iterations");
+    ao_json_gen_str(g, "savings_pct");
+    ao_json_gen_double(g, savings);
+    ao_json_gen_str(g, "achieved");
+    ao_json_gen_double(g, achieved);
+    ao_json_gen_str(g, "concurrent_iterations");
     yajl_gen_integer(g, x->concurrent);
-    ao_json_str(g, "mean_overlap_ms");
-    ao_json_num(g, overlap_ms);
-    ao_json_str(g, "data_ok");
+    ao_json_gen_str(g, "mean_overlap_ms");
+    ao_json_gen_double(g, overlap_ms);
+    ao_json_gen_str(g, "data_ok");
     yajl_gen_bool(g, mismatches == 0);
     yajl_gen_map_close(g);
-    int rc = ao_json_write_file(g, o->json_path);
+    int rc = ao_json_write_atomic(o->json_path, g);
     yajl_gen_free(g);
     return rc;
 }

@@ -1,4 +1,5 @@
 #include "bench/table.h"
+#include "core/json.h"
 
 #include <errno.h>
 #include <math.h>
@@ -206,23 +207,6 @@ int ao_table_write_csv(const ao_table *t, const char *path)
     return 0;
 }
 
-void ao_json_str(yajl_gen g, const char *s)
-{
-    yajl_gen_string(g, (const unsigned char *)s, strlen(s));
-}
-
-void ao_json_num(yajl_gen g, double v)
-{
-    if (!isfinite(v)) {
-        yajl_gen_null(g);
-        return;
-    }
-    /* The shortest text that reads back as v, not yajl's 20 digits. */
-    char buf[40];
-    ao_format_double(buf, sizeof buf, v);
-    yajl_gen_number(g, buf, strlen(buf));
-}
-
 void ao_table_gen_json(const ao_table *t, yajl_gen g)
 {
     yajl_gen_array_open(g);
@@ -230,16 +214,16 @@ void ao_table_gen_json(const ao_table *t, yajl_gen g)
         yajl_gen_map_open(g);
         for (int j = 0; j < t->ncols; j++) {
             const cell *c = at(t, i, j);
-            ao_json_str(g, t->cols[j].key);
+            ao_json_gen_str(g, t->cols[j].key);
             switch (c->kind) {
             case CELL_STR:
-                ao_json_str(g, c->s);
+                ao_json_gen_str(g, c->s);
                 break;
             case CELL_INT:
                 yajl_gen_integer(g, c->i);
                 break;
             case CELL_NUM:
-                ao_json_num(g, c->d);
+                ao_json_gen_double(g, c->d);
                 break;
             case CELL_EMPTY:
                 yajl_gen_null(g);
@@ -251,34 +235,12 @@ void ao_table_gen_json(const ao_table *t, yajl_gen g)
     yajl_gen_array_close(g);
 }
 
-int ao_json_write_file(yajl_gen g, const char *path)
-{
-    const unsigned char *buf;
-    size_t len;
-    if (yajl_gen_get_buf(g, &buf, &len) != yajl_gen_status_ok) {
-        ao_error(path, "internal error: incomplete JSON document");
-        return -1;
-    }
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        ao_error(path, "cannot write JSON: %s", strerror(errno));
-        return -1;
-    }
-    size_t w = fwrite(buf, 1, len, f);
-    int rc = fputc('\n', f) == EOF || w != len;
-    if (fclose(f) != 0 || rc) {
-        ao_error(path, "cannot write JSON: %s", strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
 int ao_table_write_json(const ao_table *t, const char *path)
 {
     yajl_gen g = yajl_gen_alloc(NULL);
     yajl_gen_config(g, yajl_gen_beautify, 1);
     ao_table_gen_json(t, g);
-    int rc = ao_json_write_file(g, path);
+    int rc = ao_json_write_atomic(path, g);
     yajl_gen_free(g);
     return rc;
 }

@@ -54,10 +54,5 @@ int ao_table_write_json(const ao_table *t, const char *path);
 /* The rows as a JSON array into an open generator (to embed in an object). */
 void ao_table_gen_json(const ao_table *t, yajl_gen g);
 
-/* Write a finished generator's buffer to `path`; 0 or -1 after printing why. */
-int ao_json_write_file(yajl_gen g, const char *path);
-/* A string / real (NAN and infinities as null) into a generator. */
-void ao_json_str(yajl_gen g, const char *s);
-void ao_json_num(yajl_gen g, double v);
 
 #endif
