@@ -64,6 +64,8 @@ void ao_model_init_unit(const ao_model_shape *shape, int unit, float *host_param
 /* Allocates activations and scratch on `dev`. Returns NULL after printing
  * why (e.g. a backend with no model implementation). */
 ao_model *ao_model_create(ao_device *dev, const ao_model_shape *shape);
+/* Call once the streams that ran its passes are synced (a pass still queued
+ * would use freed activations). NULL is a no-op. */
 void ao_model_destroy(ao_model *m);
 
 /* Forward of one micro-batch, unit by unit (root input first, layers 1..L,
@@ -79,8 +81,8 @@ void ao_model_forward_head(ao_model *m, ao_stream *s, const float *root, const a
                            double normalizer, float *loss_dev);
 void ao_model_backward_head(ao_model *m, ao_stream *s, const float *root, float *root_grad,
                             const ao_batch *b, double normalizer);
-void ao_model_backward_layer(ao_model *m, ao_stream *s, int layer, const float *params,
-                             float *grad, const ao_batch *b, int64_t step);
+void ao_model_backward_layer(ao_model *m, ao_stream *s, int layer, const float *params, float *grad,
+                             const ao_batch *b, int64_t step);
 void ao_model_backward_input(ao_model *m, ao_stream *s, const float *root, float *root_grad,
                              const ao_batch *b);
 
