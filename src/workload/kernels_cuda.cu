@@ -13,13 +13,18 @@
 #include "workload/kernels_cuda.h"
 #include "workload/ops_ref.h"
 
+/* Shuffles: HIP has no mask argument. Rows here are 32 lanes wide; on a
+ * 64-lane AMD wavefront an xor below 32 stays within its half, so each half
+ * still reduces its own row. */
 #if defined(AO_GPU_HIP)
 #include <hip/hip_fp16.h>
 #include <hipcub/hipcub.hpp>
 namespace cub = hipcub;
+#define AO_SHFL_XOR(v, o) __shfl_xor((v), (o))
 #else
 #include <cuda_fp16.h>
 #include <cub/device/device_radix_sort.cuh>
+#define AO_SHFL_XOR(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))
 #endif
 
 namespace
@@ -54,13 +59,13 @@ unsigned grid_y(size_t rows)
 
 __device__ double warp_sum(double v)
 {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    for (int o = 16; o > 0; o >>= 1) v += AO_SHFL_XOR(v, o);
     return v;
 }
 
 __device__ float warp_max(float v)
 {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, AO_SHFL_XOR(v, o));
     return v;
 }
 
