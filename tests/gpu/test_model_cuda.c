@@ -153,9 +153,13 @@ static double rel_err(const float *got, const float *ref, size_t n)
 {
     double max_err = 0, max_ref = 0;
     for (size_t i = 0; i < n; i++) {
-        const double e = isfinite(got[i]) ? fabs((double)got[i] - ref[i]) : INFINITY;
+        /* equal values (an infinity included) are no error; any other
+         * non-finite result is an infinite one */
+        const double e = got[i] == ref[i]                       ? 0.0
+                         : isfinite(got[i]) && isfinite(ref[i]) ? fabs((double)got[i] - ref[i])
+                                                                : INFINITY;
         if (e > max_err) max_err = e;
-        if (fabs(ref[i]) > max_ref) max_ref = fabs(ref[i]);
+        if (isfinite(ref[i]) && fabs(ref[i]) > max_ref) max_ref = fabs(ref[i]);
     }
     return max_ref > 0 ? max_err / max_ref : max_err;
 }
