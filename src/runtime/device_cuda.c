@@ -524,6 +524,19 @@ static int pointer_alignment(const void *p)
     return align;
 }
 
+/* The alignment every matrix of a strided batch has: matrix i starts at
+ * p + i * stride elements, so a stride of fewer aligned bytes than p (per-head
+ * attention products: hd or T*T floats) lowers it. */
+static int batch_alignment(const void *p, long long stride, size_t esz, int batch_count)
+{
+    int align = pointer_alignment(p);
+    if (batch_count > 1) {
+        const unsigned long long bytes = (unsigned long long)stride * esz;
+        while (align > 1 && bytes % (unsigned long long)align != 0) align /= 2;
+    }
+    return align;
+}
+
 static void set_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int rows, int cols, int ld,
                        int batch, long long stride)
 {
@@ -687,9 +700,9 @@ static void cuda_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d)
         key.compute = d->compute;
         key.batch_count = d->batch_count;
         key.sm_target = sm_target;
-        key.align_a = pointer_alignment(a);
-        key.align_b = pointer_alignment(d->b);
-        key.align_c = pointer_alignment(c);
+        key.align_a = batch_alignment(a, d->stride_a, asz, d->batch_count);
+        key.align_b = batch_alignment(d->b, d->stride_b, asz, d->batch_count);
+        key.align_c = batch_alignment(c, d->stride_c, csz, d->batch_count);
         if (d->batch_count > 1) {
             key.stride_a = d->stride_a;
             key.stride_b = d->stride_b;

@@ -36,6 +36,7 @@
 #define cudaError_t                       hipError_t
 #define cudaSuccess                       hipSuccess
 #define cudaErrorNotReady                 hipErrorNotReady
+#define cudaErrorInvalidValue             hipErrorInvalidValue
 #define cudaErrorPeerAccessAlreadyEnabled hipErrorPeerAccessAlreadyEnabled
 #define cudaGetErrorString                hipGetErrorString
 #define cudaGetLastError                  hipGetLastError

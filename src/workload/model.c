@@ -11,8 +11,13 @@
 #include "workload/ops_ref.h"
 #include "workload/rng.h"
 
-/* The backends with a model implementation; a CUDA one is added here. */
-static const struct ao_model_backend *const model_backends[] = {&ao_model_cpu_backend};
+/* The backends with a model implementation. */
+static const struct ao_model_backend *const model_backends[] = {
+    &ao_model_cpu_backend,
+#ifdef AORTA_HAVE_CUDA
+    &ao_model_cuda_backend,
+#endif
+};
 
 ao_input_shape ao_model_input_shape(const ao_model_shape *s)
 {

@@ -47,6 +47,9 @@ struct ao_model {
 };
 
 extern const struct ao_model_backend ao_model_cpu_backend;
+#ifdef AORTA_HAVE_CUDA
+extern const struct ao_model_backend ao_model_cuda_backend; /* model_cuda.c */
+#endif
 
 /* The ops_ref shapes of the model's parts for one micro-batch. */
 ao_input_shape ao_model_input_shape(const ao_model_shape *shape);

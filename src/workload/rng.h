@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(__HIPCC__)
 #define AO_HD __host__ __device__
 #else
 #define AO_HD

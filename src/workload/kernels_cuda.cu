@@ -1,0 +1,867 @@
+/* The model's CUDA kernels; the contract is in kernels_cuda.h, the math in
+ * ops_ref.c (each kernel names the reference function it mirrors).
+ *
+ * Correctness first: reductions accumulate in double (as the reference), rows
+ * of layernorm and softmax are one warp each, column sums one 32-column tile
+ * per block. Faster forms (vectorized loads, one block per long row, split
+ * column sums with a second pass) come later without changing the results'
+ * definition: any new reduction must keep a fixed, device-independent order. */
+#include <math.h>
+#include <stdint.h>
+
+#define AO_GPU_KERNELS_ONLY
+#include "workload/kernels_cuda.h"
+#include "workload/ops_ref.h"
+
+/* Shuffles: HIP has no mask argument. Rows here are 32 lanes wide; on a
+ * 64-lane AMD wavefront an xor below 32 stays within its half, so each half
+ * still reduces its own row. */
+#if defined(AO_GPU_HIP)
+#include <hip/hip_fp16.h>
+#include <hipcub/hipcub.hpp>
+namespace cub = hipcub;
+#define AO_SHFL_XOR(v, o) __shfl_xor((v), (o))
+#else
+#include <cuda_fp16.h>
+#include <cub/device/device_radix_sort.cuh>
+#define AO_SHFL_XOR(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))
+#endif
+
+namespace
+{
+
+constexpr int kThreads = 256;
+constexpr int kMaxGrid = 65535;   /* grid.y bound; loops cover more rows */
+constexpr int kElemBlocks = 4096; /* grid-stride element-wise kernels */
+constexpr int kWarpsPerBlock = kThreads / 32;
+constexpr int kColTile = 32; /* columns per block of a column sum */
+constexpr int kColRows = 16; /* row lanes per block of a column sum */
+
+unsigned elem_blocks(size_t n, size_t per_thread = 1)
+{
+    size_t items = (n + per_thread - 1) / per_thread;
+    size_t b = (items + kThreads - 1) / kThreads;
+    if (b < 1) b = 1;
+    return (unsigned)(b < (size_t)kElemBlocks ? b : (size_t)kElemBlocks);
+}
+
+unsigned row_warp_blocks(int rows)
+{
+    return (unsigned)((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+
+unsigned grid_y(size_t rows)
+{
+    return (unsigned)(rows < (size_t)kMaxGrid ? rows : (size_t)kMaxGrid);
+}
+
+/* ---- reductions: fixed shapes, hence fixed orders ------------------------ */
+
+__device__ double warp_sum(double v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += AO_SHFL_XOR(v, o);
+    return v;
+}
+
+__device__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, AO_SHFL_XOR(v, o));
+    return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, at most 1024); the result
+ * is valid in thread 0. */
+__device__ double block_sum(double v)
+{
+    __shared__ double warp_sums[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_sum(v);
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < (int)(blockDim.x >> 5) ? warp_sums[lane] : 0.0;
+        v = warp_sum(v);
+    }
+    __syncthreads(); /* warp_sums may be reused by a later call */
+    return v;
+}
+
+/* ---- column sums (bias and layernorm parameter gradients) ---------------- */
+
+struct sum2 {
+    double a, b;
+};
+
+/* out_a[j] += sum_i f(i, j).a and, when out_b is not NULL, out_b[j] += .b.
+ * Block (kColTile, kColRows): thread (tx, ty) sums rows ty, ty + kColRows, ...
+ * of column blockIdx.x * kColTile + tx, then a shared-memory tree over ty. */
+template <class F> __global__ void column_sums_kernel(float *out_a, float *out_b, int n, int c, F f)
+{
+    __shared__ double sa[kColRows][kColTile + 1], sb[kColRows][kColTile + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int j = blockIdx.x * kColTile + tx;
+    sum2 acc = {0.0, 0.0};
+    if (j < c) {
+        for (int i = ty; i < n; i += kColRows) {
+            const sum2 v = f(i, j);
+            acc.a += v.a;
+            acc.b += v.b;
+        }
+    }
+    sa[ty][tx] = acc.a;
+    sb[ty][tx] = acc.b;
+    __syncthreads();
+    for (int s = kColRows / 2; s > 0; s >>= 1) {
+        if (ty < s) {
+            sa[ty][tx] += sa[ty + s][tx];
+            sb[ty][tx] += sb[ty + s][tx];
+        }
+        __syncthreads();
+    }
+    if (ty == 0 && j < c) {
+        out_a[j] += (float)sa[0][tx];
+        if (out_b) out_b[j] += (float)sb[0][tx];
+    }
+}
+
+template <class F>
+cudaError_t column_sums(float *out_a, float *out_b, int n, int c, F f, cudaStream_t stream)
+{
+    if (n <= 0 || c <= 0) return cudaSuccess;
+    const dim3 block(kColTile, kColRows);
+    const unsigned blocks = (unsigned)((c + kColTile - 1) / kColTile);
+    column_sums_kernel<<<blocks, block, 0, stream>>>(out_a, out_b, n, c, f);
+    return cudaGetLastError();
+}
+
+struct bias_grad_term {
+    const float *dy;
+    int c;
+    __device__ sum2 operator()(int i, int j) const
+    {
+        return sum2{(double)dy[(size_t)i * c + j], 0.0};
+    }
+};
+
+/* ao_layernorm_backward's parameter gradients: (dy xhat, dy). */
+struct layernorm_param_term {
+    const float *dy, *x, *mean, *rstd;
+    int c;
+    __device__ sum2 operator()(int i, int j) const
+    {
+        const size_t at = (size_t)i * c + j;
+        const double xhat = (x[at] - (double)mean[i]) * rstd[i];
+        return sum2{(double)dy[at] * xhat, (double)dy[at]};
+    }
+};
+
+/* ---- element-wise ------------------------------------------------------- */
+
+__global__ void bias_add_kernel(float *y, const float *b, size_t total, int c)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride)
+        y[i] += b[i % (size_t)c];
+}
+
+__global__ void add_kernel(float *y, const float *a, const float *b, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        y[i] = a[i] + b[i];
+}
+
+__global__ void scale_kernel(float *y, const float *x, float alpha, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        y[i] = alpha * x[i];
+}
+
+/* ao_gelu_forward / ao_gelu_backward, in float: erff and expf are within a
+ * few ulp, far inside the fp32 tolerance. */
+__global__ void gelu_forward_kernel(float *y, const float *x, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float v = x[i];
+        y[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    }
+}
+
+__global__ void gelu_backward_kernel(float *dx, const float *dy, const float *x, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float v = x[i];
+        const float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+        const float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
+        dx[i] = dy[i] * (cdf + v * pdf);
+    }
+}
+
+/* ---- layernorm: one warp per row ------------------------------------------ */
+
+__global__ void layernorm_forward_kernel(float *y, float *mean, float *rstd, const float *x,
+                                         const float *gamma, const float *beta, int n, int c)
+{
+    const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= n) return;
+    const float *xr = x + (size_t)row * c;
+    double s = 0.0;
+    for (int j = lane; j < c; j += 32) s += xr[j];
+    const double m = warp_sum(s) / c;
+    double var = 0.0;
+    for (int j = lane; j < c; j += 32) var += (xr[j] - m) * (xr[j] - m);
+    var = warp_sum(var) / c;
+    const double rs = 1.0 / sqrt(var + (double)AO_LN_EPS);
+    float *yr = y + (size_t)row * c;
+    for (int j = lane; j < c; j += 32) yr[j] = (float)((xr[j] - m) * rs) * gamma[j] + beta[j];
+    if (lane == 0) {
+        mean[row] = (float)m;
+        rstd[row] = (float)rs;
+    }
+}
+
+__global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const float *x,
+                                             const float *mean, const float *rstd,
+                                             const float *gamma, int n, int c)
+{
+    const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= n) return;
+    const float *xr = x + (size_t)row * c, *dyr = dy + (size_t)row * c;
+    const double m = mean[row], rs = rstd[row];
+    double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
+    for (int j = lane; j < c; j += 32) {
+        const double xhat = (xr[j] - m) * rs, dxhat = (double)dyr[j] * gamma[j];
+        sum_dxhat += dxhat;
+        sum_dxhat_xhat += dxhat * xhat;
+    }
+    const double mean_dxhat = warp_sum(sum_dxhat) / c;
+    const double mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) / c;
+    float *dxr = dx + (size_t)row * c;
+    for (int j = lane; j < c; j += 32) {
+        const double xhat = (xr[j] - m) * rs, dxhat = (double)dyr[j] * gamma[j];
+        dxr[j] = (float)(rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+    }
+}
+
+/* ---- softmax: one warp per row (in place: each lane rewrites what it read) */
+
+__global__ void softmax_forward_kernel(float *y, const float *x, int n, int c)
+{
+    const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= n) return;
+    const float *xr = x + (size_t)row * c;
+    float mx = -INFINITY;
+    for (int j = lane; j < c; j += 32) mx = fmaxf(mx, xr[j]);
+    mx = warp_max(mx);
+    double s = 0.0;
+    for (int j = lane; j < c; j += 32) s += exp((double)xr[j] - mx);
+    s = warp_sum(s);
+    float *yr = y + (size_t)row * c;
+    for (int j = lane; j < c; j += 32) yr[j] = (float)(exp((double)xr[j] - mx) / s);
+}
+
+__global__ void softmax_backward_kernel(float *dx, const float *dy, const float *y, float scale,
+                                        int n, int c)
+{
+    const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= n) return;
+    const float *yr = y + (size_t)row * c, *dyr = dy + (size_t)row * c;
+    double dot = 0.0;
+    for (int j = lane; j < c; j += 32) dot += (double)yr[j] * dyr[j];
+    dot = warp_sum(dot);
+    float *dxr = dx + (size_t)row * c;
+    for (int j = lane; j < c; j += 32)
+        dxr[j] = (float)((double)yr[j] * (dyr[j] - dot) * (double)scale);
+}
+
+/* ---- dropout ------------------------------------------------------------- */
+
+/* The stream of row r of a dropout call (ops_ref's keying). */
+__device__ ao_rng_stream dropout_row_stream(const ao_cuda_dropout_key &k, size_t r)
+{
+    const uint64_t b = k.heads > 0 ? r / (size_t)k.heads : r;
+    ao_rng_stream s = ao_dropout_stream(k.seed, k.step, k.layer, k.site, k.first_sample + b);
+    if (k.heads > 0) s = ao_rng_child(s, (uint64_t)(r % (size_t)k.heads));
+    return s;
+}
+
+/* grid.y walks rows; each block derives its row's stream once (thread 0, into
+ * shared memory) and each thread applies one Philox block to 4 elements, as
+ * ops_ref's dropout_apply does. */
+__global__ void dropout_kernel(float *y, const float *x, size_t rows, size_t per_row,
+                               ao_cuda_dropout_key k)
+{
+    __shared__ ao_rng_stream row_stream;
+    const size_t groups = (per_row + 3) / 4;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        if (threadIdx.x == 0) row_stream = dropout_row_stream(k, r);
+        __syncthreads();
+        const ao_rng_stream s = row_stream;
+        const size_t off = r * per_row;
+        for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
+            const ao_u32x4 w = ao_rng_block(s, g);
+            for (int l = 0; l < 4; l++) {
+                const size_t e = g * 4 + l;
+                if (e < per_row) y[off + e] = x[off + e] * ao_dropout_factor_from_word(w.v[l], k.p);
+            }
+        }
+        __syncthreads(); /* row_stream is rewritten for the next row */
+    }
+}
+
+/* ---- embedding bag ---------------------------------------------------------- */
+
+__global__ void embedding_bag_forward_kernel(float *out, const int32_t *ids, const float *table,
+                                             int n, int s, int e)
+{
+    const size_t total = (size_t)n * e, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t at = (size_t)blockIdx.x * blockDim.x + threadIdx.x; at < total; at += stride) {
+        const size_t i = at / (size_t)e, c = at % (size_t)e;
+        double acc = 0.0;
+        for (int k = 0; k < s; k++) acc += table[(size_t)ids[i * s + k] * e + c];
+        out[at] = s > 0 ? (float)(acc / s) : 0.0f;
+    }
+}
+
+/* keys = ids as unsigned (the sort key), positions = 0..count-1. */
+__global__ void embedding_sort_input_kernel(uint32_t *keys, uint32_t *positions, const int32_t *ids,
+                                            size_t count)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x; p < count; p += stride) {
+        keys[p] = (uint32_t)ids[p];
+        positions[p] = (uint32_t)p;
+    }
+}
+
+/* One warp per sorted position; the warp at the first position of a run of
+ * equal ids adds the run's contributions to that table row, in position
+ * order (stable sort), each as the reference does: row[c] += dout[c] * inv. */
+__global__ void embedding_segment_add_kernel(float *dtable, const float *dout, const uint32_t *keys,
+                                             const uint32_t *positions, size_t count, int s, int e)
+{
+    const size_t p = (size_t)blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (p >= count) return;
+    const uint32_t id = keys[p];
+    if (p > 0 && keys[p - 1] == id) return;
+    const float inv = 1.0f / (float)s;
+    float *row = dtable + (size_t)id * e;
+    for (int c = lane; c < e; c += 32) {
+        float acc = row[c];
+        for (size_t q = p; q < count && keys[q] == id; q++) {
+            const size_t token = positions[q] / (uint32_t)s;
+            acc = __fadd_rn(acc, __fmul_rn(dout[token * e + c], inv));
+        }
+        row[c] = acc;
+    }
+}
+
+size_t align256(size_t b)
+{
+    return (b + 255) & ~(size_t)255;
+}
+
+int key_bits(int vocab)
+{
+    int bits = 1;
+    while (bits < 32 && (1ull << bits) < (unsigned long long)vocab) bits++;
+    return bits;
+}
+
+/* ---- loss ------------------------------------------------------------------ */
+
+constexpr int kLossThreads = 1024;
+
+__global__ void bce_loss_kernel(float *loss, const float *z, const float *y, const float *w, int n,
+                                double normalizer)
+{
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const double zi = z[i];
+        acc += (double)w[i] * (fmax(zi, 0.0) - zi * y[i] + log1p(exp(-fabs(zi))));
+    }
+    acc = block_sum(acc);
+    if (threadIdx.x == 0) loss[0] = (float)(acc / normalizer);
+}
+
+__global__ void bce_loss_backward_kernel(float *dz, const float *z, const float *y, const float *w,
+                                         int n, double normalizer)
+{
+    const int stride = gridDim.x * blockDim.x;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const double sig = 1.0 / (1.0 + exp(-(double)z[i]));
+        dz[i] = (float)((double)w[i] * (sig - y[i]) / normalizer);
+    }
+}
+
+/* ---- norms, flags, optimizer ------------------------------------------------ */
+
+constexpr int kReduceThreads = 512;
+
+__global__ void sum_squares_partial_kernel(double *partials, const float *x, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    double acc = 0.0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        acc += (double)x[i] * x[i];
+    acc = block_sum(acc);
+    if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+__global__ void sum_partials_kernel(double *out, const double *partials, int count)
+{
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
+    acc = block_sum(acc);
+    if (threadIdx.x == 0) out[0] = acc;
+}
+
+__global__ void has_nonfinite_kernel(int *flag, const float *x, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    int found = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        found |= !isfinite(x[i]);
+    if (__syncthreads_or(found) && threadIdx.x == 0) atomicOr(flag, 1);
+}
+
+__global__ void clip_coef_kernel(float *coef, const double *sq_norm, float max_norm, float extra)
+{
+    float c = 1.0f;
+    if (max_norm > 0.0f) {
+        const double v = (double)max_norm / (sqrt(sq_norm[0]) + 1e-6);
+        c = v < 1.0 ? (float)v : 1.0f;
+    }
+    coef[0] = c * extra;
+}
+
+struct adamw_scalars {
+    float step_size, bc2_sqrt, decay, one_minus_b1, one_minus_b2, beta2, eps, grad_scale;
+};
+
+/* ao_adamw_step, operation for operation; __f*_rn keep the compiler from
+ * fusing multiply-adds the reference does not fuse, so the update matches the
+ * reference bit for bit. */
+__global__ void adamw_kernel(float *param, const float *grad, float *m, float *v, size_t n,
+                             adamw_scalars k, const float *grad_scale_dev)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    const float extra = grad_scale_dev ? grad_scale_dev[0] : 1.0f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float g = __fmul_rn(grad[i], k.grad_scale);
+        if (grad_scale_dev) g = __fmul_rn(g, extra);
+        float p = __fmul_rn(param[i], k.decay);
+        const float mi = __fadd_rn(m[i], __fmul_rn(k.one_minus_b1, __fsub_rn(g, m[i])));
+        const float vi =
+            __fadd_rn(__fmul_rn(v[i], k.beta2), __fmul_rn(__fmul_rn(k.one_minus_b2, g), g));
+        const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), k.bc2_sqrt), k.eps);
+        p = __fsub_rn(p, __fmul_rn(k.step_size, __fdiv_rn(mi, denom)));
+        m[i] = mi;
+        v[i] = vi;
+        param[i] = p;
+    }
+}
+
+/* ---- casts --------------------------------------------------------------------- */
+
+__device__ float bf16_bits_to_float(uint16_t b)
+{
+    return __uint_as_float((uint32_t)b << 16);
+}
+
+/* Round to nearest even; NaN stays a (quiet) NaN. The host twin is
+ * bench/values.c's float_to_bf16. */
+__device__ uint16_t float_to_bf16_bits(float f)
+{
+    uint32_t bits = __float_as_uint(f);
+    if (isnan(f)) return (uint16_t)((bits >> 16) | 0x40);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return (uint16_t)(bits >> 16);
+}
+
+__device__ float load_as_float(const void *src, ao_dtype t, size_t i)
+{
+    switch (t) {
+    case AO_F16:
+        return __half2float(__ushort_as_half(((const unsigned short *)src)[i]));
+    case AO_BF16:
+        return bf16_bits_to_float(((const uint16_t *)src)[i]);
+    default:
+        return ((const float *)src)[i];
+    }
+}
+
+__device__ void store_from_float(void *dst, ao_dtype t, size_t i, float v)
+{
+    switch (t) {
+    case AO_F16:
+        ((unsigned short *)dst)[i] = __half_as_ushort(__float2half_rn(v));
+        break;
+    case AO_BF16:
+        ((uint16_t *)dst)[i] = float_to_bf16_bits(v);
+        break;
+    default:
+        ((float *)dst)[i] = v;
+        break;
+    }
+}
+
+__global__ void cast_kernel(void *dst, ao_dtype dst_type, const void *src, ao_dtype src_type,
+                            size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        store_from_float(dst, dst_type, i, load_as_float(src, src_type, i));
+}
+
+bool castable(ao_dtype t)
+{
+    return t == AO_F32 || t == AO_F16 || t == AO_BF16;
+}
+
+/* ---- synthetic data ------------------------------------------------------------- */
+
+/* grid.y walks the batch's samples; the block derives sample b's stream of
+ * `purpose` once. Each thread then draws one Philox block (4 words: 4 ids,
+ * weights or targets, or 2 normals). */
+struct data_fill_args {
+    uint64_t seed, first;
+    int batch, vocab;
+    size_t dense_per_sample, ids_per_sample, tokens;
+    float *dense, *target, *weight;
+    int32_t *ids;
+};
+
+__global__ void data_field_kernel(data_fill_args a, uint32_t purpose)
+{
+    __shared__ ao_rng_stream sample_stream;
+    const size_t per_sample = purpose == AO_RNG_DATA_DENSE ? a.dense_per_sample
+                              : purpose == AO_RNG_DATA_IDS ? a.ids_per_sample
+                                                           : a.tokens;
+    const size_t per_block = purpose == AO_RNG_DATA_DENSE ? 2 : 4; /* values per Philox block */
+    const size_t groups = (per_sample + per_block - 1) / per_block;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t b = blockIdx.y; b < (size_t)a.batch; b += gridDim.y) {
+        if (threadIdx.x == 0) sample_stream = ao_data_stream(a.seed, purpose, a.first + b);
+        __syncthreads();
+        const ao_rng_stream s = sample_stream;
+        for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
+            const ao_u32x4 w = ao_rng_block(s, g);
+            for (size_t l = 0; l < per_block; l++) {
+                const size_t e = g * per_block + l;
+                if (e >= per_sample) break;
+                const size_t at = b * per_sample + e;
+                switch (purpose) {
+                case AO_RNG_DATA_DENSE: /* ao_rng_normal: lanes 2l, 2l+1 of block e/2 */
+                    a.dense[at] = ao_rng_box_muller(w.v[2 * l], w.v[2 * l + 1]);
+                    break;
+                case AO_RNG_DATA_IDS:
+                    a.ids[at] = ao_data_id_from_word(w.v[l], a.vocab);
+                    break;
+                case AO_RNG_DATA_WEIGHT:
+                    a.weight[at] = ao_data_weight_from_uniform(ao_rng_u32_to_uniform(w.v[l]));
+                    break;
+                default: /* AO_RNG_DATA_TARGET */
+                    a.target[at] = ao_rng_u32_to_uniform(w.v[l]);
+                    break;
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+__global__ void teacher_target_kernel(data_fill_args a, int num_dense, int dense_dim,
+                                      int num_sparse)
+{
+    const size_t total = (size_t)a.batch * a.tokens, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t tok = (size_t)blockIdx.x * blockDim.x + threadIdx.x; tok < total; tok += stride)
+        a.target[tok] =
+            ao_data_teacher_target(a.seed, num_dense, dense_dim, num_sparse,
+                                   a.dense + tok * num_dense * dense_dim, a.ids + tok * num_sparse);
+}
+
+} // namespace
+
+/* ---- launchers ------------------------------------------------------------------- */
+
+extern "C" cudaError_t ao_cuda_bias_add(float *y, const float *b, int n, int c, cudaStream_t stream)
+{
+    const size_t total = (size_t)(n > 0 ? n : 0) * (size_t)(c > 0 ? c : 0);
+    if (total == 0) return cudaSuccess;
+    bias_add_kernel<<<elem_blocks(total), kThreads, 0, stream>>>(y, b, total, c);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_bias_grad(float *db, const float *dy, int n, int c,
+                                         cudaStream_t stream)
+{
+    return column_sums(db, (float *)nullptr, n, c, bias_grad_term{dy, c}, stream);
+}
+
+extern "C" cudaError_t ao_cuda_add(float *y, const float *a, const float *b, size_t n,
+                                   cudaStream_t stream)
+{
+    if (n == 0) return cudaSuccess;
+    add_kernel<<<elem_blocks(n), kThreads, 0, stream>>>(y, a, b, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_scale(float *y, const float *x, float alpha, size_t n,
+                                     cudaStream_t stream)
+{
+    if (n == 0) return cudaSuccess;
+    scale_kernel<<<elem_blocks(n), kThreads, 0, stream>>>(y, x, alpha, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_gelu_forward(float *y, const float *x, size_t n, cudaStream_t stream)
+{
+    if (n == 0) return cudaSuccess;
+    gelu_forward_kernel<<<elem_blocks(n), kThreads, 0, stream>>>(y, x, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_gelu_backward(float *dx, const float *dy, const float *x, size_t n,
+                                             cudaStream_t stream)
+{
+    if (n == 0) return cudaSuccess;
+    gelu_backward_kernel<<<elem_blocks(n), kThreads, 0, stream>>>(dx, dy, x, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_layernorm_forward(float *y, float *mean, float *rstd, const float *x,
+                                                 const float *gamma, const float *beta, int n,
+                                                 int c, cudaStream_t stream)
+{
+    if (n <= 0 || c <= 0) return cudaSuccess;
+    layernorm_forward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(y, mean, rstd, x, gamma,
+                                                                          beta, n, c);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_layernorm_backward(float *dx, float *dgamma, float *dbeta,
+                                                  const float *dy, const float *x,
+                                                  const float *mean, const float *rstd,
+                                                  const float *gamma, int n, int c,
+                                                  cudaStream_t stream)
+{
+    if (n <= 0 || c <= 0) return cudaSuccess;
+    layernorm_backward_dx_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dy, x, mean, rstd,
+                                                                              gamma, n, c);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    return column_sums(dgamma, dbeta, n, c, layernorm_param_term{dy, x, mean, rstd, c}, stream);
+}
+
+extern "C" cudaError_t ao_cuda_softmax_forward(float *y, const float *x, int n, int c,
+                                               cudaStream_t stream)
+{
+    if (n <= 0 || c <= 0) return cudaSuccess;
+    softmax_forward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(y, x, n, c);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_softmax_backward(float *dx, const float *dy, const float *y,
+                                                float scale, int n, int c, cudaStream_t stream)
+{
+    if (n <= 0 || c <= 0) return cudaSuccess;
+    softmax_backward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dy, y, scale, n, c);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size_t per_row,
+                                       const ao_cuda_dropout_key *key, cudaStream_t stream)
+{
+    const size_t rows = (size_t)(batch > 0 ? batch : 0) * (size_t)(key->heads > 0 ? key->heads : 1);
+    const size_t total = rows * per_row;
+    if (total == 0) return cudaSuccess;
+    if (key->p <= 0.0f) {
+        if (y == x) return cudaSuccess;
+        return cudaMemcpyAsync(y, x, total * sizeof(float), cudaMemcpyDeviceToDevice, stream);
+    }
+    const size_t groups = (per_row + 3) / 4;
+    const dim3 grid(elem_blocks(groups), grid_y(rows));
+    dropout_kernel<<<grid, kThreads, 0, stream>>>(y, x, rows, per_row, *key);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_embedding_bag_mean_forward(float *out, const int32_t *ids,
+                                                          const float *table, int n, int s, int e,
+                                                          cudaStream_t stream)
+{
+    const size_t total = (size_t)(n > 0 ? n : 0) * (size_t)(e > 0 ? e : 0);
+    if (total == 0) return cudaSuccess;
+    embedding_bag_forward_kernel<<<elem_blocks(total), kThreads, 0, stream>>>(out, ids, table, n, s,
+                                                                              e);
+    return cudaGetLastError();
+}
+
+/* Workspace: keys in/out, positions in/out (count uint32 each), then CUB's
+ * temporary storage, each 256-byte aligned. */
+static size_t embedding_sort_temp_bytes(size_t count, int vocab)
+{
+    size_t temp = 0;
+    cub::DeviceRadixSort::SortPairs(nullptr, temp, (const uint32_t *)nullptr, (uint32_t *)nullptr,
+                                    (const uint32_t *)nullptr, (uint32_t *)nullptr, (int)count, 0,
+                                    key_bits(vocab));
+    return temp;
+}
+
+extern "C" size_t ao_cuda_embedding_bag_backward_workspace(int n, int s, int vocab)
+{
+    const size_t count = (size_t)(n > 0 ? n : 0) * (size_t)(s > 0 ? s : 0);
+    if (count == 0) return 0;
+    return 4 * align256(count * sizeof(uint32_t)) +
+           align256(embedding_sort_temp_bytes(count, vocab));
+}
+
+extern "C" cudaError_t ao_cuda_embedding_bag_mean_backward(float *dtable, const float *dout,
+                                                           const int32_t *ids, int n, int s, int e,
+                                                           int vocab, void *workspace,
+                                                           cudaStream_t stream)
+{
+    const size_t count = (size_t)(n > 0 ? n : 0) * (size_t)(s > 0 ? s : 0);
+    if (count == 0 || e <= 0) return cudaSuccess;
+    if (count > (size_t)INT32_MAX) return cudaErrorInvalidValue; /* CUB's item count is int */
+    const size_t arr = align256(count * sizeof(uint32_t));
+    unsigned char *ws = (unsigned char *)workspace;
+    uint32_t *keys_in = (uint32_t *)ws, *keys_out = (uint32_t *)(ws + arr);
+    uint32_t *pos_in = (uint32_t *)(ws + 2 * arr), *pos_out = (uint32_t *)(ws + 3 * arr);
+    void *temp = ws + 4 * arr;
+    size_t temp_bytes = embedding_sort_temp_bytes(count, vocab);
+
+    embedding_sort_input_kernel<<<elem_blocks(count), kThreads, 0, stream>>>(keys_in, pos_in, ids,
+                                                                             count);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    err = cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, pos_in, pos_out,
+                                          (int)count, 0, key_bits(vocab), stream);
+    if (err != cudaSuccess) return err;
+    const unsigned blocks = (unsigned)((count + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    embedding_segment_add_kernel<<<blocks, kThreads, 0, stream>>>(dtable, dout, keys_out, pos_out,
+                                                                  count, s, e);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_bce_loss(float *loss, const float *z, const float *y, const float *w,
+                                        int n, double normalizer, cudaStream_t stream)
+{
+    bce_loss_kernel<<<1, kLossThreads, 0, stream>>>(loss, z, y, w, n > 0 ? n : 0, normalizer);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_bce_loss_backward(float *dz, const float *z, const float *y,
+                                                 const float *w, int n, double normalizer,
+                                                 cudaStream_t stream)
+{
+    if (n <= 0) return cudaSuccess;
+    bce_loss_backward_kernel<<<elem_blocks((size_t)n), kThreads, 0, stream>>>(dz, z, y, w, n,
+                                                                              normalizer);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_sum_squares(double *out, const float *x, size_t n, double *partials,
+                                           cudaStream_t stream)
+{
+    sum_squares_partial_kernel<<<AO_CUDA_REDUCE_PARTIALS, kReduceThreads, 0, stream>>>(partials, x,
+                                                                                       n);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    sum_partials_kernel<<<1, AO_CUDA_REDUCE_PARTIALS, 0, stream>>>(out, partials,
+                                                                   AO_CUDA_REDUCE_PARTIALS);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_has_nonfinite(int *flag, const float *x, size_t n,
+                                             cudaStream_t stream)
+{
+    if (n == 0) return cudaSuccess;
+    has_nonfinite_kernel<<<elem_blocks(n), kThreads, 0, stream>>>(flag, x, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_clip_coef(float *coef, const double *sq_norm, float max_norm,
+                                         float extra, cudaStream_t stream)
+{
+    clip_coef_kernel<<<1, 1, 0, stream>>>(coef, sq_norm, max_norm, extra);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_adamw_step(float *param, const float *grad, float *m, float *v,
+                                          size_t n, const ao_cuda_adamw *h, float lr, int64_t step,
+                                          float grad_scale, const float *grad_scale_dev,
+                                          cudaStream_t stream)
+{
+    if (n == 0) return cudaSuccess;
+    /* ao_adamw_step's scalars, computed the same way on the host. */
+    const double bc1 = 1.0 - pow((double)h->beta1, (double)step);
+    const double bc2 = 1.0 - pow((double)h->beta2, (double)step);
+    adamw_scalars k;
+    k.step_size = (float)(lr / bc1);
+    k.bc2_sqrt = (float)sqrt(bc2);
+    k.decay = (float)(1.0 - (double)lr * h->weight_decay);
+    k.one_minus_b1 = 1.0f - h->beta1;
+    k.one_minus_b2 = 1.0f - h->beta2;
+    k.beta2 = h->beta2;
+    k.eps = h->eps;
+    k.grad_scale = grad_scale;
+    adamw_kernel<<<elem_blocks(n), kThreads, 0, stream>>>(param, grad, m, v, n, k, grad_scale_dev);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_cast(void *dst, ao_dtype dst_type, const void *src,
+                                    ao_dtype src_type, size_t n, cudaStream_t stream)
+{
+    if (!castable(dst_type) || !castable(src_type)) return cudaErrorInvalidValue;
+    if (n == 0) return cudaSuccess;
+    if (dst_type == src_type)
+        return cudaMemcpyAsync(dst, src, n * (src_type == AO_F32 ? 4 : 2), cudaMemcpyDeviceToDevice,
+                               stream);
+    cast_kernel<<<elem_blocks(n), kThreads, 0, stream>>>(dst, dst_type, src, src_type, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_data_fill(const ao_data_shape *shape, uint64_t seed, int target_kind,
+                                         uint64_t first_global_index, int batch, float *dense,
+                                         int32_t *ids, float *target, float *weight,
+                                         cudaStream_t stream)
+{
+    if (batch <= 0) return cudaSuccess;
+    data_fill_args a;
+    a.seed = seed;
+    a.first = first_global_index;
+    a.batch = batch;
+    a.vocab = shape->vocab;
+    a.tokens = (size_t)shape->seq_len;
+    a.dense_per_sample = a.tokens * shape->num_dense * shape->dense_dim;
+    a.ids_per_sample = a.tokens * shape->num_sparse;
+    a.dense = dense;
+    a.ids = ids;
+    a.target = target;
+    a.weight = weight;
+
+    const uint32_t fields[] = {AO_RNG_DATA_DENSE, AO_RNG_DATA_IDS, AO_RNG_DATA_WEIGHT,
+                               AO_RNG_DATA_TARGET};
+    const size_t values[] = {a.dense_per_sample, a.ids_per_sample, a.tokens, a.tokens};
+    const size_t per_block[] = {2, 4, 4, 4};
+    const int nfields = target_kind == AO_TARGET_RANDOM ? 4 : 3;
+    for (int f = 0; f < nfields; f++) {
+        const size_t groups = (values[f] + per_block[f] - 1) / per_block[f];
+        const dim3 grid(elem_blocks(groups), grid_y((size_t)batch));
+        data_field_kernel<<<grid, kThreads, 0, stream>>>(a, fields[f]);
+        cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
+    }
+    if (target_kind == AO_TARGET_TEACHER) {
+        teacher_target_kernel<<<elem_blocks((size_t)batch * a.tokens), kThreads, 0, stream>>>(
+            a, shape->num_dense, shape->dense_dim, shape->num_sparse);
+        return cudaGetLastError();
+    }
+    return cudaSuccess;
+}

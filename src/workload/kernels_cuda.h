@@ -1,0 +1,166 @@
+/* The model's CUDA kernels (kernels_cuda.cu), behind extern "C" launchers.
+ *
+ * Each launcher enqueues its kernel(s) on `stream` and returns the launch's
+ * error (cudaGetLastError); callers check it with AO_CUDA_CHECK. Every
+ * kernel has a plain C reference in ops_ref.h (or data.h) and matches its
+ * math: the same formulas, the same dropout masks (rng.h keyed identically),
+ * and the same conventions (backward WRITES input gradients and ACCUMULATES
+ * parameter gradients).
+ *
+ * Precision: fp32 storage, fp32 element-wise math; reductions whose length
+ * grows with the model (layernorm statistics, softmax sums, column sums, the
+ * loss, sums of squares) accumulate in double, as the reference does.
+ *
+ * Determinism: no floating-point atomics anywhere. Every reduction has a fixed
+ * assignment of elements to threads and a fixed combining order, independent
+ * of the device, so a run's numbers repeat bit for bit. The embedding-bag
+ * backward sorts the (id, position) pairs with CUB's stable radix sort and
+ * sums each table row's contributions in position order (the reference's
+ * order), instead of scattering with atomics.
+ *
+ * Only backend files include this header (it includes gpu_compat.h). */
+#ifndef AORTA_WORKLOAD_KERNELS_CUDA_H
+#define AORTA_WORKLOAD_KERNELS_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/device.h"
+#include "runtime/gpu_compat.h"
+#include "workload/data.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- element-wise and row-wise --------------------------------------------- */
+
+/* y[n, c] += b[c] (every row). */
+cudaError_t ao_cuda_bias_add(float *y, const float *b, int n, int c, cudaStream_t stream);
+/* db[c] += sum over rows of dy[n, c] (column sums in double, fixed order). */
+cudaError_t ao_cuda_bias_grad(float *db, const float *dy, int n, int c, cudaStream_t stream);
+/* y = a + b over n elements (y may alias a or b): residual connections. */
+cudaError_t ao_cuda_add(float *y, const float *a, const float *b, size_t n, cudaStream_t stream);
+/* y = alpha * x (y may alias x). */
+cudaError_t ao_cuda_scale(float *y, const float *x, float alpha, size_t n, cudaStream_t stream);
+
+/* Exact (erf) GELU. y may alias x; dx may alias dy. */
+cudaError_t ao_cuda_gelu_forward(float *y, const float *x, size_t n, cudaStream_t stream);
+cudaError_t ao_cuda_gelu_backward(float *dx, const float *dy, const float *x, size_t n,
+                                  cudaStream_t stream);
+
+/* ao_layernorm_forward / _backward. Backward writes dx and accumulates
+ * dgamma, dbeta (column sums in double). */
+cudaError_t ao_cuda_layernorm_forward(float *y, float *mean, float *rstd, const float *x,
+                                      const float *gamma, const float *beta, int n, int c,
+                                      cudaStream_t stream);
+cudaError_t ao_cuda_layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy,
+                                       const float *x, const float *mean, const float *rstd,
+                                       const float *gamma, int n, int c, cudaStream_t stream);
+
+/* Row-wise softmax over the last dim of x[n, c] (max-subtracted; sum in
+ * double). y may alias x. */
+cudaError_t ao_cuda_softmax_forward(float *y, const float *x, int n, int c, cudaStream_t stream);
+/* dx = scale * y * (dy - sum_j y_j dy_j), row by row, y the softmax output
+ * (attention folds its 1/sqrt(hd) in here, as ops_ref does). dx may alias dy. */
+cudaError_t ao_cuda_softmax_backward(float *dx, const float *dy, const float *y, float scale, int n,
+                                     int c, cudaStream_t stream);
+
+/* ---- dropout --------------------------------------------------------------- */
+
+/* What keys a dropout call: ops_ref's ao_dropout_cfg plus the site. With
+ * heads == 0 the rows are samples: row b uses ao_dropout_stream(seed, step,
+ * layer, site, first_sample + b). With heads > 0 (attention probabilities)
+ * the rows are (sample, head) pairs, row r = b * heads + head using
+ * ao_rng_child(that stream, head). Element e of a row takes word e of its
+ * stream, exactly as ops_ref's dropout and attention. */
+typedef struct ao_cuda_dropout_key {
+    float p;
+    uint64_t seed, step;
+    uint32_t layer, site;
+    uint64_t first_sample;
+    int heads;
+} ao_cuda_dropout_key;
+
+/* y[rows, per_row] = x * factor (forward and backward are the same map).
+ * rows = batch (heads == 0) or batch * heads. y may alias x. p <= 0 copies. */
+cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size_t per_row,
+                            const ao_cuda_dropout_key *key, cudaStream_t stream);
+
+/* ---- embedding bag (mean) ------------------------------------------------- */
+
+cudaError_t ao_cuda_embedding_bag_mean_forward(float *out, const int32_t *ids, const float *table,
+                                               int n, int s, int e, cudaStream_t stream);
+/* Bytes of device workspace the backward needs for n*s ids over `vocab`. */
+size_t ao_cuda_embedding_bag_backward_workspace(int n, int s, int vocab);
+/* dtable[V, e] += dout / s scattered by ids, each row's contributions added
+ * in the reference's order (token i, then slot k). `workspace` holds
+ * ao_cuda_embedding_bag_backward_workspace(n, s, vocab) bytes (256-aligned). */
+cudaError_t ao_cuda_embedding_bag_mean_backward(float *dtable, const float *dout,
+                                                const int32_t *ids, int n, int s, int e, int vocab,
+                                                void *workspace, cudaStream_t stream);
+
+/* ---- loss ------------------------------------------------------------------ */
+
+/* loss[0] = (float)(sum_i w_i bce(z_i, y_i) / normalizer), one block, double. */
+cudaError_t ao_cuda_bce_loss(float *loss, const float *z, const float *y, const float *w, int n,
+                             double normalizer, cudaStream_t stream);
+/* dz[i] = w_i (sigmoid(z_i) - y_i) / normalizer (written). */
+cudaError_t ao_cuda_bce_loss_backward(float *dz, const float *z, const float *y, const float *w,
+                                      int n, double normalizer, cudaStream_t stream);
+
+/* ---- optimizer and norms --------------------------------------------------- */
+
+/* Doubles of workspace the two-pass reductions below need. */
+#define AO_CUDA_REDUCE_PARTIALS 256
+
+/* out[0] = sum of x[i]^2 in double (written), deterministic: a fixed grid of
+ * AO_CUDA_REDUCE_PARTIALS blocks, then one block over their partials.
+ * `partials` holds AO_CUDA_REDUCE_PARTIALS doubles. */
+cudaError_t ao_cuda_sum_squares(double *out, const float *x, size_t n, double *partials,
+                                cudaStream_t stream);
+/* flag[0] |= 1 when any x[i] is inf or NaN (the caller zeroes it once, and
+ * may check several buffers into one flag). */
+cudaError_t ao_cuda_has_nonfinite(int *flag, const float *x, size_t n, cudaStream_t stream);
+/* coef[0] = ao_clip_coef(sq_norm[0], max_norm) * extra (computed on the
+ * device, so clipping needs no host round trip). */
+cudaError_t ao_cuda_clip_coef(float *coef, const double *sq_norm, float max_norm, float extra,
+                              cudaStream_t stream);
+
+/* AdamW hyper-parameters, as ops_ref's ao_adamw_hparams. */
+typedef struct ao_cuda_adamw {
+    float beta1, beta2, eps, weight_decay;
+} ao_cuda_adamw;
+
+/* ao_adamw_step on a flat shard. The gradient is multiplied by grad_scale
+ * and, when grad_scale_dev is not NULL, by grad_scale_dev[0] too (a clip
+ * coefficient computed on the device). The bias corrections are computed on
+ * the host exactly as the reference does. */
+cudaError_t ao_cuda_adamw_step(float *param, const float *grad, float *m, float *v, size_t n,
+                               const ao_cuda_adamw *h, float lr, int64_t step, float grad_scale,
+                               const float *grad_scale_dev, cudaStream_t stream);
+
+/* ---- casts ------------------------------------------------------------------ */
+
+/* dst[i] = src[i] converted, round to nearest even; F32, F16 and BF16 in any
+ * pair (same type: a copy). Returns cudaErrorInvalidValue for other types. */
+cudaError_t ao_cuda_cast(void *dst, ao_dtype dst_type, const void *src, ao_dtype src_type, size_t n,
+                         cudaStream_t stream);
+
+/* ---- synthetic data on the device (dataset.placement: device) -------------- */
+
+/* ao_data_fill on the device: the same samples (data.h's per-element
+ * functions). ids, weights and random targets are bit-identical to the host
+ * generator; dense values and teacher targets agree except where a double
+ * log/cos/exp result lies within ~1e-16 of a float rounding boundary. The
+ * shape and target kind must have passed ao_data_shape_check (the caller's
+ * job; this only enqueues). */
+cudaError_t ao_cuda_data_fill(const ao_data_shape *shape, uint64_t seed, int target_kind,
+                              uint64_t first_global_index, int batch, float *dense, int32_t *ids,
+                              float *target, float *weight, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,520 @@
+/* The model on the cuda device: ops_ref.h's composition, step for step, with
+ * cuBLASLt GEMMs (ao_gemm, row-major) and the kernels of kernels_cuda.h.
+ *
+ * Storage is fp32 throughout this round; GEMMs are fp32 (or TF32 through
+ * ao_model_cuda_set_compute). Attention's per-head products (q k^T, P v and
+ * their gradients) are strided-batched GEMMs over the heads of one sample:
+ * within a sample, head j of q/k/v sits hd columns after head j-1 of the
+ * [N, 3d] qkv rows and its [T, T] scores T*T floats after the previous
+ * head's, so one launch per sample covers every head (the stride between
+ * samples differs, hence B launches).
+ *
+ * Activations and scratch are one device allocation laid out as
+ * model_backend.h says (the same layout as the cpu backend), plus the
+ * embedding-bag backward's sort workspace. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "runtime/device_cuda.h"
+#include "workload/kernels_cuda.h"
+#include "workload/model.h"
+#include "workload/model_backend.h"
+#include "workload/model_cuda.h"
+#include "workload/ops_ref.h"
+
+typedef struct {
+    float *mem;                    /* the one allocation everything below points into */
+    float **x;                     /* [L + 1] layer inputs, x[L] the head's input */
+    float *dx[2];                  /* gradient w.r.t. x[l] is dx[l % 2] */
+    float *pooled;                 /* [N, E] the input stage's saved mean embeddings */
+    ao_encoder_saved *layer_saved; /* [L] */
+    ao_head_saved head_saved;
+    float *z, *dz;       /* [N] logits and their gradient */
+    float *probs;        /* [B, h, T, T] attention probabilities after dropout */
+    float *scratch;      /* the largest backward's scratch */
+    void *emb_workspace; /* embedding-bag backward (sort buffers) */
+    ao_compute_mode compute;
+} cuda_model;
+
+#define KCHECK(call) AO_CUDA_CHECK(call)
+
+/* ---- GEMM helpers (row-major, fp32 storage) ------------------------------------ */
+
+typedef struct {
+    int batch;
+    long long stride_a, stride_b, stride_c;
+} gemm_batch;
+
+static const gemm_batch single = {1, 0, 0, 0};
+
+static void gemm(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
+                 float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                 float *c, int ldc, gemm_batch bt)
+{
+    const cuda_model *cm = m->impl;
+    ao_gemm_desc d = {
+        .trans_a = ta,
+        .trans_b = tb,
+        .m = rows,
+        .n = cols,
+        .k = inner,
+        .alpha = alpha,
+        .beta = beta,
+        .a = a,
+        .lda = lda,
+        .b = b,
+        .ldb = ldb,
+        .c = c,
+        .ldc = ldc,
+        .ab_type = AO_F32,
+        .c_type = AO_F32,
+        .compute = cm->compute,
+        .batch_count = bt.batch,
+        .stride_a = bt.stride_a,
+        .stride_b = bt.stride_b,
+        .stride_c = bt.stride_c,
+    };
+    ao_gemm(m->dev, s, &d);
+}
+
+/* ao_linear_forward: y[n, out] = x[n, in] w[out, in]^T + b. */
+static void linear_forward(ao_model *m, ao_stream *s, float *y, const float *x, const float *w,
+                           const float *b, int n, int in, int out)
+{
+    gemm(m, s, 0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, single);
+    if (b) KCHECK(ao_cuda_bias_add(y, b, n, out, ao_cuda_stream(s)));
+}
+
+/* ao_linear_backward: dx = dy w (when dx), dw += dy^T x, db += column sums. */
+static void linear_backward(ao_model *m, ao_stream *s, float *dx, float *dw, float *db,
+                            const float *dy, const float *x, const float *w, int n, int in, int out)
+{
+    if (dx) gemm(m, s, 0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, single);
+    gemm(m, s, 1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in, single);
+    if (db) KCHECK(ao_cuda_bias_grad(db, dy, n, out, ao_cuda_stream(s)));
+}
+
+/* ---- dropout keys ----------------------------------------------------------------- */
+
+static ao_cuda_dropout_key dropout_key(const ao_model *m, int layer, int64_t step,
+                                       const ao_batch *b, uint32_t site)
+{
+    ao_cuda_dropout_key k = {
+        .p = m->shape.dropout,
+        .seed = m->shape.seed,
+        .step = (uint64_t)step,
+        .layer = (uint32_t)layer,
+        .site = site,
+        .first_sample = (uint64_t)b->first_sample,
+        .heads = site == AO_DROP_ATTN_PROBS ? m->shape.heads : 0,
+    };
+    return k;
+}
+
+static void dropout(ao_stream *s, float *y, const float *x, int batch, size_t per_row,
+                    const ao_cuda_dropout_key *k)
+{
+    KCHECK(ao_cuda_dropout(y, x, batch, per_row, k, ao_cuda_stream(s)));
+}
+
+/* ---- attention --------------------------------------------------------------------- */
+
+/* Per-sample views of one layer's attention buffers. */
+typedef struct {
+    int B, T, d, H, hd, d3;
+    float scale;
+} attn_dims;
+
+static attn_dims attn_dims_of(const ao_model_shape *sh)
+{
+    attn_dims a = {sh->batch, sh->seq, sh->dim, sh->heads, sh->dim / sh->heads, 3 * sh->dim, 0};
+    a.scale = (float)(1.0 / sqrt((double)a.hd));
+    return a;
+}
+
+/* The [T, T] score blocks of sample b's heads: batched over heads. */
+static gemm_batch heads_batch(const attn_dims *a, long long sa, long long sb, long long sc)
+{
+    gemm_batch g = {a->H, sa, sb, sc};
+    return g;
+}
+
+/* ao_attn_forward. The probabilities after dropout go to cm->probs (or are
+ * saved->att itself when dropout is off). */
+static const float *attn_probs(const cuda_model *cm, const ao_attn_saved *sv,
+                               const ao_cuda_dropout_key *k)
+{
+    return k->p > 0.0f ? cm->probs : sv->att;
+}
+
+static void attn_forward(ao_model *m, ao_stream *s, float *out, const ao_attn_saved *sv,
+                         const float *x, const ao_attn_weights *w, const ao_cuda_dropout_key *kp)
+{
+    cuda_model *cm = m->impl;
+    const attn_dims a = attn_dims_of(&m->shape);
+    const int N = a.B * a.T;
+    const long long TT = (long long)a.T * a.T;
+    cudaStream_t cs = ao_cuda_stream(s);
+
+    linear_forward(m, s, sv->qkv, x, w->in_w, w->in_b, N, a.d, a.d3);
+    for (int b = 0; b < a.B; b++) {
+        const float *qkv = sv->qkv + (size_t)b * a.T * a.d3;
+        /* scores = scale q k^T */
+        gemm(m, s, 0, 1, a.T, a.T, a.hd, a.scale, qkv, a.d3, qkv + a.d, a.d3, 0.0f,
+             sv->att + (size_t)b * a.H * TT, a.T, heads_batch(&a, a.hd, a.hd, TT));
+    }
+    KCHECK(ao_cuda_softmax_forward(sv->att, sv->att, a.B * a.H * a.T, a.T, cs));
+    if (kp->p > 0.0f) dropout(s, cm->probs, sv->att, a.B, (size_t)TT, kp);
+    const float *P = attn_probs(cm, sv, kp);
+    for (int b = 0; b < a.B; b++) {
+        const float *v = sv->qkv + (size_t)b * a.T * a.d3 + 2 * a.d;
+        /* ctx = P v, heads concatenated */
+        gemm(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, P + (size_t)b * a.H * TT, a.T, v, a.d3, 0.0f,
+             sv->ctx + (size_t)b * a.T * a.d, a.d, heads_batch(&a, TT, a.hd, a.hd));
+    }
+    linear_forward(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
+}
+
+/* Scratch of attn_backward: dqkv [N, 3d], dctx [N, d], dP [B, h, T, T]. */
+static size_t attn_scratch_floats(const ao_model_shape *sh)
+{
+    const size_t N = (size_t)sh->batch * sh->seq, d = (size_t)sh->dim;
+    return N * 3 * d + N * d + (size_t)sh->batch * sh->heads * sh->seq * sh->seq;
+}
+
+/* ao_attn_backward; the dropped probabilities are recomputed from the saved
+ * ones (the masks are a function of their keys). */
+static void attn_backward(ao_model *m, ao_stream *s, float *dx, const ao_attn_weights *g,
+                          const float *dout, const float *x, const ao_attn_weights *w,
+                          const ao_attn_saved *sv, const ao_cuda_dropout_key *kp, float *scratch)
+{
+    cuda_model *cm = m->impl;
+    const attn_dims a = attn_dims_of(&m->shape);
+    const int N = a.B * a.T;
+    const long long TT = (long long)a.T * a.T;
+    cudaStream_t cs = ao_cuda_stream(s);
+    float *dqkv = scratch, *dctx = dqkv + (size_t)N * a.d3, *dp = dctx + (size_t)N * a.d;
+
+    linear_backward(m, s, dctx, g->out_w, g->out_b, dout, sv->ctx, w->out_w, N, a.d, a.d);
+    if (kp->p > 0.0f) dropout(s, cm->probs, sv->att, a.B, (size_t)TT, kp);
+    const float *P = attn_probs(cm, sv, kp);
+    for (int b = 0; b < a.B; b++) {
+        const float *qkv = sv->qkv + (size_t)b * a.T * a.d3;
+        const float *dc = dctx + (size_t)b * a.T * a.d;
+        float *dqkv_b = dqkv + (size_t)b * a.T * a.d3;
+        /* d(dropped P) = dctx v^T; dv = P_dropped^T dctx */
+        gemm(m, s, 0, 1, a.T, a.T, a.hd, 1.0f, dc, a.d, qkv + 2 * a.d, a.d3, 0.0f,
+             dp + (size_t)b * a.H * TT, a.T, heads_batch(&a, a.hd, a.hd, TT));
+        gemm(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, P + (size_t)b * a.H * TT, a.T, dc, a.d, 0.0f,
+             dqkv_b + 2 * a.d, a.d3, heads_batch(&a, TT, a.hd, a.hd));
+    }
+    /* through the dropout, then the softmax (scale folded in): dS */
+    if (kp->p > 0.0f) dropout(s, dp, dp, a.B, (size_t)TT, kp);
+    KCHECK(ao_cuda_softmax_backward(dp, dp, sv->att, a.scale, a.B * a.H * a.T, a.T, cs));
+    for (int b = 0; b < a.B; b++) {
+        const float *qkv = sv->qkv + (size_t)b * a.T * a.d3;
+        const float *ds = dp + (size_t)b * a.H * TT;
+        float *dqkv_b = dqkv + (size_t)b * a.T * a.d3;
+        /* dq = dS k; dk = dS^T q */
+        gemm(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, ds, a.T, qkv + a.d, a.d3, 0.0f, dqkv_b, a.d3,
+             heads_batch(&a, TT, a.hd, a.hd));
+        gemm(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, ds, a.T, qkv, a.d3, 0.0f, dqkv_b + a.d, a.d3,
+             heads_batch(&a, TT, a.hd, a.hd));
+    }
+    linear_backward(m, s, dx, g->in_w, g->in_b, dqkv, x, w->in_w, N, a.d, a.d3);
+}
+
+/* ---- encoder layer ------------------------------------------------------------------- */
+
+static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
+                            const ao_encoder_saved *sv, const float *x, const ao_encoder_weights *w,
+                            const ao_batch *b, int64_t step)
+{
+    const ao_model_shape *sh = &m->shape;
+    const int N = sh->batch * sh->seq, d = sh->dim, ff = sh->ff;
+    const size_t nd = (size_t)N * d, nff = (size_t)N * ff;
+    const size_t tok_d = (size_t)sh->seq * d, tok_ff = (size_t)sh->seq * ff;
+    const ao_cuda_dropout_key k_probs = dropout_key(m, layer, step, b, AO_DROP_ATTN_PROBS);
+    const ao_cuda_dropout_key k_attn = dropout_key(m, layer, step, b, AO_DROP_ATTN_OUT);
+    const ao_cuda_dropout_key k_hidden = dropout_key(m, layer, step, b, AO_DROP_FFN_HIDDEN);
+    const ao_cuda_dropout_key k_ffn = dropout_key(m, layer, step, b, AO_DROP_FFN_OUT);
+    cudaStream_t cs = ao_cuda_stream(s);
+
+    attn_forward(m, s, sv->r1, &sv->attn, x, &w->attn, &k_probs);
+    dropout(s, sv->r1, sv->r1, sh->batch, tok_d, &k_attn);
+    KCHECK(ao_cuda_add(sv->r1, sv->r1, x, nd, cs));
+    KCHECK(ao_cuda_layernorm_forward(sv->x1, sv->ln1_mean, sv->ln1_rstd, sv->r1, w->ln1_w, w->ln1_b,
+                                     N, d, cs));
+    linear_forward(m, s, sv->h, sv->x1, w->lin1_w, w->lin1_b, N, d, ff);
+    KCHECK(ao_cuda_gelu_forward(sv->a, sv->h, nff, cs));
+    dropout(s, sv->a, sv->a, sh->batch, tok_ff, &k_hidden);
+    linear_forward(m, s, sv->r2, sv->a, w->lin2_w, w->lin2_b, N, ff, d);
+    dropout(s, sv->r2, sv->r2, sh->batch, tok_d, &k_ffn);
+    KCHECK(ao_cuda_add(sv->r2, sv->r2, sv->x1, nd, cs));
+    KCHECK(ao_cuda_layernorm_forward(y, sv->ln2_mean, sv->ln2_rstd, sv->r2, w->ln2_w, w->ln2_b, N,
+                                     d, cs));
+}
+
+/* Scratch of encoder_backward: dr, dbranch, dx1 [N, d], da [N, ff], then
+ * the attention's. */
+static size_t encoder_scratch_floats(const ao_model_shape *sh)
+{
+    const size_t N = (size_t)sh->batch * sh->seq;
+    return 3 * N * sh->dim + N * sh->ff + attn_scratch_floats(sh);
+}
+
+static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
+                             const ao_encoder_weights *g, const float *dy, const float *x,
+                             const ao_encoder_weights *w, const ao_encoder_saved *sv,
+                             const ao_batch *b, int64_t step, float *scratch)
+{
+    const ao_model_shape *sh = &m->shape;
+    const int N = sh->batch * sh->seq, d = sh->dim, ff = sh->ff;
+    const size_t nd = (size_t)N * d, nff = (size_t)N * ff;
+    const size_t tok_d = (size_t)sh->seq * d, tok_ff = (size_t)sh->seq * ff;
+    const ao_cuda_dropout_key k_probs = dropout_key(m, layer, step, b, AO_DROP_ATTN_PROBS);
+    const ao_cuda_dropout_key k_attn = dropout_key(m, layer, step, b, AO_DROP_ATTN_OUT);
+    const ao_cuda_dropout_key k_hidden = dropout_key(m, layer, step, b, AO_DROP_FFN_HIDDEN);
+    const ao_cuda_dropout_key k_ffn = dropout_key(m, layer, step, b, AO_DROP_FFN_OUT);
+    cudaStream_t cs = ao_cuda_stream(s);
+    float *dr = scratch;       /* [N, d]: dr2, later dr1 */
+    float *dbranch = dr + nd;  /* [N, d]: gradient entering a residual branch */
+    float *dx1 = dbranch + nd; /* [N, d] */
+    float *da = dx1 + nd;      /* [N, ff] */
+    float *attn_scratch = da + nff;
+
+    KCHECK(ao_cuda_layernorm_backward(dr, g->ln2_w, g->ln2_b, dy, sv->r2, sv->ln2_mean,
+                                      sv->ln2_rstd, w->ln2_w, N, d, cs));
+    /* FFN branch */
+    dropout(s, dbranch, dr, sh->batch, tok_d, &k_ffn);
+    linear_backward(m, s, da, g->lin2_w, g->lin2_b, dbranch, sv->a, w->lin2_w, N, ff, d);
+    dropout(s, da, da, sh->batch, tok_ff, &k_hidden);
+    KCHECK(ao_cuda_gelu_backward(da, da, sv->h, nff, cs));
+    linear_backward(m, s, dx1, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff);
+    KCHECK(ao_cuda_add(dx1, dx1, dr, nd, cs)); /* the residual around the FFN */
+
+    KCHECK(ao_cuda_layernorm_backward(dr, g->ln1_w, g->ln1_b, dx1, sv->r1, sv->ln1_mean,
+                                      sv->ln1_rstd, w->ln1_w, N, d, cs));
+    /* attention branch */
+    dropout(s, dbranch, dr, sh->batch, tok_d, &k_attn);
+    attn_backward(m, s, dx, &g->attn, dbranch, x, &w->attn, &sv->attn, &k_probs, attn_scratch);
+    KCHECK(ao_cuda_add(dx, dx, dr, nd, cs)); /* the residual around attention */
+}
+
+/* ---- binding ------------------------------------------------------------------------- */
+
+/* The ops_ref weight views are non-const; the forward passes only read them. */
+static void bind_root(const ao_model_shape *s, float *flat, ao_input_weights *iw,
+                      ao_head_weights *hw)
+{
+    ao_input_shape is = ao_model_input_shape(s);
+    ao_head_shape hs = ao_model_head_shape(s);
+    ao_input_weights_bind(iw, flat, &is);
+    ao_head_weights_bind(hw, flat + ao_model_root_head_offset(s), &hs);
+}
+
+static float *take(float **cursor, size_t n)
+{
+    float *p = *cursor;
+    *cursor += n;
+    return p;
+}
+
+static size_t max3(size_t a, size_t b, size_t c)
+{
+    size_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+/* ---- the backend ------------------------------------------------------------------------ */
+
+static int cuda_create(ao_model *m)
+{
+    const ao_model_shape *s = &m->shape;
+    const int L = s->layers;
+    const size_t N = (size_t)s->batch * s->seq, d = (size_t)s->dim;
+    if (N * s->sparse > (size_t)INT32_MAX) {
+        ao_error("model",
+                 "batch_size x sequence_length x sparse_features = %zu ids; the cuda "
+                 "embedding backward sorts at most 2^31 - 1 per micro-batch",
+                 N * s->sparse);
+        return AO_EXIT_USAGE;
+    }
+    ao_encoder_shape es = ao_model_encoder_shape(s);
+    ao_head_shape hs = ao_model_head_shape(s);
+    const size_t enc_saved = ao_encoder_saved_floats(&es);
+    const size_t probs = (size_t)s->batch * s->heads * s->seq * s->seq;
+    const size_t scratch =
+        max3(encoder_scratch_floats(s), ao_head_backward_scratch_floats(&hs), N * s->emb_dim);
+    const size_t total = (size_t)(L + 1) * N * d + 2 * N * d + N * s->emb_dim +
+                         (size_t)L * enc_saved + ao_head_saved_floats(&hs) + 2 * N +
+                         (L > 0 ? probs : 0) + scratch;
+
+    cuda_model *c = ao_calloc(1, sizeof *c);
+    c->compute = AO_COMPUTE_DEFAULT;
+    c->mem = ao_dev_alloc(m->dev, total * sizeof(float));
+    const size_t ws = ao_cuda_embedding_bag_backward_workspace((int)N, s->sparse, s->vocab);
+    c->emb_workspace = ws ? ao_dev_alloc(m->dev, ws) : NULL;
+    c->x = ao_malloc((size_t)(L + 1) * sizeof *c->x);
+    c->layer_saved = ao_malloc((size_t)(L > 0 ? L : 1) * sizeof *c->layer_saved);
+    float *cur = c->mem;
+    for (int l = 0; l <= L; l++) c->x[l] = take(&cur, N * d);
+    c->dx[0] = take(&cur, N * d);
+    c->dx[1] = take(&cur, N * d);
+    c->pooled = take(&cur, N * s->emb_dim);
+    for (int l = 0; l < L; l++)
+        ao_encoder_saved_bind(&c->layer_saved[l], take(&cur, enc_saved), &es);
+    ao_head_saved_bind(&c->head_saved, take(&cur, ao_head_saved_floats(&hs)), &hs);
+    c->z = take(&cur, N);
+    c->dz = take(&cur, N);
+    c->probs = L > 0 ? take(&cur, probs) : NULL;
+    c->scratch = take(&cur, scratch);
+    m->impl = c;
+    return 0;
+}
+
+static void cuda_destroy(ao_model *m)
+{
+    cuda_model *c = m->impl;
+    ao_dev_free(m->dev, c->mem);
+    if (c->emb_workspace) ao_dev_free(m->dev, c->emb_workspace);
+    free(c->x);
+    free(c->layer_saved);
+    free(c);
+}
+
+static void cuda_forward_input(ao_model *m, ao_stream *s, const float *root, const ao_batch *b,
+                               int64_t step)
+{
+    (void)step;
+    cuda_model *c = m->impl;
+    const ao_input_shape is = ao_model_input_shape(&m->shape);
+    ao_input_weights iw;
+    ao_head_weights hw;
+    bind_root(&m->shape, (float *)root, &iw, &hw);
+    cudaStream_t cs = ao_cuda_stream(s);
+    /* ao_input_forward: dense projection, pooled embeddings, sparse projection */
+    linear_forward(m, s, c->x[0], b->dense, iw.dense_w, iw.dense_b, is.n, is.dense_in, is.dim);
+    KCHECK(ao_cuda_embedding_bag_mean_forward(c->pooled, b->ids, iw.table, is.n, is.sparse,
+                                              is.emb_dim, cs));
+    gemm(m, s, 0, 1, is.n, is.dim, is.emb_dim, 1.0f, c->pooled, is.emb_dim, iw.sparse_w, is.emb_dim,
+         1.0f, c->x[0], is.dim, single);
+    KCHECK(ao_cuda_bias_add(c->x[0], iw.sparse_b, is.n, is.dim, cs));
+}
+
+static void cuda_forward_layer(ao_model *m, ao_stream *s, int layer, const float *params,
+                               const ao_batch *b, int64_t step)
+{
+    cuda_model *c = m->impl;
+    const ao_encoder_shape es = ao_model_encoder_shape(&m->shape);
+    ao_encoder_weights w;
+    ao_encoder_weights_bind(&w, (float *)params, &es);
+    encoder_forward(m, s, layer, c->x[layer], &c->layer_saved[layer - 1], c->x[layer - 1], &w, b,
+                    step);
+}
+
+static void cuda_forward_head(ao_model *m, ao_stream *s, const float *root, const ao_batch *b,
+                              double normalizer, float *loss_dev)
+{
+    cuda_model *c = m->impl;
+    const ao_head_shape hs = ao_model_head_shape(&m->shape);
+    const ao_head_saved *sv = &c->head_saved;
+    ao_input_weights iw;
+    ao_head_weights hw;
+    bind_root(&m->shape, (float *)root, &iw, &hw);
+    cudaStream_t cs = ao_cuda_stream(s);
+    /* ao_head_forward, then the loss */
+    KCHECK(ao_cuda_layernorm_forward(sv->ln_out, sv->ln_mean, sv->ln_rstd, c->x[m->shape.layers],
+                                     hw.ln_w, hw.ln_b, hs.n, hs.dim, cs));
+    linear_forward(m, s, sv->hid, sv->ln_out, hw.fc1_w, hw.fc1_b, hs.n, hs.dim, hs.hidden);
+    KCHECK(ao_cuda_gelu_forward(sv->act, sv->hid, (size_t)hs.n * hs.hidden, cs));
+    linear_forward(m, s, c->z, sv->act, hw.fc2_w, hw.fc2_b, hs.n, hs.hidden, 1);
+    KCHECK(ao_cuda_bce_loss(loss_dev, c->z, b->target, b->weight, hs.n, normalizer, cs));
+}
+
+static void cuda_backward_head(ao_model *m, ao_stream *s, const float *root, float *root_grad,
+                               const ao_batch *b, double normalizer)
+{
+    cuda_model *c = m->impl;
+    const int L = m->shape.layers;
+    const ao_head_shape hs = ao_model_head_shape(&m->shape);
+    const ao_head_saved *sv = &c->head_saved;
+    ao_input_weights iw, ig;
+    ao_head_weights hw, hg;
+    bind_root(&m->shape, (float *)root, &iw, &hw);
+    bind_root(&m->shape, root_grad, &ig, &hg);
+    cudaStream_t cs = ao_cuda_stream(s);
+    float *dact = c->scratch, *dln = c->scratch + (size_t)hs.n * hs.hidden;
+
+    KCHECK(ao_cuda_bce_loss_backward(c->dz, c->z, b->target, b->weight, hs.n, normalizer, cs));
+    /* ao_head_backward */
+    linear_backward(m, s, dact, hg.fc2_w, hg.fc2_b, c->dz, sv->act, hw.fc2_w, hs.n, hs.hidden, 1);
+    KCHECK(ao_cuda_gelu_backward(dact, dact, sv->hid, (size_t)hs.n * hs.hidden, cs));
+    linear_backward(m, s, dln, hg.fc1_w, hg.fc1_b, dact, sv->ln_out, hw.fc1_w, hs.n, hs.dim,
+                    hs.hidden);
+    KCHECK(ao_cuda_layernorm_backward(c->dx[L % 2], hg.ln_w, hg.ln_b, dln, c->x[L], sv->ln_mean,
+                                      sv->ln_rstd, hw.ln_w, hs.n, hs.dim, cs));
+}
+
+static void cuda_backward_layer(ao_model *m, ao_stream *s, int layer, const float *params,
+                                float *grad, const ao_batch *b, int64_t step)
+{
+    cuda_model *c = m->impl;
+    const ao_encoder_shape es = ao_model_encoder_shape(&m->shape);
+    ao_encoder_weights w, g;
+    ao_encoder_weights_bind(&w, (float *)params, &es);
+    ao_encoder_weights_bind(&g, grad, &es);
+    encoder_backward(m, s, layer, c->dx[(layer - 1) % 2], &g, c->dx[layer % 2], c->x[layer - 1], &w,
+                     &c->layer_saved[layer - 1], b, step, c->scratch);
+}
+
+static void cuda_backward_input(ao_model *m, ao_stream *s, const float *root, float *root_grad,
+                                const ao_batch *b)
+{
+    cuda_model *c = m->impl;
+    const ao_input_shape is = ao_model_input_shape(&m->shape);
+    ao_input_weights iw, ig;
+    ao_head_weights hw, hg;
+    bind_root(&m->shape, (float *)root, &iw, &hw);
+    bind_root(&m->shape, root_grad, &ig, &hg);
+    float *dpooled = c->scratch;
+    /* ao_input_backward */
+    linear_backward(m, s, NULL, ig.dense_w, ig.dense_b, c->dx[0], b->dense, iw.dense_w, is.n,
+                    is.dense_in, is.dim);
+    linear_backward(m, s, dpooled, ig.sparse_w, ig.sparse_b, c->dx[0], c->pooled, iw.sparse_w, is.n,
+                    is.emb_dim, is.dim);
+    KCHECK(ao_cuda_embedding_bag_mean_backward(ig.table, dpooled, b->ids, is.n, is.sparse,
+                                               is.emb_dim, is.vocab, c->emb_workspace,
+                                               ao_cuda_stream(s)));
+}
+
+const struct ao_model_backend ao_model_cuda_backend = {
+    .device_backend = AO_GPU_BACKEND,
+    .create = cuda_create,
+    .destroy = cuda_destroy,
+    .forward_input = cuda_forward_input,
+    .forward_layer = cuda_forward_layer,
+    .forward_head = cuda_forward_head,
+    .backward_head = cuda_backward_head,
+    .backward_layer = cuda_backward_layer,
+    .backward_input = cuda_backward_input,
+};
+
+/* ---- CUDA-only extras (model_cuda.h) ------------------------------------------------------ */
+
+void ao_model_cuda_set_compute(ao_model *m, ao_compute_mode mode)
+{
+    if (m->backend != &ao_model_cuda_backend)
+        ao_fatal(AO_EXIT_FAIL, "model", "ao_model_cuda_set_compute on a %s model",
+                 m->backend->device_backend);
+    ((cuda_model *)m->impl)->compute = mode;
+}
+
+void ao_model_cuda_data_fill(ao_stream *s, const ao_data_shape *shape, uint64_t seed,
+                             int target_kind, uint64_t first_global_index, int batch, float *dense,
+                             int32_t *ids, float *target, float *weight)
+{
+    KCHECK(ao_cuda_data_fill(shape, seed, target_kind, first_global_index, batch, dense, ids,
+                             target, weight, ao_cuda_stream(s)));
+}

@@ -1,0 +1,26 @@
+/* CUDA-only extras of the model, for callers that know they run on the cuda
+ * device (the engine, under AORTA_HAVE_CUDA). Defined in model_cuda.c, which
+ * only CUDA builds compile; this header itself needs no CUDA header. */
+#ifndef AORTA_WORKLOAD_MODEL_CUDA_H
+#define AORTA_WORKLOAD_MODEL_CUDA_H
+
+#include <stdint.h>
+
+#include "runtime/device.h"
+#include "workload/data.h"
+#include "workload/model.h"
+
+/* The GEMMs' compute mode for m (a model on the cuda device): the default is
+ * plain fp32 (AO_COMPUTE_DEFAULT); AO_COMPUTE_TF32 runs fp32 GEMM inputs
+ * through TF32 tensor cores. Inputs stay fp32 either way: bf16 GEMM inputs
+ * (param_dtype bf16 end to end) are a later optimisation. */
+void ao_model_cuda_set_compute(ao_model *m, ao_compute_mode mode);
+
+/* ao_data_fill on the device (dataset.placement: device), enqueued on `s`
+ * (a cuda stream). The shape must have passed ao_data_shape_check and the
+ * buffers hold `batch` samples in ao_data_fill's layout. */
+void ao_model_cuda_data_fill(ao_stream *s, const ao_data_shape *shape, uint64_t seed,
+                             int target_kind, uint64_t first_global_index, int batch, float *dense,
+                             int32_t *ids, float *target, float *weight);
+
+#endif

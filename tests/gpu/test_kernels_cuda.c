@@ -1,0 +1,646 @@
+/* The model's CUDA kernels (workload/kernels_cuda.h) against the fp32 C
+ * reference (workload/ops_ref.h, data.h, bench/values.h for casts) on fresh
+ * random data. One line per kernel: PASS/FAIL, the shape, the measured error
+ * and its bound.
+ *
+ * Error metric: max |gpu - ref| / max |ref| over a kernel's outputs.
+ * Bounds: fp32 1e-5 (DESIGN §11). Kernels whose every operation mirrors the
+ * reference's (dropout masks, embedding-bag backward, AdamW, casts, the data
+ * generator's integers and uniforms) must match exactly and are checked
+ * with bound 0. Sums of squares are double on both sides: 1e-12.
+ * Every kernel with a reduction also runs twice on the same input and must
+ * give the same bits (no floating-point atomics anywhere).
+ * Fresh random data each run; the seed is printed and AORTA_TEST_SEED
+ * replays it. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "runtime/device.h"
+
+#ifdef AORTA_HAVE_CUDA
+
+#include "bench/values.h"
+#include "runtime/device_cuda.h"
+#include "workload/data.h"
+#include "workload/kernels_cuda.h"
+#include "workload/ops_ref.h"
+
+static unsigned long long rng_state;
+
+static float uniform(float lo, float hi)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    const double u = (double)(rng_state >> 11) / 9007199254740992.0;
+    return (float)(lo + (hi - lo) * u);
+}
+
+static float *random_floats(size_t n, float lo, float hi)
+{
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) p[i] = uniform(lo, hi);
+    return p;
+}
+
+static ao_device *dev;
+static ao_stream *stream;
+
+static cudaStream_t cs(void)
+{
+    return ao_cuda_stream(stream);
+}
+
+static void *upload(const void *host, size_t bytes)
+{
+    void *d = ao_dev_alloc(dev, bytes ? bytes : 4);
+    if (bytes) ao_copy_async(dev, d, host, bytes, AO_H2D, stream);
+    return d;
+}
+
+static void download(void *host, const void *d, size_t bytes)
+{
+    ao_copy_async(dev, host, d, bytes, AO_D2H, stream);
+    ao_stream_sync(stream);
+}
+
+static float *download_floats(const float *d, size_t n)
+{
+    float *h = malloc(sizeof(float) * (n ? n : 1));
+    download(h, d, sizeof(float) * n);
+    return h;
+}
+
+static double rel_err(const float *got, const float *ref, size_t n)
+{
+    double max_err = 0, max_ref = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* equal values (an infinity included) are no error; any other
+         * non-finite result is an infinite one */
+        const double e = got[i] == ref[i]                       ? 0.0
+                         : isfinite(got[i]) && isfinite(ref[i]) ? fabs((double)got[i] - ref[i])
+                                                                : INFINITY;
+        if (e > max_err) max_err = e;
+        if (isfinite(ref[i]) && fabs(ref[i]) > max_ref) max_ref = fabs(ref[i]);
+    }
+    return max_ref > 0 ? max_err / max_ref : max_err;
+}
+
+static void report(const char *kernel, const char *shape, double err, double bound)
+{
+    const int ok = err <= bound;
+    printf("%s %-28s %-26s rel err %.3g (bound %.0e)\n", ok ? "PASS" : "FAIL", kernel, shape, err,
+           bound);
+    CHECK(ok, "%s %s: rel err %.3g > %.0e", kernel, shape, err, bound);
+}
+
+static void report_same(const char *kernel, const void *a, const void *b, size_t bytes)
+{
+    const int same = memcmp(a, b, bytes) == 0;
+    printf("%s %-28s repeat run gives the same bits: %s\n", same ? "PASS" : "FAIL", kernel,
+           same ? "yes" : "no");
+    CHECK(same, "%s: two runs on the same input differ", kernel);
+}
+
+#define K(call) AO_CUDA_CHECK(call)
+
+/* ---- element-wise --------------------------------------------------------- */
+
+static void test_bias_and_add(void)
+{
+    const int n = 333, c = 77;
+    const size_t nc = (size_t)n * c;
+    float *y = random_floats(nc, -1, 1), *b = random_floats(c, -1, 1);
+    float *a2 = random_floats(nc, -1, 1);
+    float *dy = y, *db = random_floats(c, -1, 1);
+    char shape[64];
+    snprintf(shape, sizeof shape, "n=%d c=%d", n, c);
+
+    /* bias add: ao_linear_forward's bias step */
+    float *ref = malloc(sizeof(float) * nc);
+    for (size_t i = 0; i < nc; i++) ref[i] = y[i] + b[i % c];
+    float *dev_y = upload(y, sizeof(float) * nc), *dev_b = upload(b, sizeof(float) * c);
+    K(ao_cuda_bias_add(dev_y, dev_b, n, c, cs()));
+    float *got = download_floats(dev_y, nc);
+    report("bias_add", shape, rel_err(got, ref, nc), 1e-5);
+    free(got);
+
+    /* bias grad: ao_linear_backward's db (in = 1 so its dw GEMM is trivial) */
+    float *x1 = random_floats(n, -1, 1), *w1 = random_floats(c, -1, 1), *dw1 = calloc(c, 4);
+    float *db_ref = malloc(sizeof(float) * c);
+    memcpy(db_ref, db, sizeof(float) * c);
+    ao_linear_backward(NULL, dw1, db_ref, dy, x1, w1, n, 1, c);
+    float *dev_dy = upload(dy, sizeof(float) * nc), *dev_db = upload(db, sizeof(float) * c);
+    K(ao_cuda_bias_grad(dev_db, dev_dy, n, c, cs()));
+    got = download_floats(dev_db, c);
+    report("bias_grad", shape, rel_err(got, db_ref, c), 1e-5);
+    float *dev_db2 = upload(db, sizeof(float) * c);
+    K(ao_cuda_bias_grad(dev_db2, dev_dy, n, c, cs()));
+    float *again = download_floats(dev_db2, c);
+    report_same("bias_grad", got, again, sizeof(float) * c);
+    free(got), free(again);
+
+    /* residual add and scale */
+    for (size_t i = 0; i < nc; i++) ref[i] = y[i] + a2[i];
+    float *dev_a2 = upload(a2, sizeof(float) * nc),
+          *dev_sum = ao_dev_alloc(dev, sizeof(float) * nc);
+    K(ao_cuda_add(dev_sum, dev_dy, dev_a2, nc, cs()));
+    got = download_floats(dev_sum, nc);
+    report("add", shape, rel_err(got, ref, nc), 0);
+    free(got);
+    for (size_t i = 0; i < nc; i++) ref[i] = 0.125f * y[i];
+    K(ao_cuda_scale(dev_sum, dev_dy, 0.125f, nc, cs()));
+    got = download_floats(dev_sum, nc);
+    report("scale", shape, rel_err(got, ref, nc), 0);
+    free(got);
+
+    ao_dev_free(dev, dev_y), ao_dev_free(dev, dev_b), ao_dev_free(dev, dev_dy);
+    ao_dev_free(dev, dev_db), ao_dev_free(dev, dev_db2), ao_dev_free(dev, dev_a2);
+    ao_dev_free(dev, dev_sum);
+    free(y), free(b), free(a2), free(db), free(ref), free(x1), free(w1), free(dw1), free(db_ref);
+}
+
+static void test_gelu(void)
+{
+    const size_t n = 100003;
+    float *x = random_floats(n, -6, 6), *dy = random_floats(n, -1, 1);
+    float *ref = malloc(sizeof(float) * n), *dref = malloc(sizeof(float) * n);
+    ao_gelu_forward(ref, x, n);
+    ao_gelu_backward(dref, dy, x, n);
+    float *dx_ = upload(x, sizeof(float) * n), *ddy = upload(dy, sizeof(float) * n);
+    float *dout = ao_dev_alloc(dev, sizeof(float) * n);
+    K(ao_cuda_gelu_forward(dout, dx_, n, cs()));
+    float *got = download_floats(dout, n);
+    report("gelu_forward", "n=100003 x in [-6,6]", rel_err(got, ref, n), 1e-5);
+    free(got);
+    K(ao_cuda_gelu_backward(ddy, ddy, dx_, n, cs())); /* in place, as the model uses it */
+    got = download_floats(ddy, n);
+    report("gelu_backward", "n=100003 in place", rel_err(got, dref, n), 1e-5);
+    free(got);
+    ao_dev_free(dev, dx_), ao_dev_free(dev, ddy), ao_dev_free(dev, dout);
+    free(x), free(dy), free(ref), free(dref);
+}
+
+/* ---- layernorm -------------------------------------------------------------- */
+
+static void test_layernorm(int n, int c)
+{
+    const size_t nc = (size_t)n * c;
+    char shape[64];
+    snprintf(shape, sizeof shape, "n=%d c=%d", n, c);
+    /* an offset mean stresses the two-pass variance */
+    float *x = random_floats(nc, 2, 5), *g = random_floats(c, 0.5f, 1.5f);
+    float *b = random_floats(c, -0.5f, 0.5f), *dy = random_floats(nc, -1, 1);
+    float *dg0 = random_floats(c, -1, 1), *db0 = random_floats(c, -1, 1);
+    float *y = malloc(4 * nc), *mean = malloc(4 * (size_t)n), *rstd = malloc(4 * (size_t)n);
+    float *dx = malloc(4 * nc), *dg = malloc(4 * (size_t)c), *db = malloc(4 * (size_t)c);
+    memcpy(dg, dg0, 4 * (size_t)c);
+    memcpy(db, db0, 4 * (size_t)c);
+    ao_layernorm_forward(y, mean, rstd, x, g, b, n, c);
+    ao_layernorm_backward(dx, dg, db, dy, x, mean, rstd, g, n, c);
+
+    float *d_x = upload(x, 4 * nc), *d_g = upload(g, 4 * (size_t)c),
+          *d_b = upload(b, 4 * (size_t)c);
+    float *d_y = ao_dev_alloc(dev, 4 * nc), *d_mean = ao_dev_alloc(dev, 4 * (size_t)n);
+    float *d_rstd = ao_dev_alloc(dev, 4 * (size_t)n);
+    K(ao_cuda_layernorm_forward(d_y, d_mean, d_rstd, d_x, d_g, d_b, n, c, cs()));
+    float *got = download_floats(d_y, nc);
+    report("layernorm_forward y", shape, rel_err(got, y, nc), 1e-5);
+    free(got);
+    got = download_floats(d_mean, n);
+    report("layernorm_forward mean", shape, rel_err(got, mean, n), 1e-6);
+    free(got);
+    got = download_floats(d_rstd, n);
+    report("layernorm_forward rstd", shape, rel_err(got, rstd, n), 1e-6);
+    free(got);
+
+    /* backward from the reference's saved statistics, so only backward is measured */
+    float *d_dy = upload(dy, 4 * nc), *d_dx = ao_dev_alloc(dev, 4 * nc);
+    float *d_dg = upload(dg0, 4 * (size_t)c), *d_db = upload(db0, 4 * (size_t)c);
+    float *d_rmean = upload(mean, 4 * (size_t)n), *d_rrstd = upload(rstd, 4 * (size_t)n);
+    K(ao_cuda_layernorm_backward(d_dx, d_dg, d_db, d_dy, d_x, d_rmean, d_rrstd, d_g, n, c, cs()));
+    got = download_floats(d_dx, nc);
+    report("layernorm_backward dx", shape, rel_err(got, dx, nc), 1e-5);
+    free(got);
+    float *got_dg = download_floats(d_dg, c), *got_db = download_floats(d_db, c);
+    report("layernorm_backward dgamma", shape, rel_err(got_dg, dg, c), 1e-5);
+    report("layernorm_backward dbeta", shape, rel_err(got_db, db, c), 1e-5);
+    ao_copy_async(dev, d_dg, dg0, 4 * (size_t)c, AO_H2D, stream);
+    K(ao_cuda_layernorm_backward(d_dx, d_dg, d_db, d_dy, d_x, d_rmean, d_rrstd, d_g, n, c, cs()));
+    float *again = download_floats(d_dg, c);
+    report_same("layernorm_backward dgamma", got_dg, again, 4 * (size_t)c);
+    free(got_dg), free(got_db), free(again);
+
+    ao_dev_free(dev, d_x), ao_dev_free(dev, d_g), ao_dev_free(dev, d_b), ao_dev_free(dev, d_y);
+    ao_dev_free(dev, d_mean), ao_dev_free(dev, d_rstd), ao_dev_free(dev, d_dy);
+    ao_dev_free(dev, d_dx), ao_dev_free(dev, d_dg), ao_dev_free(dev, d_db);
+    ao_dev_free(dev, d_rmean), ao_dev_free(dev, d_rrstd);
+    free(x), free(g), free(b), free(dy), free(dg0), free(db0), free(y), free(mean), free(rstd);
+    free(dx), free(dg), free(db);
+}
+
+/* ---- softmax ---------------------------------------------------------------- */
+
+/* The softmax inside ao_attn_forward / ao_attn_backward, row by row (ops_ref
+ * has no stand-alone softmax; these are its lines). */
+static void softmax_ref(float *y, const float *x, int n, int c)
+{
+    for (int i = 0; i < n; i++) {
+        const float *row = x + (size_t)i * c;
+        float maxv = -INFINITY;
+        for (int j = 0; j < c; j++)
+            if (row[j] > maxv) maxv = row[j];
+        double sum = 0.0;
+        for (int j = 0; j < c; j++) sum += exp((double)row[j] - maxv);
+        for (int j = 0; j < c; j++)
+            y[(size_t)i * c + j] = (float)(exp((double)row[j] - maxv) / sum);
+    }
+}
+
+static void softmax_backward_ref(float *dx, const float *dy, const float *y, double scale, int n,
+                                 int c)
+{
+    for (int i = 0; i < n; i++) {
+        const float *p = y + (size_t)i * c, *dp = dy + (size_t)i * c;
+        double dot = 0.0;
+        for (int j = 0; j < c; j++) dot += (double)p[j] * dp[j];
+        for (int j = 0; j < c; j++)
+            dx[(size_t)i * c + j] = (float)((double)p[j] * (dp[j] - dot) * scale);
+    }
+}
+
+static void test_softmax(int n, int c)
+{
+    const size_t nc = (size_t)n * c;
+    char shape[64];
+    snprintf(shape, sizeof shape, "n=%d c=%d", n, c);
+    float *x = random_floats(nc, -8, 8), *dy = random_floats(nc, -1, 1);
+    float *y = malloc(4 * nc), *dx = malloc(4 * nc);
+    const float scale = 0.125f;
+    softmax_ref(y, x, n, c);
+    softmax_backward_ref(dx, dy, y, scale, n, c);
+    float *d_x = upload(x, 4 * nc), *d_dy = upload(dy, 4 * nc), *d_y = upload(y, 4 * nc);
+    K(ao_cuda_softmax_forward(d_x, d_x, n, c, cs())); /* in place, as attention uses it */
+    float *got = download_floats(d_x, nc);
+    report("softmax_forward", shape, rel_err(got, y, nc), 1e-5);
+    free(got);
+    K(ao_cuda_softmax_backward(d_dy, d_dy, d_y, scale, n, c, cs()));
+    got = download_floats(d_dy, nc);
+    report("softmax_backward", shape, rel_err(got, dx, nc), 1e-5);
+    free(got);
+    ao_dev_free(dev, d_x), ao_dev_free(dev, d_dy), ao_dev_free(dev, d_y);
+    free(x), free(dy), free(y), free(dx);
+}
+
+/* ---- dropout ------------------------------------------------------------------ */
+
+static void test_dropout(float p, int heads)
+{
+    const int batch = 3;
+    const size_t per_row = heads ? 13 * 13 : 1001; /* not a multiple of 4 */
+    const size_t rows = (size_t)batch * (heads ? heads : 1), total = rows * per_row;
+    const ao_dropout_cfg cfg = {p, 1234567ull, 42, 3, 1000};
+    const uint32_t site = heads ? AO_DROP_ATTN_PROBS : AO_DROP_FFN_HIDDEN;
+    float *x = random_floats(total, 0.5f, 1.5f), *ref = malloc(4 * total);
+    if (heads) {
+        /* the attention's keying: element i*T + j of child(stream(b), head) */
+        for (size_t r = 0; r < rows; r++) {
+            const int b = (int)(r / (size_t)heads), h = (int)(r % (size_t)heads);
+            const ao_rng_stream s = ao_rng_child(
+                ao_dropout_stream(cfg.seed, cfg.step, cfg.layer, site, cfg.first_sample + b), h);
+            for (size_t e = 0; e < per_row; e++)
+                ref[r * per_row + e] = x[r * per_row + e] * ao_dropout_factor(s, e, p);
+        }
+    } else {
+        ao_dropout_forward(ref, x, batch, per_row, site, &cfg);
+    }
+    const ao_cuda_dropout_key key = {p,    cfg.seed,         cfg.step, cfg.layer,
+                                     site, cfg.first_sample, heads};
+    float *d_x = upload(x, 4 * total), *d_y = ao_dev_alloc(dev, 4 * total);
+    K(ao_cuda_dropout(d_y, d_x, batch, per_row, &key, cs()));
+    float *got = download_floats(d_y, total);
+    size_t dropped = 0;
+    for (size_t i = 0; i < total; i++) dropped += got[i] == 0.0f;
+    char shape[80];
+    snprintf(shape, sizeof shape, "p=%.2f heads=%d rows=%zu x %zu", p, heads, rows, per_row);
+    report(heads ? "dropout (attention probs)" : "dropout", shape, rel_err(got, ref, total), 0);
+    if (p > 0 && p < 1) {
+        const double frac = (double)dropped / total;
+        CHECK(fabs(frac - p) < 0.05, "dropout p=%.2f dropped a fraction %.3f", p, frac);
+    }
+    free(got);
+    ao_dev_free(dev, d_x), ao_dev_free(dev, d_y);
+    free(x), free(ref);
+}
+
+/* ---- embedding bag ------------------------------------------------------------ */
+
+static void test_embedding_bag(int n, int s, int e, int vocab)
+{
+    const size_t ns = (size_t)n * s, ne = (size_t)n * e, ve = (size_t)vocab * e;
+    char shape[80];
+    snprintf(shape, sizeof shape, "n=%d s=%d e=%d V=%d", n, s, e, vocab);
+    int32_t *ids = malloc(sizeof(int32_t) * ns);
+    for (size_t i = 0; i < ns; i++) {
+        /* skewed: half the ids hit the first few rows, so rows repeat a lot */
+        const float u = uniform(0, 1);
+        ids[i] = u < 0.5f ? (int32_t)(uniform(0, 1) * (vocab < 5 ? vocab : 5))
+                          : (int32_t)(uniform(0, 1) * vocab);
+        if (ids[i] >= vocab) ids[i] = vocab - 1;
+    }
+    float *table = random_floats(ve, -1, 1), *dout = random_floats(ne, -1, 1);
+    float *dtable0 = random_floats(ve, -1, 1);
+    float *out = malloc(4 * ne), *dtable = malloc(4 * ve);
+    memcpy(dtable, dtable0, 4 * ve);
+    ao_embedding_bag_mean_forward(out, ids, table, n, s, e);
+    ao_embedding_bag_mean_backward(dtable, dout, ids, n, s, e);
+
+    int32_t *d_ids = upload(ids, sizeof(int32_t) * ns);
+    float *d_table = upload(table, 4 * ve), *d_out = ao_dev_alloc(dev, 4 * ne);
+    K(ao_cuda_embedding_bag_mean_forward(d_out, d_ids, d_table, n, s, e, cs()));
+    float *got = download_floats(d_out, ne);
+    report("embedding_bag_mean_forward", shape, rel_err(got, out, ne), 1e-5);
+    free(got);
+
+    const size_t ws_bytes = ao_cuda_embedding_bag_backward_workspace(n, s, vocab);
+    void *ws = ao_dev_alloc(dev, ws_bytes);
+    float *d_dout = upload(dout, 4 * ne), *d_dtable = upload(dtable0, 4 * ve);
+    K(ao_cuda_embedding_bag_mean_backward(d_dtable, d_dout, d_ids, n, s, e, vocab, ws, cs()));
+    got = download_floats(d_dtable, ve);
+    /* the reference's order and operations exactly: bit-identical */
+    report("embedding_bag_mean_backward", shape, rel_err(got, dtable, ve), 0);
+    ao_copy_async(dev, d_dtable, dtable0, 4 * ve, AO_H2D, stream);
+    K(ao_cuda_embedding_bag_mean_backward(d_dtable, d_dout, d_ids, n, s, e, vocab, ws, cs()));
+    float *again = download_floats(d_dtable, ve);
+    report_same("embedding_bag_mean_backward", got, again, 4 * ve);
+    free(got), free(again);
+    ao_dev_free(dev, ws), ao_dev_free(dev, d_ids), ao_dev_free(dev, d_table);
+    ao_dev_free(dev, d_out), ao_dev_free(dev, d_dout), ao_dev_free(dev, d_dtable);
+    free(ids), free(table), free(dout), free(dtable0), free(out), free(dtable);
+}
+
+/* ---- loss --------------------------------------------------------------------- */
+
+static void test_bce(void)
+{
+    const int n = 10007;
+    const double normalizer = 3.0 * n;
+    float *z = random_floats(n, -12, 12), *y = random_floats(n, 0, 1);
+    float *w = random_floats(n, 0.5f, 1.5f), *dz = malloc(4 * (size_t)n);
+    const float loss_ref = (float)ao_bce_loss(z, y, w, n, normalizer);
+    ao_bce_loss_backward(dz, z, y, w, n, normalizer);
+    float *d_z = upload(z, 4 * (size_t)n), *d_y = upload(y, 4 * (size_t)n);
+    float *d_w = upload(w, 4 * (size_t)n), *d_loss = ao_dev_alloc(dev, 4);
+    float *d_dz = ao_dev_alloc(dev, 4 * (size_t)n);
+    K(ao_cuda_bce_loss(d_loss, d_z, d_y, d_w, n, normalizer, cs()));
+    float loss = 0, loss2 = 0;
+    download(&loss, d_loss, 4);
+    report("bce_loss", "n=10007", rel_err(&loss, &loss_ref, 1), 1e-6);
+    K(ao_cuda_bce_loss(d_loss, d_z, d_y, d_w, n, normalizer, cs()));
+    download(&loss2, d_loss, 4);
+    report_same("bce_loss", &loss, &loss2, 4);
+    K(ao_cuda_bce_loss_backward(d_dz, d_z, d_y, d_w, n, normalizer, cs()));
+    float *got = download_floats(d_dz, n);
+    report("bce_loss_backward", "n=10007", rel_err(got, dz, n), 1e-6);
+    free(got);
+    ao_dev_free(dev, d_z), ao_dev_free(dev, d_y), ao_dev_free(dev, d_w), ao_dev_free(dev, d_loss);
+    ao_dev_free(dev, d_dz);
+    free(z), free(y), free(w), free(dz);
+}
+
+/* ---- norms, flags, clip, AdamW --------------------------------------------------- */
+
+static void test_norms_and_flags(void)
+{
+    const size_t n = 1000003;
+    float *x = random_floats(n, -2, 2);
+    const double ref = ao_sum_squares(x, n);
+    float *d_x = upload(x, 4 * n);
+    double *d_out = ao_dev_alloc(dev, sizeof(double));
+    double *d_part = ao_dev_alloc(dev, sizeof(double) * AO_CUDA_REDUCE_PARTIALS);
+    K(ao_cuda_sum_squares(d_out, d_x, n, d_part, cs()));
+    double got = 0, again = 0;
+    download(&got, d_out, sizeof got);
+    const double err = fabs(got - ref) / ref;
+    report("sum_squares", "n=1000003 (double)", err, 1e-12);
+    K(ao_cuda_sum_squares(d_out, d_x, n, d_part, cs()));
+    download(&again, d_out, sizeof again);
+    report_same("sum_squares", &got, &again, sizeof got);
+
+    /* clip coefficient from the device-side squared norm */
+    float *d_coef = ao_dev_alloc(dev, 4);
+    const float max_norm = (float)(sqrt(ref) * 0.25);
+    K(ao_cuda_clip_coef(d_coef, d_out, max_norm, 0.5f, cs()));
+    float coef = 0;
+    download(&coef, d_coef, 4);
+    const float coef_ref = ao_clip_coef(got, max_norm) * 0.5f;
+    report("clip_coef", "max_norm = norm/4, extra 0.5", rel_err(&coef, &coef_ref, 1), 0);
+
+    /* has_nonfinite: clean, then an inf, then a NaN near the end */
+    int *d_flag = ao_dev_alloc(dev, sizeof(int));
+    int flags[3];
+    const float poison[2] = {INFINITY, NAN};
+    for (int t = 0; t < 3; t++) {
+        if (t > 0) ao_copy_async(dev, d_x + n - 7 * t, &poison[t - 1], 4, AO_H2D, stream);
+        ao_memset_async(dev, d_flag, 0, sizeof(int), stream);
+        K(ao_cuda_has_nonfinite(d_flag, d_x, n, cs()));
+        download(&flags[t], d_flag, sizeof(int));
+    }
+    const int ok = flags[0] == 0 && flags[1] == 1 && flags[2] == 1;
+    printf("%s %-28s clean %d, with inf %d, with NaN %d (want 0 1 1)\n", ok ? "PASS" : "FAIL",
+           "has_nonfinite", flags[0], flags[1], flags[2]);
+    CHECK(ok, "has_nonfinite gave %d %d %d, want 0 1 1", flags[0], flags[1], flags[2]);
+
+    ao_dev_free(dev, d_x), ao_dev_free(dev, d_out), ao_dev_free(dev, d_part);
+    ao_dev_free(dev, d_coef), ao_dev_free(dev, d_flag);
+    free(x);
+}
+
+static void test_adamw(void)
+{
+    const size_t n = 54321;
+    float *p = random_floats(n, -1, 1), *m = calloc(n, 4), *v = calloc(n, 4);
+    float *d_p = upload(p, 4 * n), *d_m = upload(m, 4 * n), *d_v = upload(v, 4 * n);
+    float *d_g = ao_dev_alloc(dev, 4 * n), *d_scale = ao_dev_alloc(dev, 4);
+    const ao_adamw_hparams h = {0.9f, 0.999f, 1e-8f, 1e-2f};
+    const ao_cuda_adamw hc = {h.beta1, h.beta2, h.eps, h.weight_decay};
+    const float dev_scale = 0.75f;
+    ao_copy_async(dev, d_scale, &dev_scale, 4, AO_H2D, stream);
+    for (int64_t step = 1; step <= 3; step++) {
+        float *g = random_floats(n, -3, 3);
+        ao_copy_async(dev, d_g, g, 4 * n, AO_H2D, stream);
+        /* the reference takes one scale; the device multiplies by both in turn */
+        float *gs = malloc(4 * n);
+        for (size_t i = 0; i < n; i++) gs[i] = (g[i] * 0.5f) * dev_scale;
+        ao_adamw_step(p, gs, m, v, n, &h, 1e-3f, step, 1.0f);
+        K(ao_cuda_adamw_step(d_p, d_g, d_m, d_v, n, &hc, 1e-3f, step, 0.5f, d_scale, cs()));
+        ao_stream_sync(stream);
+        free(g), free(gs);
+    }
+    float *gp = download_floats(d_p, n), *gm = download_floats(d_m, n);
+    float *gv = download_floats(d_v, n);
+    report("adamw_step param", "n=54321, 3 steps", rel_err(gp, p, n), 0);
+    report("adamw_step m", "n=54321, 3 steps", rel_err(gm, m, n), 0);
+    report("adamw_step v", "n=54321, 3 steps", rel_err(gv, v, n), 0);
+    ao_dev_free(dev, d_p), ao_dev_free(dev, d_m), ao_dev_free(dev, d_v), ao_dev_free(dev, d_g);
+    ao_dev_free(dev, d_scale);
+    free(p), free(m), free(v), free(gp), free(gm), free(gv);
+}
+
+/* ---- casts ---------------------------------------------------------------------- */
+
+static void test_casts(void)
+{
+    const size_t n = 40000;
+    float *x = random_floats(n, -300, 300);
+    x[0] = 0.0f, x[1] = -0.0f, x[2] = INFINITY, x[3] = 1e-30f, x[4] = 65504.0f;
+    const ao_dtype narrow[2] = {AO_BF16, AO_F16};
+    float *d_x = upload(x, 4 * n), *d_back = ao_dev_alloc(dev, 4 * n);
+    void *d_n = ao_dev_alloc(dev, 2 * n), *d_other = ao_dev_alloc(dev, 2 * n);
+    uint16_t *want = malloc(2 * n), *got = malloc(2 * n);
+    float *back_ref = malloc(4 * n);
+    for (int t = 0; t < 2; t++) {
+        const ao_dtype nt = narrow[t];
+        for (size_t i = 0; i < n; i++) {
+            ao_value_store(nt, want, i, x[i]);
+            back_ref[i] = (float)ao_value_load(nt, want, i);
+        }
+        K(ao_cuda_cast(d_n, nt, d_x, AO_F32, n, cs()));
+        download(got, d_n, 2 * n);
+        size_t diff = 0;
+        for (size_t i = 0; i < n; i++) diff += got[i] != want[i];
+        char name[40];
+        snprintf(name, sizeof name, "cast float->%s", ao_dtype_name(nt));
+        printf("%s %-28s n=%zu: %zu of %zu values differ from the host rounding (want 0)\n",
+               diff ? "FAIL" : "PASS", name, n, diff, n);
+        CHECK(diff == 0, "%s: %zu values differ", name, diff);
+
+        K(ao_cuda_cast(d_back, AO_F32, d_n, nt, n, cs()));
+        float *back = download_floats(d_back, n);
+        snprintf(name, sizeof name, "cast %s->float", ao_dtype_name(nt));
+        report(name, "exact widening", rel_err(back, back_ref, n), 0);
+        /* the round trip: within the storage type's precision (DESIGN: 1e-2) */
+        double max_err = 0, max_ref = 0;
+        for (size_t i = 5; i < n; i++) {
+            max_err = fmax(max_err, fabs((double)back[i] - x[i]));
+            max_ref = fmax(max_ref, fabs((double)x[i]));
+        }
+        snprintf(name, sizeof name, "cast round trip %s", ao_dtype_name(nt));
+        report(name, "float->narrow->float", max_err / max_ref, 1e-2);
+        free(back);
+    }
+    /* bf16 -> fp16 goes through float */
+    K(ao_cuda_cast(d_n, AO_BF16, d_x, AO_F32, n, cs()));
+    K(ao_cuda_cast(d_other, AO_F16, d_n, AO_BF16, n, cs()));
+    download(got, d_other, 2 * n);
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t b16[1], h16[1];
+        ao_value_store(AO_BF16, b16, 0, x[i]);
+        ao_value_store(AO_F16, h16, 0, ao_value_load(AO_BF16, b16, 0));
+        diff += got[i] != h16[0];
+    }
+    printf("%s %-28s n=%zu: %zu values differ (want 0)\n", diff ? "FAIL" : "PASS",
+           "cast bfloat16->half", n, diff);
+    CHECK(diff == 0, "bf16->fp16: %zu values differ", diff);
+    const int bad = ao_cuda_cast(d_n, AO_I32, d_x, AO_F32, n, cs()) == cudaErrorInvalidValue;
+    (void)cudaGetLastError();
+    printf("%s %-28s int32 target refused: %s\n", bad ? "PASS" : "FAIL", "cast",
+           bad ? "yes" : "no");
+    CHECK(bad, "cast to int32 was not refused");
+    ao_dev_free(dev, d_x), ao_dev_free(dev, d_back), ao_dev_free(dev, d_n);
+    ao_dev_free(dev, d_other);
+    free(x), free(want), free(got), free(back_ref);
+}
+
+/* ---- synthetic data ---------------------------------------------------------------- */
+
+static void test_data_fill(int target_kind)
+{
+    const ao_data_shape shape = {
+        .seq_len = 37, .num_dense = 3, .dense_dim = 5, .num_sparse = 6, .vocab = 1001};
+    const int batch = 5;
+    const uint64_t seed = 987654321ull, first = 123456789ull;
+    const size_t nd = (size_t)batch * 37 * 3 * 5, ni = (size_t)batch * 37 * 6,
+                 nt = (size_t)batch * 37;
+    float *dense = malloc(4 * nd), *target = malloc(4 * nt), *weight = malloc(4 * nt);
+    int32_t *ids = malloc(4 * ni);
+    CHECK(ao_data_fill(&shape, seed, target_kind, first, batch, dense, ids, target, weight) == 0,
+          "host data fill failed");
+    float *d_dense = ao_dev_alloc(dev, 4 * nd), *d_target = ao_dev_alloc(dev, 4 * nt);
+    float *d_weight = ao_dev_alloc(dev, 4 * nt);
+    int32_t *d_ids = ao_dev_alloc(dev, 4 * ni);
+    K(ao_cuda_data_fill(&shape, seed, target_kind, first, batch, d_dense, d_ids, d_target, d_weight,
+                        cs()));
+    float *g_dense = download_floats(d_dense, nd), *g_target = download_floats(d_target, nt);
+    float *g_weight = download_floats(d_weight, nt);
+    int32_t *g_ids = malloc(4 * ni);
+    download(g_ids, d_ids, 4 * ni);
+    const char *kind = target_kind == AO_TARGET_TEACHER ? "teacher" : "random";
+    char name[48];
+    snprintf(name, sizeof name, "data_fill dense (%s)", kind);
+    report(name, "B=5 T=37 F=3 D=5", rel_err(g_dense, dense, nd), 1e-6);
+    size_t id_diff = 0;
+    for (size_t i = 0; i < ni; i++) id_diff += g_ids[i] != ids[i];
+    printf("%s %-28s %zu of %zu ids differ (want 0)\n", id_diff ? "FAIL" : "PASS", "data_fill ids",
+           id_diff, ni);
+    CHECK(id_diff == 0, "%zu ids differ", id_diff);
+    report("data_fill weight", "B=5 T=37", rel_err(g_weight, weight, nt), 0);
+    snprintf(name, sizeof name, "data_fill target (%s)", kind);
+    report(name, "B=5 T=37", rel_err(g_target, target, nt),
+           target_kind == AO_TARGET_TEACHER ? 1e-5 : 0);
+    ao_dev_free(dev, d_dense), ao_dev_free(dev, d_target), ao_dev_free(dev, d_weight);
+    ao_dev_free(dev, d_ids);
+    free(dense), free(target), free(weight), free(ids), free(g_dense), free(g_target);
+    free(g_weight), free(g_ids);
+}
+
+int main(void)
+{
+    GPU_SKIP_UNLESS(ao_device_count("cuda") > 0, "no CUDA device visible");
+    const char *seed_env = getenv("AORTA_TEST_SEED");
+    rng_state = seed_env ? strtoull(seed_env, NULL, 10)
+                         : (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32);
+    printf("seed %llu (AORTA_TEST_SEED=%llu replays it)\n", rng_state, rng_state);
+    dev = ao_device_open("cuda", 0);
+    CHECK(dev != NULL, "cannot open cuda:0");
+    if (!dev) return check_result("test_kernels_cuda");
+    stream = ao_stream_create(dev, "compute", 0);
+
+    test_bias_and_add();
+    test_gelu();
+    test_layernorm(300, 257);
+    test_layernorm(64, 1024);
+    test_softmax(200, 77);
+    test_softmax(16, 1024);
+    test_dropout(0.1f, 0);
+    test_dropout(0.5f, 0);
+    test_dropout(0.1f, 4);
+    test_dropout(0.0f, 0);
+    test_embedding_bag(500, 7, 40, 37);
+    test_embedding_bag(2048, 26, 64, 100003);
+    test_bce();
+    test_norms_and_flags();
+    test_adamw();
+    test_casts();
+    test_data_fill(AO_TARGET_RANDOM);
+    test_data_fill(AO_TARGET_TEACHER);
+
+    ao_stream_destroy(stream);
+    ao_device_close(dev);
+    return check_result("test_kernels_cuda");
+}
+
+#else
+
+int main(void)
+{
+    GPU_SKIP_UNLESS(0, "built without CUDA");
+    return 0;
+}
+
+#endif
