@@ -54,5 +54,4 @@ int ao_table_write_json(const ao_table *t, const char *path);
 /* The rows as a JSON array into an open generator (to embed in an object). */
 void ao_table_gen_json(const ao_table *t, yajl_gen g);
 
-
 #endif
