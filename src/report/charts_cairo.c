@@ -20,7 +20,7 @@ typedef struct rgb {
 static const rgb C_STEP = {0.20, 0.20, 0.20}, C_COMPUTE = {0.16, 0.42, 0.75},
                  C_COMM = {0.93, 0.53, 0.13}, C_EXPOSED = {0.80, 0.15, 0.15},
                  C_COPY = {0.20, 0.63, 0.30}, C_OVERLAP = {0.55, 0.35, 0.75},
-                 C_IDLE = {0.70, 0.70, 0.70}, C_GRID = {0.88, 0.88, 0.88},
+                 C_IDLE = {0.70, 0.70, 0.70}, C_OVERLAP_LIGHT = {0.86, 0.81, 0.93}, C_GRID = {0.88, 0.88, 0.88},
                  C_TEXT = {0.10, 0.10, 0.10};
 
 #define FONT_SIZE  12.0
@@ -450,21 +450,22 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
 {
     const streams_ctx *sc = vctx;
     int used[AO_NSTREAMS] = {0}, nlanes = 0;
-    double t0 = INFINITY, tmax = 0;
-    size_t nm = ao_metric_count();
+    double t0[64], tmax = 0;
     double busy[64][AO_NSTREAMS];
     int nr = sc->nranks > 64 ? 64 : sc->nranks;
     if (sc->recs) {
+        /* Each rank from its own first op: ranks' clocks have their own
+         * anchors, so their absolute times are not comparable. */
         for (int k = 0; k < nr; k++) {
             const ao_iter_record *r = sc->recs[k];
+            t0[k] = INFINITY;
             for (size_t i = 0; i < r->nops; i++) {
                 used[r->ops[i].stream] = 1;
-                t0 = fmin(t0, r->ops[i].start_us);
+                t0[k] = fmin(t0[k], r->ops[i].start_us);
             }
+            for (size_t i = 0; i < r->nops; i++)
+                tmax = fmax(tmax, (r->ops[i].end_us - t0[k]) / 1000);
         }
-        for (int k = 0; k < nr; k++)
-            for (size_t i = 0; i < sc->recs[k]->nops; i++)
-                tmax = fmax(tmax, (sc->recs[k]->ops[i].end_us - t0) / 1000);
     } else {
         int first = ao_metric_find("busy_compute_ms");
         for (int k = 0; k < nr; k++) {
@@ -480,13 +481,12 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
             }
             free(col);
         }
-        (void)nm;
     }
     for (int s = 0; s < AO_NSTREAMS; s++) nlanes += used[s];
     legend_item leg[4] = {{"compute", C_COMPUTE, 1},
                           {"communication", C_COMM, 1},
                           {"copy", C_COPY, 1},
-                          {"overlap (compute and comm)", C_OVERLAP, 1}};
+                          {"overlap (compute and comm)", C_OVERLAP_LIGHT, 1}};
     size_t nleg = sc->recs ? 4 : 3;
     frame f;
     nice_axis(0, tmax > 0 ? tmax : 1, 8, &f.ax);
@@ -512,12 +512,12 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
                sc->recs ? NULL
                         : "degraded view: no record has per-op intervals (profiling was off); "
                           "bars are busy totals, not positions in time");
-    draw_axes(cr, &f, sc->recs ? "time from the step's first op (ms)" : "busy time (ms)", NULL, 0);
+    draw_axes(cr, &f, sc->recs ? "time from the rank's first op of the step (ms)" : "busy time (ms)", NULL, 0);
     double y = f.y0 + 8;
     for (int k = 0; k < nr; k++) {
         double ytop = y;
         double ybot = y + nlanes * (LANE_H + LANE_GAP) - LANE_GAP;
-        if (sc->recs) shade_overlap(cr, &f, sc->recs[k], t0, ytop - 2, ybot + 2);
+        if (sc->recs) shade_overlap(cr, &f, sc->recs[k], t0[k], ytop - 2, ybot + 2);
         for (int s = 0; s < AO_NSTREAMS; s++) {
             if (!used[s]) continue;
             set_rgb(cr, C_TEXT, 1);
@@ -530,8 +530,8 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
                 for (size_t i = 0; i < r->nops; i++) {
                     const ao_op *op = &r->ops[i];
                     if (op->stream != s) continue;
-                    double a = px(&f, (op->start_us - t0) / 1000);
-                    double b = px(&f, (op->end_us - t0) / 1000);
+                    double a = px(&f, (op->start_us - t0[k]) / 1000);
+                    double b = px(&f, (op->end_us - t0[k]) / 1000);
                     set_rgb(cr, class_color(op->cls), 0.9);
                     cairo_rectangle(cr, a, y, fmax(b - a, 0.8), LANE_H);
                     cairo_fill(cr);
@@ -622,47 +622,57 @@ typedef struct breakdown_ctx {
     size_t n;
 } breakdown_ctx;
 
-static void breakdown_parts(const ao_summary *s, double part[4])
+#define NPARTS 5
+
+/* Medians of the parts; the last is what the others leave of the median step
+ * (copies running alone, and the medians not adding up exactly). */
+static void breakdown_parts(const ao_summary *s, double part[NPARTS])
 {
     double ov = s->metrics[ao_metric_find("overlap_ms")].all.p50;
     part[0] = ov;
     part[1] = s->metrics[ao_metric_find("exposed_comm_ms")].all.p50;
     part[2] = s->metrics[ao_metric_find("compute_ms")].all.p50 - ov;
     part[3] = s->metrics[ao_metric_find("idle_ms")].all.p50;
-    for (int i = 0; i < 4; i++)
+    part[4] = s->metrics[ao_metric_find("step_ms")].all.p50;
+    for (int i = 0; i < NPARTS - 1; i++) {
         if (!(part[i] > 0)) part[i] = 0;
+        part[4] -= part[i];
+    }
+    if (!(part[4] > 0)) part[4] = 0;
 }
 
 static void draw_breakdown(cairo_t *cr, double w, double h, const void *vctx)
 {
     const breakdown_ctx *bc = vctx;
-    legend_item leg[4] = {{"overlapped (compute and comm)", C_OVERLAP, 1},
-                          {"exposed comm", C_EXPOSED, 1},
-                          {"compute alone", C_COMPUTE, 1},
-                          {"idle", C_IDLE, 1}};
+    legend_item leg[NPARTS] = {{"overlapped (compute and comm)", C_OVERLAP, 1},
+                               {"exposed comm", C_EXPOSED, 1},
+                               {"compute alone", C_COMPUTE, 1},
+                               {"idle", C_IDLE, 1},
+                               {"copies alone, other", C_COPY, 1}};
     double tmax = 0, lw = 0;
     font(cr, FONT_SIZE, 0);
     for (size_t i = 0; i < bc->n; i++) {
-        double p[4];
+        double p[NPARTS], sum = 0;
         breakdown_parts(&bc->s[i], p);
-        tmax = fmax(tmax, p[0] + p[1] + p[2] + p[3]);
+        for (int j = 0; j < NPARTS; j++) sum += p[j];
+        tmax = fmax(tmax, sum);
         lw = fmax(lw, text_width(cr, bc->s[i].label));
     }
     frame f;
     nice_axis(0, tmax > 0 ? tmax : 1, 8, &f.ax);
     f.ay = (axis){0, 1, 1};
     f.x0 = lw + 20;
-    f.x1 = w - legend_width(cr, leg, 4) - 20;
+    f.x1 = w - legend_width(cr, leg, NPARTS) - 20;
     f.y0 = 50;
     f.y1 = h - 50;
     draw_title(cr, w, "Where the step's time goes (medians)", NULL);
     draw_axes(cr, &f, "time per step (ms)", NULL, 0);
     double row = (f.y1 - f.y0) / (double)bc->n, bar = fmin(row * 0.6, 40);
-    const rgb colors[4] = {C_OVERLAP, C_EXPOSED, C_COMPUTE, C_IDLE};
+    const rgb colors[NPARTS] = {C_OVERLAP, C_EXPOSED, C_COMPUTE, C_IDLE, C_COPY};
     for (size_t i = 0; i < bc->n; i++) {
-        double p[4], x = 0, yc = f.y0 + row * ((double)i + 0.5);
+        double p[NPARTS], x = 0, yc = f.y0 + row * ((double)i + 0.5);
         breakdown_parts(&bc->s[i], p);
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < NPARTS; j++) {
             set_rgb(cr, colors[j], 0.9);
             cairo_rectangle(cr, px(&f, x), yc - bar / 2, px(&f, x + p[j]) - px(&f, x), bar);
             cairo_fill(cr);
@@ -672,14 +682,14 @@ static void draw_breakdown(cairo_t *cr, double w, double h, const void *vctx)
         font(cr, FONT_SIZE, 0);
         text_at(cr, f.x0 - 6, yc, 1, bc->s[i].label);
     }
-    draw_legend(cr, f.x1 + 20, f.y0 + 8, leg, 4);
+    draw_legend(cr, f.x1 + 20, f.y0 + 8, leg, NPARTS);
 }
 
 int ao_chart_overlap_breakdown(const char *dir, const ao_summary *sums, size_t n)
 {
     if (n == 0) return 0;
     breakdown_ctx bc = {sums, n};
-    return render(dir, "overlap_breakdown", 1000, 110 + 60 * (double)n, draw_breakdown, &bc);
+    return render(dir, "overlap_breakdown", 1000, 150 + 60 * (double)n, draw_breakdown, &bc);
 }
 
 /* ---- comparison ---------------------------------------------------------------------- */
