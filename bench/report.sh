@@ -20,7 +20,7 @@ timed() {
     t0=$(date +%s.%N)
     "$@" >/dev/null
     t1=$(date +%s.%N)
-    echo "$(echo "$t1 - $t0" | bc)"
+    echo "$t1 - $t0" | bc
 }
 for i in 1 2 3; do
     echo "one label (8 x 10000), run $i: $(timed "$AORTA" report --log-dir "$TMP/a" --label a --output "$TMP/out1") s"
