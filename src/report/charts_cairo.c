@@ -20,8 +20,8 @@ typedef struct rgb {
 static const rgb C_STEP = {0.20, 0.20, 0.20}, C_COMPUTE = {0.16, 0.42, 0.75},
                  C_COMM = {0.93, 0.53, 0.13}, C_EXPOSED = {0.80, 0.15, 0.15},
                  C_COPY = {0.20, 0.63, 0.30}, C_OVERLAP = {0.55, 0.35, 0.75},
-                 C_IDLE = {0.70, 0.70, 0.70}, C_OVERLAP_LIGHT = {0.86, 0.81, 0.93}, C_GRID = {0.88, 0.88, 0.88},
-                 C_TEXT = {0.10, 0.10, 0.10};
+                 C_IDLE = {0.70, 0.70, 0.70}, C_OVERLAP_LIGHT = {0.86, 0.81, 0.93},
+                 C_GRID = {0.88, 0.88, 0.88}, C_TEXT = {0.10, 0.10, 0.10};
 
 #define FONT_SIZE  12.0
 #define TITLE_SIZE 15.0
@@ -512,7 +512,9 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
                sc->recs ? NULL
                         : "degraded view: no record has per-op intervals (profiling was off); "
                           "bars are busy totals, not positions in time");
-    draw_axes(cr, &f, sc->recs ? "time from the rank's first op of the step (ms)" : "busy time (ms)", NULL, 0);
+    draw_axes(cr, &f,
+              sc->recs ? "time from the rank's first op of the step (ms)" : "busy time (ms)", NULL,
+              0);
     double y = f.y0 + 8;
     for (int k = 0; k < nr; k++) {
         double ytop = y;
