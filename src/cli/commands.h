@@ -4,4 +4,5 @@
 AO_COMMAND(config, "show, validate or document the configuration")
 AO_COMMAND(coll, "collective bandwidth (nccl-tests columns), optionally under a GEMM")
 AO_COMMAND(sdma, "GEMM vs DMA copy overlap on two streams")
+AO_COMMAND(report, "summaries, comparisons with verdicts, charts and HTML from run directories")
 AO_COMMAND(sweep, "axes and environment sweeps over train, coll and sdma")

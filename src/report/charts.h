@@ -1,0 +1,38 @@
+/* The report's charts, drawn with cairo as PNG and SVG (same drawing code
+ * for both surfaces). Each function writes {dir}/{name}.png and
+ * {dir}/{name}.svg and returns 0, or AO_EXIT_FAIL after printing why.
+ * Built only with cairo (AORTA_HAVE_CAIRO).
+ *
+ * Every chart has axis labels with units, "nice" tick values (1, 2, 5 x 10^k),
+ * a legend outside the plot area, and text placed after measuring its extents
+ * so that labels do not overlap (tick labels that would collide are thinned). */
+#ifndef AORTA_REPORT_CHARTS_H
+#define AORTA_REPORT_CHARTS_H
+
+#include <stddef.h>
+
+#include "report/compare.h"
+#include "report/rundata.h"
+#include "report/summary.h"
+
+/* {label}_timeline: step, compute, comm and exposed comm per step; thin
+ * lines per rank, the median over ranks bold. Long runs are binned (mean per
+ * bin) to at most 1000 points, and the axis says so. */
+int ao_chart_timeline(const char *dir, const char *label, const ao_run_data *runs, size_t nruns);
+
+/* {label}_streams: one iteration as lanes per stream per rank, ops as bars,
+ * compute/communication overlap shaded. The iteration is the profiled step
+ * (a step every rank recorded ops for) whose slowest rank's step time is the
+ * median of those steps. Without ops: per-stream busy medians as bars from
+ * 0, and the chart says it is a degraded view. */
+int ao_chart_streams(const char *dir, const char *label, const ao_run_data *runs, size_t nruns);
+
+/* overlap_breakdown: per label a stacked bar of median overlapped, exposed
+ * communication, compute alone and idle time. */
+int ao_chart_overlap_breakdown(const char *dir, const ao_summary *sums, size_t n);
+
+/* comparison: per metric, the candidate's change relative to the reference
+ * (percent) with the bootstrap CI as whiskers, coloured by verdict. */
+int ao_chart_comparison(const char *dir, const ao_comparison *c);
+
+#endif

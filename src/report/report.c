@@ -1,0 +1,247 @@
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "core/json.h"
+#include "report/compare.h"
+#include "report/html.h"
+#include "report/report.h"
+#include "report/summary.h"
+#if AORTA_HAVE_CAIRO
+#include "report/charts.h"
+#endif
+
+int ao_report_check_label(const char *label)
+{
+    size_t n = strlen(label);
+    if (n == 0 || n > 64 || label[0] == '.' ||
+        strspn(label, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != n) {
+        ao_error("--label",
+                 "'%s' cannot name files; allowed: 1 to 64 of A-Z a-z 0-9 . _ - (not starting "
+                 "with '.')",
+                 label);
+        return AO_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path)
+{
+    char *p = ao_strdup(path);
+    int rc = 0;
+    for (char *s = p + 1;; s++) {
+        if (*s == '/' || *s == '\0') {
+            char c = *s;
+            *s = '\0';
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) rc = -1;
+            *s = c;
+            if (c == '\0') break;
+        }
+    }
+    struct stat st;
+    if (rc == 0 && (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))) rc = -1;
+    if (rc)
+        ao_error("--output", "%s: cannot make the directory: %s", path,
+                 errno ? strerror(errno) : "a file is in the way");
+    free(p);
+    return rc;
+}
+
+typedef struct label_runs {
+    ao_run_data *runs;
+    size_t n;
+} label_runs;
+
+static int find_label(const ao_report_opts *o, const char *flag, const char *name)
+{
+    for (size_t i = 0; i < o->nlabels; i++)
+        if (strcmp(o->labels[i], name) == 0) return (int)i;
+    ao_error(flag, "'%s' is not one of the labels given with --label", name);
+    return -1;
+}
+
+static int write_summary_json(const char *path, const ao_summary *s, size_t n,
+                              const ao_comparison *c)
+{
+    yajl_gen g = ao_json_gen_new(1);
+    yajl_gen_status st = yajl_gen_map_open(g);
+    if (st == yajl_gen_status_ok) st = ao_json_gen_str(g, "schema");
+    if (st == yajl_gen_status_ok) st = yajl_gen_integer(g, 1);
+    if (st == yajl_gen_status_ok) st = ao_json_gen_str(g, "labels");
+    if (st == yajl_gen_status_ok) st = yajl_gen_array_open(g);
+    for (size_t i = 0; i < n && st == yajl_gen_status_ok; i++) st = ao_summary_gen(g, &s[i]);
+    if (st == yajl_gen_status_ok) st = yajl_gen_array_close(g);
+    if (st == yajl_gen_status_ok) st = ao_json_gen_str(g, "comparison");
+    if (st == yajl_gen_status_ok) st = c ? ao_comparison_gen(g, c) : yajl_gen_null(g);
+    if (st == yajl_gen_status_ok) st = yajl_gen_map_close(g);
+    int rc = 0;
+    if (st != yajl_gen_status_ok) {
+        ao_error(path, "JSON generation failed (yajl status %d)", (int)st);
+        rc = AO_EXIT_FAIL;
+    } else if (ao_json_write_atomic(path, g) != 0) {
+        rc = AO_EXIT_FAIL;
+    }
+    yajl_gen_free(g);
+    return rc;
+}
+
+static void print_verdicts(FILE *out, const ao_comparison *c)
+{
+    fprintf(out, "\n%s vs %s (reference): median, 95%% bootstrap CI of the difference\n",
+            c->candidate, c->reference);
+    for (size_t i = 0; i < c->nmetrics; i++) {
+        const ao_metric_cmp *m = &c->metrics[i];
+        fprintf(out, "  %-26s %12.4g -> %-12.4g [%+.4g, %+.4g]  %s\n", ao_metric(m->metric)->name,
+                m->ref_median, m->cand_median, m->ci.lo, m->ci.hi, ao_verdict_name(m->verdict));
+    }
+    for (size_t i = 0; i < c->ndiffs; i++)
+        fprintf(out, "  setting %s: %s -> %s\n", c->diffs[i].key,
+                c->diffs[i].reference ? c->diffs[i].reference : "(not set)",
+                c->diffs[i].candidate ? c->diffs[i].candidate : "(not set)");
+}
+
+static int draw_charts(const ao_report_opts *o, const label_runs *lr, const ao_summary *sums,
+                       const ao_comparison *cmp, ao_html_chart *charts, char **names,
+                       size_t *ncharts)
+{
+    *ncharts = 0;
+    int rc = 0;
+    for (size_t i = 0; i < o->nlabels; i++) {
+        names[*ncharts] = ao_asprintf("%s_timeline", o->labels[i]);
+        charts[*ncharts] =
+            (ao_html_chart){names[*ncharts], "Time per step: step, compute, communication and "
+                                             "exposed communication; thin lines are ranks, bold "
+                                             "the median over ranks."};
+        (*ncharts)++;
+        names[*ncharts] = ao_asprintf("%s_streams", o->labels[i]);
+        charts[*ncharts] =
+            (ao_html_chart){names[*ncharts], "The median profiled step as lanes per stream and "
+                                             "rank; shading marks compute overlapping "
+                                             "communication."};
+        (*ncharts)++;
+#if AORTA_HAVE_CAIRO
+        if (o->charts && rc == 0)
+            rc = ao_chart_timeline(o->output, o->labels[i], lr[i].runs, lr[i].n);
+        if (o->charts && rc == 0)
+            rc = ao_chart_streams(o->output, o->labels[i], lr[i].runs, lr[i].n);
+#endif
+    }
+    names[*ncharts] = NULL;
+    charts[(*ncharts)++] =
+        (ao_html_chart){"overlap_breakdown", "Median step split into overlapped time, exposed "
+                                             "communication, compute alone and idle time."};
+#if AORTA_HAVE_CAIRO
+    if (o->charts && rc == 0) rc = ao_chart_overlap_breakdown(o->output, sums, o->nlabels);
+#endif
+    if (cmp) {
+        names[*ncharts] = NULL;
+        charts[(*ncharts)++] =
+            (ao_html_chart){"comparison", "Candidate vs reference per metric: change of the "
+                                          "median with its 95% bootstrap CI."};
+#if AORTA_HAVE_CAIRO
+        if (o->charts && rc == 0) rc = ao_chart_comparison(o->output, cmp);
+#endif
+    }
+#if !AORTA_HAVE_CAIRO
+    (void)lr;
+    (void)sums;
+    if (o->charts) ao_warn("this aorta was built without cairo: no charts");
+#endif
+    return rc;
+}
+
+int ao_report_generate(const ao_report_opts *o)
+{
+    if (o->nlabels == 0) {
+        ao_error("report", "no --log-dir given");
+        return AO_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < o->nlabels; i++) {
+        if (ao_report_check_label(o->labels[i])) return AO_EXIT_USAGE;
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(o->labels[i], o->labels[j]) == 0) {
+                ao_error("--label", "'%s' is given twice; labels must differ", o->labels[i]);
+                return AO_EXIT_USAGE;
+            }
+        }
+    }
+    int ref = -1, cand = -1;
+    if (!o->reference != !o->candidate) {
+        ao_error(o->reference ? "--reference" : "--candidate",
+                 "a comparison needs both --reference and --candidate");
+        return AO_EXIT_USAGE;
+    }
+    if (o->reference) {
+        if ((ref = find_label(o, "--reference", o->reference)) < 0 ||
+            (cand = find_label(o, "--candidate", o->candidate)) < 0)
+            return AO_EXIT_USAGE;
+        if (ref == cand) {
+            ao_error("--candidate", "'%s' is also the reference; compare two different labels",
+                     o->candidate);
+            return AO_EXIT_USAGE;
+        }
+    }
+
+    int rc = 0;
+    label_runs *lr = ao_calloc(o->nlabels, sizeof *lr);
+    ao_summary *sums = ao_calloc(o->nlabels, sizeof *sums);
+    size_t built = 0;
+    for (size_t i = 0; i < o->nlabels && rc == 0; i++) {
+        char **dirs;
+        size_t nd;
+        rc = ao_run_dirs_resolve(o->log_dirs[i], o->all_runs, &dirs, &nd);
+        if (rc) break;
+        lr[i].runs = ao_calloc(nd, sizeof *lr[i].runs);
+        for (size_t d = 0; d < nd && rc == 0; d++) {
+            rc = ao_run_load(dirs[d], o->skip_steps, &lr[i].runs[d]);
+            lr[i].n = d + 1;
+        }
+        ao_run_dirs_free(dirs, nd);
+        if (rc == 0) {
+            rc = ao_summary_build(o->labels[i], lr[i].runs, lr[i].n, &sums[i]);
+            built = i + 1;
+        }
+    }
+    ao_comparison cmp, *cp = NULL;
+    if (rc == 0 && ref >= 0) {
+        ao_compare(o->labels[ref], lr[ref].runs, lr[ref].n, o->labels[cand], lr[cand].runs,
+                   lr[cand].n, &cmp);
+        cp = &cmp;
+    }
+    if (rc == 0 && make_dirs(o->output) != 0) rc = AO_EXIT_USAGE;
+    if (rc == 0) {
+        char *path = ao_asprintf("%s/summary.json", o->output);
+        rc = write_summary_json(path, sums, o->nlabels, cp);
+        free(path);
+    }
+    ao_html_chart *charts = ao_calloc(2 * o->nlabels + 2, sizeof *charts);
+    char **names = ao_calloc(2 * o->nlabels + 2, sizeof *names);
+    size_t ncharts = 0;
+    if (rc == 0) rc = draw_charts(o, lr, sums, cp, charts, names, &ncharts);
+    if (rc == 0) {
+        char *path = ao_asprintf("%s/index.html", o->output);
+        rc = ao_html_write(path, o->output, sums, o->nlabels, cp, charts, ncharts);
+        free(path);
+    }
+    if (rc == 0 && o->out) {
+        for (size_t i = 0; i < o->nlabels; i++) ao_summary_print(o->out, &sums[i]);
+        if (cp) print_verdicts(o->out, cp);
+        fprintf(o->out, "\nwrote %s/summary.json and %s/index.html\n", o->output, o->output);
+    }
+    for (size_t i = 0; i < ncharts; i++) free(names[i]);
+    free(names);
+    free(charts);
+    if (cp) ao_comparison_free(cp);
+    for (size_t i = 0; i < built; i++) ao_summary_free(&sums[i]);
+    if (rc && built < o->nlabels) ao_summary_free(&sums[built]);
+    free(sums);
+    for (size_t i = 0; i < o->nlabels; i++) {
+        for (size_t d = 0; d < lr[i].n; d++) ao_run_free(&lr[i].runs[d]);
+        free(lr[i].runs);
+    }
+    free(lr);
+    return rc;
+}
