@@ -110,6 +110,7 @@ static void check_png_svg(const char *out, const char *name)
 #endif
 }
 
+#if AORTA_HAVE_CAIRO
 /* Count of non-overlapping occurrences of needle. */
 static size_t count(const char *hay, const char *needle)
 {
@@ -117,6 +118,7 @@ static size_t count(const char *hay, const char *needle)
     for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
     return n;
 }
+#endif
 
 static void test_full_report(void **state)
 {
