@@ -67,7 +67,7 @@ static const struct ao_enum_name dtypes[] = {{"fp32", AO_PRECISION_FP32},
 static const struct ao_enum_name placements[] = {
     {"host", AO_PLACEMENT_HOST}, {"device", AO_PLACEMENT_DEVICE}, {NULL, 0}};
 static const struct ao_enum_name targets[] = {
-    {"teacher", AO_TARGET_TEACHER}, {"random", AO_TARGET_RANDOM}, {NULL, 0}};
+    {"teacher", AO_DATASET_TARGET_TEACHER}, {"random", AO_DATASET_TARGET_RANDOM}, {NULL, 0}};
 static const struct ao_enum_name shardings[] = {{"full_shard", AO_SHARD_FULL},
                                                 {"shard_grad_op", AO_SHARD_GRAD_OP},
                                                 {"no_shard", AO_SHARD_NONE},

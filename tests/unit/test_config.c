@@ -126,7 +126,7 @@ static void test_defaults_are_the_seeds(void **state)
     assert_true(cfg.optimizer.eps == 1e-8);
     assert_int_equal(cfg.dataset.vocab_size, 60000);
     assert_int_equal(cfg.dataset.placement, AO_PLACEMENT_HOST);
-    assert_int_equal(cfg.dataset.target, AO_TARGET_RANDOM);
+    assert_int_equal(cfg.dataset.target, AO_DATASET_TARGET_RANDOM);
     assert_int_equal(cfg.model.model_dim, 768);
     assert_true(cfg.model.dropout == 0.1);
     assert_int_equal(cfg.model.ff_dim, 0);

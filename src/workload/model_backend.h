@@ -1,0 +1,61 @@
+/* What a device backend implements to run the model (model.h), and the model
+ * state every backend shares.
+ *
+ * model.c checks the shape and the arguments and dispatches each pass through
+ * the table of the device's backend; a backend only enqueues its work. A new
+ * backend (model_cuda.c) adds its table here and to model.c's list, and
+ * model.h's callers do not change.
+ *
+ * Activation layout, the same for every backend (N = B*T tokens):
+ *   x[l], l = 0..L  [N, d]  input of encoder layer l+1 (x[0] the input stage's
+ *                           output, x[L] the head's input)
+ *   dx[l % 2]       [N, d]  gradient w.r.t. x[l] during backward (ping-pong)
+ * plus what each op saves for its backward (ops_ref.h's *_saved) and one
+ * scratch area sized for the largest backward. Dropout of encoder layer l
+ * (unit l, 1..L) is keyed by ao_dropout_cfg.layer = l. */
+#ifndef AORTA_WORKLOAD_MODEL_BACKEND_H
+#define AORTA_WORKLOAD_MODEL_BACKEND_H
+
+#include "workload/model.h"
+#include "workload/ops_ref.h"
+
+struct ao_model_backend {
+    const char *device_backend; /* ao_device_backend() of the devices it serves */
+    /* Allocates the activations of m->shape on m->dev into m->impl; 0 or
+     * AO_EXIT_FAIL after printing why. */
+    int (*create)(ao_model *m);
+    void (*destroy)(ao_model *m);
+    void (*forward_input)(ao_model *m, ao_stream *s, const float *root, const ao_batch *b,
+                          int64_t step);
+    void (*forward_layer)(ao_model *m, ao_stream *s, int layer, const float *params,
+                          const ao_batch *b, int64_t step);
+    void (*forward_head)(ao_model *m, ao_stream *s, const float *root, const ao_batch *b,
+                         double normalizer, float *loss_dev);
+    void (*backward_head)(ao_model *m, ao_stream *s, const float *root, float *root_grad,
+                          const ao_batch *b, double normalizer);
+    void (*backward_layer)(ao_model *m, ao_stream *s, int layer, const float *params, float *grad,
+                           const ao_batch *b, int64_t step);
+    void (*backward_input)(ao_model *m, ao_stream *s, const float *root, float *root_grad,
+                           const ao_batch *b);
+};
+
+struct ao_model {
+    ao_device *dev;
+    ao_model_shape shape;
+    const struct ao_model_backend *backend;
+    void *impl; /* the backend's state */
+};
+
+extern const struct ao_model_backend ao_model_cpu_backend;
+
+/* The ops_ref shapes of the model's parts for one micro-batch. */
+ao_input_shape ao_model_input_shape(const ao_model_shape *shape);
+ao_encoder_shape ao_model_encoder_shape(const ao_model_shape *shape);
+ao_head_shape ao_model_head_shape(const ao_model_shape *shape);
+
+/* Offsets of the input and head parts inside the root unit's flat buffer:
+ * the input stage's parameters come first (ao_input_weights_bind), the head's
+ * follow (ao_head_weights_bind). */
+size_t ao_model_root_head_offset(const ao_model_shape *shape);
+
+#endif
