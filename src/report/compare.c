@@ -1,0 +1,304 @@
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/json.h"
+#include "report/compare.h"
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+const char *ao_verdict_name(ao_verdict v)
+{
+    switch (v) {
+    case AO_VERDICT_BETTER:
+        return "better";
+    case AO_VERDICT_WORSE:
+        return "worse";
+    case AO_VERDICT_SAME:
+        return "no significant difference";
+    case AO_VERDICT_DIFFERENT:
+        return "different";
+    case AO_VERDICT_NA:
+        break;
+    }
+    return "n/a";
+}
+
+ao_verdict ao_compare_verdict(ao_better better, double ref_median, double cand_median,
+                              const ao_stats_ci *ci)
+{
+    if (isnan(ref_median) || isnan(cand_median) || isnan(ci->lo) || isnan(ci->hi))
+        return AO_VERDICT_NA;
+    double diff = cand_median - ref_median;
+    double scale = fmax(fabs(ref_median), fabs(cand_median));
+    if ((ci->lo <= 0 && ci->hi >= 0) || fabs(diff) < AO_COMPARE_MIN_REL * scale)
+        return AO_VERDICT_SAME;
+    if (better == AO_BETTER_NEITHER) return AO_VERDICT_DIFFERENT;
+    return (diff < 0) == (better == AO_BETTER_LOWER) ? AO_VERDICT_BETTER : AO_VERDICT_WORSE;
+}
+
+/* The first and last kept step over the ranks of a run (hi < lo: none). */
+static void step_range(const ao_run_data *run, long long *lo, long long *hi)
+{
+    *lo = 0;
+    *hi = -1;
+    for (int k = 0; k < run->nranks; k++) {
+        const ao_rank_data *rd = &run->ranks[k];
+        if (rd->n == 0) continue;
+        if (*hi < *lo || rd->steps[0] < *lo) *lo = rd->steps[0];
+        if (rd->steps[rd->n - 1] > *hi) *hi = rd->steps[rd->n - 1];
+    }
+}
+
+double *ao_step_samples(const ao_run_data *runs, size_t nruns, size_t m, size_t *n)
+{
+    size_t total = 0;
+    for (size_t r = 0; r < nruns; r++) {
+        long long lo, hi;
+        step_range(&runs[r], &lo, &hi);
+        if (hi >= lo) total += (size_t)(hi - lo + 1);
+    }
+    double *out = ao_malloc((total ? total : 1) * sizeof *out);
+    *n = 0;
+    size_t nm = ao_metric_count();
+    for (size_t r = 0; r < nruns; r++) {
+        long long lo, hi;
+        step_range(&runs[r], &lo, &hi);
+        if (hi < lo) continue;
+        size_t span = (size_t)(hi - lo + 1);
+        double *sum = ao_calloc(span, sizeof *sum);
+        int *cnt = ao_calloc(span, sizeof *cnt);
+        for (int k = 0; k < runs[r].nranks; k++) {
+            const ao_rank_data *rd = &runs[r].ranks[k];
+            for (size_t i = 0; i < rd->n; i++) {
+                double v = rd->rows[i * nm + m];
+                if (isnan(v)) continue;
+                size_t j = (size_t)(rd->steps[i] - lo);
+                sum[j] += v;
+                cnt[j]++;
+            }
+        }
+        for (size_t j = 0; j < span; j++)
+            if (cnt[j]) out[(*n)++] = sum[j] / cnt[j];
+        free(sum);
+        free(cnt);
+    }
+    return out;
+}
+
+/* ---- settings ---------------------------------------------------------------- */
+
+typedef struct setting {
+    char *key, *value;
+} setting;
+
+typedef struct settings {
+    setting *v;
+    size_t n;
+} settings;
+
+static void settings_add(settings *s, const char *key, yajl_val v)
+{
+    char text[512];
+    ao_json_value_text(v, text, sizeof text);
+    s->v = ao_realloc(s->v, (s->n + 1) * sizeof *s->v);
+    s->v[s->n].key = ao_strdup(key);
+    s->v[s->n].value = ao_strdup(text);
+    s->n++;
+}
+
+/* Environment variables that describe the job rather than the setup (ids,
+ * ports, the job's own run id) would make every pair of runs "differ": only
+ * the device and communication libraries' variables and aorta's own are
+ * compared. */
+static const char *const env_compared[] = {"NCCL_", "RCCL_", "CUDA_", "HIP_", "HSA_", "AORTA_"};
+
+static void collect_settings(const ao_run_data *r, settings *s)
+{
+    memset(s, 0, sizeof *s);
+    if (!r->run) return;
+    static const char *const top[] = {"command", "world_size", "host"};
+    for (size_t i = 0; i < NELEM(top); i++) {
+        yajl_val v = ao_json_member(r->run, top[i]);
+        if (v) settings_add(s, top[i], v);
+    }
+    yajl_val cfg = ao_json_member(r->run, "config");
+    if (YAJL_IS_OBJECT(cfg))
+        for (size_t i = 0; i < cfg->u.object.len; i++)
+            settings_add(s, cfg->u.object.keys[i],
+                         ao_json_member(cfg->u.object.values[i], "value"));
+    yajl_val env = ao_json_member(r->run, "env");
+    if (!YAJL_IS_OBJECT(env)) return;
+    for (size_t i = 0; i < env->u.object.len; i++) {
+        const char *k = env->u.object.keys[i];
+        if (strcmp(k, "AORTA_RUN_ID") == 0) continue;
+        for (size_t p = 0; p < NELEM(env_compared); p++) {
+            if (strncmp(k, env_compared[p], strlen(env_compared[p])) != 0) continue;
+            char key[300];
+            snprintf(key, sizeof key, "env.%s", k);
+            settings_add(s, key, env->u.object.values[i]);
+            break;
+        }
+    }
+}
+
+static const char *settings_get(const settings *s, const char *key)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->v[i].key, key) == 0) return s->v[i].value;
+    return NULL;
+}
+
+static void settings_free(settings *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->v[i].key);
+        free(s->v[i].value);
+    }
+    free(s->v);
+}
+
+static void add_diff(ao_comparison *c, const char *key, const char *a, const char *b)
+{
+    c->diffs = ao_realloc(c->diffs, (c->ndiffs + 1) * sizeof *c->diffs);
+    ao_setting_diff *d = &c->diffs[c->ndiffs++];
+    d->key = ao_strdup(key);
+    d->reference = a ? ao_strdup(a) : NULL;
+    d->candidate = b ? ao_strdup(b) : NULL;
+}
+
+static void diff_settings(const ao_run_data *ref, const ao_run_data *cand, ao_comparison *c)
+{
+    settings a, b;
+    collect_settings(ref, &a);
+    collect_settings(cand, &b);
+    for (size_t i = 0; i < a.n; i++) {
+        const char *other = settings_get(&b, a.v[i].key);
+        if (!other || strcmp(other, a.v[i].value) != 0)
+            add_diff(c, a.v[i].key, a.v[i].value, other);
+    }
+    for (size_t i = 0; i < b.n; i++)
+        if (!settings_get(&a, b.v[i].key)) add_diff(c, b.v[i].key, NULL, b.v[i].value);
+    settings_free(&a);
+    settings_free(&b);
+}
+
+/* ---- comparison ---------------------------------------------------------------- */
+
+void ao_compare(const char *ref_label, const ao_run_data *ref, size_t nref, const char *cand_label,
+                const ao_run_data *cand, size_t ncand, ao_comparison *out)
+{
+    memset(out, 0, sizeof *out);
+    out->reference = ao_strdup(ref_label);
+    out->candidate = ao_strdup(cand_label);
+    size_t nm = ao_metric_count();
+    out->metrics = ao_calloc(nm, sizeof *out->metrics);
+    for (size_t m = 0; m < nm; m++) {
+        const ao_metric_def *d = ao_metric(m);
+        if (!d->headline) continue;
+        size_t na, nb;
+        double *a = ao_step_samples(ref, nref, m, &na);
+        double *b = ao_step_samples(cand, ncand, m, &nb);
+        if (na > 0 || nb > 0) {
+            ao_metric_cmp *mc = &out->metrics[out->nmetrics++];
+            mc->metric = m;
+            mc->nref = na;
+            mc->ncand = nb;
+            mc->ref_median = ao_stats_median(a, na);
+            mc->cand_median = ao_stats_median(b, nb);
+            mc->diff = mc->cand_median - mc->ref_median;
+            mc->ratio = mc->ref_median != 0 ? mc->cand_median / mc->ref_median : NAN;
+            /* one seed per metric: the intervals do not share resamples */
+            ao_stats_bootstrap_median_diff(a, na, b, nb, AO_COMPARE_RESAMPLES, AO_COMPARE_LEVEL,
+                                           AO_COMPARE_SEED + m, &mc->ci);
+            mc->verdict = ao_compare_verdict(d->better, mc->ref_median, mc->cand_median, &mc->ci);
+        }
+        free(a);
+        free(b);
+    }
+    if (nref > 0 && ncand > 0) diff_settings(&ref[0], &cand[0], out);
+}
+
+void ao_comparison_free(ao_comparison *c)
+{
+    free(c->reference);
+    free(c->candidate);
+    free(c->metrics);
+    for (size_t i = 0; i < c->ndiffs; i++) {
+        free(c->diffs[i].key);
+        free(c->diffs[i].reference);
+        free(c->diffs[i].candidate);
+    }
+    free(c->diffs);
+    memset(c, 0, sizeof *c);
+}
+
+yajl_gen_status ao_comparison_gen(yajl_gen g, const ao_comparison *c)
+{
+    yajl_gen_status s = yajl_gen_status_ok;
+#define T(call)                                                                                    \
+    do {                                                                                           \
+        if (s == yajl_gen_status_ok) s = (call);                                                   \
+    } while (0)
+#define KEY(k) T(ao_json_gen_str(g, k))
+    T(yajl_gen_map_open(g));
+    KEY("reference");
+    T(ao_json_gen_str(g, c->reference));
+    KEY("candidate");
+    T(ao_json_gen_str(g, c->candidate));
+    KEY("confidence_level");
+    T(ao_json_gen_double(g, AO_COMPARE_LEVEL));
+    KEY("bootstrap_resamples");
+    T(yajl_gen_integer(g, AO_COMPARE_RESAMPLES));
+    KEY("min_relative_difference");
+    T(ao_json_gen_double(g, AO_COMPARE_MIN_REL));
+    KEY("metrics");
+    T(yajl_gen_map_open(g));
+    for (size_t i = 0; i < c->nmetrics; i++) {
+        const ao_metric_cmp *mc = &c->metrics[i];
+        const ao_metric_def *d = ao_metric(mc->metric);
+        KEY(d->name);
+        T(yajl_gen_map_open(g));
+        KEY("unit");
+        T(ao_json_gen_str(g, d->unit));
+        KEY("reference_steps");
+        T(yajl_gen_integer(g, (long long)mc->nref));
+        KEY("candidate_steps");
+        T(yajl_gen_integer(g, (long long)mc->ncand));
+        KEY("reference_median");
+        T(ao_json_gen_double(g, mc->ref_median));
+        KEY("candidate_median");
+        T(ao_json_gen_double(g, mc->cand_median));
+        KEY("ratio");
+        T(ao_json_gen_double(g, mc->ratio));
+        KEY("difference");
+        T(ao_json_gen_double(g, mc->diff));
+        KEY("ci_low");
+        T(ao_json_gen_double(g, mc->ci.lo));
+        KEY("ci_high");
+        T(ao_json_gen_double(g, mc->ci.hi));
+        KEY("verdict");
+        T(ao_json_gen_str(g, ao_verdict_name(mc->verdict)));
+        T(yajl_gen_map_close(g));
+    }
+    T(yajl_gen_map_close(g));
+    KEY("setting_differences");
+    T(yajl_gen_array_open(g));
+    for (size_t i = 0; i < c->ndiffs; i++) {
+        T(yajl_gen_map_open(g));
+        KEY("key");
+        T(ao_json_gen_str(g, c->diffs[i].key));
+        KEY("reference");
+        T(ao_json_gen_str(g, c->diffs[i].reference));
+        KEY("candidate");
+        T(ao_json_gen_str(g, c->diffs[i].candidate));
+        T(yajl_gen_map_close(g));
+    }
+    T(yajl_gen_array_close(g));
+    T(yajl_gen_map_close(g));
+#undef KEY
+#undef T
+    return s;
+}

@@ -1,0 +1,78 @@
+/* Reference vs candidate: for each headline metric, both medians, their
+ * ratio and difference, a seeded bootstrap 95 % confidence interval of the
+ * difference of medians, and a verdict; plus the configuration and
+ * environment differences between the two labels' first runs.
+ *
+ * Samples are per step: the mean over ranks of the metric at that step, so
+ * that the ranks of one step (which move together) do not count as
+ * independent observations. Several runs of a label are concatenated.
+ *
+ * Verdict: "no significant difference" when the interval contains 0, or when
+ * the difference is smaller than AO_COMPARE_MIN_REL (1 %) of the larger
+ * median: a real but tiny change is not worth acting on, and run-to-run
+ * drift of that size is common on shared machines. Otherwise better or worse
+ * by the metric's direction (ao_metric_def.better), or "different" for a
+ * metric with no direction. */
+#ifndef AORTA_REPORT_COMPARE_H
+#define AORTA_REPORT_COMPARE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <yajl/yajl_gen.h>
+
+#include "core/stats.h"
+#include "report/rundata.h"
+
+#define AO_COMPARE_MIN_REL   0.01
+#define AO_COMPARE_LEVEL     0.95
+#define AO_COMPARE_RESAMPLES 1000
+#define AO_COMPARE_SEED      0x5eed2024ULL
+
+typedef enum ao_verdict {
+    AO_VERDICT_BETTER,
+    AO_VERDICT_WORSE,
+    AO_VERDICT_SAME,      /* no significant difference */
+    AO_VERDICT_DIFFERENT, /* significant, the metric has no better direction */
+    AO_VERDICT_NA,        /* a label has no value */
+} ao_verdict;
+const char *ao_verdict_name(ao_verdict v);
+
+typedef struct ao_metric_cmp {
+    size_t metric; /* ao_metric index */
+    size_t nref, ncand;
+    double ref_median, cand_median;
+    double ratio; /* cand / ref; NAN when ref is 0 */
+    double diff;  /* cand - ref */
+    ao_stats_ci ci;
+    ao_verdict verdict;
+} ao_metric_cmp;
+
+typedef struct ao_setting_diff {
+    char *key;       /* "fsdp.sharding_strategy", "env.NCCL_ALGO", "world_size" */
+    char *reference; /* NULL: not set */
+    char *candidate;
+} ao_setting_diff;
+
+typedef struct ao_comparison {
+    char *reference, *candidate; /* labels */
+    ao_metric_cmp *metrics;
+    size_t nmetrics;
+    ao_setting_diff *diffs;
+    size_t ndiffs;
+} ao_comparison;
+
+/* The verdict rule on its own (tested directly). */
+ao_verdict ao_compare_verdict(ao_better better, double ref_median, double cand_median,
+                              const ao_stats_ci *ci);
+
+/* Per-step samples of metric m (mean over ranks), heap array, *n of them. */
+double *ao_step_samples(const ao_run_data *runs, size_t nruns, size_t m, size_t *n);
+
+void ao_compare(const char *ref_label, const ao_run_data *ref, size_t nref, const char *cand_label,
+                const ao_run_data *cand, size_t ncand, ao_comparison *out);
+void ao_comparison_free(ao_comparison *c);
+
+yajl_gen_status ao_comparison_gen(yajl_gen g, const ao_comparison *c);
+
+#endif

@@ -1,0 +1,107 @@
+/* The numbers of one or more run directories, loaded for summaries, charts
+ * and comparisons (DESIGN §7, §8).
+ *
+ * A run directory holds run.json and rank_NN_metrics.jsonl. Loading keeps,
+ * per rank, one row of metric values per `train` record after the warm-up
+ * (the first skip_steps train records of that rank), the §7 fields of the
+ * `compute_only` and `comm_only` baseline records, the numeric members of
+ * "extra.telemetry" when records carry it, and the per-op intervals of up to
+ * AO_RUNDATA_MAX_PROFILED records that have an "ops" array (profiling
+ * windows; the stream chart needs one). Ranks are read in parallel (one
+ * thread per core): the files are independent. */
+#ifndef AORTA_REPORT_RUNDATA_H
+#define AORTA_REPORT_RUNDATA_H
+
+#include <stddef.h>
+
+#include <yajl/yajl_tree.h>
+
+#include "core/jsonl.h"
+
+/* ---- the metrics a summary reports ---------------------------------------- */
+
+typedef enum ao_better { AO_BETTER_LOWER, AO_BETTER_HIGHER, AO_BETTER_NEITHER } ao_better;
+
+typedef struct ao_metric_def {
+    const char *name; /* "step_ms", "busbw_allgather_gbps", "busy_compute_ms" */
+    const char *unit; /* "ms", "tokens/s", "GB/s", "ratio" */
+    ao_better better;
+    int headline; /* compared and charted by `aorta report` */
+} ao_metric_def;
+
+/* Every §7 field of a record, tokens/s, per-collective busbw and per-stream
+ * busy time, in one fixed order. */
+size_t ao_metric_count(void);
+const ao_metric_def *ao_metric(size_t i);
+/* Index of the metric named `name`, or -1. */
+int ao_metric_find(const char *name);
+/* The value of metric i in record r (NAN when undefined: busbw of a
+ * collective kind the step did not run). */
+double ao_metric_value(size_t i, const ao_iter_record *r);
+
+/* ---- one rank, one run ---------------------------------------------------- */
+
+#define AO_RUNDATA_MAX_PROFILED 256
+
+typedef struct ao_telemetry_series {
+    char *key;      /* "gpu_util", "power_w" (a nested member: "gpu0.power_w") */
+    double *values; /* in record order */
+    size_t n, cap;
+} ao_telemetry_series;
+
+typedef struct ao_rank_data {
+    int rank;
+    size_t n;         /* train records kept */
+    long long *steps; /* [n] */
+    double *rows;     /* [n][ao_metric_count()], row-major */
+    double *wall;     /* [n] wall_time of each kept record */
+    size_t cap;
+    size_t skipped;   /* train records dropped as warm-up */
+    size_t truncated; /* unterminated last line skipped by the reader */
+    /* Baseline phases: the §7 fields of each record. */
+    ao_overlap *compute_only, *comm_only;
+    size_t ncompute_only, ncomm_only, cap_compute_only, cap_comm_only;
+    /* Kept train records with per-op intervals (ops owned here). */
+    ao_iter_record *profiled;
+    size_t nprofiled, profiled_dropped;
+    ao_telemetry_series *telemetry;
+    size_t ntelemetry;
+} ao_rank_data;
+
+/* A rank's column of metric m into out[0..rd->n). */
+void ao_rank_column(const ao_rank_data *rd, size_t m, double *out);
+
+typedef struct ao_run_data {
+    char *dir;      /* as given */
+    char *run_id;   /* run.json's run_id, else the directory's base name */
+    yajl_val run;   /* parsed run.json, NULL when the directory has none */
+    int world_size; /* from run.json, else the records */
+    int nranks;     /* metrics files read (rank_0 .. rank_{nranks-1}) */
+    ao_rank_data *ranks;
+    long long skip_steps;
+    const char *skip_origin; /* "--skip-steps", "run.json", "default" */
+} ao_run_data;
+
+/* Load a run directory. skip_steps < 0 takes training.summary_skip_steps from
+ * run.json, else the config default (5). Returns 0, or AO_EXIT_USAGE after
+ * one error line (not a directory, no metrics files, a malformed line or
+ * schema mismatch, ranks that disagree on world_size). */
+int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out);
+void ao_run_free(ao_run_data *r);
+
+/* A --log-dir argument: a run directory (it has run.json or metrics files)
+ * or an output directory, whose `latest` run is taken, or with all_runs every
+ * run directory in it (sorted by name). Heap array of heap strings in *dirs.
+ * Returns 0 or AO_EXIT_USAGE after one error line. */
+int ao_run_dirs_resolve(const char *log_dir, int all_runs, char ***dirs, size_t *n);
+void ao_run_dirs_free(char **dirs, size_t n);
+
+/* A string from run.json: the top-level member `key` when it has no dot,
+ * else config[key].value. NULL when absent. */
+yajl_val ao_run_config_value(const ao_run_data *r, const char *key);
+
+/* A JSON value as short text ("full_shard", "2", "true", "[0.9,0.95]") into
+ * buf; "" for NULL. */
+void ao_json_value_text(yajl_val v, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,448 @@
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/json.h"
+#include "core/rundir.h"
+#include "report/summary.h"
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/* run.json config keys that change how communication and compute overlap. */
+static const char *const knob_keys[] = {
+    "command",
+    "world_size",
+    "distributed.mode",
+    "fsdp.sharding_strategy",
+    "fsdp.forward_prefetch",
+    "fsdp.backward_prefetch",
+    "fsdp.limit_all_gathers",
+    "fsdp.reduce_every_microbatch",
+    "fsdp.param_dtype",
+    "fsdp.reduce_dtype",
+    "training.mixed_precision",
+    "training.batch_size",
+    "training.gradient_accumulation",
+    "distributed.bucket_cap_mb",
+    "distributed.comm_per_stream",
+    "distributed.nccl.min_ctas",
+    "distributed.nccl.max_ctas",
+    "compute.sm_count_target",
+    "streams.compute.priority",
+    "streams.allgather.priority",
+    "streams.reducescatter.priority",
+    "streams.allreduce.priority",
+    "streams.h2d.priority",
+};
+/* Environment variables of the communication library. */
+static const char *const knob_env_prefixes[] = {"NCCL_", "RCCL_"};
+
+static void add_knob(ao_summary *s, const char *key, const char *value)
+{
+    s->knobs = ao_realloc(s->knobs, (s->nknobs + 1) * sizeof *s->knobs);
+    s->knobs[s->nknobs].key = ao_strdup(key);
+    s->knobs[s->nknobs].value = ao_strdup(value);
+    s->nknobs++;
+}
+
+static void collect_knobs(ao_summary *s, const ao_run_data *r)
+{
+    char text[512];
+    for (size_t i = 0; i < NELEM(knob_keys); i++) {
+        yajl_val v = ao_run_config_value(r, knob_keys[i]);
+        if (!v) continue;
+        ao_json_value_text(v, text, sizeof text);
+        add_knob(s, knob_keys[i], text);
+    }
+    yajl_val env = r->run ? ao_json_member(r->run, "env") : NULL;
+    if (!YAJL_IS_OBJECT(env)) return;
+    for (size_t i = 0; i < env->u.object.len; i++) {
+        const char *k = env->u.object.keys[i];
+        for (size_t p = 0; p < NELEM(knob_env_prefixes); p++) {
+            if (strncmp(k, knob_env_prefixes[p], strlen(knob_env_prefixes[p])) != 0) continue;
+            char key[300];
+            snprintf(key, sizeof key, "env.%s", k);
+            ao_json_value_text(env->u.object.values[i], text, sizeof text);
+            add_knob(s, key, text);
+        }
+    }
+}
+
+static void summarize_telemetry(ao_summary *s, const ao_run_data *runs, size_t nruns)
+{
+    for (size_t r = 0; r < nruns; r++) {
+        for (int k = 0; k < runs[r].nranks; k++) {
+            const ao_rank_data *rd = &runs[r].ranks[k];
+            for (size_t t = 0; t < rd->ntelemetry; t++) {
+                size_t j = 0;
+                while (j < s->ntelemetry && strcmp(s->telemetry[j].key, rd->telemetry[t].key)) j++;
+                if (j == s->ntelemetry) {
+                    s->telemetry =
+                        ao_realloc(s->telemetry, (s->ntelemetry + 1) * sizeof *s->telemetry);
+                    s->telemetry[j].key = ao_strdup(rd->telemetry[t].key);
+                    s->ntelemetry++;
+                }
+            }
+        }
+    }
+    for (size_t j = 0; j < s->ntelemetry; j++) {
+        double *all = NULL;
+        size_t n = 0;
+        for (size_t r = 0; r < nruns; r++) {
+            for (int k = 0; k < runs[r].nranks; k++) {
+                const ao_rank_data *rd = &runs[r].ranks[k];
+                for (size_t t = 0; t < rd->ntelemetry; t++) {
+                    if (strcmp(rd->telemetry[t].key, s->telemetry[j].key)) continue;
+                    all = ao_realloc(all, (n + rd->telemetry[t].n + 1) * sizeof *all);
+                    memcpy(all + n, rd->telemetry[t].values, rd->telemetry[t].n * sizeof *all);
+                    n += rd->telemetry[t].n;
+                }
+            }
+        }
+        ao_stats_summarize(all, n, &s->telemetry[j].s);
+        free(all);
+    }
+}
+
+/* Median of an ao_overlap field over the baseline records of all runs. */
+static double baseline_median(const ao_run_data *runs, size_t nruns, int comm, size_t *count)
+{
+    size_t n = 0;
+    for (size_t r = 0; r < nruns; r++)
+        for (int k = 0; k < runs[r].nranks; k++)
+            n += comm ? runs[r].ranks[k].ncomm_only : runs[r].ranks[k].ncompute_only;
+    *count = n;
+    if (n == 0) return NAN;
+    double *v = ao_malloc(n * sizeof *v);
+    size_t i = 0;
+    for (size_t r = 0; r < nruns; r++) {
+        for (int k = 0; k < runs[r].nranks; k++) {
+            const ao_rank_data *rd = &runs[r].ranks[k];
+            if (comm)
+                for (size_t j = 0; j < rd->ncomm_only; j++) v[i++] = rd->comm_only[j].comm_ms;
+            else
+                for (size_t j = 0; j < rd->ncompute_only; j++)
+                    v[i++] = rd->compute_only[j].compute_ms;
+        }
+    }
+    double med = ao_stats_median(v, n);
+    free(v);
+    return med;
+}
+
+int ao_summary_build(const char *label, const ao_run_data *runs, size_t nruns, ao_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    out->label = ao_strdup(label);
+    out->nruns = nruns;
+    out->run_ids = ao_calloc(nruns ? nruns : 1, sizeof *out->run_ids);
+    out->skew.ratio = NAN;
+    out->skew.slowest_rank = out->skew.fastest_rank = -1;
+    size_t total = 0, max_rank_n = 0;
+    for (size_t r = 0; r < nruns; r++) {
+        out->run_ids[r] = ao_strdup(runs[r].run_id);
+        if (runs[r].nranks > out->nranks) out->nranks = runs[r].nranks;
+        if (runs[r].world_size > out->world_size) out->world_size = runs[r].world_size;
+        for (int k = 0; k < runs[r].nranks; k++) {
+            const ao_rank_data *rd = &runs[r].ranks[k];
+            total += rd->n;
+            out->skipped += rd->skipped;
+            out->truncated += rd->truncated;
+            if (rd->n > out->steps) out->steps = rd->n;
+            if (rd->n > max_rank_n) max_rank_n = rd->n;
+        }
+    }
+    out->records = total;
+    if (nruns > 0) {
+        out->skip_steps = runs[0].skip_steps;
+        out->skip_origin = runs[0].skip_origin;
+        collect_knobs(out, &runs[0]);
+    }
+    if (total == 0) {
+        ao_error(label, "no train step is left after skipping %lld warm-up step(s) per rank",
+                 out->skip_steps);
+        ao_hint("lower --skip-steps, or run more steps");
+        return AO_EXIT_USAGE;
+    }
+
+    size_t nm = ao_metric_count();
+    out->metrics = ao_calloc(nm, sizeof *out->metrics);
+    double *all = ao_malloc(total * sizeof *all);
+    /* per-rank values pooled over runs: rank index k across all runs */
+    double *rank_vals = ao_malloc((max_rank_n * nruns + 1) * sizeof *rank_vals);
+    for (size_t m = 0; m < nm; m++) {
+        ao_metric_summary *ms = &out->metrics[m];
+        size_t n = 0;
+        for (size_t r = 0; r < nruns; r++) {
+            for (int k = 0; k < runs[r].nranks; k++) {
+                ao_rank_column(&runs[r].ranks[k], m, all + n);
+                n += runs[r].ranks[k].n;
+            }
+        }
+        ao_stats_summarize(all, n, &ms->all);
+        ms->rank_median = ao_malloc((size_t)out->nranks * sizeof *ms->rank_median);
+        for (int k = 0; k < out->nranks; k++) {
+            size_t nk = 0;
+            for (size_t r = 0; r < nruns; r++) {
+                if (k >= runs[r].nranks) continue;
+                ao_rank_column(&runs[r].ranks[k], m, rank_vals + nk);
+                nk += runs[r].ranks[k].n;
+            }
+            ms->rank_median[k] = ao_stats_median(rank_vals, nk);
+        }
+    }
+    free(rank_vals);
+    free(all);
+
+    const ao_metric_summary *step = &out->metrics[ao_metric_find("step_ms")];
+    ao_stats_rank_skew(step->rank_median, (size_t)out->nranks, &out->skew);
+
+    double comp_iso = baseline_median(runs, nruns, 0, &out->ncompute_only);
+    double comm_iso = baseline_median(runs, nruns, 1, &out->ncomm_only);
+    out->have_decomposition = out->ncompute_only > 0 && out->ncomm_only > 0;
+    ao_decompose(comp_iso, comm_iso, step->all.p50,
+                 out->metrics[ao_metric_find("compute_ms")].all.p50,
+                 out->metrics[ao_metric_find("comm_ms")].all.p50, &out->decomposition);
+    summarize_telemetry(out, runs, nruns);
+    return 0;
+}
+
+void ao_summary_free(ao_summary *s)
+{
+    if (s->metrics)
+        for (size_t m = 0; m < ao_metric_count(); m++) free(s->metrics[m].rank_median);
+    free(s->metrics);
+    for (size_t r = 0; r < s->nruns && s->run_ids; r++) free(s->run_ids[r]);
+    free(s->run_ids);
+    for (size_t i = 0; i < s->nknobs; i++) {
+        free(s->knobs[i].key);
+        free(s->knobs[i].value);
+    }
+    free(s->knobs);
+    for (size_t i = 0; i < s->ntelemetry; i++) free(s->telemetry[i].key);
+    free(s->telemetry);
+    free(s->label);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- summary.json ------------------------------------------------------------- */
+
+/* One sticky status for a whole document, as core/jsonl does. */
+typedef struct gen {
+    yajl_gen g;
+    yajl_gen_status s;
+} gen;
+
+static void k_(gen *o, const char *k)
+{
+    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_str(o->g, k);
+}
+static void str_(gen *o, const char *k, const char *v)
+{
+    k_(o, k);
+    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_str(o->g, v);
+}
+static void int_(gen *o, const char *k, long long v)
+{
+    k_(o, k);
+    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_integer(o->g, v);
+}
+static void dbl_(gen *o, const char *k, double v)
+{
+    k_(o, k);
+    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_double(o->g, v);
+}
+static void open_(gen *o, const char *k)
+{
+    if (k) k_(o, k);
+    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_map_open(o->g);
+}
+static void close_(gen *o)
+{
+    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_map_close(o->g);
+}
+static void aopen_(gen *o, const char *k)
+{
+    k_(o, k);
+    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_array_open(o->g);
+}
+static void aclose_(gen *o)
+{
+    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_array_close(o->g);
+}
+
+static const char *better_name(ao_better b)
+{
+    return b == AO_BETTER_LOWER ? "lower" : b == AO_BETTER_HIGHER ? "higher" : "neither";
+}
+
+static void gen_stats(gen *o, const ao_stats_summary *s)
+{
+    int_(o, "n", (long long)s->n);
+    dbl_(o, "median", s->p50);
+    dbl_(o, "mean", s->mean);
+    dbl_(o, "p90", s->p90);
+    dbl_(o, "p99", s->p99);
+    dbl_(o, "min", s->min);
+    dbl_(o, "max", s->max);
+}
+
+yajl_gen_status ao_summary_gen(yajl_gen g, const ao_summary *s)
+{
+    gen o = {g, yajl_gen_status_ok};
+    open_(&o, NULL);
+    str_(&o, "label", s->label);
+    aopen_(&o, "runs");
+    for (size_t r = 0; r < s->nruns; r++)
+        if (o.s == yajl_gen_status_ok) o.s = ao_json_gen_str(g, s->run_ids[r]);
+    aclose_(&o);
+    int_(&o, "ranks", s->nranks);
+    int_(&o, "world_size", s->world_size);
+    int_(&o, "skip_steps", s->skip_steps);
+    str_(&o, "skip_steps_origin", s->skip_origin);
+    int_(&o, "steps", (long long)s->steps);
+    int_(&o, "records", (long long)s->records);
+    int_(&o, "warmup_records_skipped", (long long)s->skipped);
+    int_(&o, "truncated_lines", (long long)s->truncated);
+    open_(&o, "knobs");
+    for (size_t i = 0; i < s->nknobs; i++) str_(&o, s->knobs[i].key, s->knobs[i].value);
+    close_(&o);
+    open_(&o, "metrics");
+    for (size_t m = 0; m < ao_metric_count(); m++) {
+        const ao_metric_def *d = ao_metric(m);
+        const ao_metric_summary *ms = &s->metrics[m];
+        open_(&o, d->name);
+        str_(&o, "unit", d->unit);
+        str_(&o, "better", better_name(d->better));
+        gen_stats(&o, &ms->all);
+        aopen_(&o, "rank_medians");
+        for (int k = 0; k < s->nranks; k++)
+            if (o.s == yajl_gen_status_ok) o.s = ao_json_gen_double(g, ms->rank_median[k]);
+        aclose_(&o);
+        close_(&o);
+    }
+    close_(&o);
+    open_(&o, "rank_skew");
+    dbl_(&o, "ratio", s->skew.ratio);
+    int_(&o, "slowest_rank", s->skew.slowest_rank);
+    int_(&o, "fastest_rank", s->skew.fastest_rank);
+    close_(&o);
+    k_(&o, "decomposition");
+    if (!s->have_decomposition) {
+        if (o.s == yajl_gen_status_ok) o.s = yajl_gen_null(g);
+    } else {
+        const ao_decomposition *d = &s->decomposition;
+        open_(&o, NULL);
+        int_(&o, "compute_only_records", (long long)s->ncompute_only);
+        int_(&o, "comm_only_records", (long long)s->ncomm_only);
+        dbl_(&o, "compute_isolated_ms", d->compute_isolated_ms);
+        dbl_(&o, "comm_isolated_ms", d->comm_isolated_ms);
+        dbl_(&o, "ideal_ms", d->ideal_ms);
+        dbl_(&o, "serial_ms", d->serial_ms);
+        dbl_(&o, "achieved", d->achieved);
+        dbl_(&o, "contention_ms", d->contention_ms);
+        dbl_(&o, "comm_slowdown", d->comm_slowdown);
+        close_(&o);
+    }
+    k_(&o, "telemetry");
+    if (s->ntelemetry == 0) {
+        if (o.s == yajl_gen_status_ok) o.s = yajl_gen_null(g);
+    } else {
+        open_(&o, NULL);
+        for (size_t i = 0; i < s->ntelemetry; i++) {
+            open_(&o, s->telemetry[i].key);
+            gen_stats(&o, &s->telemetry[i].s);
+            close_(&o);
+        }
+        close_(&o);
+    }
+    close_(&o);
+    return o.s;
+}
+
+int ao_summary_write(const char *path, const ao_summary *s)
+{
+    yajl_gen g = ao_json_gen_new(1);
+    gen o = {g, yajl_gen_status_ok};
+    open_(&o, NULL);
+    int_(&o, "schema", 1);
+    k_(&o, "summary");
+    if (o.s == yajl_gen_status_ok) o.s = ao_summary_gen(g, s);
+    close_(&o);
+    int rc = 0;
+    if (o.s != yajl_gen_status_ok) {
+        ao_error(path, "JSON generation failed (yajl status %d)", (int)o.s);
+        rc = AO_EXIT_FAIL;
+    } else if (ao_json_write_atomic(path, g) != 0) {
+        rc = AO_EXIT_FAIL;
+    }
+    yajl_gen_free(g);
+    return rc;
+}
+
+/* ---- the table ------------------------------------------------------------------ */
+
+static void fmt(char *buf, size_t n, double v)
+{
+    if (isnan(v))
+        snprintf(buf, n, "-");
+    else if (fabs(v) >= 1e4)
+        snprintf(buf, n, "%.0f", v);
+    else
+        snprintf(buf, n, "%.3f", v);
+}
+
+void ao_summary_print(FILE *out, const ao_summary *s)
+{
+    fprintf(out, "summary of %s: %zu run(s), %d rank(s), %zu step(s) per rank", s->label, s->nruns,
+            s->nranks, s->steps);
+    fprintf(out, " (first %lld skipped as warm-up)\n", s->skip_steps);
+    fprintf(out, "  %-26s %12s %12s %12s %12s  %s\n", "metric", "median", "mean", "p90", "p99",
+            "unit");
+    for (size_t m = 0; m < ao_metric_count(); m++) {
+        const ao_metric_def *d = ao_metric(m);
+        const ao_stats_summary *st = &s->metrics[m].all;
+        if (!d->headline || st->n == 0) continue;
+        char a[32], b[32], c[32], e[32];
+        fmt(a, sizeof a, st->p50);
+        fmt(b, sizeof b, st->mean);
+        fmt(c, sizeof c, st->p90);
+        fmt(e, sizeof e, st->p99);
+        fprintf(out, "  %-26s %12s %12s %12s %12s  %s\n", d->name, a, b, c, e, d->unit);
+    }
+    if (!isnan(s->skew.ratio))
+        fprintf(out, "  rank skew %.3f (slowest rank %d, fastest rank %d)\n", s->skew.ratio,
+                s->skew.slowest_rank, s->skew.fastest_rank);
+    if (s->have_decomposition) {
+        const ao_decomposition *d = &s->decomposition;
+        char a[32];
+        fmt(a, sizeof a, d->achieved);
+        fprintf(out,
+                "  decomposition: compute alone %.3f ms, comm alone %.3f ms, ideal %.3f ms, "
+                "serial %.3f ms, achieved %s, contention %.3f ms, comm slowdown %.3fx\n",
+                d->compute_isolated_ms, d->comm_isolated_ms, d->ideal_ms, d->serial_ms, a,
+                d->contention_ms, d->comm_slowdown);
+    }
+    if (s->truncated)
+        fprintf(out, "  %zu incomplete last line(s) skipped (a stopped run)\n", s->truncated);
+}
+
+int ao_summary_for_run(const char *run_dir, long long skip_steps, FILE *table)
+{
+    ao_run_data run;
+    int rc = ao_run_load(run_dir, skip_steps, &run);
+    if (rc == 0) {
+        ao_summary s;
+        rc = ao_summary_build(run.run_id, &run, 1, &s);
+        if (rc == 0) {
+            char *path = ao_asprintf("%s/%s", run_dir, AO_RUN_SUMMARY);
+            rc = ao_summary_write(path, &s);
+            free(path);
+            if (table) ao_summary_print(table, &s);
+        }
+        ao_summary_free(&s);
+    }
+    ao_run_free(&run);
+    return rc;
+}

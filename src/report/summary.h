@@ -1,0 +1,80 @@
+/* Summaries of runs (DESIGN §7): per-rank and cross-rank statistics of
+ * every metric, rank skew, the baseline decomposition, telemetry, and the
+ * knobs that matter; written as summary.json and printed as a table.
+ *
+ * `aorta train` calls ao_summary_for_run at the end of a run; `aorta report`
+ * builds one summary per label from one or more runs.
+ *
+ * Cross-rank statistics pool every kept (rank, step) record. Per-rank medians
+ * give the rank skew (slowest rank's median step_ms / fastest rank's). */
+#ifndef AORTA_REPORT_SUMMARY_H
+#define AORTA_REPORT_SUMMARY_H
+
+#include <stdio.h>
+
+#include <yajl/yajl_gen.h>
+
+#include "core/metrics.h"
+#include "core/stats.h"
+#include "report/rundata.h"
+
+typedef struct ao_metric_summary {
+    ao_stats_summary all; /* pooled over ranks and kept steps */
+    double *rank_median;  /* [nranks]; NAN where a rank has no value */
+} ao_metric_summary;
+
+typedef struct ao_knob {
+    char *key;   /* "fsdp.sharding_strategy", "env.NCCL_ALGO" */
+    char *value; /* as text */
+} ao_knob;
+
+typedef struct ao_telemetry_summary {
+    char *key;
+    ao_stats_summary s;
+} ao_telemetry_summary;
+
+typedef struct ao_summary {
+    char *label;
+    size_t nruns;
+    char **run_ids; /* [nruns] */
+    int nranks;     /* the most ranks of any run */
+    int world_size;
+    long long skip_steps;
+    const char *skip_origin;
+    size_t steps;               /* kept train records of the rank with the most */
+    size_t records;             /* kept train records, all ranks */
+    size_t skipped;             /* warm-up records dropped, all ranks */
+    size_t truncated;           /* incomplete last lines skipped, all ranks */
+    ao_metric_summary *metrics; /* [ao_metric_count()] */
+    ao_stats_skew skew;         /* of per-rank median step_ms */
+    int have_decomposition;
+    size_t ncompute_only, ncomm_only;
+    ao_decomposition decomposition; /* from train and baseline medians */
+    ao_telemetry_summary *telemetry;
+    size_t ntelemetry;
+    ao_knob *knobs; /* of the first run */
+    size_t nknobs;
+} ao_summary;
+
+/* Summarize the runs of one label. Returns 0, or AO_EXIT_USAGE after one
+ * error line when no run has a kept train record. */
+int ao_summary_build(const char *label, const ao_run_data *runs, size_t nruns, ao_summary *out);
+void ao_summary_free(ao_summary *s);
+
+/* The summary as one JSON object into g. */
+yajl_gen_status ao_summary_gen(yajl_gen g, const ao_summary *s);
+
+/* {"schema": 1, "summary": {...}} to path, atomically. 0 or AO_EXIT_FAIL. */
+int ao_summary_write(const char *path, const ao_summary *s);
+
+/* A compact table: steps, step ms, tokens/s, the §7 fields, busbw, skew,
+ * decomposition. */
+void ao_summary_print(FILE *out, const ao_summary *s);
+
+/* For `aorta train`: load run_dir, summarize (skip_steps < 0: from
+ * run.json), write run_dir/summary.json and print the table to `table`
+ * (NULL: no table). Returns 0, AO_EXIT_USAGE (no usable records) or
+ * AO_EXIT_FAIL (cannot write), after printing why. */
+int ao_summary_for_run(const char *run_dir, long long skip_steps, FILE *table);
+
+#endif
