@@ -67,8 +67,8 @@ typedef struct rgroup {
 
 /* Device scalars of one iteration. */
 typedef struct scal {
-    double local[2];  /* this rank's share of the squared norm, its loss sum */
-    double global[2]; /* summed over ranks */
+    double local[3];  /* this rank's share of the squared norm, its loss sum, stop vote */
+    double global[3]; /* summed over ranks */
     double result[2]; /* grad norm, clip coefficient */
 } scal;
 
@@ -175,7 +175,8 @@ struct k_sumsq {
     const float *loss;
     int nloss;
     double scale;
-    double *out; /* [2] */
+    double stop;
+    double *out; /* [3] */
 };
 static void run_sumsq(void *arg)
 {
@@ -184,6 +185,7 @@ static void run_sumsq(void *arg)
     for (int i = 0; i < a->nloss; i++) loss += a->loss[i];
     a->out[0] = ao_sum_squares(a->g, a->n) * a->scale;
     a->out[1] = loss;
+    a->out[2] = a->stop;
 }
 
 struct k_adamw {
@@ -674,7 +676,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
         if (fwd_pf && l < L) try_gather(e, l + 1, x->do_comm);
         if (x->do_compute) {
             op = compute_begin(e, "forward", l);
-            ao_model_forward_layer(e->model, cs, l - 1, e->units[l].params, b, x->data_step);
+            ao_model_forward_layer(e->model, cs, l, e->units[l].params, b, x->data_step);
             ao_timeline_op_end(e->tl, op);
         }
         if (e->reshard_after_forward) release(e, l);
@@ -704,7 +706,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
         ao_stream_wait_event(cs, e->groups[g].done);
         if (x->do_compute) {
             op = compute_begin(e, "backward", l);
-            ao_model_backward_layer(e->model, cs, l - 1, e->units[l].params,
+            ao_model_backward_layer(e->model, cs, l, e->units[l].params,
                                     e->GFULL + e->lay.units[l].full_offset, b, x->data_step);
             ao_timeline_op_end(e->tl, op);
         }
@@ -725,7 +727,8 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
 
 /* ---- the optimizer ------------------------------------------------------- */
 
-static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step, float lr)
+static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step, float lr,
+                      int stop_vote)
 {
     const struct ao_config *cfg = e->cfg;
     ao_stream *cs = e->compute;
@@ -735,8 +738,8 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
     if (phase != AO_PHASE_COMM_ONLY) {
         for (int g = 0; g < e->ngroups; g++) ao_stream_wait_event(cs, e->groups[g].done);
         int op = compute_begin(e, "clip", -1);
-        struct k_sumsq k = {e->ACC, S, e->loss_dev + (size_t)slot * G, G, 1.0 / e->replicas,
-                            sd->local};
+        struct k_sumsq k = {e->ACC, S,           e->loss_dev + (size_t)slot * G, G, 1.0 / e->replicas,
+                            stop_vote ? 1.0 : 0.0, sd->local};
         ao_launch_host(cs, run_sumsq, &k, sizeof k);
         ao_timeline_op_end(e->tl, op);
     }
@@ -744,9 +747,9 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
         lane *ar = &e->lanes[LANE_AR];
         ao_event_record(e->sq_ready, cs);
         ao_stream_wait_event(ar->s, e->sq_ready);
-        uint64_t bytes = ao_coll_bytes(AO_ALLREDUCE, 2, AO_F64, e->world);
+        uint64_t bytes = ao_coll_bytes(AO_ALLREDUCE, 3, AO_F64, e->world);
         int op = op_begin(e, ar->sid, AO_CLASS_COMM, AO_KIND_ALLREDUCE, "allreduce", -1, bytes);
-        ao_allreduce(ar->world, sd->local, sd->global, 2, AO_F64, AO_SUM);
+        ao_allreduce(ar->world, sd->local, sd->global, 3, AO_F64, AO_SUM);
         ao_timeline_op_end(e->tl, op);
         ao_event_record(e->sum_ready, ar->s);
         ao_stream_wait_event(cs, e->sum_ready);
@@ -773,7 +776,7 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
 }
 
 void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t data_step,
-                         int64_t next_data_step)
+                         int64_t next_data_step, int stop_vote)
 {
     const struct ao_config *cfg = e->cfg;
     int G = cfg->training.gradient_accumulation;
@@ -796,7 +799,7 @@ void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t dat
         x.loss_slot = e->loss_dev + (size_t)slot * G + j;
         run_micro(e, &x);
     }
-    optimizer(e, phase, slot, data_step, lr);
+    optimizer(e, phase, slot, data_step, lr, stop_vote);
     ao_event_record(e->opt_done, e->compute);
     e->slot_iter[slot] = iter;
     e->slot_lr[slot] = lr;
@@ -820,6 +823,7 @@ void ao_engine_scalars(ao_engine *e, int64_t iter, ao_step_scalars *out)
     out->grad_norm = h->result[0];
     out->clip_coef = h->result[1];
     out->lr = e->slot_lr[slot];
+    out->stop = h->global[2] > 0;
 }
 
 void ao_engine_barrier(ao_engine *e)

@@ -73,9 +73,11 @@ void ao_engine_destroy(ao_engine *e);
  *   (gathered buffers reused as they are); the AdamW update runs on scratch
  *   copies, so the model does not change.
  * - AO_PHASE_COMM_ONLY: the same collectives in the same order, no compute,
- *   no data; the model does not change. */
+ *   no data; the model does not change.
+ * stop_vote: this rank asks to stop (a signal); summed over ranks in the
+ * train iteration's scalar all-reduce, so all ranks learn it together. */
 void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t data_step,
-                         int64_t next_data_step);
+                         int64_t next_data_step, int stop_vote);
 
 typedef struct ao_step_scalars {
     double loss;       /* mean over the global batch */
@@ -83,6 +85,7 @@ typedef struct ao_step_scalars {
     double grad_norm;  /* global, before clipping */
     double clip_coef;  /* what the gradients were multiplied by */
     double lr;
+    int stop; /* some rank voted to stop in this iteration */
 } ao_step_scalars;
 
 /* Waits for the scalars of train iteration `iter` (one of the last
