@@ -3,7 +3,7 @@
  * iteration waits for the device, turned into ao_op intervals relative to one
  * anchor event.
  *
- *     ao_timeline *t = ao_timeline_create(dev, streams, enabled, max_ops);
+ *     ao_timeline *t = ao_timeline_create(dev, streams, enabled);
  *     ao_timeline_anchor(t, streams[AO_STREAM_COMPUTE]);  // once, at start
  *     for each iteration:
  *         ao_timeline_begin(t, step, phase);
@@ -15,13 +15,15 @@
  *         ao_timeline_collect(t, 0, cb, ctx); // delivers iterations now complete
  *     ao_timeline_collect(t, 1, cb, ctx);     // at the end: wait for the rest
  *
- * Events are pooled (two iterations' worth, grown when an iteration has more
- * ops than ever before), never created per op. With enabled == 0
+ * Events are pooled (three iterations' worth; more slots when the host runs
+ * further ahead of the device, more events per slot when an iteration has more
+ * ops than ever before), never created per op in steady state. With enabled == 0
  * (profiling.timing: false) no event is recorded and iterations are delivered
  * with no ops: the cost of timing can then be measured. */
 #ifndef AORTA_TIMELINE_TIMELINE_H
 #define AORTA_TIMELINE_TIMELINE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -33,9 +35,14 @@ typedef struct ao_timeline ao_timeline;
 /* streams[AO_NSTREAMS]: the rank's named streams (NULL where unused). */
 ao_timeline *ao_timeline_create(ao_device *dev, ao_stream *const *streams, int enabled);
 void ao_timeline_destroy(ao_timeline *t);
+/* Events this timeline has created, anchor included: constant in steady state
+ * (for tests and debug logs). */
+size_t ao_timeline_event_count(const ao_timeline *t);
 
-/* Records the anchor event on `s` and reads CLOCK_REALTIME/CLOCK_MONOTONIC
- * at the same moment (the host side of the anchor, for run.json). */
+/* Records the anchor event on `s` (once per timeline, before any timed op),
+ * makes the other streams wait for it (so no op time is negative), and reads
+ * CLOCK_REALTIME right after (the host side of the anchor, for run.json; the
+ * event completes on the device up to the enqueue latency later). */
 void ao_timeline_anchor(ao_timeline *t, ao_stream *s);
 struct timespec ao_timeline_anchor_realtime(const ao_timeline *t);
 
@@ -51,9 +58,10 @@ void ao_timeline_end(ao_timeline *t);
 /* One finished iteration: its ops (µs from the anchor), in issue order. */
 typedef void (*ao_timeline_cb)(void *ctx, int64_t step, const char *phase, const ao_op *ops,
                                size_t nops);
-/* Delivers, in order, every closed iteration whose events are complete;
- * with wait != 0, waits for all closed iterations. Never blocks on the
- * iteration most recently closed unless wait != 0. */
+/* Delivers, in order and once each, every closed iteration whose events are
+ * complete, stopping at the first that is not; with wait != 0, waits for all
+ * closed iterations. With wait == 0 it never blocks. cb must not call back
+ * into the timeline. */
 void ao_timeline_collect(ao_timeline *t, int wait, ao_timeline_cb cb, void *ctx);
 
 /* profiling.wait/warmup/active/repeat (torch.profiler's schedule): whether
