@@ -389,15 +389,16 @@ static void warn_precision(const ao_engine *e)
     const struct ao_config *cfg = e->cfg;
     char what[256] = "";
     if (cfg->training.mixed_precision != AO_PRECISION_FP32)
-        snprintf(what + strlen(what), sizeof what - strlen(what),
-                 " training.mixed_precision=%s", ao_precision_name(cfg->training.mixed_precision));
+        snprintf(what + strlen(what), sizeof what - strlen(what), " training.mixed_precision=%s",
+                 ao_precision_name(cfg->training.mixed_precision));
     if (ao_config_param_dtype(cfg) != AO_PRECISION_FP32)
         snprintf(what + strlen(what), sizeof what - strlen(what), " fsdp.param_dtype=%s",
                  ao_precision_name(ao_config_param_dtype(cfg)));
     if (cfg->fsdp.reduce_dtype != AO_PRECISION_FP32)
         snprintf(what + strlen(what), sizeof what - strlen(what), " fsdp.reduce_dtype=%s",
                  ao_precision_name(cfg->fsdp.reduce_dtype));
-    if (cfg->training.tf32) snprintf(what + strlen(what), sizeof what - strlen(what), " training.tf32=true");
+    if (cfg->training.tf32)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " training.tf32=true");
     if (what[0] && e->rank == 0)
         ao_warn("the cpu backend computes and communicates in fp32:%s run as fp32", what);
 }
@@ -489,8 +490,8 @@ void ao_engine_destroy(ao_engine *e)
     if (!e) return;
     ao_engine_finish(e);
     for (int i = e->ncomms - 1; i >= 0; i--) ao_comm_destroy(e->comms[i]);
-    float *arenas[] = {e->P,          e->M,          e->V,          e->ACC,      e->RED,
-                       e->GFULL,      e->scratch[0], e->scratch[1], e->scratch[2], e->loss_dev};
+    float *arenas[] = {e->P,     e->M,          e->V,          e->ACC,        e->RED,
+                       e->GFULL, e->scratch[0], e->scratch[1], e->scratch[2], e->loss_dev};
     for (size_t i = 0; i < sizeof arenas / sizeof arenas[0]; i++)
         if (arenas[i]) ao_dev_free(e->dev, arenas[i]);
     for (int b = 0; b < e->nbufs; b++) {
@@ -601,8 +602,8 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase)
             ao_event_record(G->mid, rs->s);
             ao_stream_wait_event(ar->s, G->mid);
             uint64_t b2 = ao_coll_bytes(AO_ALLREDUCE, G->shard_len, AO_F32, e->replicas);
-            op = op_begin(e, ar->sid, AO_CLASS_COMM, AO_KIND_ALLREDUCE, "allreduce",
-                          G->first_unit, b2);
+            op = op_begin(e, ar->sid, AO_CLASS_COMM, AO_KIND_ALLREDUCE, "allreduce", G->first_unit,
+                          b2);
             ao_allreduce(ar->group, red, red, G->shard_len, AO_F32, AO_SUM);
             ao_timeline_op_end(e->tl, op);
             last = ar->s;
@@ -694,8 +695,8 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
     ao_stream_wait_event(cs, e->groups[e->units[0].group].done);
     if (x->do_compute) {
         op = compute_begin(e, "backward", 0);
-        ao_model_backward_head(e->model, cs, e->units[0].params, e->GFULL +
-                               e->lay.units[0].full_offset, b, x->normalizer);
+        ao_model_backward_head(e->model, cs, e->units[0].params,
+                               e->GFULL + e->lay.units[0].full_offset, b, x->normalizer);
         ao_timeline_op_end(e->tl, op);
     }
     if (bp == AO_PREFETCH_BACKWARD_POST && L >= 1) try_gather(e, L, x->do_comm);
@@ -738,8 +739,13 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
     if (phase != AO_PHASE_COMM_ONLY) {
         for (int g = 0; g < e->ngroups; g++) ao_stream_wait_event(cs, e->groups[g].done);
         int op = compute_begin(e, "clip", -1);
-        struct k_sumsq k = {e->ACC, S,           e->loss_dev + (size_t)slot * G, G, 1.0 / e->replicas,
-                            stop_vote ? 1.0 : 0.0, sd->local};
+        struct k_sumsq k = {e->ACC,
+                            S,
+                            e->loss_dev + (size_t)slot * G,
+                            G,
+                            1.0 / e->replicas,
+                            stop_vote ? 1.0 : 0.0,
+                            sd->local};
         ao_launch_host(cs, run_sumsq, &k, sizeof k);
         ao_timeline_op_end(e->tl, op);
     }
@@ -767,8 +773,17 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
         global = sd->local;
     }
     int op = compute_begin(e, "optimizer", -1);
-    struct k_adamw k = {p,  m,  v,  e->ACC, S, e->hp, lr, (float)cfg->training.grad_clip_norm,
-                        data_step + 1, global, sd->result};
+    struct k_adamw k = {p,
+                        m,
+                        v,
+                        e->ACC,
+                        S,
+                        e->hp,
+                        lr,
+                        (float)cfg->training.grad_clip_norm,
+                        data_step + 1,
+                        global,
+                        sd->result};
     ao_launch_host(cs, run_adamw, &k, sizeof k);
     ao_timeline_op_end(e->tl, op);
     if (phase == AO_PHASE_COMPUTE_ONLY)
@@ -856,7 +871,7 @@ void ao_engine_describe(const ao_engine *e, char *buf, size_t n)
                                                                 : "shard_grad_op";
     size_t params = 0;
     for (int u = 0; u < e->nunits; u++) params += e->lay.units[u].numel;
-    const char *lanes = !cfg->distributed.enable_overlap  ? "all on compute (no overlap)"
+    const char *lanes = !cfg->distributed.enable_overlap    ? "all on compute (no overlap)"
                         : !cfg->distributed.comm_per_stream ? "one communicator on allgather"
                                                             : "allgather/reducescatter/allreduce";
     snprintf(buf, n,

@@ -30,7 +30,7 @@ typedef struct ao_unit_span {
 
 typedef struct ao_shard_layout {
     int nunits;
-    int nshards; /* ranks a unit is split over (1: replicated) */
+    int nshards;     /* ranks a unit is split over (1: replicated) */
     int shard_index; /* this rank's shard within its group */
     size_t align;
     size_t full_total, shard_total; /* arena lengths in elements */

@@ -164,8 +164,8 @@ struct visit_ctx {
 static void visit_item(void *ctx, const struct ao_config_item *it)
 {
     struct visit_ctx *v = ctx;
-    static const char *const names[] = {"int",    "float",      "bool",        "string",
-                                        "enum",   "float list", "int or bool", "map"};
+    static const char *const names[] = {"int",  "float",      "bool",        "string",
+                                        "enum", "float list", "int or bool", "map"};
     ao_config_entry e = {.key = it->key, .type = names[it->type], .origin = it->origin};
     if (it->is_null)
         e.value = (ao_json_value){.type = AO_JSON_NULL};
@@ -246,9 +246,8 @@ static int setup(trainer *t)
         return AO_EXIT_USAGE;
     }
     /* The cpu backend's one device is shared by every rank by design. */
-    int ordinal = strcmp(t->o->backend, "cpu") == 0
-                      ? 0
-                      : ao_launch_device_ordinal(ri->local_rank, ndev);
+    int ordinal =
+        strcmp(t->o->backend, "cpu") == 0 ? 0 : ao_launch_device_ordinal(ri->local_rank, ndev);
     t->dev = ao_device_open(t->o->backend, ordinal);
     if (!t->dev) return AO_EXIT_USAGE;
     ao_device_get_info(t->dev, &t->info);
@@ -291,8 +290,8 @@ static int setup(trainer *t)
                  .num_sparse = cfg->dataset.sparse_features,
                  .vocab = cfg->dataset.vocab_size},
         .seed = (uint64_t)cfg->dataset.seed,
-        .target_kind = cfg->dataset.target == AO_TARGET_TEACHER ? AO_TARGET_TEACHER
-                                                                : AO_TARGET_RANDOM,
+        .target_kind =
+            cfg->dataset.target == AO_DATASET_TARGET_TEACHER ? AO_TARGET_TEACHER : AO_TARGET_RANDOM,
         .batch = cfg->training.batch_size,
         .world = ri->world_size,
         .rank = ri->rank,
@@ -390,7 +389,8 @@ static void fmt_eta(char *buf, size_t n, double s)
 static void on_iteration(void *ctx, int64_t step, const char *phase, const ao_op *ops, size_t nops)
 {
     trainer *t = ctx;
-    if (t->qlen == 0) ao_fatal(AO_EXIT_FAIL, "train", "the timeline delivered an unknown iteration");
+    if (t->qlen == 0)
+        ao_fatal(AO_EXIT_FAIL, "train", "the timeline delivered an unknown iteration");
     issued it = t->queue[t->qhead];
     t->qhead = (t->qhead + 1) % t->qcap;
     t->qlen--;
@@ -472,8 +472,7 @@ static int run_loop(trainer *t)
             if (q.phase != AO_PHASE_COMM_ONLY) next = q.data_step;
         }
         ao_timeline_begin(t->tl, p.data_step, ao_phase_name(p.phase));
-        ao_engine_iteration(t->engine, k, p.phase, p.data_step, next,
-                            ao_launch_stop_requested());
+        ao_engine_iteration(t->engine, k, p.phase, p.data_step, next, ao_launch_stop_requested());
         ao_timeline_end(t->tl);
         push_issued(t, (issued){k, p.data_step, p.phase});
         /* One iteration late: the previous train step's scalars, with the
