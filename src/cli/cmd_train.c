@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
@@ -141,6 +142,9 @@ static int run(int argc, char **argv, train_args *a, struct ao_config *cfg)
         return ao_launch_spawn(argc, argv, &lo);
     }
     ri = (ao_rank_info){.rank = 0, .world_size = 1, .local_rank = 0, .local_world_size = 1};
+    /* Only here does rank 0 own the terminal: under a launcher its output goes
+     * through a line prefixer, where an in-place line would be noise. */
+    o.progress = isatty(STDOUT_FILENO);
     ao_launch_install_stop_handler();
     return ao_train_rank(cfg, &o, &ri);
 }

@@ -79,8 +79,8 @@ void ao_model_forward_head(ao_model *m, ao_stream *s, const float *root, const a
                            double normalizer, float *loss_dev);
 void ao_model_backward_head(ao_model *m, ao_stream *s, const float *root, float *root_grad,
                             const ao_batch *b, double normalizer);
-void ao_model_backward_layer(ao_model *m, ao_stream *s, int layer, const float *params,
-                             float *grad, const ao_batch *b, int64_t step);
+void ao_model_backward_layer(ao_model *m, ao_stream *s, int layer, const float *params, float *grad,
+                             const ao_batch *b, int64_t step);
 void ao_model_backward_input(ao_model *m, ao_stream *s, const float *root, float *root_grad,
                              const ao_batch *b);
 

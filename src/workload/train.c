@@ -503,7 +503,7 @@ int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_
     t.o = o;
     t.ri = ri;
     t.total_steps = ao_config_total_steps(cfg, ri->world_size);
-    t.progress_tty = ri->rank == 0 && isatty(STDOUT_FILENO);
+    t.progress_tty = ri->rank == 0 && o->progress;
     int rc = setup(&t);
     if (rc == 0) rc = run_loop(&t);
     if (rc == 0) {

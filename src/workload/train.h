@@ -23,6 +23,7 @@ typedef struct ao_train_opts {
     const char *backend;   /* resolved: "cpu", "cuda" */
     const char *run_name;  /* --run-name, or NULL */
     const char *rdzv_file; /* --rdzv-file, or NULL */
+    int progress;          /* a progress line updated in place (stdout is a terminal) */
     int argc;              /* the command line, for run.json */
     char **argv;
 } ao_train_opts;
