@@ -58,7 +58,8 @@ typedef struct trainer {
     size_t qhead, qlen, qcap;
     ao_step_scalars sc[SCALAR_RING];
     int64_t sc_iter[SCALAR_RING];
-    int total_steps;
+    int total_steps; /* train steps */
+    int baselines;   /* compute-only iterations, and as many comm-only */
     int stop_agreed;
     int progress_tty;
     double t_start;
@@ -446,11 +447,12 @@ typedef struct plan_item {
     int64_t data_step;
 } plan_item;
 
-/* Iteration k of the run: warm-up train steps, the baselines, the rest. */
+/* Iteration k of the run: warm-up train steps, the baselines, the rest. The
+ * baselines count against the run's steps (as config validation says), so
+ * train steps = total - 2 x baseline_steps. */
 static plan_item plan_at(const trainer *t, int64_t k)
 {
-    int64_t warm = t->cfg->training.summary_skip_steps, nb = t->cfg->training.baseline_steps;
-    if (warm > t->total_steps) warm = t->total_steps;
+    int64_t warm = t->cfg->training.summary_skip_steps, nb = t->baselines;
     if (k < warm) return (plan_item){AO_PHASE_TRAIN, k};
     if (k < warm + nb) return (plan_item){AO_PHASE_COMPUTE_ONLY, warm};
     if (k < warm + 2 * nb) return (plan_item){AO_PHASE_COMM_ONLY, warm};
@@ -459,9 +461,7 @@ static plan_item plan_at(const trainer *t, int64_t k)
 
 static int run_loop(trainer *t)
 {
-    int64_t nb = t->cfg->training.baseline_steps;
-    int64_t warm = t->cfg->training.summary_skip_steps;
-    int64_t n_iter = t->total_steps + (warm < t->total_steps ? 2 * nb : 0);
+    int64_t n_iter = t->total_steps + 2 * t->baselines;
     int64_t prev_train = -1;
     t->t_start = now_s();
     for (int64_t k = 0; k < n_iter; k++) {
@@ -502,7 +502,17 @@ int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_
     t.cfg = cfg;
     t.o = o;
     t.ri = ri;
-    t.total_steps = ao_config_total_steps(cfg, ri->world_size);
+    int iterations = ao_config_total_steps(cfg, ri->world_size);
+    t.baselines = cfg->training.baseline_steps;
+    if (t.baselines && cfg->training.summary_skip_steps + 2 * t.baselines >= iterations) {
+        if (ri->rank == 0)
+            ao_warn(
+                "training.baseline_steps %d skipped: %d ranks make only %d steps, not more than "
+                "warm-up plus 2 x %d",
+                t.baselines, ri->world_size, iterations, t.baselines);
+        t.baselines = 0;
+    }
+    t.total_steps = iterations - 2 * t.baselines;
     t.progress_tty = ri->rank == 0 && o->progress;
     int rc = setup(&t);
     if (rc == 0) rc = run_loop(&t);
