@@ -2,6 +2,7 @@
  * (src/cli/cmd_<name>.c defining `int cmd_<name>(int argc, char **argv)`).
  * argv[0] is the command name; the return value is the exit code. */
 AO_COMMAND(config, "show, validate or document the configuration")
+AO_COMMAND(train, "the FSDP/DDP workload: overlap of communication and compute per step")
 AO_COMMAND(coll, "collective bandwidth (nccl-tests columns), optionally under a GEMM")
 AO_COMMAND(sdma, "GEMM vs DMA copy overlap on two streams")
 AO_COMMAND(report, "summaries, comparisons with verdicts, charts and HTML from run directories")

@@ -1,0 +1,882 @@
+/* The sharding engine: the schedule of one iteration over the named streams.
+ *
+ * Buffers (fp32, device memory; arenas laid out by shard.h in backward-
+ * completion order L, L-1, ..., 1, root):
+ *   P, M, V   master weights and AdamW moments: this rank's shards
+ *   ACC       reduced gradient shard, accumulated over micro-batches
+ *   RED       output of the latest reduction (reduce-scatter / all-reduce)
+ *   GFULL     full padded gradients the model accumulates into
+ *   gathered  full parameters: the root's own buffer, the layers' either one
+ *             each or a pool of fsdp.limit_all_gathers slots used in turn
+ * With no_shard / ddp the shards are the whole units: P is read directly and
+ * nothing is gathered.
+ *
+ * Reductions are "groups": one unit each when sharded, buckets of consecutive
+ * units (up to bucket_cap_mb) with no_shard. A group's chain (reduce-scatter,
+ * then the cross-replica all-reduce for hybrid_shard, then ACC (+)= RED and
+ * GFULL := 0) ends with its `done` event, which the next backward writing the
+ * same gradients and the next reduction writing RED wait on.
+ *
+ * Pool slots and deferral: an all-gather into a slot waits on the device for
+ * the event that frees the slot, which must already be recorded when the wait
+ * is enqueued. A prefetch into a slot whose owner the host has not released
+ * yet is therefore deferred (tried again when the unit is needed), the same
+ * decision on every rank, so collectives stay in the same order everywhere. */
+#include "workload/engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "workload/ops_ref.h"
+#include "workload/shard.h"
+
+enum { LANE_AG, LANE_RS, LANE_AR, NLANES };
+
+typedef struct lane {
+    ao_stream_id sid;
+    ao_stream *s;
+    ao_comm *world; /* every rank */
+    ao_comm *group; /* hybrid: the shard group (AG, RS) or the replica group (AR) */
+} lane;
+
+typedef struct gbuf {
+    float *buf;
+    ao_event *free_ev; /* recorded on compute after the last read of the current owner */
+    int busy;          /* host: the owner has not been released */
+} gbuf;
+
+typedef struct unit_state {
+    float *params;     /* where compute reads the unit's full parameters */
+    int own_buf;       /* index into e->bufs of a dedicated buffer, or -1 (pool / none) */
+    int cur_buf;       /* buffer holding the current gather, -1 when none */
+    int valid;         /* host: a gather for the current use was issued */
+    ao_event *ag_done; /* recorded after the unit's latest all-gather */
+    int group;         /* reduction group */
+} unit_state;
+
+typedef struct rgroup {
+    int first_unit, last_unit; /* placement order: first is completed first in backward */
+    int trigger;               /* the unit whose backward completes the group */
+    size_t full_off, full_len, shard_off, shard_len;
+    ao_event *grad_ready, *mid, *done;
+    int reductions; /* host: reductions issued in the current step */
+} rgroup;
+
+/* Device scalars of one iteration. */
+typedef struct scal {
+    double local[3];  /* this rank's share of the squared norm, its loss sum, stop vote */
+    double global[3]; /* summed over ranks */
+    double result[2]; /* grad norm, clip coefficient */
+} scal;
+
+struct ao_engine {
+    const struct ao_config *cfg;
+    ao_device *dev;
+    ao_stream *streams[AO_NSTREAMS];
+    ao_stream *compute;
+    ao_model *model;
+    ao_model_shape shape;
+    ao_loader *loader;
+    ao_timeline *tl;
+    int rank, world;
+    int sharded; /* full/grad_op/hybrid */
+    int reshard_after_forward;
+    int hybrid, group_size, replicas;
+    int nunits, nlayers;
+    lane lanes[NLANES];
+    ao_comm *comms[8]; /* every distinct communicator, for destroy */
+    int ncomms;
+    ao_shard_layout lay;
+    float *P, *M, *V, *ACC, *RED, *GFULL;
+    float *scratch[3]; /* compute_only AdamW: P, M, V copies */
+    gbuf *bufs;
+    int nbufs, pool_first, pool_size, pool_next;
+    unit_state *units;
+    rgroup *groups;
+    int ngroups;
+    ao_event *opt_done, *sq_ready, *sum_ready;
+    scal *scal_dev;
+    scal *scal_host;
+    float *loss_dev; /* [SLOTS][accumulation] */
+    ao_event *slot_ev[AO_ENGINE_SCALAR_SLOTS];
+    double slot_lr[AO_ENGINE_SCALAR_SLOTS];
+    int64_t slot_iter[AO_ENGINE_SCALAR_SLOTS];
+    ao_adamw_hparams hp;
+    /* data */
+    int64_t pend_step;
+    int pend_micro;
+    const ao_batch *pend_batch;
+    ao_event *pend_ready;
+    size_t batch_bytes;
+};
+
+const char *ao_phase_name(ao_phase p)
+{
+    switch (p) {
+    case AO_PHASE_COMPUTE_ONLY:
+        return "compute_only";
+    case AO_PHASE_COMM_ONLY:
+        return "comm_only";
+    default:
+        return "train";
+    }
+}
+
+/* ---- configuration ------------------------------------------------------- */
+
+static int group_size_for(const struct ao_config *cfg, int world, int local_world)
+{
+    int g = cfg->fsdp.shard_group_size ? cfg->fsdp.shard_group_size : local_world;
+    return g < 1 ? 1 : g;
+}
+
+static int is_sharded(const struct ao_config *cfg)
+{
+    return cfg->distributed.mode == AO_MODE_FSDP && cfg->fsdp.sharding_strategy != AO_SHARD_NONE;
+}
+
+int ao_engine_check_config(const struct ao_config *cfg, int world, int local_world)
+{
+    if (is_sharded(cfg) && cfg->fsdp.sharding_strategy == AO_SHARD_HYBRID) {
+        int g = group_size_for(cfg, world, local_world);
+        if (g > world || world % g != 0) {
+            ao_error("fsdp.shard_group_size",
+                     "hybrid_shard needs a group size that divides the %d ranks; %d does not%s",
+                     world, g, cfg->fsdp.shard_group_size ? "" : " (0 = the ranks of one node)");
+            return AO_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+/* ---- cpu kernels: closures on a stream ----------------------------------- */
+
+struct k_accum {
+    float *acc;
+    const float *red;
+    size_t n;
+    int first;
+};
+static void run_accum(void *arg)
+{
+    struct k_accum *a = arg;
+    if (a->first)
+        memcpy(a->acc, a->red, a->n * sizeof *a->acc);
+    else
+        for (size_t i = 0; i < a->n; i++) a->acc[i] += a->red[i];
+}
+
+struct k_sumsq {
+    const float *g;
+    size_t n;
+    const float *loss;
+    int nloss;
+    double scale;
+    double stop;
+    double *out; /* [3] */
+};
+static void run_sumsq(void *arg)
+{
+    struct k_sumsq *a = arg;
+    double loss = 0;
+    for (int i = 0; i < a->nloss; i++) loss += a->loss[i];
+    a->out[0] = ao_sum_squares(a->g, a->n) * a->scale;
+    a->out[1] = loss;
+    a->out[2] = a->stop;
+}
+
+struct k_adamw {
+    float *p, *m, *v;
+    const float *g;
+    size_t n;
+    ao_adamw_hparams h;
+    float lr, max_norm;
+    int64_t step;
+    const double *global; /* [2]: squared norm */
+    double *result;       /* [2]: norm, coefficient */
+};
+static void run_adamw(void *arg)
+{
+    struct k_adamw *a = arg;
+    float coef = ao_clip_coef(a->global[0], a->max_norm);
+    a->result[0] = sqrt(a->global[0]);
+    a->result[1] = coef;
+    ao_adamw_step(a->p, a->g, a->m, a->v, a->n, &a->h, a->lr, a->step, coef);
+}
+
+/* ---- timeline helpers ---------------------------------------------------- */
+
+static int op_begin(ao_engine *e, ao_stream_id sid, ao_op_class cls, ao_coll_kind kind,
+                    const char *name, int unit, uint64_t bytes)
+{
+    return ao_timeline_op_begin(e->tl, sid, cls, kind, name, unit, bytes);
+}
+
+static int compute_begin(ao_engine *e, const char *name, int unit)
+{
+    return op_begin(e, AO_STREAM_COMPUTE, AO_CLASS_COMPUTE, AO_KIND_NONE, name, unit, 0);
+}
+
+/* ---- communicators ------------------------------------------------------- */
+
+static ao_comm *keep_comm(ao_engine *e, ao_comm *c)
+{
+    if (c) e->comms[e->ncomms++] = c;
+    return c;
+}
+
+static int make_comms(ao_engine *e, const ao_engine_setup *s)
+{
+    const struct ao_config *cfg = e->cfg;
+    ao_stream_id sids[NLANES] = {AO_STREAM_ALLGATHER, AO_STREAM_REDUCESCATTER, AO_STREAM_ALLREDUCE};
+    if (!cfg->distributed.enable_overlap)
+        for (int l = 0; l < NLANES; l++) sids[l] = AO_STREAM_COMPUTE;
+    else if (!cfg->distributed.comm_per_stream)
+        for (int l = 0; l < NLANES; l++) sids[l] = AO_STREAM_ALLGATHER;
+    ao_comm_opts o = {.min_ctas = cfg->distributed.nccl.min_ctas,
+                      .max_ctas = cfg->distributed.nccl.max_ctas,
+                      .cga_cluster_size = cfg->distributed.nccl.cga_cluster_size,
+                      .timeout_s = cfg->distributed.timeout_s,
+                      .blocking_init = 0};
+    for (int l = 0; l < NLANES; l++) {
+        lane *ln = &e->lanes[l];
+        ln->sid = sids[l];
+        ln->s = e->streams[sids[l]];
+        for (int k = 0; k < l; k++)
+            if (e->lanes[k].sid == sids[l]) ln->world = e->lanes[k].world;
+        if (!ln->world) ln->world = keep_comm(e, ao_comm_create(e->dev, ln->s, s->ri, s->id, &o));
+        if (!ln->world) return AO_EXIT_FAIL;
+    }
+    if (!e->hybrid) return 0;
+    /* Splits are collective over the world: every rank makes them in the same
+     * order (shard groups of AG then RS, then the replica group of AR). */
+    for (int l = 0; l < NLANES; l++) {
+        lane *ln = &e->lanes[l];
+        int replica = l == LANE_AR;
+        for (int k = 0; k < l; k++)
+            if (e->lanes[k].sid == ln->sid && (k == LANE_AR) == replica)
+                ln->group = e->lanes[k].group;
+        if (ln->group) continue;
+        int color = replica ? e->rank % e->group_size : e->rank / e->group_size;
+        ln->group = keep_comm(e, ao_comm_split(ln->world, ln->s, color, e->rank));
+        if (!ln->group) return AO_EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* The communicator a unit's gather and reduce-scatter use. */
+static ao_comm *shard_comm(ao_engine *e, int l)
+{
+    return e->hybrid ? e->lanes[l].group : e->lanes[l].world;
+}
+
+/* ---- layout and buffers -------------------------------------------------- */
+
+static void make_groups(ao_engine *e)
+{
+    int n = e->nunits;
+    e->groups = ao_calloc((size_t)n, sizeof *e->groups);
+    /* Placement order: L, L-1, ..., 1, root. */
+    double cap = e->cfg->distributed.bucket_cap_mb * 1048576.0;
+    int g = -1;
+    double bytes = 0;
+    for (int i = 0; i < n; i++) {
+        int u = i < e->nlayers ? e->nlayers - i : 0;
+        const ao_unit_span *sp = &e->lay.units[u];
+        double ub = (double)sp->padded * sizeof(float);
+        int open_new = g < 0 || e->sharded || bytes + ub > cap || u == 0;
+        if (open_new) {
+            g++;
+            e->groups[g].first_unit = u;
+            e->groups[g].full_off = sp->full_offset;
+            e->groups[g].shard_off = sp->shard_offset;
+            bytes = 0;
+        }
+        rgroup *G = &e->groups[g];
+        G->last_unit = u;
+        G->trigger = u;
+        G->full_len += sp->padded;
+        G->shard_len += sp->shard;
+        bytes += ub;
+        e->units[u].group = g;
+    }
+    e->ngroups = g + 1;
+    for (int i = 0; i < e->ngroups; i++) {
+        e->groups[i].grad_ready = ao_event_create(e->dev);
+        e->groups[i].mid = ao_event_create(e->dev);
+        e->groups[i].done = ao_event_create(e->dev);
+    }
+}
+
+static float *dev_zeros(ao_engine *e, size_t n)
+{
+    size_t bytes = (n ? n : 1) * sizeof(float);
+    float *p = ao_dev_alloc(e->dev, bytes);
+    ao_memset_async(e->dev, p, 0, bytes, e->compute);
+    return p;
+}
+
+static void make_buffers(ao_engine *e)
+{
+    const struct ao_config *cfg = e->cfg;
+    size_t S = e->lay.shard_total, F = e->lay.full_total;
+    e->P = dev_zeros(e, S);
+    e->M = dev_zeros(e, S);
+    e->V = dev_zeros(e, S);
+    e->ACC = dev_zeros(e, S);
+    e->RED = dev_zeros(e, S);
+    e->GFULL = dev_zeros(e, F);
+    if (cfg->training.baseline_steps > 0)
+        for (int i = 0; i < 3; i++) e->scratch[i] = dev_zeros(e, S);
+
+    /* Initial weights: the full unit on the host, this rank's shard to P. */
+    size_t maxn = 0;
+    for (int u = 0; u < e->nunits; u++)
+        if (e->lay.units[u].padded > maxn) maxn = e->lay.units[u].padded;
+    float *full = ao_calloc(maxn, sizeof *full);
+    float *shard = ao_host_alloc(e->dev, maxn * sizeof *shard);
+    for (int u = 0; u < e->nunits; u++) {
+        const ao_unit_span *sp = &e->lay.units[u];
+        memset(full, 0, maxn * sizeof *full);
+        ao_model_init_unit(&e->shape, u, full);
+        ao_shard_extract(&e->lay, u, full, shard);
+        ao_copy_async(e->dev, e->P + sp->shard_offset, shard, sp->shard * sizeof *shard, AO_H2D,
+                      e->compute);
+        ao_stream_sync(e->compute); /* the staging buffer is reused */
+    }
+    free(full);
+    ao_host_free(e->dev, shard);
+
+    for (int u = 0; u < e->nunits; u++) {
+        e->units[u].own_buf = -1;
+        e->units[u].cur_buf = -1;
+        e->units[u].ag_done = ao_event_create(e->dev);
+    }
+    if (!e->sharded) {
+        for (int u = 0; u < e->nunits; u++)
+            e->units[u].params = e->P + e->lay.units[u].shard_offset;
+        return;
+    }
+    /* Gathered buffers: the root's own; the layers' own (shard_grad_op keeps
+     * them from forward to backward; limit 0 = unlimited) or a pool. */
+    int limit = cfg->fsdp.limit_all_gathers;
+    int pooled = e->reshard_after_forward && limit > 0;
+    int pool = pooled ? (limit < e->nlayers ? limit : e->nlayers) : 0;
+    e->nbufs = 1 + (pooled ? pool : e->nlayers);
+    e->bufs = ao_calloc((size_t)e->nbufs, sizeof *e->bufs);
+    size_t layer_max = 0;
+    for (int u = 1; u < e->nunits; u++)
+        if (e->lay.units[u].padded > layer_max) layer_max = e->lay.units[u].padded;
+    for (int b = 0; b < e->nbufs; b++) {
+        size_t n = b == 0 ? e->lay.units[0].padded : pooled ? layer_max : e->lay.units[b].padded;
+        e->bufs[b].buf = dev_zeros(e, n);
+        e->bufs[b].free_ev = ao_event_create(e->dev);
+    }
+    e->units[0].own_buf = 0;
+    for (int u = 1; u < e->nunits; u++) e->units[u].own_buf = pooled ? -1 : u;
+    e->pool_first = 1;
+    e->pool_size = pool;
+    e->pool_next = 0;
+}
+
+/* ---- create / destroy ---------------------------------------------------- */
+
+static void warn_precision(const ao_engine *e)
+{
+    const struct ao_config *cfg = e->cfg;
+    char what[256] = "";
+    if (cfg->training.mixed_precision != AO_PRECISION_FP32)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " training.mixed_precision=%s",
+                 ao_precision_name(cfg->training.mixed_precision));
+    if (ao_config_param_dtype(cfg) != AO_PRECISION_FP32)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " fsdp.param_dtype=%s",
+                 ao_precision_name(ao_config_param_dtype(cfg)));
+    if (cfg->fsdp.reduce_dtype != AO_PRECISION_FP32)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " fsdp.reduce_dtype=%s",
+                 ao_precision_name(cfg->fsdp.reduce_dtype));
+    if (cfg->training.tf32)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " training.tf32=true");
+    if (what[0] && e->rank == 0)
+        ao_warn("the cpu backend computes and communicates in fp32:%s run as fp32", what);
+}
+
+ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
+{
+    const struct ao_config *cfg = s->cfg;
+    *rc = ao_engine_check_config(cfg, s->ri->world_size, s->ri->local_world_size);
+    if (*rc) return NULL;
+    if (strcmp(ao_device_backend(s->dev), "cpu") != 0) {
+        ao_error("train", "the sharding engine's optimizer kernels run on the cpu backend only in "
+                          "this build; use --backend cpu");
+        *rc = AO_EXIT_USAGE;
+        return NULL;
+    }
+    ao_engine *e = ao_calloc(1, sizeof *e);
+    e->cfg = cfg;
+    e->dev = s->dev;
+    for (int i = 0; i < AO_NSTREAMS; i++) e->streams[i] = s->streams[i];
+    e->compute = s->streams[AO_STREAM_COMPUTE];
+    e->model = s->model;
+    e->shape = *s->shape;
+    e->loader = s->loader;
+    e->tl = s->timeline;
+    e->rank = s->ri->rank;
+    e->world = s->ri->world_size;
+    e->sharded = is_sharded(cfg);
+    e->hybrid = e->sharded && cfg->fsdp.sharding_strategy == AO_SHARD_HYBRID;
+    e->reshard_after_forward = e->sharded && cfg->fsdp.sharding_strategy != AO_SHARD_GRAD_OP;
+    e->group_size = e->hybrid ? group_size_for(cfg, e->world, s->ri->local_world_size) : e->world;
+    e->replicas = e->sharded ? e->world / e->group_size : e->world;
+    e->nunits = ao_model_units(&e->shape);
+    e->nlayers = e->nunits - 1;
+    e->pend_step = -1;
+    e->hp = (ao_adamw_hparams){.beta1 = (float)cfg->optimizer.betas[0],
+                               .beta2 = (float)cfg->optimizer.betas[1],
+                               .eps = (float)cfg->optimizer.eps,
+                               .weight_decay = (float)cfg->optimizer.weight_decay};
+    warn_precision(e);
+
+    *rc = make_comms(e, s);
+    if (*rc) {
+        ao_engine_destroy(e);
+        return NULL;
+    }
+    size_t *numel = ao_calloc((size_t)e->nunits, sizeof *numel);
+    int *order = ao_calloc((size_t)e->nunits, sizeof *order);
+    for (int u = 0; u < e->nunits; u++) numel[u] = ao_model_unit_params(&e->shape, u);
+    for (int i = 0; i < e->nunits; i++) order[i] = i < e->nlayers ? e->nlayers - i : 0;
+    int nshards = e->sharded ? e->group_size : 1;
+    int index = e->sharded ? e->rank % e->group_size : 0;
+    *rc = ao_shard_layout_init(&e->lay, numel, order, e->nunits, nshards, index, AO_SHARD_ALIGN);
+    free(numel);
+    free(order);
+    if (*rc) {
+        ao_engine_destroy(e);
+        return NULL;
+    }
+    e->units = ao_calloc((size_t)e->nunits, sizeof *e->units);
+    make_buffers(e);
+    make_groups(e);
+    e->opt_done = ao_event_create(e->dev);
+    e->sq_ready = ao_event_create(e->dev);
+    e->sum_ready = ao_event_create(e->dev);
+    int G = cfg->training.gradient_accumulation;
+    e->scal_dev = ao_dev_alloc(e->dev, AO_ENGINE_SCALAR_SLOTS * sizeof *e->scal_dev);
+    e->scal_host = ao_host_alloc(e->dev, AO_ENGINE_SCALAR_SLOTS * sizeof *e->scal_host);
+    e->loss_dev = dev_zeros(e, (size_t)AO_ENGINE_SCALAR_SLOTS * (size_t)G);
+    ao_memset_async(e->dev, e->scal_dev, 0, AO_ENGINE_SCALAR_SLOTS * sizeof *e->scal_dev,
+                    e->compute);
+    for (int i = 0; i < AO_ENGINE_SCALAR_SLOTS; i++) {
+        e->slot_ev[i] = ao_event_create(e->dev);
+        e->slot_iter[i] = -1;
+    }
+    e->batch_bytes = ao_loader_batch_bytes(e->loader);
+    ao_stream_sync(e->compute);
+    *rc = 0;
+    return e;
+}
+
+void ao_engine_finish(ao_engine *e)
+{
+    for (int i = 0; i < AO_NSTREAMS; i++)
+        if (e->streams[i]) ao_stream_sync(e->streams[i]);
+}
+
+void ao_engine_destroy(ao_engine *e)
+{
+    if (!e) return;
+    ao_engine_finish(e);
+    for (int i = e->ncomms - 1; i >= 0; i--) ao_comm_destroy(e->comms[i]);
+    float *arenas[] = {e->P,     e->M,          e->V,          e->ACC,        e->RED,
+                       e->GFULL, e->scratch[0], e->scratch[1], e->scratch[2], e->loss_dev};
+    for (size_t i = 0; i < sizeof arenas / sizeof arenas[0]; i++)
+        if (arenas[i]) ao_dev_free(e->dev, arenas[i]);
+    for (int b = 0; b < e->nbufs; b++) {
+        ao_dev_free(e->dev, e->bufs[b].buf);
+        ao_event_destroy(e->bufs[b].free_ev);
+    }
+    free(e->bufs);
+    if (e->units)
+        for (int u = 0; u < e->nunits; u++)
+            if (e->units[u].ag_done) ao_event_destroy(e->units[u].ag_done);
+    free(e->units);
+    for (int g = 0; g < e->ngroups; g++) {
+        ao_event_destroy(e->groups[g].grad_ready);
+        ao_event_destroy(e->groups[g].mid);
+        ao_event_destroy(e->groups[g].done);
+    }
+    free(e->groups);
+    ao_event *evs[] = {e->opt_done, e->sq_ready, e->sum_ready};
+    for (size_t i = 0; i < 3; i++)
+        if (evs[i]) ao_event_destroy(evs[i]);
+    for (int i = 0; i < AO_ENGINE_SCALAR_SLOTS; i++)
+        if (e->slot_ev[i]) ao_event_destroy(e->slot_ev[i]);
+    if (e->scal_dev) ao_dev_free(e->dev, e->scal_dev);
+    if (e->scal_host) ao_host_free(e->dev, e->scal_host);
+    ao_shard_layout_free(&e->lay);
+    free(e);
+}
+
+/* ---- gathers ------------------------------------------------------------- */
+
+/* Issue unit u's all-gather for its next use unless one is valid. Returns 0
+ * when deferred (its pool slot's owner is not released yet). */
+static int try_gather(ao_engine *e, int u, int do_comm)
+{
+    unit_state *us = &e->units[u];
+    if (!e->sharded || us->valid) return 1;
+    int b = us->own_buf;
+    if (b < 0) {
+        b = e->pool_first + e->pool_next;
+        if (e->bufs[b].busy) return 0;
+        e->pool_next = (e->pool_next + 1) % e->pool_size;
+    }
+    gbuf *g = &e->bufs[b];
+    g->busy = 1;
+    us->cur_buf = b;
+    us->params = g->buf;
+    us->valid = 1;
+    if (!do_comm) return 1; /* compute_only: the buffer is reused as it is */
+    lane *ln = &e->lanes[LANE_AG];
+    const ao_unit_span *sp = &e->lay.units[u];
+    ao_stream_wait_event(ln->s, g->free_ev);
+    ao_comm *c = shard_comm(e, LANE_AG);
+    uint64_t bytes = ao_coll_bytes(AO_ALLGATHER, sp->shard, AO_F32, ao_comm_size(c));
+    int op = op_begin(e, ln->sid, AO_CLASS_COMM, AO_KIND_ALLGATHER, "allgather", u, bytes);
+    ao_allgather(c, e->P + sp->shard_offset, g->buf, sp->shard, AO_F32);
+    ao_timeline_op_end(e->tl, op);
+    ao_event_record(us->ag_done, ln->s);
+    return 1;
+}
+
+static void need_gather(ao_engine *e, int u, int do_comm)
+{
+    if (!try_gather(e, u, do_comm))
+        ao_fatal(AO_EXIT_FAIL, "engine", "unit %d has no free gathered buffer (schedule error)", u);
+    if (e->sharded) ao_stream_wait_event(e->compute, e->units[u].ag_done);
+}
+
+static void release(ao_engine *e, int u)
+{
+    unit_state *us = &e->units[u];
+    if (!e->sharded || !us->valid) return;
+    gbuf *g = &e->bufs[us->cur_buf];
+    ao_event_record(g->free_ev, e->compute);
+    g->busy = 0;
+    us->valid = 0;
+    us->cur_buf = -1;
+}
+
+/* ---- reductions ---------------------------------------------------------- */
+
+static void accumulate(ao_engine *e, ao_stream *s, rgroup *G, int first)
+{
+    struct k_accum a = {e->ACC + G->shard_off, e->RED + G->shard_off, G->shard_len, first};
+    ao_launch_host(s, run_accum, &a, sizeof a);
+}
+
+static void reduce_group(ao_engine *e, int g, ao_phase phase)
+{
+    rgroup *G = &e->groups[g];
+    ao_event_record(G->grad_ready, e->compute);
+    if (phase == AO_PHASE_COMPUTE_ONLY) return;
+    int first = G->reductions++ == 0;
+    float *gfull = e->GFULL + G->full_off, *red = e->RED + G->shard_off;
+    ao_stream *last;
+    if (e->sharded) {
+        lane *rs = &e->lanes[LANE_RS];
+        ao_stream_wait_event(rs->s, G->grad_ready);
+        ao_stream_wait_event(rs->s, G->done); /* RED is free again */
+        ao_comm *c = shard_comm(e, LANE_RS);
+        uint64_t bytes = ao_coll_bytes(AO_REDUCESCATTER, G->shard_len, AO_F32, ao_comm_size(c));
+        int op = op_begin(e, rs->sid, AO_CLASS_COMM, AO_KIND_REDUCESCATTER, "reducescatter",
+                          G->first_unit, bytes);
+        ao_reducescatter(c, gfull, red, G->shard_len, AO_F32, AO_SUM);
+        ao_timeline_op_end(e->tl, op);
+        last = rs->s;
+        if (e->hybrid && e->replicas > 1) {
+            lane *ar = &e->lanes[LANE_AR];
+            ao_event_record(G->mid, rs->s);
+            ao_stream_wait_event(ar->s, G->mid);
+            uint64_t b2 = ao_coll_bytes(AO_ALLREDUCE, G->shard_len, AO_F32, e->replicas);
+            op = op_begin(e, ar->sid, AO_CLASS_COMM, AO_KIND_ALLREDUCE, "allreduce", G->first_unit,
+                          b2);
+            ao_allreduce(ar->group, red, red, G->shard_len, AO_F32, AO_SUM);
+            ao_timeline_op_end(e->tl, op);
+            last = ar->s;
+        }
+    } else {
+        lane *ar = &e->lanes[LANE_AR];
+        ao_stream_wait_event(ar->s, G->grad_ready);
+        uint64_t bytes = ao_coll_bytes(AO_ALLREDUCE, G->full_len, AO_F32, e->world);
+        int op = op_begin(e, ar->sid, AO_CLASS_COMM, AO_KIND_ALLREDUCE, "allreduce", g, bytes);
+        ao_allreduce(ar->world, gfull, red, G->full_len, AO_F32, AO_SUM);
+        ao_timeline_op_end(e->tl, op);
+        last = ar->s;
+    }
+    if (phase == AO_PHASE_TRAIN) accumulate(e, last, G, first);
+    ao_memset_async(e->dev, gfull, 0, G->full_len * sizeof *gfull, last);
+    ao_event_record(G->done, last);
+}
+
+/* ---- data ---------------------------------------------------------------- */
+
+static void fetch(ao_engine *e, int64_t step, int micro)
+{
+    int op = op_begin(e, AO_STREAM_H2D, AO_CLASS_COPY, AO_KIND_NONE, "h2d", -1, e->batch_bytes);
+    e->pend_batch = ao_loader_next(e->loader, step, micro, &e->pend_ready);
+    ao_timeline_op_end(e->tl, op);
+    e->pend_step = step;
+    e->pend_micro = micro;
+}
+
+static const ao_batch *take_batch(ao_engine *e, int64_t step, int micro)
+{
+    if (e->pend_step != step || e->pend_micro != micro) fetch(e, step, micro);
+    const ao_batch *b = e->pend_batch;
+    if (e->pend_ready) ao_stream_wait_event(e->compute, e->pend_ready);
+    e->pend_step = -1;
+    return b;
+}
+
+/* ---- one micro-batch ----------------------------------------------------- */
+
+typedef struct micro_ctx {
+    ao_phase phase;
+    int do_comm, do_compute;
+    int64_t data_step;
+    int micro, last_micro;
+    int64_t next_step; /* what to prefetch after the forward: step, micro */
+    int next_micro;
+    float *loss_slot;
+    double normalizer;
+} micro_ctx;
+
+static void run_micro(ao_engine *e, const micro_ctx *x)
+{
+    const struct ao_config *cfg = e->cfg;
+    int L = e->nlayers, fwd_pf = cfg->fsdp.forward_prefetch;
+    enum ao_backward_prefetch bp = cfg->fsdp.backward_prefetch;
+    const ao_batch *b = x->do_compute ? take_batch(e, x->data_step, x->micro) : NULL;
+    ao_stream *cs = e->compute;
+    int op;
+
+    /* forward */
+    need_gather(e, 0, x->do_comm);
+    if (fwd_pf && L >= 1) try_gather(e, 1, x->do_comm);
+    if (x->do_compute) {
+        op = compute_begin(e, "forward", 0);
+        ao_model_forward_input(e->model, cs, e->units[0].params, b, x->data_step);
+        ao_timeline_op_end(e->tl, op);
+    }
+    for (int l = 1; l <= L; l++) {
+        need_gather(e, l, x->do_comm);
+        if (fwd_pf && l < L) try_gather(e, l + 1, x->do_comm);
+        if (x->do_compute) {
+            op = compute_begin(e, "forward", l);
+            ao_model_forward_layer(e->model, cs, l, e->units[l].params, b, x->data_step);
+            ao_timeline_op_end(e->tl, op);
+        }
+        if (e->reshard_after_forward) release(e, l);
+    }
+    if (x->do_compute) {
+        op = compute_begin(e, "forward", 0);
+        ao_model_forward_head(e->model, cs, e->units[0].params, b, x->normalizer, x->loss_slot);
+        ao_timeline_op_end(e->tl, op);
+    }
+    if (x->do_compute && x->next_step >= 0) fetch(e, x->next_step, x->next_micro);
+
+    /* backward: head, layers L..1, input; unit i-1's gather as prefetch says */
+    int reduce_now = cfg->fsdp.reduce_every_microbatch || x->last_micro;
+    if (bp == AO_PREFETCH_BACKWARD_PRE && L >= 1) try_gather(e, L, x->do_comm);
+    ao_stream_wait_event(cs, e->groups[e->units[0].group].done);
+    if (x->do_compute) {
+        op = compute_begin(e, "backward", 0);
+        ao_model_backward_head(e->model, cs, e->units[0].params,
+                               e->GFULL + e->lay.units[0].full_offset, b, x->normalizer);
+        ao_timeline_op_end(e->tl, op);
+    }
+    if (bp == AO_PREFETCH_BACKWARD_POST && L >= 1) try_gather(e, L, x->do_comm);
+    for (int l = L; l >= 1; l--) {
+        need_gather(e, l, x->do_comm);
+        if (bp == AO_PREFETCH_BACKWARD_PRE && l > 1) try_gather(e, l - 1, x->do_comm);
+        int g = e->units[l].group;
+        ao_stream_wait_event(cs, e->groups[g].done);
+        if (x->do_compute) {
+            op = compute_begin(e, "backward", l);
+            ao_model_backward_layer(e->model, cs, l, e->units[l].params,
+                                    e->GFULL + e->lay.units[l].full_offset, b, x->data_step);
+            ao_timeline_op_end(e->tl, op);
+        }
+        release(e, l);
+        if (bp == AO_PREFETCH_BACKWARD_POST && l > 1) try_gather(e, l - 1, x->do_comm);
+        if (reduce_now && e->groups[g].trigger == l) reduce_group(e, g, x->phase);
+    }
+    if (x->do_compute) {
+        op = compute_begin(e, "backward", 0);
+        ao_model_backward_input(e->model, cs, e->units[0].params,
+                                e->GFULL + e->lay.units[0].full_offset, b);
+        ao_timeline_op_end(e->tl, op);
+        ao_loader_release(e->loader, b, cs);
+    }
+    if (x->last_micro) release(e, 0);
+    if (reduce_now) reduce_group(e, e->units[0].group, x->phase);
+}
+
+/* ---- the optimizer ------------------------------------------------------- */
+
+static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step, float lr,
+                      int stop_vote)
+{
+    const struct ao_config *cfg = e->cfg;
+    ao_stream *cs = e->compute;
+    scal *sd = &e->scal_dev[slot];
+    int G = cfg->training.gradient_accumulation;
+    size_t S = e->lay.shard_total;
+    if (phase != AO_PHASE_COMM_ONLY) {
+        for (int g = 0; g < e->ngroups; g++) ao_stream_wait_event(cs, e->groups[g].done);
+        int op = compute_begin(e, "clip", -1);
+        struct k_sumsq k = {e->ACC,
+                            S,
+                            e->loss_dev + (size_t)slot * G,
+                            G,
+                            1.0 / e->replicas,
+                            stop_vote ? 1.0 : 0.0,
+                            sd->local};
+        ao_launch_host(cs, run_sumsq, &k, sizeof k);
+        ao_timeline_op_end(e->tl, op);
+    }
+    if (phase != AO_PHASE_COMPUTE_ONLY) {
+        lane *ar = &e->lanes[LANE_AR];
+        ao_event_record(e->sq_ready, cs);
+        ao_stream_wait_event(ar->s, e->sq_ready);
+        uint64_t bytes = ao_coll_bytes(AO_ALLREDUCE, 3, AO_F64, e->world);
+        int op = op_begin(e, ar->sid, AO_CLASS_COMM, AO_KIND_ALLREDUCE, "allreduce", -1, bytes);
+        ao_allreduce(ar->world, sd->local, sd->global, 3, AO_F64, AO_SUM);
+        ao_timeline_op_end(e->tl, op);
+        ao_event_record(e->sum_ready, ar->s);
+        ao_stream_wait_event(cs, e->sum_ready);
+    }
+    if (phase == AO_PHASE_COMM_ONLY) return;
+    float *p = e->P, *m = e->M, *v = e->V;
+    const double *global = sd->global;
+    if (phase == AO_PHASE_COMPUTE_ONLY) { /* the same update on copies */
+        p = e->scratch[0];
+        m = e->scratch[1];
+        v = e->scratch[2];
+        ao_copy_async(e->dev, p, e->P, S * sizeof *p, AO_D2D, cs);
+        ao_copy_async(e->dev, m, e->M, S * sizeof *m, AO_D2D, cs);
+        ao_copy_async(e->dev, v, e->V, S * sizeof *v, AO_D2D, cs);
+        global = sd->local;
+    }
+    int op = compute_begin(e, "optimizer", -1);
+    struct k_adamw k = {p,
+                        m,
+                        v,
+                        e->ACC,
+                        S,
+                        e->hp,
+                        lr,
+                        (float)cfg->training.grad_clip_norm,
+                        data_step + 1,
+                        global,
+                        sd->result};
+    ao_launch_host(cs, run_adamw, &k, sizeof k);
+    ao_timeline_op_end(e->tl, op);
+    if (phase == AO_PHASE_COMPUTE_ONLY)
+        ao_memset_async(e->dev, e->GFULL, 0, e->lay.full_total * sizeof(float), cs);
+}
+
+void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t data_step,
+                         int64_t next_data_step, int stop_vote)
+{
+    const struct ao_config *cfg = e->cfg;
+    int G = cfg->training.gradient_accumulation;
+    int slot = (int)(iter % AO_ENGINE_SCALAR_SLOTS);
+    float lr = ao_lr_at((float)cfg->optimizer.lr, data_step, cfg->scheduler.warmup_steps,
+                        cfg->scheduler.total_steps);
+    for (int g = 0; g < e->ngroups; g++) e->groups[g].reductions = 0;
+    /* Gathers read the shards the previous update wrote. */
+    ao_stream_wait_event(e->lanes[LANE_AG].s, e->opt_done);
+    micro_ctx x = {.phase = phase,
+                   .do_comm = phase != AO_PHASE_COMPUTE_ONLY,
+                   .do_compute = phase != AO_PHASE_COMM_ONLY,
+                   .data_step = data_step,
+                   .normalizer = (double)ao_engine_step_tokens(e)};
+    for (int j = 0; j < G; j++) {
+        x.micro = j;
+        x.last_micro = j == G - 1;
+        x.next_step = x.last_micro ? next_data_step : data_step;
+        x.next_micro = x.last_micro ? 0 : j + 1;
+        x.loss_slot = e->loss_dev + (size_t)slot * G + j;
+        run_micro(e, &x);
+    }
+    optimizer(e, phase, slot, data_step, lr, stop_vote);
+    ao_event_record(e->opt_done, e->compute);
+    e->slot_iter[slot] = iter;
+    e->slot_lr[slot] = lr;
+    if (phase == AO_PHASE_TRAIN) {
+        ao_copy_async(e->dev, &e->scal_host[slot], &e->scal_dev[slot], sizeof(scal), AO_D2H,
+                      e->compute);
+        ao_event_record(e->slot_ev[slot], e->compute);
+    }
+}
+
+void ao_engine_scalars(ao_engine *e, int64_t iter, ao_step_scalars *out)
+{
+    int slot = (int)(iter % AO_ENGINE_SCALAR_SLOTS);
+    if (e->slot_iter[slot] != iter)
+        ao_fatal(AO_EXIT_FAIL, "engine", "the scalars of iteration %lld are gone (slot reused)",
+                 (long long)iter);
+    ao_event_sync(e->slot_ev[slot]);
+    const scal *h = &e->scal_host[slot];
+    out->loss = h->global[1];
+    out->loss_local = h->local[1] * e->world;
+    out->grad_norm = h->result[0];
+    out->clip_coef = h->result[1];
+    out->lr = e->slot_lr[slot];
+    out->stop = h->global[2] > 0;
+}
+
+void ao_engine_barrier(ao_engine *e)
+{
+    lane *ar = &e->lanes[LANE_AR];
+    double *d = ao_dev_alloc(e->dev, 2 * sizeof *d);
+    ao_memset_async(e->dev, d, 0, 2 * sizeof *d, ar->s);
+    ao_allreduce(ar->world, d, d + 1, 1, AO_F64, AO_SUM);
+    ao_stream_sync(ar->s);
+    ao_dev_free(e->dev, d);
+}
+
+int64_t ao_engine_step_samples(const ao_engine *e)
+{
+    return (int64_t)e->world * e->shape.batch * e->cfg->training.gradient_accumulation;
+}
+
+int64_t ao_engine_step_tokens(const ao_engine *e)
+{
+    return ao_engine_step_samples(e) * e->shape.seq;
+}
+
+void ao_engine_describe(const ao_engine *e, char *buf, size_t n)
+{
+    const struct ao_config *cfg = e->cfg;
+    const char *strategy = cfg->distributed.mode == AO_MODE_DDP ? "ddp"
+                           : e->hybrid                          ? "hybrid_shard"
+                           : !e->sharded                        ? "no_shard"
+                           : e->reshard_after_forward           ? "full_shard"
+                                                                : "shard_grad_op";
+    size_t params = 0;
+    for (int u = 0; u < e->nunits; u++) params += e->lay.units[u].numel;
+    const char *lanes = !cfg->distributed.enable_overlap    ? "all on compute (no overlap)"
+                        : !cfg->distributed.comm_per_stream ? "one communicator on allgather"
+                                                            : "allgather/reducescatter/allreduce";
+    snprintf(buf, n,
+             "%s over %d ranks (shard group %d): %d units, %zu parameters, shard %zu of %zu "
+             "elements, %d gathered buffers, %d reduction groups; collectives: %s",
+             strategy, e->world, e->sharded ? e->group_size : 1, e->nunits, params,
+             e->lay.shard_total, e->lay.full_total, e->nbufs, e->ngroups, lanes);
+}

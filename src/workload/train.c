@@ -1,0 +1,537 @@
+/* aorta train on one rank: set-up, the iteration loop, records, logs, the end. */
+#include "workload/train.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/jsonl.h"
+#include "core/rundir.h"
+#include "launch/launch.h"
+#include "report/summary.h"
+#include "timeline/timeline.h"
+#include "workload/engine.h"
+#include "workload/loader.h"
+#include "workload/model.h"
+
+#ifndef AORTA_VERSION
+#define AORTA_VERSION "0.0.0"
+#endif
+
+/* Host copies of the scalars, by iteration (the engine keeps only the last
+ * few on the device side). */
+#define SCALAR_RING 64
+
+typedef struct issued {
+    int64_t iter;
+    int64_t step; /* the record's step: the optimizer step (baselines: the next one) */
+    ao_phase phase;
+} issued;
+
+typedef struct trainer {
+    const struct ao_config *cfg;
+    const ao_train_opts *o;
+    const ao_rank_info *ri;
+    ao_device *dev;
+    ao_device_info info;
+    ao_stream *streams[AO_NSTREAMS];
+    ao_model_shape shape;
+    ao_model *model;
+    ao_loader *loader;
+    ao_timeline *tl;
+    ao_engine *engine;
+    ao_rundir rd;
+    int have_rd;
+    ao_jsonl_writer *w;
+    FILE *log;
+    ao_profile_schedule prof;
+    struct timespec anchor_mono;
+    /* iterations issued and not yet delivered by the timeline, in order */
+    issued *queue;
+    size_t qhead, qlen, qcap;
+    ao_step_scalars sc[SCALAR_RING];
+    int64_t sc_iter[SCALAR_RING];
+    int total_steps; /* train steps */
+    int baselines;   /* compute-only iterations, and as many comm-only */
+    int stop_agreed;
+    int progress_tty;
+    double t_start;
+    int64_t steps_done;
+    int append_failed;
+} trainer;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A line for rank_NN.log (and, on rank 0, stdout). */
+static void log_line(trainer *t, int to_stdout, const char *fmt, ...) AO_PRINTF(3, 4);
+static void log_line(trainer *t, int to_stdout, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (t->log) {
+        fprintf(t->log, "%s\n", buf);
+        fflush(t->log);
+    }
+    if (to_stdout && t->ri->rank == 0) {
+        if (t->progress_tty) printf("\r\033[K");
+        printf("%s\n", buf);
+        fflush(stdout);
+    }
+}
+
+/* ---- set-up -------------------------------------------------------------- */
+
+static void model_shape(const struct ao_config *cfg, ao_model_shape *s)
+{
+    *s = (ao_model_shape){.batch = cfg->training.batch_size,
+                          .seq = cfg->dataset.sequence_length,
+                          .num_dense = cfg->model.num_dense_features,
+                          .dense_dim = cfg->model.dense_dim,
+                          .sparse = cfg->dataset.sparse_features,
+                          .vocab = cfg->model.vocab_size,
+                          .emb_dim = cfg->model.embedding_dim,
+                          .dim = cfg->model.model_dim,
+                          .heads = cfg->model.num_heads,
+                          .layers = cfg->model.num_layers,
+                          .ff = ao_config_ff_dim(cfg),
+                          .mlp_hidden = cfg->model.mlp_hidden_dim,
+                          .dropout = (float)cfg->model.dropout,
+                          .seed = (uint64_t)cfg->dataset.seed};
+}
+
+/* The run directory: joined when a launcher parent made it, else made by rank
+ * 0 and its id broadcast to the others. */
+static int open_rundir(trainer *t, const ao_comm_id *id)
+{
+    const char *out = t->cfg->training.output_dir;
+    const char *env = getenv(AO_RUN_ID_ENV);
+    if (env && *env) {
+        if (ao_rundir_validate_name(env, AO_RUN_ID_ENV)) return AO_EXIT_USAGE;
+        return ao_rundir_join(out, env, 30.0, &t->rd);
+    }
+    char run_id[AO_RUN_ID_MAX] = "";
+    if (t->o->run_name)
+        snprintf(run_id, sizeof run_id, "%s", t->o->run_name);
+    else if (t->ri->rank == 0)
+        ao_rundir_make_id(run_id, sizeof run_id);
+    if (!t->o->run_name && t->ri->world_size > 1) {
+        ao_comm_opts co = {.timeout_s = t->cfg->distributed.timeout_s};
+        ao_stream *s = t->streams[AO_STREAM_COMPUTE];
+        ao_comm *c = ao_comm_create(t->dev, s, t->ri, id, &co);
+        if (!c) return AO_EXIT_FAIL;
+        char *buf = ao_dev_alloc(t->dev, sizeof run_id);
+        ao_copy_async(t->dev, buf, run_id, sizeof run_id, AO_H2D, s);
+        ao_broadcast(c, buf, buf, sizeof run_id, AO_U8, 0);
+        ao_copy_async(t->dev, run_id, buf, sizeof run_id, AO_D2H, s);
+        ao_stream_sync(s);
+        ao_dev_free(t->dev, buf);
+        ao_comm_destroy(c);
+        run_id[sizeof run_id - 1] = '\0';
+    }
+    return ao_rundir_open(out, run_id, t->ri->rank, 30.0, &t->rd);
+}
+
+static FILE *create_exclusive(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        ao_error(path, "cannot create: %s", strerror(errno));
+        return NULL;
+    }
+    return fdopen(fd, "w");
+}
+
+/* run.json's config section: every key with its type and origin. */
+struct visit_ctx {
+    ao_config_emit_fn emit;
+    void *emit_ctx;
+};
+
+static void visit_item(void *ctx, const struct ao_config_item *it)
+{
+    struct visit_ctx *v = ctx;
+    static const char *const names[] = {"int",  "float",      "bool",        "string",
+                                        "enum", "float list", "int or bool", "map"};
+    ao_config_entry e = {.key = it->key, .type = names[it->type], .origin = it->origin};
+    if (it->is_null)
+        e.value = (ao_json_value){.type = AO_JSON_NULL};
+    else if (it->type == AO_CFG_INT)
+        e.value = ao_json_int(strtoll(it->value, NULL, 10));
+    else if (it->type == AO_CFG_FLOAT)
+        e.value = ao_json_double(strtod(it->value, NULL));
+    else if (it->type == AO_CFG_BOOL)
+        e.value = ao_json_bool(strcmp(it->value, "true") == 0);
+    else if (it->type == AO_CFG_STRING || it->type == AO_CFG_ENUM)
+        e.value = ao_json_str(it->value);
+    else
+        e.value = ao_json_raw(it->value);
+    v->emit(v->emit_ctx, &e);
+}
+
+static void visit_config(const void *config, ao_config_emit_fn emit, void *emit_ctx)
+{
+    struct visit_ctx v = {emit, emit_ctx};
+    ao_config_foreach(config, visit_item, &v);
+}
+
+static int write_run_json(trainer *t)
+{
+    char comm_ver[256] = "", dev_ver[256] = "";
+    for (int i = 0; i < ao_comm_backend_count(); i++)
+        if (strcmp(ao_comm_backend_name(i), ao_comm_backend_for(t->info.backend)) == 0)
+            ao_comm_backend_version(i, comm_ver, sizeof comm_ver);
+    for (int i = 0; i < ao_device_backend_count(); i++)
+        if (strcmp(ao_device_backend_name(i), t->info.backend) == 0)
+            ao_device_backend_version(i, dev_ver, sizeof dev_ver);
+    ao_json_field versions[] = {
+        {"aorta", ao_json_str(AORTA_VERSION)},
+        {"device_backend", ao_json_str(t->info.backend)},
+        {"device_runtime", ao_json_str(t->info.runtime_version)},
+        {"driver", ao_json_str(t->info.driver_version)},
+        {"backend_version", ao_json_str(dev_ver)},
+        {"comm", ao_json_str(comm_ver)},
+    };
+    ao_json_field dev[] = {
+        {"rank", ao_json_int(0)},
+        {"backend", ao_json_str(t->info.backend)},
+        {"name", ao_json_str(t->info.name)},
+        {"ordinal", ao_json_int(t->info.ordinal)},
+        {"pci_bus_id", ao_json_str(t->info.pci_bus_id)},
+        {"sm_count", ao_json_int(t->info.sm_count)},
+        {"total_mem", ao_json_int((long long)t->info.total_mem)},
+    };
+    ao_json_object devices[] = {{dev, sizeof dev / sizeof dev[0]}};
+    ao_run_header h = {.run_id = t->rd.run_id,
+                       .command = "train",
+                       .argc = t->o->argc,
+                       .argv = t->o->argv,
+                       .world_size = t->ri->world_size,
+                       .config_visit = visit_config,
+                       .config = t->cfg,
+                       .versions = versions,
+                       .nversions = sizeof versions / sizeof versions[0],
+                       .devices = devices,
+                       .ndevices = 1,
+                       .anchor_realtime = ao_timeline_anchor_realtime(t->tl),
+                       .anchor_monotonic = t->anchor_mono};
+    char *path = ao_rundir_file(&t->rd, AO_RUN_JSON);
+    int rc = ao_run_json_write(path, &h);
+    free(path);
+    return rc;
+}
+
+static int setup(trainer *t)
+{
+    const struct ao_config *cfg = t->cfg;
+    const ao_rank_info *ri = t->ri;
+    int rc = ao_engine_check_config(cfg, ri->world_size, ri->local_world_size);
+    if (rc) return rc;
+    int ndev = ao_device_count(t->o->backend);
+    if (ndev <= 0) {
+        ao_error("--backend", "the %s backend sees no device", t->o->backend);
+        return AO_EXIT_USAGE;
+    }
+    /* The cpu backend's one device is shared by every rank by design. */
+    int ordinal =
+        strcmp(t->o->backend, "cpu") == 0 ? 0 : ao_launch_device_ordinal(ri->local_rank, ndev);
+    t->dev = ao_device_open(t->o->backend, ordinal);
+    if (!t->dev) return AO_EXIT_USAGE;
+    ao_device_get_info(t->dev, &t->info);
+    for (int i = 0; i < AO_NSTREAMS; i++)
+        t->streams[i] = ao_stream_create(t->dev, ao_stream_id_name((ao_stream_id)i),
+                                         cfg->streams.by_id[i].priority);
+    ao_gemm_set_policy(t->dev, cfg->compute.gemm_chunks, cfg->compute.sm_count_target);
+
+    const char *cb = ao_comm_backend_for(t->info.backend);
+    if (!cb) {
+        ao_error("train", "no collective backend for the %s device backend in this build",
+                 t->info.backend);
+        return AO_EXIT_USAGE;
+    }
+    ao_comm_id id;
+    memset(&id, 0, sizeof id);
+    if ((ri->world_size == 1 ? ao_comm_make_id(cb, &id)
+                             : ao_launch_bootstrap_id(ri, cb, t->o->rdzv_file,
+                                                      cfg->distributed.timeout_s, &id)) != 0)
+        return AO_EXIT_FAIL;
+    if ((rc = open_rundir(t, &id)) != 0) return rc;
+    t->have_rd = 1;
+
+    char *path = ao_rundir_rank_path(&t->rd, ri->rank, ri->world_size, AO_RANK_LOG);
+    t->log = create_exclusive(path);
+    free(path);
+    if (!t->log) return AO_EXIT_FAIL;
+    path = ao_rundir_rank_path(&t->rd, ri->rank, ri->world_size, AO_RANK_METRICS);
+    t->w = ao_jsonl_open(path, cfg->training.log_interval);
+    free(path);
+    if (!t->w) return AO_EXIT_FAIL;
+
+    model_shape(cfg, &t->shape);
+    t->model = ao_model_create(t->dev, &t->shape);
+    if (!t->model) return AO_EXIT_USAGE;
+    ao_loader_config lc = {
+        .data = {.seq_len = cfg->dataset.sequence_length,
+                 .num_dense = cfg->dataset.num_dense_features,
+                 .dense_dim = cfg->dataset.dense_dim,
+                 .num_sparse = cfg->dataset.sparse_features,
+                 .vocab = cfg->dataset.vocab_size},
+        .seed = (uint64_t)cfg->dataset.seed,
+        .target_kind =
+            cfg->dataset.target == AO_DATASET_TARGET_TEACHER ? AO_TARGET_TEACHER : AO_TARGET_RANDOM,
+        .batch = cfg->training.batch_size,
+        .world = ri->world_size,
+        .rank = ri->rank,
+        .accum = cfg->training.gradient_accumulation,
+        .num_samples = cfg->dataset.num_samples,
+        .placement = cfg->dataset.placement,
+        .workers = cfg->dataloader.num_workers,
+        .pinned = cfg->dataloader.pin_memory,
+        .depth = 3, /* the batch in use, the prefetched one, one being filled */
+    };
+    t->loader = ao_loader_create(t->dev, t->streams[AO_STREAM_H2D], &lc);
+    if (!t->loader) return AO_EXIT_USAGE;
+
+    t->tl = ao_timeline_create(t->dev, t->streams, cfg->profiling.timing);
+    ao_timeline_anchor(t->tl, t->streams[AO_STREAM_COMPUTE]);
+    clock_gettime(CLOCK_MONOTONIC, &t->anchor_mono);
+    t->prof = (ao_profile_schedule){.enabled = cfg->profiling.enabled,
+                                    .wait = cfg->profiling.wait,
+                                    .warmup = cfg->profiling.warmup,
+                                    .active = cfg->profiling.active,
+                                    .repeat = cfg->profiling.repeat};
+
+    ao_engine_setup es = {.cfg = cfg,
+                          .ri = ri,
+                          .id = &id,
+                          .dev = t->dev,
+                          .streams = t->streams,
+                          .model = t->model,
+                          .shape = &t->shape,
+                          .loader = t->loader,
+                          .timeline = t->tl};
+    t->engine = ao_engine_create(&es, &rc);
+    if (!t->engine) return rc;
+    if (ri->rank == 0 && (rc = write_run_json(t)) != 0) return rc;
+
+    char desc[512];
+    ao_engine_describe(t->engine, desc, sizeof desc);
+    log_line(t, 1, "aorta train: run %s on %s (%s), rank %d of %d", t->rd.run_id, t->info.name,
+             t->info.backend, ri->rank, ri->world_size);
+    log_line(t, 1, "%s", desc);
+    return 0;
+}
+
+static void teardown(trainer *t)
+{
+    ao_engine_destroy(t->engine);
+    ao_loader_destroy(t->loader);
+    if (t->tl) ao_timeline_destroy(t->tl);
+    ao_model_destroy(t->model);
+    for (int i = 0; i < AO_NSTREAMS; i++)
+        if (t->streams[i]) ao_stream_destroy(t->streams[i]);
+    if (t->dev) ao_device_close(t->dev);
+    if (t->w) ao_jsonl_close(t->w);
+    if (t->log) fclose(t->log);
+    if (t->have_rd) ao_rundir_free(&t->rd);
+    free(t->queue);
+}
+
+/* ---- records ------------------------------------------------------------- */
+
+static void push_issued(trainer *t, issued it)
+{
+    if (t->qlen == t->qcap) {
+        size_t ncap = t->qcap ? 2 * t->qcap : 16;
+        issued *q = ao_calloc(ncap, sizeof *q);
+        for (size_t i = 0; i < t->qlen; i++) q[i] = t->queue[(t->qhead + i) % t->qcap];
+        free(t->queue);
+        t->queue = q;
+        t->qcap = ncap;
+        t->qhead = 0;
+    }
+    t->queue[(t->qhead + t->qlen++) % t->qcap] = it;
+}
+
+static const ao_step_scalars *scalars_of(trainer *t, int64_t iter)
+{
+    int k = (int)(iter % SCALAR_RING);
+    if (t->sc_iter[k] != iter) {
+        ao_engine_scalars(t->engine, iter, &t->sc[k]);
+        t->sc_iter[k] = iter;
+    }
+    return &t->sc[k];
+}
+
+static void fmt_eta(char *buf, size_t n, double s)
+{
+    if (!(s >= 0) || s > 360000)
+        snprintf(buf, n, "?");
+    else if (s >= 60)
+        snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else
+        snprintf(buf, n, "%.0fs", s);
+}
+
+static void on_iteration(void *ctx, int64_t step, const char *phase, const ao_op *ops, size_t nops)
+{
+    trainer *t = ctx;
+    if (t->qlen == 0)
+        ao_fatal(AO_EXIT_FAIL, "train", "the timeline delivered an unknown iteration");
+    issued it = t->queue[t->qhead];
+    t->qhead = (t->qhead + 1) % t->qcap;
+    t->qlen--;
+    ao_iter_record r;
+    ao_iter_record_init(&r);
+    r.rank = t->ri->rank;
+    r.world_size = t->ri->world_size;
+    r.step = step;
+    r.phase = phase;
+    ao_overlap_compute(ops, nops, t->ri->world_size, &r.m);
+    struct timespec a = ao_timeline_anchor_realtime(t->tl);
+    r.wall_time = (double)a.tv_sec + 1e-9 * (double)a.tv_nsec + 1e-6 * r.m.window_start_us;
+    int64_t samples = ao_engine_step_samples(t->engine);
+    if (it.phase == AO_PHASE_TRAIN) {
+        const ao_step_scalars *s = scalars_of(t, it.iter);
+        r.loss = s->loss;
+        r.loss_local = s->loss_local;
+        r.grad_norm = s->grad_norm;
+        r.lr = s->lr;
+        r.samples = samples;
+        if (r.m.step_ms > 0)
+            r.tokens_per_s = (double)ao_engine_step_tokens(t->engine) / (r.m.step_ms * 1e-3);
+    }
+    if (ao_profile_active(&t->prof, it.iter)) {
+        r.ops = ops;
+        r.nops = nops;
+    }
+    if (ao_jsonl_append(t->w, &r) != 0) t->append_failed = 1;
+    if (it.phase != AO_PHASE_TRAIN) return;
+    t->steps_done = step + 1;
+    int interval = t->cfg->training.log_interval;
+    if ((step + 1) % interval == 0 || step + 1 == t->total_steps) {
+        log_line(t, 1,
+                 "step %lld/%d  loss %.6g  loss_local %.6g  lr %.3g  grad_norm %.4g  step %.2f ms  "
+                 "tokens/s %.4g",
+                 (long long)step + 1, t->total_steps, r.loss, r.loss_local, r.lr, r.grad_norm,
+                 r.m.step_ms, r.tokens_per_s);
+    }
+    if (t->progress_tty) {
+        double el = now_s() - t->t_start;
+        char eta[32];
+        fmt_eta(eta, sizeof eta, el / (double)(step + 1) * (double)(t->total_steps - step - 1));
+        printf("\r\033[K[%lld/%d] loss %.4g  %.1f ms/step  ETA %s", (long long)step + 1,
+               t->total_steps, r.loss, r.m.step_ms, eta);
+        fflush(stdout);
+    }
+}
+
+/* ---- the loop ------------------------------------------------------------ */
+
+typedef struct plan_item {
+    ao_phase phase;
+    int64_t data_step;
+} plan_item;
+
+/* Iteration k of the run: warm-up train steps, the baselines, the rest. The
+ * baselines count against the run's steps (as config validation says), so
+ * train steps = total - 2 x baseline_steps. */
+static plan_item plan_at(const trainer *t, int64_t k)
+{
+    int64_t warm = t->cfg->training.summary_skip_steps, nb = t->baselines;
+    if (k < warm) return (plan_item){AO_PHASE_TRAIN, k};
+    if (k < warm + nb) return (plan_item){AO_PHASE_COMPUTE_ONLY, warm};
+    if (k < warm + 2 * nb) return (plan_item){AO_PHASE_COMM_ONLY, warm};
+    return (plan_item){AO_PHASE_TRAIN, k - 2 * nb};
+}
+
+static int run_loop(trainer *t)
+{
+    int64_t n_iter = t->total_steps + 2 * t->baselines;
+    int64_t prev_train = -1;
+    t->t_start = now_s();
+    for (int64_t k = 0; k < n_iter; k++) {
+        plan_item p = plan_at(t, k);
+        int64_t next = -1;
+        for (int64_t j = k + 1; j < n_iter && next < 0; j++) {
+            plan_item q = plan_at(t, j);
+            if (q.phase != AO_PHASE_COMM_ONLY) next = q.data_step;
+        }
+        ao_timeline_begin(t->tl, p.data_step, ao_phase_name(p.phase));
+        ao_engine_iteration(t->engine, k, p.phase, p.data_step, next, ao_launch_stop_requested());
+        ao_timeline_end(t->tl);
+        push_issued(t, (issued){k, p.data_step, p.phase});
+        /* One iteration late: the previous train step's scalars, with the
+         * stop request every rank voted on in it. */
+        if (prev_train >= 0 && scalars_of(t, prev_train)->stop) t->stop_agreed = 1;
+        if (p.phase == AO_PHASE_TRAIN) prev_train = k;
+        ao_timeline_collect(t->tl, 0, on_iteration, t);
+        if (t->append_failed) return AO_EXIT_FAIL;
+        if (t->stop_agreed) {
+            log_line(t, 1, "stopping after step %lld (signal)", (long long)p.data_step + 1);
+            break;
+        }
+    }
+    ao_timeline_collect(t->tl, 1, on_iteration, t);
+    if (t->progress_tty) {
+        printf("\r\033[K");
+        fflush(stdout);
+    }
+    return t->append_failed ? AO_EXIT_FAIL : 0;
+}
+
+int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_rank_info *ri)
+{
+    trainer t;
+    memset(&t, 0, sizeof t);
+    for (int i = 0; i < SCALAR_RING; i++) t.sc_iter[i] = -1;
+    t.cfg = cfg;
+    t.o = o;
+    t.ri = ri;
+    int iterations = ao_config_total_steps(cfg, ri->world_size);
+    t.baselines = cfg->training.baseline_steps;
+    if (t.baselines && cfg->training.summary_skip_steps + 2 * t.baselines >= iterations) {
+        if (ri->rank == 0)
+            ao_warn(
+                "training.baseline_steps %d skipped: %d ranks make only %d steps, not more than "
+                "warm-up plus 2 x %d",
+                t.baselines, ri->world_size, iterations, t.baselines);
+        t.baselines = 0;
+    }
+    t.total_steps = iterations - 2 * t.baselines;
+    t.progress_tty = ri->rank == 0 && o->progress;
+    int rc = setup(&t);
+    if (rc == 0) rc = run_loop(&t);
+    if (rc == 0) {
+        ao_engine_finish(t.engine);
+        if (ao_jsonl_close(t.w) != 0) rc = AO_EXIT_FAIL;
+        t.w = NULL;
+        /* Every rank's file is complete before rank 0 reads them. */
+        ao_engine_barrier(t.engine);
+    }
+    if (rc == 0) {
+        log_line(&t, 0, "done: %lld steps", (long long)t.steps_done);
+        if (ri->rank == 0) {
+            printf("\n");
+            rc = ao_summary_for_run(t.rd.path, -1, stdout);
+            printf("run directory: %s\n", t.rd.path);
+            fflush(stdout);
+        }
+    }
+    teardown(&t);
+    return rc;
+}
