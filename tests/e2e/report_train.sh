@@ -6,6 +6,8 @@
 set -euo pipefail
 
 : "${AORTA:?AORTA must name the aorta binary}"
+# MPI's leaks resolve to its own frames (tests/lsan.supp) only with slow unwinding.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0"
 SRC="${AORTA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
