@@ -38,7 +38,8 @@ static const char help[] =
     "output goes to WORK_DIR/launch_NNN/output.log.\n"
     "\n"
     "  --dry-run            print the groups, launches and points; run nothing\n"
-    "  --format F           table (default), csv or json\n"
+    "  --format F           table, csv or json (default: from --out's extension .csv or\n"
+    "                       .json, else table)\n"
     "  --out FILE           write the results there (rewritten after every launch) instead\n"
     "                       of printing them at the end\n"
     "  --resume             skip points that already have successful rows in --out\n"
@@ -68,7 +69,7 @@ int cmd_sweep(int argc, char **argv)
             cli_print_help(stdout, usage, help);
             return AO_EXIT_OK;
         }
-    const char *file = NULL, *format = "table";
+    const char *file = NULL, *format = NULL;
     ao_sweep_run_opts o = {0};
     int dry_run = 0;
     /* Overrides apply after the file is read; keep them in order. */
@@ -117,6 +118,11 @@ int cmd_sweep(int argc, char **argv)
     const char *exe = getenv("AORTA_SWEEP_EXE");
     if (exe && *exe) o.exe = exe;
     if (rc == 0 && !file) rc = cli_usage_error("sweep", usage, "no sweep file given");
+    if (rc == 0 && !format) {
+        /* No --format: the --out file's extension says it, else a table. */
+        const char *dot = o.out ? strrchr(o.out, '.') : NULL;
+        format = dot && (strcmp(dot, ".csv") == 0 || strcmp(dot, ".json") == 0) ? dot + 1 : "table";
+    }
     if (rc == 0) {
         if (strcmp(format, "table") == 0)
             o.format = AO_SWEEP_TABLE;
