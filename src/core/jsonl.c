@@ -176,6 +176,61 @@ static int gen_ops(gen *o, const ao_op *ops, size_t n)
     return 0;
 }
 
+/* The §7 fields of m as key/value pairs of the open map. */
+static void gen_overlap(gen *o, const ao_overlap *m, int with_streams)
+{
+    for (size_t i = 0; i < NELEM(overlap_fields); i++) {
+        g_key(o, overlap_fields[i].key);
+        g_dbl(o, dget(m, &overlap_fields[i]));
+    }
+    char key[64];
+    for (int k = 0; k < AO_NKINDS; k++) {
+        snprintf(key, sizeof key, "compute_%s_ms", ao_coll_kind_name((ao_coll_kind)k));
+        g_key(o, key);
+        g_dbl(o, m->compute_kind_ms[k]);
+    }
+    if (with_streams) {
+        g_key(o, "streams");
+        g_open(o);
+        for (int s = 0; s < AO_NSTREAMS; s++) {
+            g_key(o, ao_stream_id_name((ao_stream_id)s));
+            g_open(o);
+            g_key(o, "ops");
+            g_int(o, m->streams[s].ops);
+            g_key(o, "busy_ms");
+            g_dbl(o, m->streams[s].busy_ms);
+            g_close(o);
+        }
+        g_close(o);
+    }
+    g_key(o, "collectives");
+    g_open(o);
+    for (int k = 0; k < AO_NKINDS; k++) {
+        const ao_kind_stats *ks = &m->kinds[k];
+        g_key(o, ao_coll_kind_name((ao_coll_kind)k));
+        g_open(o);
+        g_key(o, "ops");
+        g_int(o, ks->ops);
+        g_key(o, "bytes");
+        g_u64(o, ks->bytes);
+        g_key(o, "busy_ms");
+        g_dbl(o, ks->busy_ms);
+        g_key(o, "algbw_gbps");
+        g_dbl(o, ks->algbw_gbps);
+        g_key(o, "busbw_gbps");
+        g_dbl(o, ks->busbw_gbps);
+        g_close(o);
+    }
+    g_close(o);
+}
+
+yajl_gen_status ao_overlap_gen_fields(yajl_gen g, const ao_overlap *m, int with_streams)
+{
+    gen o = {g, yajl_gen_status_ok};
+    gen_overlap(&o, m, with_streams);
+    return o.s;
+}
+
 /* The whole record into g (one line, no newline). 0 or -1 after printing. */
 static int gen_record(yajl_gen g, const ao_iter_record *r)
 {
@@ -198,47 +253,7 @@ static int gen_record(yajl_gen g, const ao_iter_record *r)
     g_str(&o, r->phase);
     g_key(&o, "wall_time");
     g_dbl(&o, r->wall_time);
-    for (size_t i = 0; i < NELEM(overlap_fields); i++) {
-        g_key(&o, overlap_fields[i].key);
-        g_dbl(&o, dget(m, &overlap_fields[i]));
-    }
-    char key[64];
-    for (int k = 0; k < AO_NKINDS; k++) {
-        snprintf(key, sizeof key, "compute_%s_ms", ao_coll_kind_name((ao_coll_kind)k));
-        g_key(&o, key);
-        g_dbl(&o, m->compute_kind_ms[k]);
-    }
-    g_key(&o, "streams");
-    g_open(&o);
-    for (int s = 0; s < AO_NSTREAMS; s++) {
-        g_key(&o, ao_stream_id_name((ao_stream_id)s));
-        g_open(&o);
-        g_key(&o, "ops");
-        g_int(&o, m->streams[s].ops);
-        g_key(&o, "busy_ms");
-        g_dbl(&o, m->streams[s].busy_ms);
-        g_close(&o);
-    }
-    g_close(&o);
-    g_key(&o, "collectives");
-    g_open(&o);
-    for (int k = 0; k < AO_NKINDS; k++) {
-        const ao_kind_stats *ks = &m->kinds[k];
-        g_key(&o, ao_coll_kind_name((ao_coll_kind)k));
-        g_open(&o);
-        g_key(&o, "ops");
-        g_int(&o, ks->ops);
-        g_key(&o, "bytes");
-        g_u64(&o, ks->bytes);
-        g_key(&o, "busy_ms");
-        g_dbl(&o, ks->busy_ms);
-        g_key(&o, "algbw_gbps");
-        g_dbl(&o, ks->algbw_gbps);
-        g_key(&o, "busbw_gbps");
-        g_dbl(&o, ks->busbw_gbps);
-        g_close(&o);
-    }
-    g_close(&o);
+    gen_overlap(&o, m, 1);
     for (size_t i = 0; i < NELEM(train_fields); i++) {
         g_key(&o, train_fields[i].key);
         g_dbl(&o, dget(r, &train_fields[i]));

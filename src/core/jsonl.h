@@ -94,6 +94,13 @@ typedef struct ao_iter_record {
     char *names_storage;
 } ao_iter_record;
 
+/* The §7 fields of m as a record holds them (window, lengths, ratios,
+ * compute_<kind>_ms, "streams" when with_streams, "collectives"), as
+ * key/value pairs into an open map: for a second view of an iteration in an
+ * extra hook (e.g. the kernel-level "overlap_kernels"). Returns the yajl
+ * status. */
+yajl_gen_status ao_overlap_gen_fields(yajl_gen g, const ao_overlap *m, int with_streams);
+
 /* A record with every optional number absent (NAN / -1) and phase "train". */
 void ao_iter_record_init(ao_iter_record *r);
 /* Frees what the reader allocated (ops); the struct itself is the caller's. */

@@ -315,7 +315,8 @@ static const ao_op *sorted_copy(ao_trace *t, const ao_op *ops, size_t n)
         t->sorted_cap = n;
         t->sorted = ao_realloc(t->sorted, n * sizeof *ops);
     }
-    if (n) memcpy(t->sorted, ops, n * sizeof *ops);
+    if (n == 0) return ops; /* t->sorted may still be NULL, which qsort must not see */
+    memcpy(t->sorted, ops, n * sizeof *ops);
     qsort(t->sorted, n, sizeof *ops, by_lane_then_start);
     return t->sorted;
 }

@@ -293,3 +293,13 @@ void ao_range_pop(ao_device *dev)
 {
     OPS(dev)->range_pop(dev);
 }
+
+void ao_profiler_start(ao_device *dev)
+{
+    OPS(dev)->profiler_start(dev);
+}
+
+void ao_profiler_stop(ao_device *dev)
+{
+    OPS(dev)->profiler_stop(dev);
+}

@@ -170,6 +170,12 @@ void ao_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d);
 /* NVTX / roctx ranges around an op (no-op on cpu or when disabled). */
 void ao_range_push(ao_device *dev, const char *name);
 void ao_range_pop(ao_device *dev);
+/* Open and close an external profiler's capture range (nsys
+ * --capture-range=cudaProfilerApi: cudaProfilerStart/Stop; no-op on cpu).
+ * Stop first waits for the device, so the work issued inside the range is
+ * captured whole. */
+void ao_profiler_start(ao_device *dev);
+void ao_profiler_stop(ao_device *dev);
 
 /* ---- for backends only --------------------------------------------------- */
 
@@ -207,6 +213,8 @@ struct ao_device_ops {
     void (*gemm)(ao_device *, ao_stream *, const ao_gemm_desc *);
     void (*range_push)(ao_device *, const char *);
     void (*range_pop)(ao_device *);
+    void (*profiler_start)(ao_device *);
+    void (*profiler_stop)(ao_device *);
 };
 
 /* Every backend's device, stream and event structs begin with this header, so

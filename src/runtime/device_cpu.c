@@ -607,6 +607,11 @@ static void cpu_range_push(ao_device *dev, const char *name) {}
 
 static void cpu_range_pop(ao_device *dev) {}
 
+/* No external profiler attaches to the cpu backend. */
+static void cpu_profiler_start(ao_device *dev) {}
+
+static void cpu_profiler_stop(ao_device *dev) {}
+
 const struct ao_device_ops ao_cpu_device_ops = {
     .name = "cpu",
     .count = cpu_count,
@@ -641,4 +646,6 @@ const struct ao_device_ops ao_cpu_device_ops = {
     .gemm = cpu_gemm,
     .range_push = cpu_range_push,
     .range_pop = cpu_range_pop,
+    .profiler_start = cpu_profiler_start,
+    .profiler_stop = cpu_profiler_stop,
 };

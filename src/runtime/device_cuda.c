@@ -730,6 +730,23 @@ static void cuda_range_pop(ao_device *dev)
     nvtxRangePop();
 }
 
+/* The capture range of nsys --capture-range=cudaProfilerApi (rocprof honours
+ * hipProfilerStart/Stop the same way). Both act on the current context. */
+static void cuda_profiler_start(ao_device *dev)
+{
+    use_device(dev);
+    AO_CUDA_CHECK(cudaProfilerStart());
+}
+
+/* The range's last kernels may still run when the host decides to close it:
+ * wait for them, or the capture would end mid-iteration. */
+static void cuda_profiler_stop(ao_device *dev)
+{
+    use_device(dev);
+    AO_CUDA_CHECK(cudaDeviceSynchronize());
+    AO_CUDA_CHECK(cudaProfilerStop());
+}
+
 const struct ao_device_ops ao_cuda_device_ops = {
     .name = AO_GPU_BACKEND,
     .count = cuda_count,
@@ -764,4 +781,6 @@ const struct ao_device_ops ao_cuda_device_ops = {
     .gemm = cuda_gemm,
     .range_push = cuda_range_push,
     .range_pop = cuda_range_pop,
+    .profiler_start = cuda_profiler_start,
+    .profiler_stop = cuda_profiler_stop,
 };

@@ -131,8 +131,10 @@ static inline const char *ao_blas_status_string(hipblasStatus_t st)
 #endif
 
 /* profiler ranges */
-#define nvtxRangePushA roctxRangePushA
-#define nvtxRangePop   roctxRangePop
+#define nvtxRangePushA    roctxRangePushA
+#define nvtxRangePop      roctxRangePop
+#define cudaProfilerStart hipProfilerStart
+#define cudaProfilerStop  hipProfilerStop
 
 #else /* CUDA */
 
@@ -145,6 +147,7 @@ static inline const char *ao_blas_status_string(hipblasStatus_t st)
 #include <cuda_runtime.h>
 #ifndef AO_GPU_KERNELS_ONLY
 #include <cublasLt.h>
+#include <cuda_profiler_api.h>
 #include <nccl.h>
 #include <nvtx3/nvToolsExt.h>
 #endif

@@ -21,6 +21,7 @@
  * Host cost per op: op_begin fills one ao_op and records one event; op_end
  * records one event. No lock beyond the device API's own, no allocation in
  * steady state. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +53,14 @@ struct ao_timeline {
     struct slot *open; /* NULL between end and begin */
     size_t max_ops;    /* most ops any iteration had */
     size_t nevents;    /* events created, anchor included */
+    /* profiling.nvtx: the op ranges open, innermost last (op -1: untimed) */
+    int nvtx;
+    int step_range_open;
+    struct nvtx_range {
+        int op;
+        const char *name;
+    } * ranges;
+    size_t nranges, ranges_cap;
 };
 
 ao_timeline *ao_timeline_create(ao_device *dev, ao_stream *const *streams, int enabled)
@@ -87,7 +96,43 @@ void ao_timeline_destroy(ao_timeline *t)
     for (size_t i = 0; i < t->nslots; i++) slot_free(&t->slots[i]);
     free(t->slots);
     if (t->anchor) ao_event_destroy(t->anchor);
+    free(t->ranges);
     free(t);
+}
+
+void ao_timeline_set_nvtx(ao_timeline *t, int on)
+{
+    if (t->open)
+        ao_fatal(AO_EXIT_FAIL, "timeline", "NVTX ranges are switched between iterations only");
+    t->nvtx = on != 0;
+}
+
+static void nvtx_open(ao_timeline *t, int op, const char *name)
+{
+    if (t->nranges == t->ranges_cap) {
+        t->ranges_cap = t->ranges_cap ? 2 * t->ranges_cap : 8;
+        t->ranges = ao_realloc(t->ranges, t->ranges_cap * sizeof *t->ranges);
+    }
+    t->ranges[t->nranges++] = (struct nvtx_range){op, name};
+    ao_range_push(t->dev, name);
+}
+
+/* Push/pop ranges nest, ops need not (the engine may end an op after one
+ * begun later): closing op's range closes the ones opened after it and
+ * reopens them, so every range keeps its name. An untimed op (-1: no handle
+ * to tell ops apart) closes the innermost range. */
+static void nvtx_close(ao_timeline *t, int op)
+{
+    size_t n = t->nranges, at = n; /* 1 + the index of op's range */
+    if (op >= 0)
+        while (at > 0 && t->ranges[at - 1].op != op) at--;
+    if (at == 0) return;
+    for (size_t i = at - 1; i < n; i++) ao_range_pop(t->dev);
+    for (size_t i = at; i < n; i++) {
+        t->ranges[i - 1] = t->ranges[i];
+        ao_range_push(t->dev, t->ranges[i].name);
+    }
+    t->nranges = n - 1;
 }
 
 size_t ao_timeline_event_count(const ao_timeline *t)
@@ -162,6 +207,12 @@ void ao_timeline_begin(ao_timeline *t, int64_t step, const char *phase)
     for (int i = 0; i < AO_NSTREAMS; i++) s->newest_end[i] = -1;
     if (t->enabled) slot_reserve(t, s, t->max_ops);
     t->open = s;
+    if (t->nvtx) {
+        char name[64]; /* NVTX copies the message */
+        snprintf(name, sizeof name, "%s step %lld", phase, (long long)step);
+        ao_range_push(t->dev, name);
+        t->step_range_open = 1;
+    }
 }
 
 static struct slot *open_slot(ao_timeline *t, const char *call)
@@ -176,7 +227,10 @@ int ao_timeline_op_begin(ao_timeline *t, ao_stream_id sid, ao_op_class cls, ao_c
                          const char *name, int unit, uint64_t bytes)
 {
     struct slot *s = open_slot(t, "op_begin");
-    if (!t->enabled) return -1;
+    if (!t->enabled) {
+        if (t->nvtx) nvtx_open(t, -1, name);
+        return -1;
+    }
     if ((unsigned)sid >= AO_NSTREAMS || !t->streams[sid])
         ao_fatal(AO_EXIT_FAIL, "timeline", "op \"%s\" on stream %d, which this rank does not have",
                  name, (int)sid);
@@ -195,6 +249,7 @@ int ao_timeline_op_begin(ao_timeline *t, ao_stream_id sid, ao_op_class cls, ao_c
                         .cls = (uint8_t)cls,
                         .kind = (int8_t)(cls == AO_CLASS_COMM ? kind : AO_KIND_NONE)};
     s->ended[i] = 0;
+    if (t->nvtx) nvtx_open(t, (int)i, name);
     ao_event_record(s->start[i], t->streams[sid]);
     return (int)i;
 }
@@ -202,7 +257,10 @@ int ao_timeline_op_begin(ao_timeline *t, ao_stream_id sid, ao_op_class cls, ao_c
 void ao_timeline_op_end(ao_timeline *t, int op)
 {
     struct slot *s = open_slot(t, "op_end");
-    if (op < 0 && !t->enabled) return;
+    if (op < 0 && !t->enabled) {
+        if (t->nvtx) nvtx_close(t, -1);
+        return;
+    }
     if (op < 0 || (size_t)op >= s->nops || s->ended[op])
         ao_fatal(AO_EXIT_FAIL, "timeline", "op_end(%d): not an open op of iteration %lld", op,
                  (long long)s->step);
@@ -210,6 +268,7 @@ void ao_timeline_op_end(ao_timeline *t, int op)
     int sid = s->ops[op].stream;
     ao_event_record(s->end[op], t->streams[sid]);
     s->newest_end[sid] = op;
+    if (t->nvtx) nvtx_close(t, op);
 }
 
 void ao_timeline_end(ao_timeline *t)
@@ -221,6 +280,10 @@ void ao_timeline_end(ao_timeline *t)
                      (long long)s->step, s->ops[i].name);
     t->open = NULL;
     t->closed++;
+    if (t->step_range_open) {
+        ao_range_pop(t->dev);
+        t->step_range_open = 0;
+    }
 }
 
 /* Whether the slot's events are complete; with wait, makes them so. */

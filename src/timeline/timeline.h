@@ -35,6 +35,12 @@ typedef struct ao_timeline ao_timeline;
 /* streams[AO_NSTREAMS]: the rank's named streams (NULL where unused). */
 ao_timeline *ao_timeline_create(ao_device *dev, ao_stream *const *streams, int enabled);
 void ao_timeline_destroy(ao_timeline *t);
+/* profiling.nvtx: with on != 0, every iteration ("train step 12") and every
+ * op (its name) is also an NVTX / roctx range, for nsys and rocprof. The
+ * ranges mark the host thread while it *enqueues* the work, not the device
+ * while it runs it: the tools draw the GPU side of each range by following
+ * the launches made inside it. Off by default. */
+void ao_timeline_set_nvtx(ao_timeline *t, int on);
 /* Events this timeline has created, anchor included: constant in steady state
  * (for tests and debug logs). */
 size_t ao_timeline_event_count(const ao_timeline *t);

@@ -16,10 +16,12 @@
 #include "core/rundir.h"
 #include "launch/launch.h"
 #include "report/summary.h"
+#include "report/trace.h"
 #include "timeline/timeline.h"
 #include "workload/engine.h"
 #include "workload/loader.h"
 #include "workload/model.h"
+#include "workload/train_profile.h"
 
 #ifndef AORTA_VERSION
 #define AORTA_VERSION "0.0.0"
@@ -51,7 +53,7 @@ typedef struct trainer {
     int have_rd;
     ao_jsonl_writer *w;
     FILE *log;
-    ao_profile_schedule prof;
+    ao_train_profile *prof;
     struct timespec anchor_mono;
     /* iterations issued and not yet delivered by the timeline, in order */
     issued *queue;
@@ -307,13 +309,11 @@ static int setup(trainer *t)
     if (!t->loader) return AO_EXIT_USAGE;
 
     t->tl = ao_timeline_create(t->dev, t->streams, cfg->profiling.timing);
+    ao_timeline_set_nvtx(t->tl, cfg->profiling.nvtx);
+    t->prof = ao_train_profile_start(cfg, t->dev, &t->info, ri->rank, ri->world_size);
     ao_timeline_anchor(t->tl, t->streams[AO_STREAM_COMPUTE]);
     clock_gettime(CLOCK_MONOTONIC, &t->anchor_mono);
-    t->prof = (ao_profile_schedule){.enabled = cfg->profiling.enabled,
-                                    .wait = cfg->profiling.wait,
-                                    .warmup = cfg->profiling.warmup,
-                                    .active = cfg->profiling.active,
-                                    .repeat = cfg->profiling.repeat};
+    ao_train_profile_anchored(t->prof, t->tl, t->streams[AO_STREAM_COMPUTE]);
 
     ao_engine_setup es = {.cfg = cfg,
                           .ri = ri,
@@ -340,6 +340,7 @@ static void teardown(trainer *t)
 {
     ao_engine_destroy(t->engine);
     ao_loader_destroy(t->loader);
+    ao_train_profile_stop(t->prof);
     if (t->tl) ao_timeline_destroy(t->tl);
     ao_model_destroy(t->model);
     for (int i = 0; i < AO_NSTREAMS; i++)
@@ -415,10 +416,7 @@ static void on_iteration(void *ctx, int64_t step, const char *phase, const ao_op
         if (r.m.step_ms > 0)
             r.tokens_per_s = (double)ao_engine_step_tokens(t->engine) / (r.m.step_ms * 1e-3);
     }
-    if (ao_profile_active(&t->prof, it.iter)) {
-        r.ops = ops;
-        r.nops = nops;
-    }
+    ao_train_profile_record(t->prof, it.iter, ops, nops, &r);
     if (ao_jsonl_append(t->w, &r) != 0) t->append_failed = 1;
     if (it.phase != AO_PHASE_TRAIN) return;
     t->steps_done = step + 1;
@@ -471,6 +469,7 @@ static int run_loop(trainer *t)
             plan_item q = plan_at(t, j);
             if (q.phase != AO_PHASE_COMM_ONLY) next = q.data_step;
         }
+        ao_train_profile_issue(t->prof, k);
         ao_timeline_begin(t->tl, p.data_step, ao_phase_name(p.phase));
         ao_engine_iteration(t->engine, k, p.phase, p.data_step, next, ao_launch_stop_requested());
         ao_timeline_end(t->tl);
@@ -528,6 +527,12 @@ int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_
         if (ri->rank == 0) {
             printf("\n");
             rc = ao_summary_for_run(t.rd.path, -1, stdout);
+            if (rc == 0 && cfg->profiling.chrome_trace) {
+                char *trace = ao_rundir_file(&t.rd, cfg->profiling.trace_filename);
+                rc = ao_trace_from_run(t.rd.path, trace);
+                if (rc == 0) printf("trace: %s\n", trace);
+                free(trace);
+            }
             printf("run directory: %s\n", t.rd.path);
             fflush(stdout);
         }

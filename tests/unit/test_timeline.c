@@ -657,6 +657,84 @@ static void test_profile_schedule(void **state)
     assert_false(ao_profile_active(&ps, 4000000000LL));
 }
 
+/* ---- NVTX ranges ----------------------------------------------------------- */
+
+/* A device whose ranges are logged: the cpu backend's ops, with events made
+ * by the real cpu device (they carry its ops) and range_push/pop appending
+ * "+name " and "- " to a log. */
+static ao_device *nvtx_real;
+static char nvtx_log[1024];
+
+static ao_event *fwd_event_create(ao_device *dev)
+{
+    (void)dev;
+    return ao_event_create(nvtx_real);
+}
+
+static void log_push(ao_device *dev, const char *name)
+{
+    (void)dev;
+    size_t n = strlen(nvtx_log);
+    snprintf(nvtx_log + n, sizeof nvtx_log - n, "+%s ", name);
+}
+
+static void log_pop(ao_device *dev)
+{
+    (void)dev;
+    size_t n = strlen(nvtx_log);
+    snprintf(nvtx_log + n, sizeof nvtx_log - n, "- ");
+}
+
+static void nvtx_iteration(ao_timeline *t, ao_stream *const *streams, int64_t step)
+{
+    ao_timeline_begin(t, step, "train");
+    int a =
+        ao_timeline_op_begin(t, AO_STREAM_COMPUTE, AO_CLASS_COMPUTE, AO_KIND_NONE, "forward", 0, 0);
+    int b = ao_timeline_op_begin(t, AO_STREAM_ALLGATHER, AO_CLASS_COMM, AO_KIND_ALLGATHER,
+                                 "allgather", 1, 64);
+    int c = ao_timeline_op_begin(t, AO_STREAM_COMPUTE, AO_CLASS_COMPUTE, AO_KIND_NONE, "backward",
+                                 0, 0);
+    enqueue_sleep(streams[AO_STREAM_COMPUTE], 1);
+    ao_timeline_op_end(t, c); /* nested: closes the innermost range */
+    ao_timeline_op_end(t, a); /* out of order: allgather's range is reopened */
+    ao_timeline_op_end(t, b);
+    ao_timeline_end(t);
+}
+
+static void test_nvtx_ranges(void **state)
+{
+    struct fixture *f = *state;
+    nvtx_real = f->dev;
+    struct ao_device_ops ops = ao_cpu_device_ops;
+    ops.event_create = fwd_event_create;
+    ops.range_push = log_push;
+    ops.range_pop = log_pop;
+    struct ao_device_base fake = {&ops};
+    struct delivered d = {0};
+    for (int timing = 0; timing <= 1; timing++) {
+        ao_timeline *t = ao_timeline_create((ao_device *)&fake, f->streams, timing);
+        ao_timeline_anchor(t, f->streams[AO_STREAM_COMPUTE]);
+        nvtx_log[0] = '\0';
+        nvtx_iteration(t, f->streams, 0); /* off by default */
+        assert_string_equal(nvtx_log, "");
+        ao_timeline_set_nvtx(t, 1);
+        nvtx_iteration(t, f->streams, 7);
+        if (timing)
+            assert_string_equal(
+                nvtx_log, "+train step 7 +forward +allgather +backward - - - +allgather - - ");
+        else /* untimed ops have no handle: each end closes the innermost range */
+            assert_string_equal(nvtx_log, "+train step 7 +forward +allgather +backward - - - - ");
+        ao_timeline_set_nvtx(t, 0);
+        nvtx_log[0] = '\0';
+        nvtx_iteration(t, f->streams, 8);
+        assert_string_equal(nvtx_log, "");
+        ao_timeline_collect(t, 1, record, &d);
+        ao_timeline_destroy(t);
+    }
+    assert_int_equal(d.n, 6);
+    assert_int_equal(d.nops[4], 3); /* ranges change nothing in the timing */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -671,6 +749,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_disabled, setup, teardown),
         cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_profile_schedule),
+        cmocka_unit_test_setup_teardown(test_nvtx_ranges, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

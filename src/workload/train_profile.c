@@ -1,0 +1,154 @@
+/* The profiling side of aorta train on one rank: windows, capture range,
+ * telemetry and kernel-level ground truth per iteration. */
+#include "workload/train_profile.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "report/trace.h"
+#include "telemetry/telemetry.h"
+#include "timeline/cupti.h"
+
+struct ao_train_profile {
+    ao_device *dev;
+    ao_profile_schedule sched;
+    int capturing; /* between ao_profiler_start and ao_profiler_stop */
+    int world_size;
+    ao_telemetry *tel;
+    ao_cupti *cupti;
+    int64_t anchor_realtime_ns;
+    uint64_t anchor_cupti_ns;
+    /* What the current record's extra hook writes. */
+    int have_tel, have_kernels, with_kernel_ops;
+    ao_tel_agg tel_agg;
+    ao_overlap kernel_overlap;
+    const ao_op *kernel_ops;
+    size_t nkernel_ops;
+};
+
+ao_train_profile *ao_train_profile_start(const struct ao_config *cfg, ao_device *dev,
+                                         const ao_device_info *info, int rank, int world_size)
+{
+    ao_train_profile *p = ao_calloc(1, sizeof *p);
+    p->dev = dev;
+    p->world_size = world_size;
+    p->sched = (ao_profile_schedule){.enabled = cfg->profiling.enabled,
+                                     .wait = cfg->profiling.wait,
+                                     .warmup = cfg->profiling.warmup,
+                                     .active = cfg->profiling.active,
+                                     .repeat = cfg->profiling.repeat};
+    if (cfg->profiling.chrome_trace && !cfg->profiling.enabled && rank == 0)
+        ao_warn("profiling.chrome_trace without profiling.enabled: the trace shows iterations "
+                "only (ops are recorded in the profiling windows)");
+    p->tel = ao_telemetry_start(info, cfg->telemetry.enabled, cfg->telemetry.interval_ms);
+    if (cfg->profiling.kernel_trace) {
+        /* CUPTI traces CUDA devices only; the check is the backend's, not
+         * the build's, since a CUDA build may still run --backend cpu. */
+        if (strcmp(info->backend, "cuda") == 0)
+            p->cupti = ao_cupti_start();
+        else if (rank == 0)
+            ao_warn("profiling.kernel_trace needs a GPU on the cuda backend (CUPTI), not the %s "
+                    "backend; kernel trace disabled",
+                    info->backend);
+    }
+    return p;
+}
+
+void ao_train_profile_anchored(ao_train_profile *p, const ao_timeline *tl, ao_stream *s)
+{
+    struct timespec a = ao_timeline_anchor_realtime(tl);
+    p->anchor_realtime_ns = (int64_t)a.tv_sec * 1000000000LL + a.tv_nsec;
+    if (p->cupti) {
+        /* cupti.h: CUPTI's clock read once the anchor event has completed
+         * (the stream is idle at start, so it completes at once). */
+        ao_stream_sync(s);
+        p->anchor_cupti_ns = ao_cupti_now_ns(p->cupti);
+        ao_cupti_set_anchor(p->cupti, p->anchor_cupti_ns);
+    }
+}
+
+void ao_train_profile_issue(ao_train_profile *p, int64_t iter)
+{
+    int active = ao_profile_active(&p->sched, iter);
+    if (active == p->capturing) return;
+    if (active)
+        ao_profiler_start(p->dev);
+    else
+        ao_profiler_stop(p->dev);
+    p->capturing = active;
+}
+
+static int write_extra(void *ctx, yajl_gen g)
+{
+    const ao_train_profile *p = ctx;
+    if (p->have_tel && ao_telemetry_write_json(g, &p->tel_agg) != yajl_gen_status_ok) return -1;
+    if (p->have_kernels) {
+        if (ao_json_gen_str(g, "overlap_kernels") != yajl_gen_status_ok ||
+            yajl_gen_map_open(g) != yajl_gen_status_ok ||
+            ao_overlap_gen_fields(g, &p->kernel_overlap, 0) != yajl_gen_status_ok ||
+            yajl_gen_map_close(g) != yajl_gen_status_ok)
+            return -1;
+        if (p->with_kernel_ops &&
+            ao_trace_gen_kernels(g, p->kernel_ops, p->nkernel_ops) != yajl_gen_status_ok)
+            return -1;
+    }
+    return 0;
+}
+
+/* µs from the anchor to ns on a clock whose anchor is at `anchor_ns`. */
+static int64_t at_ns(int64_t anchor_ns, double us)
+{
+    return anchor_ns + (int64_t)llround(us * 1e3);
+}
+
+void ao_train_profile_record(ao_train_profile *p, int64_t iter, const ao_op *ops, size_t nops,
+                             ao_iter_record *r)
+{
+    int active = ao_profile_active(&p->sched, iter);
+    if (active) {
+        r->ops = ops;
+        r->nops = nops;
+    }
+    p->have_tel = p->have_kernels = p->with_kernel_ops = 0;
+    /* No ops (profiling.timing off): no window to look at. */
+    if (nops == 0) return;
+    const ao_overlap *m = &r->m;
+    if (ao_telemetry_active(p->tel)) {
+        ao_telemetry_window(p->tel, at_ns(p->anchor_realtime_ns, m->window_start_us),
+                            at_ns(p->anchor_realtime_ns, m->window_end_us), &p->tel_agg);
+        p->have_tel = 1;
+    }
+    if (p->cupti) {
+        /* Every delivered iteration takes its window, in order, so that
+         * ao_cupti_take drops what ran between windows. */
+        ao_op *k = NULL;
+        int64_t anchor = (int64_t)p->anchor_cupti_ns;
+        int64_t t0 = at_ns(anchor, m->window_start_us), t1 = at_ns(anchor, m->window_end_us);
+        size_t n =
+            ao_cupti_take(p->cupti, (uint64_t)(t0 > 0 ? t0 : 0), (uint64_t)(t1 > 0 ? t1 : 0), &k);
+        /* The kernels' "stream" is a CUPTI lane (a CUDA stream), not one of
+         * the named streams: the per-stream fields are left out, and the
+         * lanes are in the kernels array. */
+        ao_overlap_compute(k, n, p->world_size, &p->kernel_overlap);
+        p->have_kernels = 1;
+        p->with_kernel_ops = active;
+        p->kernel_ops = k;
+        p->nkernel_ops = n;
+    }
+    if (p->have_tel || p->have_kernels) {
+        r->extra = write_extra;
+        r->extra_ctx = p;
+    }
+}
+
+void ao_train_profile_stop(ao_train_profile *p)
+{
+    if (!p) return;
+    if (p->capturing) ao_profiler_stop(p->dev);
+    ao_telemetry_stop(p->tel);
+    ao_cupti_stop(p->cupti);
+    free(p);
+}
