@@ -1,10 +1,13 @@
 /* aorta train on the cuda backend, end to end through the binary ($AORTA):
- * config/tiny.yaml with the teacher data set and dropout 0.1, 10 steps.
+ * config/tiny.yaml with the teacher data set and dropout 0.1, 10 steps, fp32
+ * GEMMs (training.tf32=false; the default true would leave 1e-4 behind).
  *  1. 1 GPU against the cpu backend (the numerical reference), same seed:
  *     the logged global losses agree step by step (relative <= 1e-4).
  *  2. dataset.placement device on 1 GPU gives the losses of host placement
  *     (the same samples, generated on the device).
- *  3. With 2 GPUs: 2 ranks x batch B under full_shard = 1 rank x 2B
+ *  3. training.tf32 (TF32 GEMMs) runs and stays near fp32 (relative <= 5e-2:
+ *     this checks the wiring, not TF32's accuracy).
+ *  4. With 2 GPUs: 2 ranks x batch B under full_shard = 1 rank x 2B
  *     (relative <= 1e-4), and both ranks log the same global loss.
  * Every record of every run must hold the §7 invariants (overlap <= min(C,
  * M), step >= max(C, M), exposed = M - overlap, ratios in [0, 1], ...).
@@ -35,7 +38,8 @@ static int train(const char *name, const char *backend, int nproc, int batch, co
              "'%s' train --backend %s --config '%s/config/tiny.yaml' --nproc %d --run-name %s "
              "--override training.output_dir='%s/out' training.max_steps=%d "
              "training.summary_skip_steps=2 training.log_interval=5 model.dropout=0.1 "
-             "dataset.target=teacher dataset.seed=42 training.batch_size=%d %s >'%s/%s.log' 2>&1",
+             "dataset.target=teacher dataset.seed=42 training.tf32=false training.batch_size=%d %s "
+             ">'%s/%s.log' 2>&1",
              aorta, backend, srcdir, nproc, name, tmp, STEPS, batch, extra, tmp, name);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -140,7 +144,7 @@ static void compare(const char *title, const char *got, const char *ref, const d
     int worst_step = 0;
     for (int s = 0; s < STEPS; s++) {
         double rel = fabs(a[s] - b[s]) / fabs(b[s]);
-        if (!(rel <= worst)) { /* NaN counts as worst */
+        if (!isnan(worst) && (isnan(rel) || rel > worst)) { /* a NaN is the worst */
             worst = rel;
             worst_step = s;
         }
@@ -177,7 +181,10 @@ int main(void)
     printf("%d CUDA device(s); runs under %s\n", ngpu, tmp);
 
     double cpu[STEPS], gpu[STEPS], dev[STEPS], one2b[STEPS], two0[STEPS], two1[STEPS];
-    double loc0[STEPS], loc1[STEPS];
+    double loc0[STEPS], loc1[STEPS], tf32[STEPS];
+    double *all[] = {cpu, gpu, dev, one2b, two0, two1, loc0, loc1, tf32};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) /* unread = NAN, which fails */
+        for (int s = 0; s < STEPS; s++) all[i][s] = NAN;
 
     /* 1. cuda against the cpu reference */
     int rc_cpu = train("cpu", "cpu", 1, 4, "");
@@ -197,7 +204,13 @@ int main(void)
     if (rc_dev == 0 && read_losses("cuda_devdata", 0, 1, dev, NULL) == 0 && rc_gpu == 0)
         compare("placement device = host", "cuda_devdata", "cuda", dev, gpu, LOSS_TOL);
 
-    /* 3. two GPUs under full_shard = one GPU with twice the batch */
+    /* 3. TF32 GEMMs (a later override wins) */
+    int rc_tf32 = train("cuda_tf32", "cuda", 1, 4, "training.tf32=true");
+    CHECK(rc_tf32 == 0, "the tf32 run exited %d", rc_tf32);
+    if (rc_tf32 == 0 && read_losses("cuda_tf32", 0, 1, tf32, NULL) == 0 && rc_gpu == 0)
+        compare("tf32 near fp32", "cuda_tf32", "cuda", tf32, gpu, 5e-2);
+
+    /* 4. two GPUs under full_shard = one GPU with twice the batch */
     if (ngpu >= 2) {
         int rc_1 = train("cuda_1x8", "cuda", 1, 8, "");
         int rc_2 = train("cuda_2x4", "cuda", 2, 4, "fsdp.sharding_strategy=full_shard");
