@@ -38,8 +38,10 @@ static const char help[] =
     "Writes {training.output_dir}/{run}/: run.json, rank_NN_metrics.jsonl (one record per\n"
     "iteration), rank_NN.log, summary.json; prints a log line every training.log_interval\n"
     "steps and a summary table at the end. Ctrl-C stops every rank after the current step.\n"
-    "The cpu backend computes and communicates in fp32: fp16/bf16 (training.mixed_precision,\n"
-    "fsdp.param_dtype, fsdp.reduce_dtype) and training.tf32 run as fp32 there, with one warning.\n"
+    "Precision: this build stores parameters and gradients and communicates in fp32 on every\n"
+    "backend; bf16/fp16 storage is not yet implemented on GPUs, so training.mixed_precision,\n"
+    "fsdp.param_dtype and fsdp.reduce_dtype run as fp32, with one warning. training.tf32 runs\n"
+    "the GEMMs through TF32 on cuda; the cpu backend computes in fp32 (warned).\n"
     "exit codes: 0 ok, 1 run failed, 2 bad flag or config\n";
 
 #define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})

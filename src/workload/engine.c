@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "workload/engine_backend.h"
 #include "workload/ops_ref.h"
 #include "workload/shard.h"
 
@@ -75,6 +76,8 @@ typedef struct scal {
 struct ao_engine {
     const struct ao_config *cfg;
     ao_device *dev;
+    const struct ao_engine_backend *backend;
+    void *workspace; /* the backend's, backend->workspace_bytes (NULL when 0) */
     ao_stream *streams[AO_NSTREAMS];
     ao_stream *compute;
     ao_model *model;
@@ -150,61 +153,6 @@ int ao_engine_check_config(const struct ao_config *cfg, int world, int local_wor
         }
     }
     return 0;
-}
-
-/* ---- cpu kernels: closures on a stream ----------------------------------- */
-
-struct k_accum {
-    float *acc;
-    const float *red;
-    size_t n;
-    int first;
-};
-static void run_accum(void *arg)
-{
-    struct k_accum *a = arg;
-    if (a->first)
-        memcpy(a->acc, a->red, a->n * sizeof *a->acc);
-    else
-        for (size_t i = 0; i < a->n; i++) a->acc[i] += a->red[i];
-}
-
-struct k_sumsq {
-    const float *g;
-    size_t n;
-    const float *loss;
-    int nloss;
-    double scale;
-    double stop;
-    double *out; /* [3] */
-};
-static void run_sumsq(void *arg)
-{
-    struct k_sumsq *a = arg;
-    double loss = 0;
-    for (int i = 0; i < a->nloss; i++) loss += a->loss[i];
-    a->out[0] = ao_sum_squares(a->g, a->n) * a->scale;
-    a->out[1] = loss;
-    a->out[2] = a->stop;
-}
-
-struct k_adamw {
-    float *p, *m, *v;
-    const float *g;
-    size_t n;
-    ao_adamw_hparams h;
-    float lr, max_norm;
-    int64_t step;
-    const double *global; /* [2]: squared norm */
-    double *result;       /* [2]: norm, coefficient */
-};
-static void run_adamw(void *arg)
-{
-    struct k_adamw *a = arg;
-    float coef = ao_clip_coef(a->global[0], a->max_norm);
-    a->result[0] = sqrt(a->global[0]);
-    a->result[1] = coef;
-    ao_adamw_step(a->p, a->g, a->m, a->v, a->n, &a->h, a->lr, a->step, coef);
 }
 
 /* ---- timeline helpers ---------------------------------------------------- */
@@ -384,7 +332,27 @@ static void make_buffers(ao_engine *e)
 
 /* ---- create / destroy ---------------------------------------------------- */
 
-static void warn_precision(const ao_engine *e)
+/* The backends with engine kernels. */
+static const struct ao_engine_backend *const engine_backends[] = {
+    &ao_engine_cpu_backend,
+#ifdef AORTA_HAVE_CUDA
+    &ao_engine_cuda_backend,
+#endif
+};
+
+static const struct ao_engine_backend *backend_for(ao_device *dev)
+{
+    const char *name = ao_device_backend(dev);
+    for (size_t i = 0; i < sizeof engine_backends / sizeof engine_backends[0]; i++)
+        if (strcmp(engine_backends[i]->device_backend, name) == 0) return engine_backends[i];
+    ao_error("train", "the sharding engine has no kernels for the %s backend in this build", name);
+    ao_hint("use --backend cpu");
+    return NULL;
+}
+
+/* Parameters, gradients and collectives are fp32 on every backend of this
+ * build; training.tf32 is honoured where the backend has TF32 GEMMs. */
+static void apply_precision(const ao_engine *e)
 {
     const struct ao_config *cfg = e->cfg;
     char what[256] = "";
@@ -397,10 +365,17 @@ static void warn_precision(const ao_engine *e)
     if (cfg->fsdp.reduce_dtype != AO_PRECISION_FP32)
         snprintf(what + strlen(what), sizeof what - strlen(what), " fsdp.reduce_dtype=%s",
                  ao_precision_name(cfg->fsdp.reduce_dtype));
-    if (cfg->training.tf32)
-        snprintf(what + strlen(what), sizeof what - strlen(what), " training.tf32=true");
+    if (cfg->training.tf32) {
+        if (e->backend->set_tf32)
+            e->backend->set_tf32(e->model);
+        else
+            snprintf(what + strlen(what), sizeof what - strlen(what),
+                     " training.tf32=true (no TF32 on the %s backend)", e->backend->device_backend);
+    }
     if (what[0] && e->rank == 0)
-        ao_warn("the cpu backend computes and communicates in fp32:%s run as fp32", what);
+        ao_warn("this build stores parameters and gradients and communicates in fp32:%s run as "
+                "fp32",
+                what);
 }
 
 ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
@@ -408,15 +383,15 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     const struct ao_config *cfg = s->cfg;
     *rc = ao_engine_check_config(cfg, s->ri->world_size, s->ri->local_world_size);
     if (*rc) return NULL;
-    if (strcmp(ao_device_backend(s->dev), "cpu") != 0) {
-        ao_error("train", "the sharding engine's optimizer kernels run on the cpu backend only in "
-                          "this build; use --backend cpu");
+    const struct ao_engine_backend *backend = backend_for(s->dev);
+    if (!backend) {
         *rc = AO_EXIT_USAGE;
         return NULL;
     }
     ao_engine *e = ao_calloc(1, sizeof *e);
     e->cfg = cfg;
     e->dev = s->dev;
+    e->backend = backend;
     for (int i = 0; i < AO_NSTREAMS; i++) e->streams[i] = s->streams[i];
     e->compute = s->streams[AO_STREAM_COMPUTE];
     e->model = s->model;
@@ -437,7 +412,8 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
                                .beta2 = (float)cfg->optimizer.betas[1],
                                .eps = (float)cfg->optimizer.eps,
                                .weight_decay = (float)cfg->optimizer.weight_decay};
-    warn_precision(e);
+    apply_precision(e);
+    if (backend->workspace_bytes) e->workspace = ao_dev_alloc(e->dev, backend->workspace_bytes);
 
     *rc = make_comms(e, s);
     if (*rc) {
@@ -516,6 +492,7 @@ void ao_engine_destroy(ao_engine *e)
         if (e->slot_ev[i]) ao_event_destroy(e->slot_ev[i]);
     if (e->scal_dev) ao_dev_free(e->dev, e->scal_dev);
     if (e->scal_host) ao_host_free(e->dev, e->scal_host);
+    if (e->workspace) ao_dev_free(e->dev, e->workspace);
     ao_shard_layout_free(&e->lay);
     free(e);
 }
@@ -574,8 +551,7 @@ static void release(ao_engine *e, int u)
 
 static void accumulate(ao_engine *e, ao_stream *s, rgroup *G, int first)
 {
-    struct k_accum a = {e->ACC + G->shard_off, e->RED + G->shard_off, G->shard_len, first};
-    ao_launch_host(s, run_accum, &a, sizeof a);
+    e->backend->accumulate(s, e->ACC + G->shard_off, e->RED + G->shard_off, G->shard_len, first);
 }
 
 static void reduce_group(ao_engine *e, int g, ao_phase phase)
@@ -739,14 +715,9 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
     if (phase != AO_PHASE_COMM_ONLY) {
         for (int g = 0; g < e->ngroups; g++) ao_stream_wait_event(cs, e->groups[g].done);
         int op = compute_begin(e, "clip", -1);
-        struct k_sumsq k = {e->ACC,
-                            S,
-                            e->loss_dev + (size_t)slot * G,
-                            G,
-                            1.0 / e->replicas,
-                            stop_vote ? 1.0 : 0.0,
-                            sd->local};
-        ao_launch_host(cs, run_sumsq, &k, sizeof k);
+        e->backend->step_scalars(cs, sd->local, e->ACC, S, 1.0 / e->replicas,
+                                 e->loss_dev + (size_t)slot * G, G, stop_vote ? 1.0 : 0.0,
+                                 e->workspace);
         ao_timeline_op_end(e->tl, op);
     }
     if (phase != AO_PHASE_COMPUTE_ONLY) {
@@ -773,18 +744,8 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
         global = sd->local;
     }
     int op = compute_begin(e, "optimizer", -1);
-    struct k_adamw k = {p,
-                        m,
-                        v,
-                        e->ACC,
-                        S,
-                        e->hp,
-                        lr,
-                        (float)cfg->training.grad_clip_norm,
-                        data_step + 1,
-                        global,
-                        sd->result};
-    ao_launch_host(cs, run_adamw, &k, sizeof k);
+    e->backend->adamw(cs, p, m, v, e->ACC, S, &e->hp, lr, (float)cfg->training.grad_clip_norm,
+                      data_step + 1, global, sd->result, e->workspace);
     ao_timeline_op_end(e->tl, op);
     if (phase == AO_PHASE_COMPUTE_ONLY)
         ao_memset_async(e->dev, e->GFULL, 0, e->lay.full_total * sizeof(float), cs);

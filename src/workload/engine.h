@@ -16,11 +16,14 @@
  * the ranks into sharding groups of fsdp.shard_group_size (color rank / size)
  * and replica groups across them (color rank % size).
  *
- * Precision: the cpu backend computes and communicates in fp32; fp16/bf16
- * settings (training.mixed_precision, fsdp.param_dtype, fsdp.reduce_dtype)
- * and training.tf32 run as fp32 there, with one warning. The small kernels
- * of the engine (accumulation, norm, AdamW) run as stream closures, which
- * only the cpu backend can execute; other backends are refused at create. */
+ * Precision: this build stores parameters and gradients and communicates in
+ * fp32 on every backend; fp16/bf16 settings (training.mixed_precision,
+ * fsdp.param_dtype, fsdp.reduce_dtype) run as fp32, with one warning.
+ * training.tf32 runs the GEMMs through TF32 where the backend has it (cuda)
+ * and is part of that warning elsewhere. The small kernels of the engine
+ * (accumulation, norm, AdamW) come from the device backend's table
+ * (engine_backend.h: cpu closures, cuda kernels); a backend without one is
+ * refused at create. */
 #ifndef AORTA_WORKLOAD_ENGINE_H
 #define AORTA_WORKLOAD_ENGINE_H
 

@@ -440,6 +440,22 @@ __global__ void clip_coef_kernel(float *coef, const double *sq_norm, float max_n
     coef[0] = c * extra;
 }
 
+__global__ void step_scalars_kernel(double *out, double norm_scale, const float *loss, int nloss,
+                                    double stop)
+{
+    double sum = 0.0;
+    for (int i = 0; i < nloss; i++) sum += loss[i];
+    out[0] *= norm_scale;
+    out[1] = sum;
+    out[2] = stop;
+}
+
+__global__ void norm_result_kernel(double *result, const double *sq_norm, const float *coef)
+{
+    result[0] = sqrt(sq_norm[0]);
+    result[1] = coef[0];
+}
+
 struct adamw_scalars {
     float step_size, bc2_sqrt, decay, one_minus_b1, one_minus_b2, beta2, eps, grad_scale;
 };
@@ -790,6 +806,20 @@ extern "C" cudaError_t ao_cuda_clip_coef(float *coef, const double *sq_norm, flo
                                          float extra, cudaStream_t stream)
 {
     clip_coef_kernel<<<1, 1, 0, stream>>>(coef, sq_norm, max_norm, extra);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_step_scalars(double *out, double norm_scale, const float *loss,
+                                            int nloss, double stop, cudaStream_t stream)
+{
+    step_scalars_kernel<<<1, 1, 0, stream>>>(out, norm_scale, loss, nloss, stop);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_norm_result(double *result, const double *sq_norm, const float *coef,
+                                           cudaStream_t stream)
+{
+    norm_result_kernel<<<1, 1, 0, stream>>>(result, sq_norm, coef);
     return cudaGetLastError();
 }
 

@@ -127,6 +127,17 @@ cudaError_t ao_cuda_has_nonfinite(int *flag, const float *x, size_t n, cudaStrea
 cudaError_t ao_cuda_clip_coef(float *coef, const double *sq_norm, float max_norm, float extra,
                               cudaStream_t stream);
 
+/* The sharding engine's step scalars (engine_cuda.c's mirror of its cpu
+ * closure), one thread: out[0] *= norm_scale (out[0] holds a sum of squares,
+ * e.g. from ao_cuda_sum_squares), out[1] = sum of loss[0..nloss) in double in
+ * index order, out[2] = stop. */
+cudaError_t ao_cuda_step_scalars(double *out, double norm_scale, const float *loss, int nloss,
+                                 double stop, cudaStream_t stream);
+/* result[0] = sqrt(sq_norm[0]), result[1] = coef[0] (the clip coefficient of
+ * ao_cuda_clip_coef), one thread. */
+cudaError_t ao_cuda_norm_result(double *result, const double *sq_norm, const float *coef,
+                                cudaStream_t stream);
+
 /* AdamW hyper-parameters, as ops_ref's ao_adamw_hparams. */
 typedef struct ao_cuda_adamw {
     float beta1, beta2, eps, weight_decay;

@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "workload/loader.h"
+#include "workload/loader_backend.h"
 
 _Static_assert((int)AO_DATASET_TARGET_RANDOM == (int)AO_TARGET_RANDOM &&
                    (int)AO_DATASET_TARGET_TEACHER == (int)AO_TARGET_TEACHER,
@@ -53,6 +54,7 @@ typedef struct {
 struct ao_loader {
     ao_device *dev;
     ao_stream *h2d;
+    const struct ao_loader_backend *gen; /* device placement: the device's generator */
     ao_loader_config cfg;
     size_t bytes; /* one batch's block */
     int64_t calls;
@@ -87,23 +89,49 @@ static batch_arrays arrays_of(const ao_loader_config *cfg, void *mem)
     return a;
 }
 
+/* One run of consecutive samples into arrays at sample offset `at` (what
+ * ao_data_fill's arguments are, on the host or enqueued on a device). */
+typedef void (*fill_run_fn)(void *ctx, const ao_loader_config *cfg, uint64_t sample, int count,
+                            const batch_arrays *a, int at);
+
 /* Positions first .. first+B-1, position p holding sample p mod num_samples:
- * one ao_data_fill per run of consecutive samples. */
-static void fill_positions(const ao_loader_config *cfg, int64_t first, const batch_arrays *a)
+ * one fill per run of consecutive samples. */
+static void for_each_run(const ao_loader_config *cfg, int64_t first, const batch_arrays *a,
+                         fill_run_fn fill, void *ctx)
 {
-    const ao_data_shape *d = &cfg->data;
-    const size_t dense_per = (size_t)d->seq_len * d->num_dense * d->dense_dim;
-    const size_t ids_per = (size_t)d->seq_len * d->num_sparse, tok_per = (size_t)d->seq_len;
     for (int i = 0; i < cfg->batch;) {
         int64_t g = (first + i) % cfg->num_samples;
         int64_t run = cfg->num_samples - g;
         if (run > cfg->batch - i) run = cfg->batch - i;
-        /* shape, kind and batch were checked at create: this cannot fail */
-        (void)ao_data_fill(d, cfg->seed, cfg->target_kind, (uint64_t)g, (int)run,
-                           a->dense + i * dense_per, a->ids + i * ids_per, a->target + i * tok_per,
-                           a->weight + i * tok_per);
+        fill(ctx, cfg, (uint64_t)g, (int)run, a, i);
         i += (int)run;
     }
+}
+
+/* The arrays of `a` from sample offset `at` on. */
+static batch_arrays arrays_at(const ao_loader_config *cfg, const batch_arrays *a, int at)
+{
+    const ao_data_shape *d = &cfg->data;
+    const size_t dense_per = (size_t)d->seq_len * d->num_dense * d->dense_dim;
+    const size_t ids_per = (size_t)d->seq_len * d->num_sparse, tok_per = (size_t)d->seq_len;
+    batch_arrays r = {a->dense + at * dense_per, a->ids + at * ids_per, a->target + at * tok_per,
+                      a->weight + at * tok_per};
+    return r;
+}
+
+static void fill_run_host(void *ctx, const ao_loader_config *cfg, uint64_t sample, int count,
+                          const batch_arrays *a, int at)
+{
+    (void)ctx;
+    batch_arrays r = arrays_at(cfg, a, at);
+    /* shape, kind and batch were checked at create: this cannot fail */
+    (void)ao_data_fill(&cfg->data, cfg->seed, cfg->target_kind, sample, count, r.dense, r.ids,
+                       r.target, r.weight);
+}
+
+static void fill_positions(const ao_loader_config *cfg, int64_t first, const batch_arrays *a)
+{
+    for_each_run(cfg, first, a, fill_run_host, NULL);
 }
 
 static int64_t first_of_ordinal(const ao_loader_config *cfg, int64_t q)
@@ -229,16 +257,55 @@ static host_slot *host_slot_for(ao_loader *l, int64_t q)
 
 /* ---- device placement ------------------------------------------------------------ */
 
+/* The cpu device generates with ao_data_fill in a closure on the stream. */
 typedef struct {
-    const ao_loader *l;
+    ao_data_shape shape;
+    uint64_t seed, first;
+    int kind, batch;
     batch_arrays arr;
-    int64_t first;
-} device_fill_args;
+} cpu_fill_args;
 
-static void device_fill(void *arg)
+static void cpu_fill_closure(void *arg)
 {
-    const device_fill_args *a = arg;
-    fill_positions(&a->l->cfg, a->first, &a->arr);
+    const cpu_fill_args *a = arg;
+    (void)ao_data_fill(&a->shape, a->seed, a->kind, a->first, a->batch, a->arr.dense, a->arr.ids,
+                       a->arr.target, a->arr.weight);
+}
+
+static void cpu_fill(ao_stream *s, const ao_data_shape *shape, uint64_t seed, int target_kind,
+                     uint64_t first_global_index, int batch, float *dense, int32_t *ids,
+                     float *target, float *weight)
+{
+    cpu_fill_args a = {*shape,      seed,  first_global_index,
+                       target_kind, batch, {dense, ids, target, weight}};
+    ao_launch_host(s, cpu_fill_closure, &a, sizeof a);
+}
+
+const struct ao_loader_backend ao_loader_cpu_backend = {.device_backend = "cpu", .fill = cpu_fill};
+
+/* The backends that generate on the device. */
+static const struct ao_loader_backend *const loader_backends[] = {
+    &ao_loader_cpu_backend,
+#ifdef AORTA_HAVE_CUDA
+    &ao_loader_cuda_backend,
+#endif
+};
+
+static const struct ao_loader_backend *loader_backend_for(ao_device *dev)
+{
+    for (size_t i = 0; i < sizeof loader_backends / sizeof loader_backends[0]; i++)
+        if (strcmp(loader_backends[i]->device_backend, ao_device_backend(dev)) == 0)
+            return loader_backends[i];
+    return NULL;
+}
+
+static void fill_run_device(void *ctx, const ao_loader_config *cfg, uint64_t sample, int count,
+                            const batch_arrays *a, int at)
+{
+    const ao_loader *l = ctx;
+    batch_arrays r = arrays_at(cfg, a, at);
+    l->gen->fill(l->h2d, &cfg->data, cfg->seed, cfg->target_kind, sample, count, r.dense, r.ids,
+                 r.target, r.weight);
 }
 
 /* ---- the API --------------------------------------------------------------------- */
@@ -281,8 +348,9 @@ static int check_config(ao_device *dev, const ao_loader_config *c)
         ao_error(what, "dataset.placement: unknown value %d (allowed: host, device)", c->placement);
         return AO_EXIT_USAGE;
     }
-    if (c->placement == AO_PLACEMENT_DEVICE && strcmp(ao_device_backend(dev), "cpu") != 0) {
-        ao_error(what, "dataset.placement: device has no %s generator yet", ao_device_backend(dev));
+    if (c->placement == AO_PLACEMENT_DEVICE && !loader_backend_for(dev)) {
+        ao_error(what, "dataset.placement: device has no %s generator in this build",
+                 ao_device_backend(dev));
         ao_hint("set dataset.placement: host");
         return AO_EXIT_USAGE;
     }
@@ -328,6 +396,7 @@ ao_loader *ao_loader_create(ao_device *dev, ao_stream *h2d, const ao_loader_conf
     l->dev = dev;
     l->h2d = h2d;
     l->cfg = *cfg;
+    l->gen = cfg->placement == AO_PLACEMENT_DEVICE ? loader_backend_for(dev) : NULL;
     const ao_data_shape *d = &cfg->data;
     const size_t tokens = (size_t)cfg->batch * d->seq_len;
     l->bytes = 4 * tokens * ((size_t)d->num_dense * d->dense_dim + (size_t)d->num_sparse + 2);
@@ -403,8 +472,8 @@ const ao_batch *ao_loader_next(ao_loader *l, int64_t step, int micro, ao_event *
         h->copy_order = l->copies++;
         pthread_mutex_unlock(&l->mu);
     } else {
-        device_fill_args a = {l, arrays_of(&l->cfg, d->mem), d->batch.first_sample};
-        ao_launch_host(l->h2d, device_fill, &a, sizeof a);
+        batch_arrays a = arrays_of(&l->cfg, d->mem);
+        for_each_run(&l->cfg, d->batch.first_sample, &a, fill_run_device, l);
     }
     ao_event_record(d->ready, l->h2d);
     if (ready) *ready = d->ready;

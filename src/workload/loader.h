@@ -23,8 +23,10 @@
  *   batch's ready event there. A host buffer is refilled only after the event
  *   of the copy that reads it completed.
  * - AO_PLACEMENT_DEVICE: the samples are generated on the device by work
- *   enqueued on `h2d` (on the cpu backend, a closure calling ao_data_fill
- *   into the device buffers); nothing is copied and no worker runs.
+ *   enqueued on `h2d` (loader_backend.h: on the cpu backend a closure calling
+ *   ao_data_fill, on cuda the data-fill kernel, the same samples); nothing is
+ *   copied and no worker runs. A backend without a generator is refused at
+ *   create.
  *
  * Device buffers: `depth` sets of them, used in turn. The compute stream must
  * wait on the ready event before reading a batch (ao_stream_wait_event), and

@@ -409,9 +409,9 @@ static void test_bad_configs(void **state)
     REJECTS(target_kind, 5);
     REJECTS(data.vocab, 0);
 #undef REJECTS
-    /* a backend with no device generator */
+    /* a backend with no device generator (cpu and cuda have one) */
     struct ao_device_ops ops = ao_cpu_device_ops;
-    ops.name = "cuda";
+    ops.name = "nogen";
     struct ao_device_base fake = {&ops};
     c = base_config();
     c.placement = AO_PLACEMENT_DEVICE;

@@ -1,0 +1,48 @@
+/* What a device backend implements to run the sharding engine's small
+ * kernels (engine.c): gradient accumulation, the per-step scalars (squared
+ * norm, loss sum, stop vote) and the clipped AdamW update of the shards.
+ *
+ * Every function only ENQUEUES its work on the stream it is given; none waits
+ * for the device. Scalars that depend on earlier device work (the global
+ * squared norm, the losses) are read by the device work itself, never by the
+ * host, so a step needs no host synchronization. The engine finds the table
+ * of its device's backend by name (ao_device_backend), as model.c does; a
+ * new backend adds its table here and to engine.c's list. */
+#ifndef AORTA_WORKLOAD_ENGINE_BACKEND_H
+#define AORTA_WORKLOAD_ENGINE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/device.h"
+#include "workload/model.h"
+#include "workload/ops_ref.h"
+
+struct ao_engine_backend {
+    const char *device_backend; /* ao_device_backend() of the devices it serves */
+    /* Bytes of device workspace the engine allocates once and passes to
+     * step_scalars and adamw (always enqueued on one stream, in order). */
+    size_t workspace_bytes;
+    /* Runs fp32 GEMMs through TF32 (training.tf32); NULL when the backend
+     * computes in plain fp32 only (the engine then warns). */
+    void (*set_tf32)(ao_model *m);
+    /* acc := red (first) or acc += red, n floats. */
+    void (*accumulate)(ao_stream *s, float *acc, const float *red, size_t n, int first);
+    /* out[0] = scale * sum of g[i]^2, out[1] = sum of loss[0..nloss) (in
+     * order), out[2] = stop, all in double. */
+    void (*step_scalars)(ao_stream *s, double *out, const float *g, size_t n, double scale,
+                         const float *loss, int nloss, double stop, void *workspace);
+    /* With coef = ao_clip_coef(global_sq[0], max_norm): result[0] =
+     * sqrt(global_sq[0]), result[1] = coef, and ao_adamw_step(p, g, m, v, n,
+     * h, lr, step, coef). */
+    void (*adamw)(ao_stream *s, float *p, float *m, float *v, const float *g, size_t n,
+                  const ao_adamw_hparams *h, float lr, float max_norm, int64_t step,
+                  const double *global_sq, double *result, void *workspace);
+};
+
+extern const struct ao_engine_backend ao_engine_cpu_backend; /* engine_cpu.c */
+#ifdef AORTA_HAVE_CUDA
+extern const struct ao_engine_backend ao_engine_cuda_backend; /* engine_cuda.c */
+#endif
+
+#endif

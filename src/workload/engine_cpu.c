@@ -1,0 +1,93 @@
+/* The engine's small kernels on the cpu device: stream closures running the
+ * ops_ref.h reference (engine_backend.h). The closures read the device
+ * scalars when they run, in stream order, as a GPU kernel would. */
+#include <math.h>
+#include <string.h>
+
+#include "workload/engine_backend.h"
+#include "workload/ops_ref.h"
+
+struct k_accum {
+    float *acc;
+    const float *red;
+    size_t n;
+    int first;
+};
+static void run_accum(void *arg)
+{
+    struct k_accum *a = arg;
+    if (a->first)
+        memcpy(a->acc, a->red, a->n * sizeof *a->acc);
+    else
+        for (size_t i = 0; i < a->n; i++) a->acc[i] += a->red[i];
+}
+
+static void cpu_accumulate(ao_stream *s, float *acc, const float *red, size_t n, int first)
+{
+    struct k_accum a = {acc, red, n, first};
+    ao_launch_host(s, run_accum, &a, sizeof a);
+}
+
+struct k_sumsq {
+    const float *g;
+    size_t n;
+    const float *loss;
+    int nloss;
+    double scale;
+    double stop;
+    double *out; /* [3] */
+};
+static void run_sumsq(void *arg)
+{
+    struct k_sumsq *a = arg;
+    double loss = 0;
+    for (int i = 0; i < a->nloss; i++) loss += a->loss[i];
+    a->out[0] = ao_sum_squares(a->g, a->n) * a->scale;
+    a->out[1] = loss;
+    a->out[2] = a->stop;
+}
+
+static void cpu_step_scalars(ao_stream *s, double *out, const float *g, size_t n, double scale,
+                             const float *loss, int nloss, double stop, void *workspace)
+{
+    (void)workspace;
+    struct k_sumsq k = {g, n, loss, nloss, scale, stop, out};
+    ao_launch_host(s, run_sumsq, &k, sizeof k);
+}
+
+struct k_adamw {
+    float *p, *m, *v;
+    const float *g;
+    size_t n;
+    ao_adamw_hparams h;
+    float lr, max_norm;
+    int64_t step;
+    const double *global; /* [1]: squared norm */
+    double *result;       /* [2]: norm, coefficient */
+};
+static void run_adamw(void *arg)
+{
+    struct k_adamw *a = arg;
+    float coef = ao_clip_coef(a->global[0], a->max_norm);
+    a->result[0] = sqrt(a->global[0]);
+    a->result[1] = coef;
+    ao_adamw_step(a->p, a->g, a->m, a->v, a->n, &a->h, a->lr, a->step, coef);
+}
+
+static void cpu_adamw(ao_stream *s, float *p, float *m, float *v, const float *g, size_t n,
+                      const ao_adamw_hparams *h, float lr, float max_norm, int64_t step,
+                      const double *global_sq, double *result, void *workspace)
+{
+    (void)workspace;
+    struct k_adamw k = {p, m, v, g, n, *h, lr, max_norm, step, global_sq, result};
+    ao_launch_host(s, run_adamw, &k, sizeof k);
+}
+
+const struct ao_engine_backend ao_engine_cpu_backend = {
+    .device_backend = "cpu",
+    .workspace_bytes = 0,
+    .set_tf32 = NULL,
+    .accumulate = cpu_accumulate,
+    .step_scalars = cpu_step_scalars,
+    .adamw = cpu_adamw,
+};

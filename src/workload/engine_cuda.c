@@ -1,0 +1,65 @@
+/* The engine's small kernels on the cuda device (engine_backend.h), through
+ * the launchers of kernels_cuda.h on the given stream. Like the cpu closures
+ * they read the device scalars (squared norms, losses) on the device, so the
+ * host never waits inside a step.
+ *
+ * Workspace (one per engine; step_scalars and adamw run on one stream, in
+ * order): the sum of squares' partials, then the clip coefficient. */
+#include "runtime/device_cuda.h"
+#include "workload/engine_backend.h"
+#include "workload/kernels_cuda.h"
+#include "workload/model_cuda.h"
+
+#define PARTIALS_BYTES (AO_CUDA_REDUCE_PARTIALS * sizeof(double))
+
+static double *partials_of(void *workspace)
+{
+    return workspace;
+}
+
+static float *coef_of(void *workspace)
+{
+    return (float *)((char *)workspace + PARTIALS_BYTES);
+}
+
+static void cuda_set_tf32(ao_model *m)
+{
+    ao_model_cuda_set_compute(m, AO_COMPUTE_TF32);
+}
+
+static void cuda_accumulate(ao_stream *s, float *acc, const float *red, size_t n, int first)
+{
+    if (first)
+        ao_copy_async(ao_cuda_stream_device(s), acc, red, n * sizeof *acc, AO_D2D, s);
+    else
+        AO_CUDA_CHECK(ao_cuda_add(acc, acc, red, n, ao_cuda_stream(s)));
+}
+
+static void cuda_step_scalars(ao_stream *s, double *out, const float *g, size_t n, double scale,
+                              const float *loss, int nloss, double stop, void *workspace)
+{
+    cudaStream_t cs = ao_cuda_stream(s);
+    AO_CUDA_CHECK(ao_cuda_sum_squares(out, g, n, partials_of(workspace), cs));
+    AO_CUDA_CHECK(ao_cuda_step_scalars(out, scale, loss, nloss, stop, cs));
+}
+
+static void cuda_adamw(ao_stream *s, float *p, float *m, float *v, const float *g, size_t n,
+                       const ao_adamw_hparams *h, float lr, float max_norm, int64_t step,
+                       const double *global_sq, double *result, void *workspace)
+{
+    cudaStream_t cs = ao_cuda_stream(s);
+    float *coef = coef_of(workspace);
+    ao_cuda_adamw hp = {h->beta1, h->beta2, h->eps, h->weight_decay};
+    AO_CUDA_CHECK(ao_cuda_clip_coef(coef, global_sq, max_norm, 1.0f, cs));
+    AO_CUDA_CHECK(ao_cuda_norm_result(result, global_sq, coef, cs));
+    AO_CUDA_CHECK(ao_cuda_adamw_step(p, g, m, v, n, &hp, lr, step, 1.0f, coef, cs));
+}
+
+const struct ao_engine_backend ao_engine_cuda_backend = {
+    .device_backend = AO_GPU_BACKEND,
+    .workspace_bytes = PARTIALS_BYTES + sizeof(float),
+    .set_tf32 = cuda_set_tf32,
+    .accumulate = cuda_accumulate,
+    .step_scalars = cuda_step_scalars,
+    .adamw = cuda_adamw,
+};
