@@ -291,3 +291,50 @@ void ao_model_backward_input(ao_model *m, ao_stream *s, const float *root, float
 {
     m->backend->backward_input(m, s, root, root_grad, b);
 }
+
+/* ---- activations shared by every backend ---------------------------------- */
+
+static float *take(float **cursor, size_t n)
+{
+    float *p = *cursor;
+    *cursor += n;
+    return p;
+}
+
+void ao_model_acts_alloc(ao_model *m, ao_model_acts *a, size_t extra_floats, size_t scratch_floats)
+{
+    const ao_model_shape *s = &m->shape;
+    const int L = s->layers;
+    const size_t N = (size_t)s->batch * s->seq, d = (size_t)s->dim;
+    ao_encoder_shape es = ao_model_encoder_shape(s);
+    ao_head_shape hs = ao_model_head_shape(s);
+    const size_t enc_saved = ao_encoder_saved_floats(&es);
+    const size_t total = (size_t)(L + 1) * N * d + 2 * N * d + N * s->emb_dim +
+                         (size_t)L * enc_saved + ao_head_saved_floats(&hs) + 2 * N + extra_floats +
+                         scratch_floats;
+
+    memset(a, 0, sizeof *a);
+    a->mem = ao_dev_alloc(m->dev, total * sizeof(float));
+    a->x = ao_malloc((size_t)(L + 1) * sizeof *a->x);
+    a->layer_saved = ao_malloc((size_t)(L > 0 ? L : 1) * sizeof *a->layer_saved);
+    float *cur = a->mem;
+    for (int l = 0; l <= L; l++) a->x[l] = take(&cur, N * d);
+    a->dx[0] = take(&cur, N * d);
+    a->dx[1] = take(&cur, N * d);
+    a->pooled = take(&cur, N * s->emb_dim);
+    for (int l = 0; l < L; l++)
+        ao_encoder_saved_bind(&a->layer_saved[l], take(&cur, enc_saved), &es);
+    ao_head_saved_bind(&a->head_saved, take(&cur, ao_head_saved_floats(&hs)), &hs);
+    a->z = take(&cur, N);
+    a->dz = take(&cur, N);
+    a->extra = extra_floats ? take(&cur, extra_floats) : NULL;
+    a->scratch = take(&cur, scratch_floats);
+}
+
+void ao_model_acts_free(ao_model *m, ao_model_acts *a)
+{
+    ao_dev_free(m->dev, a->mem);
+    free(a->x);
+    free(a->layer_saved);
+    memset(a, 0, sizeof *a);
+}

@@ -46,6 +46,33 @@ struct ao_model {
     void *impl; /* the backend's state */
 };
 
+/* The activations of one micro-batch, laid out the same way by every backend
+ * and carved from one device allocation: layer inputs, the gradient
+ * ping-pong, the input stage's pooled embeddings, each layer's and the head's
+ * saved buffers, logits and their gradient, then `extra` floats of the
+ * backend's own (NULL when 0) and `scratch` floats for the largest backward. */
+typedef struct ao_model_acts {
+    float *mem;                    /* the one device allocation everything below points into */
+    float **x;                     /* [L + 1] layer inputs, x[L] the head's input */
+    float *dx[2];                  /* gradient w.r.t. x[l] is dx[l % 2] */
+    float *pooled;                 /* [N, E] the input stage's saved mean embeddings */
+    ao_encoder_saved *layer_saved; /* [L] */
+    ao_head_saved head_saved;
+    float *z, *dz;  /* [N] logits and their gradient */
+    float *extra;   /* the backend's own buffers */
+    float *scratch; /* the largest backward's scratch */
+} ao_model_acts;
+
+static inline size_t ao_model_max3(size_t a, size_t b, size_t c)
+{
+    size_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+/* Allocates and lays out m's activations; ao_model_acts_free gives them back. */
+void ao_model_acts_alloc(ao_model *m, ao_model_acts *a, size_t extra_floats, size_t scratch_floats);
+void ao_model_acts_free(ao_model *m, ao_model_acts *a);
+
 extern const struct ao_model_backend ao_model_cpu_backend;
 #ifdef AORTA_HAVE_CUDA
 extern const struct ao_model_backend ao_model_cuda_backend; /* model_cuda.c */

@@ -8,16 +8,8 @@
 #include "workload/model_backend.h"
 #include "workload/ops_ref.h"
 
-typedef struct {
-    float *mem;                    /* the one device allocation everything below points into */
-    float **x;                     /* [L + 1] layer inputs, x[L] the head's input */
-    float *dx[2];                  /* gradient w.r.t. x[l] is dx[l % 2] */
-    float *pooled;                 /* [N, E] the input stage's saved mean embeddings */
-    ao_encoder_saved *layer_saved; /* [L] */
-    ao_head_saved head_saved;
-    float *z, *dz;  /* [N] logits and their gradient */
-    float *scratch; /* the largest backward's scratch */
-} cpu_model;
+/* The cpu backend keeps nothing beyond the shared activations. */
+typedef ao_model_acts cpu_model;
 
 enum pass { FWD_INPUT, FWD_LAYER, FWD_HEAD, BWD_HEAD, BWD_LAYER, BWD_INPUT };
 
@@ -109,47 +101,16 @@ static void enqueue(ao_stream *s, const pass_args *a)
     ao_launch_host(s, run_pass, a, sizeof *a);
 }
 
-static float *take(float **cursor, size_t n)
-{
-    float *p = *cursor;
-    *cursor += n;
-    return p;
-}
-
-static size_t max3(size_t a, size_t b, size_t c)
-{
-    size_t m = a > b ? a : b;
-    return m > c ? m : c;
-}
-
 static int cpu_create(ao_model *m)
 {
     const ao_model_shape *s = &m->shape;
-    const int L = s->layers;
-    const size_t N = (size_t)s->batch * s->seq, d = (size_t)s->dim;
+    const size_t N = (size_t)s->batch * s->seq;
     ao_encoder_shape es = ao_model_encoder_shape(s);
     ao_head_shape hs = ao_model_head_shape(s);
-    const size_t enc_saved = ao_encoder_saved_floats(&es);
-    const size_t scratch = max3(ao_encoder_backward_scratch_floats(&es),
-                                ao_head_backward_scratch_floats(&hs), N * s->emb_dim);
-    const size_t total = (size_t)(L + 1) * N * d + 2 * N * d + N * s->emb_dim +
-                         (size_t)L * enc_saved + ao_head_saved_floats(&hs) + 2 * N + scratch;
-
-    cpu_model *c = ao_calloc(1, sizeof *c);
-    c->mem = ao_dev_alloc(m->dev, total * sizeof(float));
-    c->x = ao_malloc((size_t)(L + 1) * sizeof *c->x);
-    c->layer_saved = ao_malloc((size_t)(L > 0 ? L : 1) * sizeof *c->layer_saved);
-    float *cur = c->mem;
-    for (int l = 0; l <= L; l++) c->x[l] = take(&cur, N * d);
-    c->dx[0] = take(&cur, N * d);
-    c->dx[1] = take(&cur, N * d);
-    c->pooled = take(&cur, N * s->emb_dim);
-    for (int l = 0; l < L; l++)
-        ao_encoder_saved_bind(&c->layer_saved[l], take(&cur, enc_saved), &es);
-    ao_head_saved_bind(&c->head_saved, take(&cur, ao_head_saved_floats(&hs)), &hs);
-    c->z = take(&cur, N);
-    c->dz = take(&cur, N);
-    c->scratch = take(&cur, scratch);
+    const size_t scratch = ao_model_max3(ao_encoder_backward_scratch_floats(&es),
+                                         ao_head_backward_scratch_floats(&hs), N * s->emb_dim);
+    cpu_model *c = ao_malloc(sizeof *c);
+    ao_model_acts_alloc(m, c, 0, scratch);
     m->impl = c;
     return 0;
 }
@@ -157,9 +118,7 @@ static int cpu_create(ao_model *m)
 static void cpu_destroy(ao_model *m)
 {
     cpu_model *c = m->impl;
-    ao_dev_free(m->dev, c->mem);
-    free(c->x);
-    free(c->layer_saved);
+    ao_model_acts_free(m, c);
     free(c);
 }
 

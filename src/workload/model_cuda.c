@@ -24,15 +24,7 @@
 #include "workload/ops_ref.h"
 
 typedef struct {
-    float *mem;                    /* the one allocation everything below points into */
-    float **x;                     /* [L + 1] layer inputs, x[L] the head's input */
-    float *dx[2];                  /* gradient w.r.t. x[l] is dx[l % 2] */
-    float *pooled;                 /* [N, E] the input stage's saved mean embeddings */
-    ao_encoder_saved *layer_saved; /* [L] */
-    ao_head_saved head_saved;
-    float *z, *dz;       /* [N] logits and their gradient */
-    float *probs;        /* [B, h, T, T] attention probabilities after dropout */
-    float *scratch;      /* the largest backward's scratch */
+    ao_model_acts a;     /* a.extra: [B, h, T, T] attention probabilities after dropout */
     void *emb_workspace; /* embedding-bag backward (sort buffers) */
     ao_compute_mode compute;
 } cuda_model;
@@ -140,12 +132,12 @@ static gemm_batch heads_batch(const attn_dims *a, long long sa, long long sb, lo
     return g;
 }
 
-/* ao_attn_forward. The probabilities after dropout go to cm->probs (or are
+/* ao_attn_forward. The probabilities after dropout go to cm->a.extra (or are
  * saved->att itself when dropout is off). */
 static const float *attn_probs(const cuda_model *cm, const ao_attn_saved *sv,
                                const ao_cuda_dropout_key *k)
 {
-    return k->p > 0.0f ? cm->probs : sv->att;
+    return k->p > 0.0f ? cm->a.extra : sv->att;
 }
 
 static void attn_forward(ao_model *m, ao_stream *s, float *out, const ao_attn_saved *sv,
@@ -165,7 +157,7 @@ static void attn_forward(ao_model *m, ao_stream *s, float *out, const ao_attn_sa
              sv->att + (size_t)b * a.H * TT, a.T, heads_batch(&a, a.hd, a.hd, TT));
     }
     KCHECK(ao_cuda_softmax_forward(sv->att, sv->att, a.B * a.H * a.T, a.T, cs));
-    if (kp->p > 0.0f) dropout(s, cm->probs, sv->att, a.B, (size_t)TT, kp);
+    if (kp->p > 0.0f) dropout(s, cm->a.extra, sv->att, a.B, (size_t)TT, kp);
     const float *P = attn_probs(cm, sv, kp);
     for (int b = 0; b < a.B; b++) {
         const float *v = sv->qkv + (size_t)b * a.T * a.d3 + 2 * a.d;
@@ -197,7 +189,7 @@ static void attn_backward(ao_model *m, ao_stream *s, float *dx, const ao_attn_we
     float *dqkv = scratch, *dctx = dqkv + (size_t)N * a.d3, *dp = dctx + (size_t)N * a.d;
 
     linear_backward(m, s, dctx, g->out_w, g->out_b, dout, sv->ctx, w->out_w, N, a.d, a.d);
-    if (kp->p > 0.0f) dropout(s, cm->probs, sv->att, a.B, (size_t)TT, kp);
+    if (kp->p > 0.0f) dropout(s, cm->a.extra, sv->att, a.B, (size_t)TT, kp);
     const float *P = attn_probs(cm, sv, kp);
     for (int b = 0; b < a.B; b++) {
         const float *qkv = sv->qkv + (size_t)b * a.T * a.d3;
@@ -314,26 +306,13 @@ static void bind_root(const ao_model_shape *s, float *flat, ao_input_weights *iw
     ao_head_weights_bind(hw, flat + ao_model_root_head_offset(s), &hs);
 }
 
-static float *take(float **cursor, size_t n)
-{
-    float *p = *cursor;
-    *cursor += n;
-    return p;
-}
-
-static size_t max3(size_t a, size_t b, size_t c)
-{
-    size_t m = a > b ? a : b;
-    return m > c ? m : c;
-}
-
 /* ---- the backend ------------------------------------------------------------------------ */
 
 static int cuda_create(ao_model *m)
 {
     const ao_model_shape *s = &m->shape;
     const int L = s->layers;
-    const size_t N = (size_t)s->batch * s->seq, d = (size_t)s->dim;
+    const size_t N = (size_t)s->batch * s->seq;
     if (N * s->sparse > (size_t)INT32_MAX) {
         ao_error("model",
                  "batch_size x sequence_length x sparse_features = %zu ids; the cuda "
@@ -341,35 +320,16 @@ static int cuda_create(ao_model *m)
                  N * s->sparse);
         return AO_EXIT_USAGE;
     }
-    ao_encoder_shape es = ao_model_encoder_shape(s);
     ao_head_shape hs = ao_model_head_shape(s);
-    const size_t enc_saved = ao_encoder_saved_floats(&es);
     const size_t probs = (size_t)s->batch * s->heads * s->seq * s->seq;
-    const size_t scratch =
-        max3(encoder_scratch_floats(s), ao_head_backward_scratch_floats(&hs), N * s->emb_dim);
-    const size_t total = (size_t)(L + 1) * N * d + 2 * N * d + N * s->emb_dim +
-                         (size_t)L * enc_saved + ao_head_saved_floats(&hs) + 2 * N +
-                         (L > 0 ? probs : 0) + scratch;
+    const size_t scratch = ao_model_max3(encoder_scratch_floats(s),
+                                         ao_head_backward_scratch_floats(&hs), N * s->emb_dim);
 
     cuda_model *c = ao_calloc(1, sizeof *c);
     c->compute = AO_COMPUTE_DEFAULT;
-    c->mem = ao_dev_alloc(m->dev, total * sizeof(float));
+    ao_model_acts_alloc(m, &c->a, L > 0 ? probs : 0, scratch);
     const size_t ws = ao_cuda_embedding_bag_backward_workspace((int)N, s->sparse, s->vocab);
     c->emb_workspace = ws ? ao_dev_alloc(m->dev, ws) : NULL;
-    c->x = ao_malloc((size_t)(L + 1) * sizeof *c->x);
-    c->layer_saved = ao_malloc((size_t)(L > 0 ? L : 1) * sizeof *c->layer_saved);
-    float *cur = c->mem;
-    for (int l = 0; l <= L; l++) c->x[l] = take(&cur, N * d);
-    c->dx[0] = take(&cur, N * d);
-    c->dx[1] = take(&cur, N * d);
-    c->pooled = take(&cur, N * s->emb_dim);
-    for (int l = 0; l < L; l++)
-        ao_encoder_saved_bind(&c->layer_saved[l], take(&cur, enc_saved), &es);
-    ao_head_saved_bind(&c->head_saved, take(&cur, ao_head_saved_floats(&hs)), &hs);
-    c->z = take(&cur, N);
-    c->dz = take(&cur, N);
-    c->probs = L > 0 ? take(&cur, probs) : NULL;
-    c->scratch = take(&cur, scratch);
     m->impl = c;
     return 0;
 }
@@ -377,10 +337,8 @@ static int cuda_create(ao_model *m)
 static void cuda_destroy(ao_model *m)
 {
     cuda_model *c = m->impl;
-    ao_dev_free(m->dev, c->mem);
+    ao_model_acts_free(m, &c->a);
     if (c->emb_workspace) ao_dev_free(m->dev, c->emb_workspace);
-    free(c->x);
-    free(c->layer_saved);
     free(c);
 }
 
@@ -395,12 +353,12 @@ static void cuda_forward_input(ao_model *m, ao_stream *s, const float *root, con
     bind_root(&m->shape, (float *)root, &iw, &hw);
     cudaStream_t cs = ao_cuda_stream(s);
     /* ao_input_forward: dense projection, pooled embeddings, sparse projection */
-    linear_forward(m, s, c->x[0], b->dense, iw.dense_w, iw.dense_b, is.n, is.dense_in, is.dim);
-    KCHECK(ao_cuda_embedding_bag_mean_forward(c->pooled, b->ids, iw.table, is.n, is.sparse,
+    linear_forward(m, s, c->a.x[0], b->dense, iw.dense_w, iw.dense_b, is.n, is.dense_in, is.dim);
+    KCHECK(ao_cuda_embedding_bag_mean_forward(c->a.pooled, b->ids, iw.table, is.n, is.sparse,
                                               is.emb_dim, cs));
-    gemm(m, s, 0, 1, is.n, is.dim, is.emb_dim, 1.0f, c->pooled, is.emb_dim, iw.sparse_w, is.emb_dim,
-         1.0f, c->x[0], is.dim, single);
-    KCHECK(ao_cuda_bias_add(c->x[0], iw.sparse_b, is.n, is.dim, cs));
+    gemm(m, s, 0, 1, is.n, is.dim, is.emb_dim, 1.0f, c->a.pooled, is.emb_dim, iw.sparse_w,
+         is.emb_dim, 1.0f, c->a.x[0], is.dim, single);
+    KCHECK(ao_cuda_bias_add(c->a.x[0], iw.sparse_b, is.n, is.dim, cs));
 }
 
 static void cuda_forward_layer(ao_model *m, ao_stream *s, int layer, const float *params,
@@ -410,8 +368,8 @@ static void cuda_forward_layer(ao_model *m, ao_stream *s, int layer, const float
     const ao_encoder_shape es = ao_model_encoder_shape(&m->shape);
     ao_encoder_weights w;
     ao_encoder_weights_bind(&w, (float *)params, &es);
-    encoder_forward(m, s, layer, c->x[layer], &c->layer_saved[layer - 1], c->x[layer - 1], &w, b,
-                    step);
+    encoder_forward(m, s, layer, c->a.x[layer], &c->a.layer_saved[layer - 1], c->a.x[layer - 1], &w,
+                    b, step);
 }
 
 static void cuda_forward_head(ao_model *m, ao_stream *s, const float *root, const ao_batch *b,
@@ -419,18 +377,18 @@ static void cuda_forward_head(ao_model *m, ao_stream *s, const float *root, cons
 {
     cuda_model *c = m->impl;
     const ao_head_shape hs = ao_model_head_shape(&m->shape);
-    const ao_head_saved *sv = &c->head_saved;
+    const ao_head_saved *sv = &c->a.head_saved;
     ao_input_weights iw;
     ao_head_weights hw;
     bind_root(&m->shape, (float *)root, &iw, &hw);
     cudaStream_t cs = ao_cuda_stream(s);
     /* ao_head_forward, then the loss */
-    KCHECK(ao_cuda_layernorm_forward(sv->ln_out, sv->ln_mean, sv->ln_rstd, c->x[m->shape.layers],
+    KCHECK(ao_cuda_layernorm_forward(sv->ln_out, sv->ln_mean, sv->ln_rstd, c->a.x[m->shape.layers],
                                      hw.ln_w, hw.ln_b, hs.n, hs.dim, cs));
     linear_forward(m, s, sv->hid, sv->ln_out, hw.fc1_w, hw.fc1_b, hs.n, hs.dim, hs.hidden);
     KCHECK(ao_cuda_gelu_forward(sv->act, sv->hid, (size_t)hs.n * hs.hidden, cs));
-    linear_forward(m, s, c->z, sv->act, hw.fc2_w, hw.fc2_b, hs.n, hs.hidden, 1);
-    KCHECK(ao_cuda_bce_loss(loss_dev, c->z, b->target, b->weight, hs.n, normalizer, cs));
+    linear_forward(m, s, c->a.z, sv->act, hw.fc2_w, hw.fc2_b, hs.n, hs.hidden, 1);
+    KCHECK(ao_cuda_bce_loss(loss_dev, c->a.z, b->target, b->weight, hs.n, normalizer, cs));
 }
 
 static void cuda_backward_head(ao_model *m, ao_stream *s, const float *root, float *root_grad,
@@ -439,21 +397,21 @@ static void cuda_backward_head(ao_model *m, ao_stream *s, const float *root, flo
     cuda_model *c = m->impl;
     const int L = m->shape.layers;
     const ao_head_shape hs = ao_model_head_shape(&m->shape);
-    const ao_head_saved *sv = &c->head_saved;
+    const ao_head_saved *sv = &c->a.head_saved;
     ao_input_weights iw, ig;
     ao_head_weights hw, hg;
     bind_root(&m->shape, (float *)root, &iw, &hw);
     bind_root(&m->shape, root_grad, &ig, &hg);
     cudaStream_t cs = ao_cuda_stream(s);
-    float *dact = c->scratch, *dln = c->scratch + (size_t)hs.n * hs.hidden;
+    float *dact = c->a.scratch, *dln = c->a.scratch + (size_t)hs.n * hs.hidden;
 
-    KCHECK(ao_cuda_bce_loss_backward(c->dz, c->z, b->target, b->weight, hs.n, normalizer, cs));
+    KCHECK(ao_cuda_bce_loss_backward(c->a.dz, c->a.z, b->target, b->weight, hs.n, normalizer, cs));
     /* ao_head_backward */
-    linear_backward(m, s, dact, hg.fc2_w, hg.fc2_b, c->dz, sv->act, hw.fc2_w, hs.n, hs.hidden, 1);
+    linear_backward(m, s, dact, hg.fc2_w, hg.fc2_b, c->a.dz, sv->act, hw.fc2_w, hs.n, hs.hidden, 1);
     KCHECK(ao_cuda_gelu_backward(dact, dact, sv->hid, (size_t)hs.n * hs.hidden, cs));
     linear_backward(m, s, dln, hg.fc1_w, hg.fc1_b, dact, sv->ln_out, hw.fc1_w, hs.n, hs.dim,
                     hs.hidden);
-    KCHECK(ao_cuda_layernorm_backward(c->dx[L % 2], hg.ln_w, hg.ln_b, dln, c->x[L], sv->ln_mean,
+    KCHECK(ao_cuda_layernorm_backward(c->a.dx[L % 2], hg.ln_w, hg.ln_b, dln, c->a.x[L], sv->ln_mean,
                                       sv->ln_rstd, hw.ln_w, hs.n, hs.dim, cs));
 }
 
@@ -465,8 +423,8 @@ static void cuda_backward_layer(ao_model *m, ao_stream *s, int layer, const floa
     ao_encoder_weights w, g;
     ao_encoder_weights_bind(&w, (float *)params, &es);
     ao_encoder_weights_bind(&g, grad, &es);
-    encoder_backward(m, s, layer, c->dx[(layer - 1) % 2], &g, c->dx[layer % 2], c->x[layer - 1], &w,
-                     &c->layer_saved[layer - 1], b, step, c->scratch);
+    encoder_backward(m, s, layer, c->a.dx[(layer - 1) % 2], &g, c->a.dx[layer % 2],
+                     c->a.x[layer - 1], &w, &c->a.layer_saved[layer - 1], b, step, c->a.scratch);
 }
 
 static void cuda_backward_input(ao_model *m, ao_stream *s, const float *root, float *root_grad,
@@ -478,12 +436,12 @@ static void cuda_backward_input(ao_model *m, ao_stream *s, const float *root, fl
     ao_head_weights hw, hg;
     bind_root(&m->shape, (float *)root, &iw, &hw);
     bind_root(&m->shape, root_grad, &ig, &hg);
-    float *dpooled = c->scratch;
+    float *dpooled = c->a.scratch;
     /* ao_input_backward */
-    linear_backward(m, s, NULL, ig.dense_w, ig.dense_b, c->dx[0], b->dense, iw.dense_w, is.n,
+    linear_backward(m, s, NULL, ig.dense_w, ig.dense_b, c->a.dx[0], b->dense, iw.dense_w, is.n,
                     is.dense_in, is.dim);
-    linear_backward(m, s, dpooled, ig.sparse_w, ig.sparse_b, c->dx[0], c->pooled, iw.sparse_w, is.n,
-                    is.emb_dim, is.dim);
+    linear_backward(m, s, dpooled, ig.sparse_w, ig.sparse_b, c->a.dx[0], c->a.pooled, iw.sparse_w,
+                    is.n, is.emb_dim, is.dim);
     KCHECK(ao_cuda_embedding_bag_mean_backward(ig.table, dpooled, b->ids, is.n, is.sparse,
                                                is.emb_dim, is.vocab, c->emb_workspace,
                                                ao_cuda_stream(s)));
