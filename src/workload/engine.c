@@ -184,18 +184,14 @@ static int make_comms(ao_engine *e, const ao_engine_setup *s)
         for (int l = 0; l < NLANES; l++) sids[l] = AO_STREAM_COMPUTE;
     else if (!cfg->distributed.comm_per_stream)
         for (int l = 0; l < NLANES; l++) sids[l] = AO_STREAM_ALLGATHER;
-    ao_comm_opts o = {.min_ctas = cfg->distributed.nccl.min_ctas,
-                      .max_ctas = cfg->distributed.nccl.max_ctas,
-                      .cga_cluster_size = cfg->distributed.nccl.cga_cluster_size,
-                      .timeout_s = cfg->distributed.timeout_s,
-                      .blocking_init = 0};
     for (int l = 0; l < NLANES; l++) {
         lane *ln = &e->lanes[l];
         ln->sid = sids[l];
         ln->s = e->streams[sids[l]];
         for (int k = 0; k < l; k++)
             if (e->lanes[k].sid == sids[l]) ln->world = e->lanes[k].world;
-        if (!ln->world) ln->world = keep_comm(e, ao_comm_create(e->dev, ln->s, s->ri, s->id, &o));
+        /* Splits inherit the root's settings (CTAs, timeout). */
+        if (!ln->world) ln->world = keep_comm(e, ao_comm_split(s->root, ln->s, 0, e->rank));
         if (!ln->world) return AO_EXIT_FAIL;
     }
     if (!e->hybrid) return 0;

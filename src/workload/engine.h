@@ -45,7 +45,10 @@ typedef struct ao_engine ao_engine;
 typedef struct ao_engine_setup {
     const struct ao_config *cfg;
     const ao_rank_info *ri;
-    const ao_comm_id *id; /* the bootstrap id every rank got */
+    /* A communicator over all ranks; the engine splits its own from it (one
+     * per comm stream, and the hybrid groups), so one bootstrap id serves
+     * them all. The caller keeps and destroys it after the engine. */
+    ao_comm *root;
     ao_device *dev;
     ao_stream *const *streams; /* [AO_NSTREAMS], every one created */
     ao_model *model;

@@ -49,6 +49,7 @@ typedef struct trainer {
     ao_loader *loader;
     ao_timeline *tl;
     ao_engine *engine;
+    ao_comm *root; /* the one communicator made from the bootstrap id */
     ao_rundir rd;
     int have_rd;
     ao_jsonl_writer *w;
@@ -118,7 +119,7 @@ static void model_shape(const struct ao_config *cfg, ao_model_shape *s)
 
 /* The run directory: joined when a launcher parent made it, else made by rank
  * 0 and its id broadcast to the others. */
-static int open_rundir(trainer *t, const ao_comm_id *id)
+static int open_rundir(trainer *t)
 {
     const char *out = t->cfg->training.output_dir;
     const char *env = getenv(AO_RUN_ID_ENV);
@@ -132,17 +133,13 @@ static int open_rundir(trainer *t, const ao_comm_id *id)
     else if (t->ri->rank == 0)
         ao_rundir_make_id(run_id, sizeof run_id);
     if (!t->o->run_name && t->ri->world_size > 1) {
-        ao_comm_opts co = {.timeout_s = t->cfg->distributed.timeout_s};
-        ao_stream *s = t->streams[AO_STREAM_COMPUTE];
-        ao_comm *c = ao_comm_create(t->dev, s, t->ri, id, &co);
-        if (!c) return AO_EXIT_FAIL;
+        ao_stream *s = ao_comm_stream(t->root);
         char *buf = ao_dev_alloc(t->dev, sizeof run_id);
         ao_copy_async(t->dev, buf, run_id, sizeof run_id, AO_H2D, s);
-        ao_broadcast(c, buf, buf, sizeof run_id, AO_U8, 0);
+        ao_broadcast(t->root, buf, buf, sizeof run_id, AO_U8, 0);
         ao_copy_async(t->dev, run_id, buf, sizeof run_id, AO_D2H, s);
         ao_stream_sync(s);
         ao_dev_free(t->dev, buf);
-        ao_comm_destroy(c);
         run_id[sizeof run_id - 1] = '\0';
     }
     return ao_rundir_open(out, run_id, t->ri->rank, 30.0, &t->rd);
@@ -271,7 +268,16 @@ static int setup(trainer *t)
                              : ao_launch_bootstrap_id(ri, cb, t->o->rdzv_file,
                                                       cfg->distributed.timeout_s, &id)) != 0)
         return AO_EXIT_FAIL;
-    if ((rc = open_rundir(t, &id)) != 0) return rc;
+    /* One communicator from the id: an NCCL id serves exactly one
+     * ncclCommInitRank, so every other communicator (the engine's, one per
+     * comm stream) is split from this one. */
+    ao_comm_opts co = {.min_ctas = cfg->distributed.nccl.min_ctas,
+                       .max_ctas = cfg->distributed.nccl.max_ctas,
+                       .cga_cluster_size = cfg->distributed.nccl.cga_cluster_size,
+                       .timeout_s = cfg->distributed.timeout_s};
+    t->root = ao_comm_create(t->dev, t->streams[AO_STREAM_COMPUTE], ri, &id, &co);
+    if (!t->root) return AO_EXIT_FAIL;
+    if ((rc = open_rundir(t)) != 0) return rc;
     t->have_rd = 1;
 
     char *path = ao_rundir_rank_path(&t->rd, ri->rank, ri->world_size, AO_RANK_LOG);
@@ -317,7 +323,7 @@ static int setup(trainer *t)
 
     ao_engine_setup es = {.cfg = cfg,
                           .ri = ri,
-                          .id = &id,
+                          .root = t->root,
                           .dev = t->dev,
                           .streams = t->streams,
                           .model = t->model,
@@ -339,6 +345,7 @@ static int setup(trainer *t)
 static void teardown(trainer *t)
 {
     ao_engine_destroy(t->engine);
+    if (t->root) ao_comm_destroy(t->root);
     ao_loader_destroy(t->loader);
     ao_train_profile_stop(t->prof);
     if (t->tl) ao_timeline_destroy(t->tl);
