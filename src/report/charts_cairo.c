@@ -510,8 +510,8 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
         snprintf(title, sizeof title, "%s: busy time per stream (median step)", sc->label);
     draw_title(cr, w, title,
                sc->recs ? NULL
-                        : "degraded view: no counted step has per-op intervals (profiling off, or "
-                          "its windows in the skipped warm-up); bars are busy totals");
+                        : "degraded view: no counted step has per-op intervals (profiling "
+                          "windows); bars are busy totals");
     draw_axes(cr, &f,
               sc->recs ? "time from the rank's first op of the step (ms)" : "busy time (ms)", NULL,
               0);
