@@ -4,6 +4,8 @@
 #ifndef AORTA_TESTS_CHECK_H
 #define AORTA_TESTS_CHECK_H
 
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -26,6 +28,22 @@ static int check_failures;
             exit(77);                                                                              \
         }                                                                                          \
     } while (0)
+
+/* DESIGN §11's error metric: max |got - ref| / max |ref|. Equal values (an
+ * infinity included) are no error; any other non-finite result is an
+ * infinite one. */
+static inline double check_rel_err(const float *got, const float *ref, size_t n)
+{
+    double max_err = 0, max_ref = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double e = got[i] == ref[i]                       ? 0.0
+                         : isfinite(got[i]) && isfinite(ref[i]) ? fabs((double)got[i] - ref[i])
+                                                                : INFINITY;
+        if (e > max_err) max_err = e;
+        if (isfinite(ref[i]) && fabs(ref[i]) > max_ref) max_ref = fabs(ref[i]);
+    }
+    return max_ref > 0 ? max_err / max_ref : max_err;
+}
 
 static inline int check_result(const char *name)
 {

@@ -772,12 +772,12 @@ int ao_sweep_run(const ao_sweep_plan *p, const ao_sweep_run_opts *o)
     int failed = 0, ran = 0;
     if (!exe) rc = AO_EXIT_FAIL;
     for (int li = 0; rc == 0 && li < p->nlaunches; li++) {
-        int todo = 0;
+        int pending = 0;
         for (int j = 0; j < p->launches[li].npoints; j++) {
             launch_ctx c = {.r = &r, .done = done, .ndone = ndone};
-            todo |= !is_done(&c, p->launches[li].points[j]);
+            pending |= !is_done(&c, p->launches[li].points[j]);
         }
-        if (!todo) {
+        if (!pending) {
             fprintf(stderr, "sweep: launch %d/%d already in %s; skipped\n", li + 1, p->nlaunches,
                     o->out);
             continue;

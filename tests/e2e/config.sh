@@ -8,22 +8,8 @@ SRC="${AORTA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
-fail() {
-    echo "FAIL: $*" >&2
-    exit 1
-}
-
-# run_expect CODE OUTFILE ARGS...: run aorta, stdout+stderr to OUTFILE, check the exit code.
-run_expect() {
-    local want=$1 out=$2 rc=0
-    shift 2
-    "$AORTA" "$@" >"$out" 2>&1 || rc=$?
-    [[ $rc -eq $want ]] || { cat "$out" >&2; fail "aorta $* exited $rc, want $want"; }
-}
-
-contains() {
-    grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "output lacks: $2"; }
-}
+# shellcheck source=/dev/null
+. "$(dirname "$0")/lib/assert.sh"
 
 # The shipped configs are valid; the seed's file warns about its no-op keys.
 for f in default tiny large; do

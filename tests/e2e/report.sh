@@ -10,21 +10,8 @@ set -euo pipefail
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
-fail() {
-    echo "FAIL: $*" >&2
-    exit 1
-}
-
-run_expect() {
-    local want=$1 out=$2 rc=0
-    shift 2
-    "$AORTA" "$@" >"$out" 2>&1 || rc=$?
-    [[ $rc -eq $want ]] || { cat "$out" >&2; fail "aorta $* exited $rc, want $want"; }
-}
-
-contains() {
-    grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "$1 lacks: $2"; }
-}
+# shellcheck source=/dev/null
+. "$(dirname "$0")/lib/assert.sh"
 
 "$AORTA_SYNTH_RUN" "$TMP/fast" ranks=2 steps=60 profile_every=10 baseline=4 nccl_algo=Ring
 "$AORTA_SYNTH_RUN" "$TMP/slow" ranks=2 steps=60 comm_ms=8 hidden=0.4 seed=7 strategy=shard_grad_op

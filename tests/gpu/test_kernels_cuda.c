@@ -75,21 +75,6 @@ static float *download_floats(const float *d, size_t n)
     return h;
 }
 
-static double rel_err(const float *got, const float *ref, size_t n)
-{
-    double max_err = 0, max_ref = 0;
-    for (size_t i = 0; i < n; i++) {
-        /* equal values (an infinity included) are no error; any other
-         * non-finite result is an infinite one */
-        const double e = got[i] == ref[i]                       ? 0.0
-                         : isfinite(got[i]) && isfinite(ref[i]) ? fabs((double)got[i] - ref[i])
-                                                                : INFINITY;
-        if (e > max_err) max_err = e;
-        if (isfinite(ref[i]) && fabs(ref[i]) > max_ref) max_ref = fabs(ref[i]);
-    }
-    return max_ref > 0 ? max_err / max_ref : max_err;
-}
-
 static void report(const char *kernel, const char *shape, double err, double bound)
 {
     const int ok = err <= bound;
@@ -126,7 +111,7 @@ static void test_bias_and_add(void)
     float *dev_y = upload(y, sizeof(float) * nc), *dev_b = upload(b, sizeof(float) * c);
     K(ao_cuda_bias_add(dev_y, dev_b, n, c, cs()));
     float *got = download_floats(dev_y, nc);
-    report("bias_add", shape, rel_err(got, ref, nc), 1e-5);
+    report("bias_add", shape, check_rel_err(got, ref, nc), 1e-5);
     free(got);
 
     /* bias grad: ao_linear_backward's db (in = 1 so its dw GEMM is trivial) */
@@ -137,7 +122,7 @@ static void test_bias_and_add(void)
     float *dev_dy = upload(dy, sizeof(float) * nc), *dev_db = upload(db, sizeof(float) * c);
     K(ao_cuda_bias_grad(dev_db, dev_dy, n, c, cs()));
     got = download_floats(dev_db, c);
-    report("bias_grad", shape, rel_err(got, db_ref, c), 1e-5);
+    report("bias_grad", shape, check_rel_err(got, db_ref, c), 1e-5);
     float *dev_db2 = upload(db, sizeof(float) * c);
     K(ao_cuda_bias_grad(dev_db2, dev_dy, n, c, cs()));
     float *again = download_floats(dev_db2, c);
@@ -150,12 +135,12 @@ static void test_bias_and_add(void)
           *dev_sum = ao_dev_alloc(dev, sizeof(float) * nc);
     K(ao_cuda_add(dev_sum, dev_dy, dev_a2, nc, cs()));
     got = download_floats(dev_sum, nc);
-    report("add", shape, rel_err(got, ref, nc), 0);
+    report("add", shape, check_rel_err(got, ref, nc), 0);
     free(got);
     for (size_t i = 0; i < nc; i++) ref[i] = 0.125f * y[i];
     K(ao_cuda_scale(dev_sum, dev_dy, 0.125f, nc, cs()));
     got = download_floats(dev_sum, nc);
-    report("scale", shape, rel_err(got, ref, nc), 0);
+    report("scale", shape, check_rel_err(got, ref, nc), 0);
     free(got);
 
     ao_dev_free(dev, dev_y), ao_dev_free(dev, dev_b), ao_dev_free(dev, dev_dy);
@@ -175,11 +160,11 @@ static void test_gelu(void)
     float *dout = ao_dev_alloc(dev, sizeof(float) * n);
     K(ao_cuda_gelu_forward(dout, dx_, n, cs()));
     float *got = download_floats(dout, n);
-    report("gelu_forward", "n=100003 x in [-6,6]", rel_err(got, ref, n), 1e-5);
+    report("gelu_forward", "n=100003 x in [-6,6]", check_rel_err(got, ref, n), 1e-5);
     free(got);
     K(ao_cuda_gelu_backward(ddy, ddy, dx_, n, cs())); /* in place, as the model uses it */
     got = download_floats(ddy, n);
-    report("gelu_backward", "n=100003 in place", rel_err(got, dref, n), 1e-5);
+    report("gelu_backward", "n=100003 in place", check_rel_err(got, dref, n), 1e-5);
     free(got);
     ao_dev_free(dev, dx_), ao_dev_free(dev, ddy), ao_dev_free(dev, dout);
     free(x), free(dy), free(ref), free(dref);
@@ -209,13 +194,13 @@ static void test_layernorm(int n, int c)
     float *d_rstd = ao_dev_alloc(dev, 4 * (size_t)n);
     K(ao_cuda_layernorm_forward(d_y, d_mean, d_rstd, d_x, d_g, d_b, n, c, cs()));
     float *got = download_floats(d_y, nc);
-    report("layernorm_forward y", shape, rel_err(got, y, nc), 1e-5);
+    report("layernorm_forward y", shape, check_rel_err(got, y, nc), 1e-5);
     free(got);
     got = download_floats(d_mean, n);
-    report("layernorm_forward mean", shape, rel_err(got, mean, n), 1e-6);
+    report("layernorm_forward mean", shape, check_rel_err(got, mean, n), 1e-6);
     free(got);
     got = download_floats(d_rstd, n);
-    report("layernorm_forward rstd", shape, rel_err(got, rstd, n), 1e-6);
+    report("layernorm_forward rstd", shape, check_rel_err(got, rstd, n), 1e-6);
     free(got);
 
     /* backward from the reference's saved statistics, so only backward is measured */
@@ -224,11 +209,11 @@ static void test_layernorm(int n, int c)
     float *d_rmean = upload(mean, 4 * (size_t)n), *d_rrstd = upload(rstd, 4 * (size_t)n);
     K(ao_cuda_layernorm_backward(d_dx, d_dg, d_db, d_dy, d_x, d_rmean, d_rrstd, d_g, n, c, cs()));
     got = download_floats(d_dx, nc);
-    report("layernorm_backward dx", shape, rel_err(got, dx, nc), 1e-5);
+    report("layernorm_backward dx", shape, check_rel_err(got, dx, nc), 1e-5);
     free(got);
     float *got_dg = download_floats(d_dg, c), *got_db = download_floats(d_db, c);
-    report("layernorm_backward dgamma", shape, rel_err(got_dg, dg, c), 1e-5);
-    report("layernorm_backward dbeta", shape, rel_err(got_db, db, c), 1e-5);
+    report("layernorm_backward dgamma", shape, check_rel_err(got_dg, dg, c), 1e-5);
+    report("layernorm_backward dbeta", shape, check_rel_err(got_db, db, c), 1e-5);
     ao_copy_async(dev, d_dg, dg0, 4 * (size_t)c, AO_H2D, stream);
     K(ao_cuda_layernorm_backward(d_dx, d_dg, d_db, d_dy, d_x, d_rmean, d_rrstd, d_g, n, c, cs()));
     float *again = download_floats(d_dg, c);
@@ -286,11 +271,11 @@ static void test_softmax(int n, int c)
     float *d_x = upload(x, 4 * nc), *d_dy = upload(dy, 4 * nc), *d_y = upload(y, 4 * nc);
     K(ao_cuda_softmax_forward(d_x, d_x, n, c, cs())); /* in place, as attention uses it */
     float *got = download_floats(d_x, nc);
-    report("softmax_forward", shape, rel_err(got, y, nc), 1e-5);
+    report("softmax_forward", shape, check_rel_err(got, y, nc), 1e-5);
     free(got);
     K(ao_cuda_softmax_backward(d_dy, d_dy, d_y, scale, n, c, cs()));
     got = download_floats(d_dy, nc);
-    report("softmax_backward", shape, rel_err(got, dx, nc), 1e-5);
+    report("softmax_backward", shape, check_rel_err(got, dx, nc), 1e-5);
     free(got);
     ao_dev_free(dev, d_x), ao_dev_free(dev, d_dy), ao_dev_free(dev, d_y);
     free(x), free(dy), free(y), free(dx);
@@ -327,7 +312,8 @@ static void test_dropout(float p, int heads)
     for (size_t i = 0; i < total; i++) dropped += got[i] == 0.0f;
     char shape[80];
     snprintf(shape, sizeof shape, "p=%.2f heads=%d rows=%zu x %zu", p, heads, rows, per_row);
-    report(heads ? "dropout (attention probs)" : "dropout", shape, rel_err(got, ref, total), 0);
+    report(heads ? "dropout (attention probs)" : "dropout", shape, check_rel_err(got, ref, total),
+           0);
     if (p > 0 && p < 1) {
         const double frac = (double)dropped / total;
         CHECK(fabs(frac - p) < 0.05, "dropout p=%.2f dropped a fraction %.3f", p, frac);
@@ -363,7 +349,7 @@ static void test_embedding_bag(int n, int s, int e, int vocab)
     float *d_table = upload(table, 4 * ve), *d_out = ao_dev_alloc(dev, 4 * ne);
     K(ao_cuda_embedding_bag_mean_forward(d_out, d_ids, d_table, n, s, e, cs()));
     float *got = download_floats(d_out, ne);
-    report("embedding_bag_mean_forward", shape, rel_err(got, out, ne), 1e-5);
+    report("embedding_bag_mean_forward", shape, check_rel_err(got, out, ne), 1e-5);
     free(got);
 
     const size_t ws_bytes = ao_cuda_embedding_bag_backward_workspace(n, s, vocab);
@@ -372,7 +358,7 @@ static void test_embedding_bag(int n, int s, int e, int vocab)
     K(ao_cuda_embedding_bag_mean_backward(d_dtable, d_dout, d_ids, n, s, e, vocab, ws, cs()));
     got = download_floats(d_dtable, ve);
     /* the reference's order and operations exactly: bit-identical */
-    report("embedding_bag_mean_backward", shape, rel_err(got, dtable, ve), 0);
+    report("embedding_bag_mean_backward", shape, check_rel_err(got, dtable, ve), 0);
     ao_copy_async(dev, d_dtable, dtable0, 4 * ve, AO_H2D, stream);
     K(ao_cuda_embedding_bag_mean_backward(d_dtable, d_dout, d_ids, n, s, e, vocab, ws, cs()));
     float *again = download_floats(d_dtable, ve);
@@ -399,13 +385,13 @@ static void test_bce(void)
     K(ao_cuda_bce_loss(d_loss, d_z, d_y, d_w, n, normalizer, cs()));
     float loss = 0, loss2 = 0;
     download(&loss, d_loss, 4);
-    report("bce_loss", "n=10007", rel_err(&loss, &loss_ref, 1), 1e-6);
+    report("bce_loss", "n=10007", check_rel_err(&loss, &loss_ref, 1), 1e-6);
     K(ao_cuda_bce_loss(d_loss, d_z, d_y, d_w, n, normalizer, cs()));
     download(&loss2, d_loss, 4);
     report_same("bce_loss", &loss, &loss2, 4);
     K(ao_cuda_bce_loss_backward(d_dz, d_z, d_y, d_w, n, normalizer, cs()));
     float *got = download_floats(d_dz, n);
-    report("bce_loss_backward", "n=10007", rel_err(got, dz, n), 1e-6);
+    report("bce_loss_backward", "n=10007", check_rel_err(got, dz, n), 1e-6);
     free(got);
     ao_dev_free(dev, d_z), ao_dev_free(dev, d_y), ao_dev_free(dev, d_w), ao_dev_free(dev, d_loss);
     ao_dev_free(dev, d_dz);
@@ -438,7 +424,7 @@ static void test_norms_and_flags(void)
     float coef = 0;
     download(&coef, d_coef, 4);
     const float coef_ref = ao_clip_coef(got, max_norm) * 0.5f;
-    report("clip_coef", "max_norm = norm/4, extra 0.5", rel_err(&coef, &coef_ref, 1), 0);
+    report("clip_coef", "max_norm = norm/4, extra 0.5", check_rel_err(&coef, &coef_ref, 1), 0);
 
     /* has_nonfinite: clean, then an inf, then a NaN near the end */
     int *d_flag = ao_dev_alloc(dev, sizeof(int));
@@ -483,9 +469,9 @@ static void test_adamw(void)
     }
     float *gp = download_floats(d_p, n), *gm = download_floats(d_m, n);
     float *gv = download_floats(d_v, n);
-    report("adamw_step param", "n=54321, 3 steps", rel_err(gp, p, n), 0);
-    report("adamw_step m", "n=54321, 3 steps", rel_err(gm, m, n), 0);
-    report("adamw_step v", "n=54321, 3 steps", rel_err(gv, v, n), 0);
+    report("adamw_step param", "n=54321, 3 steps", check_rel_err(gp, p, n), 0);
+    report("adamw_step m", "n=54321, 3 steps", check_rel_err(gm, m, n), 0);
+    report("adamw_step v", "n=54321, 3 steps", check_rel_err(gv, v, n), 0);
     ao_dev_free(dev, d_p), ao_dev_free(dev, d_m), ao_dev_free(dev, d_v), ao_dev_free(dev, d_g);
     ao_dev_free(dev, d_scale);
     free(p), free(m), free(v), free(gp), free(gm), free(gv);
@@ -522,7 +508,7 @@ static void test_casts(void)
         K(ao_cuda_cast(d_back, AO_F32, d_n, nt, n, cs()));
         float *back = download_floats(d_back, n);
         snprintf(name, sizeof name, "cast %s->float", ao_dtype_name(nt));
-        report(name, "exact widening", rel_err(back, back_ref, n), 0);
+        report(name, "exact widening", check_rel_err(back, back_ref, n), 0);
         /* the round trip: within the storage type's precision (DESIGN: 1e-2) */
         double max_err = 0, max_ref = 0;
         for (size_t i = 5; i < n; i++) {
@@ -583,15 +569,15 @@ static void test_data_fill(int target_kind)
     const char *kind = target_kind == AO_TARGET_TEACHER ? "teacher" : "random";
     char name[48];
     snprintf(name, sizeof name, "data_fill dense (%s)", kind);
-    report(name, "B=5 T=37 F=3 D=5", rel_err(g_dense, dense, nd), 1e-6);
+    report(name, "B=5 T=37 F=3 D=5", check_rel_err(g_dense, dense, nd), 1e-6);
     size_t id_diff = 0;
     for (size_t i = 0; i < ni; i++) id_diff += g_ids[i] != ids[i];
     printf("%s %-28s %zu of %zu ids differ (want 0)\n", id_diff ? "FAIL" : "PASS", "data_fill ids",
            id_diff, ni);
     CHECK(id_diff == 0, "%zu ids differ", id_diff);
-    report("data_fill weight", "B=5 T=37", rel_err(g_weight, weight, nt), 0);
+    report("data_fill weight", "B=5 T=37", check_rel_err(g_weight, weight, nt), 0);
     snprintf(name, sizeof name, "data_fill target (%s)", kind);
-    report(name, "B=5 T=37", rel_err(g_target, target, nt),
+    report(name, "B=5 T=37", check_rel_err(g_target, target, nt),
            target_kind == AO_TARGET_TEACHER ? 1e-5 : 0);
     ao_dev_free(dev, d_dense), ao_dev_free(dev, d_target), ao_dev_free(dev, d_weight);
     ao_dev_free(dev, d_ids);

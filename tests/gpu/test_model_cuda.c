@@ -149,21 +149,6 @@ static float *grads_to_host(runner *r, int u)
     return h;
 }
 
-static double rel_err(const float *got, const float *ref, size_t n)
-{
-    double max_err = 0, max_ref = 0;
-    for (size_t i = 0; i < n; i++) {
-        /* equal values (an infinity included) are no error; any other
-         * non-finite result is an infinite one */
-        const double e = got[i] == ref[i]                       ? 0.0
-                         : isfinite(got[i]) && isfinite(ref[i]) ? fabs((double)got[i] - ref[i])
-                                                                : INFINITY;
-        if (e > max_err) max_err = e;
-        if (isfinite(ref[i]) && fabs(ref[i]) > max_ref) max_ref = fabs(ref[i]);
-    }
-    return max_ref > 0 ? max_err / max_ref : max_err;
-}
-
 static void report(const char *what, const char *label, double err, double bound)
 {
     const int ok = err <= bound;
@@ -199,7 +184,7 @@ static void run_case(const char *label, const ao_model_shape *shape, ao_compute_
                 float *ga = grads_to_host(&again, u);
                 snprintf(what, sizeof what, "grad unit %d (%s), after %d micro-batch%s", u,
                          u == 0 ? "root" : "layer", mb + 1, mb ? "es" : "");
-                report(what, label, rel_err(gg, gc, cpu.counts[u]), bound);
+                report(what, label, check_rel_err(gg, gc, cpu.counts[u]), bound);
                 const int same = memcmp(gg, ga, 4 * cpu.counts[u]) == 0;
                 CHECK(same, "%s unit %d: two cuda runs give different gradients", label, u);
                 if (!same)
