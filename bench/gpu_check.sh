@@ -6,6 +6,8 @@
 # and the unit tests through ctest, then whatever steps are appended in the
 # "benchmarks" section, logs everything under $OUT (default ./out) and ends
 # with a table: step, result, seconds. Exit status: 0 when nothing failed.
+# Env: SKIP_BENCH=1 skips bench/coll.sh and bench/sdma.sh; SKIP_TESTS=1 skips
+# ctest; TRAIN=smoke|engine|scaling runs that matrix of bench/train.sh.
 set -u -o pipefail
 
 BUILD=${BUILD:-build-device}
@@ -116,12 +118,14 @@ else
 fi
 
 # ---- tests ------------------------------------------------------------------------
-ctest_step ctest_gpu gpu
-# The unit tests link cmocka, which the lent GPU machine does not have; CI runs them.
-if ldconfig -p 2>/dev/null | grep -q libcmocka; then
-    ctest_step ctest_unit unit
-else
-    echo "cmocka not installed here: unit tests skipped (CI runs them)"
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+    ctest_step ctest_gpu gpu
+    # The unit tests link cmocka, which the lent GPU machine does not have; CI runs them.
+    if ldconfig -p 2>/dev/null | grep -q libcmocka; then
+        ctest_step ctest_unit unit
+    else
+        echo "cmocka not installed here: unit tests skipped (CI runs them)"
+    fi
 fi
 
 # ---- benchmarks ---------------------------------------------------------------------
@@ -130,6 +134,10 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     # Bounded, so one hang cannot eat the whole visit.
     step bench_coll timeout 300 env AORTA="$BUILD/aorta" OUT="$OUT" bash bench/coll.sh || true
     step bench_sdma timeout 150 env AORTA="$BUILD/aorta" OUT="$OUT" bash bench/sdma.sh || true
+fi
+# TRAIN=smoke|engine|scaling: the `aorta train` matrix of bench/train.sh.
+if [ -n "${TRAIN:-}" ]; then
+    step "bench_train_$TRAIN" timeout 540 env AORTA="$BUILD/aorta" OUT="$OUT" bash bench/train.sh "$TRAIN" || true
 fi
 
 # ---- summary ------------------------------------------------------------------------
@@ -141,5 +149,7 @@ while IFS=$'\t' read -r name result secs; do
 done <"$SUMMARY"
 # The device tool brings back at most 8 files: keep the table and the JSON
 # results as they are, pack every log into one archive.
-(cd "$OUT" && tar czf logs.tar.gz ./*.log ./*.tsv 2>/dev/null && rm -f ./*.log ctest_*.tsv) || true
+mkdir -p "$OUT/train"
+(cd "$OUT" && tar czf logs.tar.gz ./*.log ./*.tsv train 2>/dev/null &&
+    rm -rf ./*.log ctest_*.tsv train) || true
 exit "$failed"

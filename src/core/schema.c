@@ -293,7 +293,8 @@ const struct ao_key ao_schema[] = {
     BOOL(profiling.timing, "true",
          "Event pairs around every op and per-iteration metrics; false = step time only."),
     BOOL(profiling.kernel_trace, "false",
-         "Also record a CUPTI kernel trace to check the event timeline (CUDA)."),
+         "Also record a CUPTI kernel trace to check the event timeline (CUDA); drains the "
+         "device after each iteration."),
     BOOL(profiling.nvtx, "true", "NVTX / roctx ranges around steps and ops for nsys or rocprof."),
 };
 

@@ -6,7 +6,8 @@
  *     ao_cupti *c = ao_cupti_start();           // NULL after one warning
  *     ao_timeline_anchor(...); sync the anchor's stream;
  *     ao_cupti_set_anchor(c, ao_cupti_now_ns(c));
- *     every iteration, once its window [w0, w1) (µs from the anchor) is known:
+ *     every iteration, once its window [w0, w1) (µs from the anchor) is known,
+ *     with the device synchronized:
  *         ao_op *k;
  *         size_t n = ao_cupti_take(c, anchor + w0*1000, anchor + w1*1000, &k);
  *     ao_cupti_stop(c);
@@ -43,6 +44,8 @@ uint64_t ao_cupti_now_ns(ao_cupti *c);
 /* The CUPTI time of the timeline's anchor event. */
 void ao_cupti_set_anchor(ao_cupti *c, uint64_t anchor_ns);
 /* Flush CUPTI and hand out the activities that started in [t0_ns, t1_ns)
+ * (the device must be idle: synchronize it first, or records of work still
+ * running are lost)
  * (CUPTI clock) as ops relative to the anchor, ordered by start. Earlier
  * activities are dropped, later ones kept for the next call, so call it once
  * per iteration in order. *ops stays valid until the next call or stop.

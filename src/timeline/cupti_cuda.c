@@ -278,8 +278,12 @@ size_t ao_cupti_take(ao_cupti *c, uint64_t t0_ns, uint64_t t1_ns, ao_op **ops)
 {
     *ops = NULL;
     if (!c) return 0;
-    /* Completed buffers only: records of kernels still running come later. */
-    c->f.flush_all(0);
+    /* Forced: every buffer, full or not. Unforced, CUPTI hands back only
+     * full buffers (8 MiB, tens of thousands of kernels), so a window's
+     * records would arrive many iterations late. Forced, a record of work
+     * still running would come back incomplete and be lost, hence the
+     * caller's contract (cupti.h): the device is idle. */
+    c->f.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     pthread_mutex_lock(&c->mu);
     size_t n = ao_cupti_split(c->recs, &c->nrecs, t0_ns, t1_ns, c->anchor_ns, &c->lanes, &c->ops,
                               &c->ops_cap);

@@ -21,6 +21,7 @@
  * Host cost per op: op_begin fills one ao_op and records one event; op_end
  * records one event. No lock beyond the device API's own, no allocation in
  * steady state. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,10 @@ struct slot {
     unsigned char *ended;
     size_t nops, cap;
     int newest_end[AO_NSTREAMS]; /* op whose end event was recorded last on each stream; -1 */
+    /* Timing off: the iteration's frame, an event pair on the compute stream
+     * at begin and at end (the engine ends every iteration there). */
+    ao_event *frame[2];
+    double frame_us[2];
 };
 
 struct ao_timeline {
@@ -50,7 +55,8 @@ struct ao_timeline {
     /* Ring: `closed` undelivered iterations from `head`, then the open one. */
     struct slot *slots;
     size_t nslots, head, closed;
-    struct slot *open; /* NULL between end and begin */
+    struct slot *open;       /* NULL between end and begin */
+    struct slot *delivering; /* inside ao_timeline_collect's callback */
     size_t max_ops;    /* most ops any iteration had */
     size_t nevents;    /* events created, anchor included */
     /* profiling.nvtx: the op ranges open, innermost last (op -1: untimed) */
@@ -77,6 +83,8 @@ ao_timeline *ao_timeline_create(ao_device *dev, ao_stream *const *streams, int e
 
 static void slot_free(struct slot *s)
 {
+    for (int i = 0; i < 2; i++)
+        if (s->frame[i]) ao_event_destroy(s->frame[i]);
     for (size_t i = 0; i < s->cap; i++) {
         ao_event_destroy(s->start[i]);
         ao_event_destroy(s->end[i]);
@@ -194,6 +202,13 @@ static void ring_grow(ao_timeline *t)
     t->head = 0;
 }
 
+/* Timing off: where frames are recorded (NULL: no compute stream, or no
+ * anchor yet, so no frame). */
+static ao_stream *frame_stream(const ao_timeline *t)
+{
+    return t->anchor ? t->streams[AO_STREAM_COMPUTE] : NULL;
+}
+
 void ao_timeline_begin(ao_timeline *t, int64_t step, const char *phase)
 {
     if (t->open)
@@ -205,7 +220,17 @@ void ao_timeline_begin(ao_timeline *t, int64_t step, const char *phase)
     s->phase = phase;
     s->nops = 0;
     for (int i = 0; i < AO_NSTREAMS; i++) s->newest_end[i] = -1;
-    if (t->enabled) slot_reserve(t, s, t->max_ops);
+    if (t->enabled) {
+        slot_reserve(t, s, t->max_ops);
+    } else {
+        ao_stream *cs = frame_stream(t);
+        for (int i = 0; i < 2 && cs; i++)
+            if (!s->frame[i]) {
+                s->frame[i] = ao_event_create(t->dev);
+                t->nevents++;
+            }
+        if (cs) ao_event_record(s->frame[0], cs);
+    }
     t->open = s;
     if (t->nvtx) {
         char name[64]; /* NVTX copies the message */
@@ -278,6 +303,7 @@ void ao_timeline_end(ao_timeline *t)
         if (!s->ended[i])
             ao_fatal(AO_EXIT_FAIL, "timeline", "iteration %lld ended with op \"%s\" still open",
                      (long long)s->step, s->ops[i].name);
+    if (!t->enabled && frame_stream(t)) ao_event_record(s->frame[1], frame_stream(t));
     t->open = NULL;
     t->closed++;
     if (t->step_range_open) {
@@ -289,13 +315,20 @@ void ao_timeline_end(ao_timeline *t)
 /* Whether the slot's events are complete; with wait, makes them so. */
 static int slot_complete(ao_timeline *t, struct slot *s, int wait)
 {
-    if (s->nops == 0) return 1;
+    ao_event *frame_end = !t->enabled && t->anchor ? s->frame[1] : NULL;
+    if (s->nops == 0 && !frame_end) return 1;
     if (!t->anchor_complete) {
         if (wait)
             ao_event_sync(t->anchor);
         else if (!ao_event_query(t->anchor))
             return 0;
         t->anchor_complete = 1;
+    }
+    if (frame_end) {
+        if (wait)
+            ao_event_sync(frame_end);
+        else if (!ao_event_query(frame_end))
+            return 0;
     }
     for (int sid = 0; sid < AO_NSTREAMS; sid++) {
         int op = s->newest_end[sid];
@@ -316,6 +349,11 @@ static int slot_complete(ao_timeline *t, struct slot *s, int wait)
  * from the anchor is rounded, the same for all its ops. */
 static void slot_read_times(ao_timeline *t, struct slot *s)
 {
+    s->frame_us[0] = s->frame_us[1] = NAN;
+    if (!t->enabled && t->anchor && s->frame[1]) {
+        s->frame_us[0] = ao_event_elapsed_us(t->anchor, s->frame[0]);
+        s->frame_us[1] = ao_event_elapsed_us(t->anchor, s->frame[1]);
+    }
     if (s->nops == 0) return;
     ao_event *ref = s->start[0];
     double offset_us = ao_event_elapsed_us(t->anchor, ref);
@@ -334,10 +372,21 @@ void ao_timeline_collect(ao_timeline *t, int wait, ao_timeline_cb cb, void *ctx)
         struct slot *s = &t->slots[t->head];
         if (!slot_complete(t, s, wait)) return;
         slot_read_times(t, s);
+        t->delivering = s;
         cb(ctx, s->step, s->phase, s->ops, s->nops);
+        t->delivering = NULL;
         t->head = (t->head + 1) % t->nslots;
         t->closed--;
     }
+}
+
+int ao_timeline_frame(const ao_timeline *t, double *start_us, double *end_us)
+{
+    const struct slot *s = t->delivering;
+    if (!s || !(s->frame_us[1] >= s->frame_us[0])) return 0;
+    *start_us = s->frame_us[0];
+    *end_us = s->frame_us[1];
+    return 1;
 }
 
 /* torch.profiler.schedule(wait, warmup, active, repeat) with skip_first = 0:

@@ -19,7 +19,9 @@
  * further ahead of the device, more events per slot when an iteration has more
  * ops than ever before), never created per op in steady state. With enabled == 0
  * (profiling.timing: false) no event is recorded and iterations are delivered
- * with no ops: the cost of timing can then be measured. */
+ * with no ops: the cost of timing can then be measured. The step time is still
+ * measured then, by one event pair per iteration on the compute stream (its
+ * "frame", see ao_timeline_frame). */
 #ifndef AORTA_TIMELINE_TIMELINE_H
 #define AORTA_TIMELINE_TIMELINE_H
 
@@ -69,6 +71,11 @@ typedef void (*ao_timeline_cb)(void *ctx, int64_t step, const char *phase, const
  * closed iterations. With wait == 0 it never blocks. cb must not call back
  * into the timeline. */
 void ao_timeline_collect(ao_timeline *t, int wait, ao_timeline_cb cb, void *ctx);
+/* Inside the callback, timing off: the delivered iteration's frame, from
+ * its begin to its end on the compute stream, in µs from the anchor; returns
+ * 1. Returns 0 when timing is on (the ops are the record) or there is no
+ * frame (no compute stream or no anchor). */
+int ao_timeline_frame(const ao_timeline *t, double *start_us, double *end_us);
 
 /* profiling.wait/warmup/active/repeat (torch.profiler's schedule): whether
  * step (0-based, counted from the first step) falls in an active window.

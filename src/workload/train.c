@@ -410,6 +410,17 @@ static void on_iteration(void *ctx, int64_t step, const char *phase, const ao_op
     r.step = step;
     r.phase = phase;
     ao_overlap_compute(ops, nops, t->ri->world_size, &r.m);
+    double f0, f1;
+    if (nops == 0 && ao_timeline_frame(t->tl, &f0, &f1)) {
+        /* profiling.timing off: the step time alone; what needs the ops is
+         * unknown (null in the record), not zero. */
+        r.m.window_start_us = f0;
+        r.m.window_end_us = f1;
+        r.m.step_ms = (f1 - f0) / 1000.0;
+        r.m.compute_ms = r.m.comm_ms = r.m.copy_ms = r.m.overlap_ms = NAN;
+        r.m.exposed_comm_ms = r.m.idle_ms = NAN;
+        for (int k = 0; k < AO_NKINDS; k++) r.m.compute_kind_ms[k] = NAN;
+    }
     struct timespec a = ao_timeline_anchor_realtime(t->tl);
     r.wall_time = (double)a.tv_sec + 1e-9 * (double)a.tv_nsec + 1e-6 * r.m.window_start_us;
     int64_t samples = ao_engine_step_samples(t->engine);

@@ -123,7 +123,13 @@ void ao_train_profile_record(ao_train_profile *p, int64_t iter, const ao_op *ops
     }
     if (p->cupti) {
         /* Every delivered iteration takes its window, in order, so that
-         * ao_cupti_take drops what ran between windows. */
+         * ao_cupti_take drops what ran between windows. CUPTI hands out
+         * complete records only of finished work: the device is drained
+         * here, once per iteration, so the next iteration starts on an idle
+         * device (its first ops wait for the host). That is the price of
+         * the kernel trace; the overlap inside an iteration, what the trace
+         * checks, is unaffected. */
+        ao_device_sync(p->dev);
         ao_op *k = NULL;
         int64_t anchor = (int64_t)p->anchor_cupti_ns;
         int64_t t0 = at_ns(anchor, m->window_start_us), t1 = at_ns(anchor, m->window_end_us);

@@ -4,7 +4,8 @@
 # profiling windows that keep per-op intervals on exactly the steps of the
 # torch.profiler schedule (three schedules, baselines counted as steps), and
 # telemetry / kernel trace requested where there is no GPU: one warning each,
-# the run succeeds, no telemetry or kernels in the records.
+# the run succeeds, no telemetry or kernels in the records; profiling.timing
+# off still gives each record its step time, and null for what needs the ops.
 set -u
 aorta=${AORTA:?set by ctest}
 src=${AORTA_SOURCE_DIR:?set by ctest}
@@ -116,6 +117,20 @@ run d 1 training.max_steps=8 profiling.chrome_trace=true
 python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$out/d/trace.json" ||
     fail "run d's trace is not JSON"
 check_windows d 0 0 0 0 1
+
+# --- (e) timing off: step time from one frame per iteration, the rest null --
+run e 1 training.max_steps=8 profiling.timing=false
+python3 - "$out/e/rank_00_metrics.jsonl" >"$tmp/e.check" 2>&1 <<'PY' || { fail "run e"; cat "$tmp/e.check"; }
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert len(recs) == 8, len(recs)
+for r in recs:
+    assert r["step_ms"] > 0, r["step_ms"]
+    assert r["tokens_per_s"] > 0, r["tokens_per_s"]
+    for k in ("compute_ms", "comm_ms", "overlap_ms", "exposed_comm_ms", "idle_ms"):
+        assert r[k] is None, (k, r[k])
+    assert "ops" not in r
+PY
 
 [ "$fails" = 0 ] || exit 1
 echo "profiling_cpu: ok"

@@ -458,12 +458,27 @@ static void test_growth_keeps_ops(void **state)
 
 /* ---- timing off ---------------------------------------------------------- */
 
+struct frames {
+    ao_timeline *t;
+    struct delivered d;
+    double start_us[MAX_ITERS], end_us[MAX_ITERS];
+};
+
+static void record_frame(void *ctx, int64_t step, const char *phase, const ao_op *ops,
+                         size_t nops)
+{
+    struct frames *fr = ctx;
+    int i = fr->d.n;
+    record(&fr->d, step, phase, ops, nops);
+    assert_int_equal(ao_timeline_frame(fr->t, &fr->start_us[i], &fr->end_us[i]), 1);
+}
+
 static void test_disabled(void **state)
 {
     struct fixture *f = *state;
     ao_timeline *t = ao_timeline_create(f->dev, f->streams, 0);
     ao_timeline_anchor(t, f->streams[AO_STREAM_COMPUTE]);
-    struct delivered d = {0};
+    struct frames fr = {.t = t};
     for (int i = 0; i < 5; i++) {
         ao_timeline_begin(t, i, i % 2 ? "comm_only" : "train");
         for (int k = 0; k < 20; k++) {
@@ -472,16 +487,24 @@ static void test_disabled(void **state)
             assert_int_equal(op, -1);
             ao_timeline_op_end(t, op);
         }
+        enqueue_sleep(f->streams[AO_STREAM_COMPUTE], 3); /* the step's work */
         ao_timeline_end(t);
-        ao_timeline_collect(t, 0, record, &d);
-        assert_int_equal(d.n, i + 1); /* nothing to wait for */
+        ao_timeline_collect(t, 0, record_frame, &fr);
     }
+    ao_timeline_collect(t, 1, record_frame, &fr);
+    assert_int_equal(fr.d.n, 5);
     for (int i = 0; i < 5; i++) {
-        assert_int_equal(d.step[i], i);
-        assert_string_equal(d.phase[i], i % 2 ? "comm_only" : "train");
-        assert_int_equal(d.nops[i], 0);
+        assert_int_equal(fr.d.step[i], i);
+        assert_string_equal(fr.d.phase[i], i % 2 ? "comm_only" : "train");
+        assert_int_equal(fr.d.nops[i], 0);
+        /* The frame still times the step: 3 ms of work, in order. */
+        assert_true(fr.end_us[i] - fr.start_us[i] >= 2900);
+        assert_true(fr.end_us[i] - fr.start_us[i] < 3000 * 10);
+        if (i) assert_true(fr.start_us[i] >= fr.end_us[i - 1]);
     }
-    assert_int_equal(ao_timeline_event_count(t), 1); /* the anchor only */
+    /* the anchor and a frame pair per slot (at most one slot per
+     * iteration): no event for any of the 100 ops */
+    assert_true(ao_timeline_event_count(t) <= 1 + 2 * 5);
     ao_timeline_destroy(t);
 }
 

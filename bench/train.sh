@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# GPU benchmark of `aorta train`: each run of a matrix, its summary table, and
+# one line per run in train.tsv (median/p90 step, tokens/s, compute, comm,
+# overlap ratio, exposed comm, idle, and the decomposition when baselines ran).
+#   train.tsv            the table printed last
+#   train/NAME.log       each run's stdout (rank 0) and summary.json
+# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling (default smoke)
+#   env: AORTA=path/to/aorta (default build-device/aorta); OUT=dir (default ./out);
+#        NPROC=ranks (default every visible GPU); STEPS=steps per run (default per matrix)
+set -euo pipefail
+aorta=${AORTA:-build-device/aorta}
+out=${OUT:-out}
+matrix=${1:-smoke}
+[ -x "$aorta" ] || { echo "bench/train.sh: no aorta binary at $aorta (make device-build)" >&2; exit 2; }
+export NCCL_NVLS_ENABLE=0 # NVLink multicast stays off: it can take a shared host's GPUs down
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+nproc=${NPROC:-${ngpu:-1}}
+[ "$nproc" -ge 1 ] || nproc=1
+mkdir -p "$out/train"
+runs_dir=$(mktemp -d)
+trap 'rm -rf "$runs_dir"' EXIT
+tsv="$out/train.tsv"
+printf 'run\tranks\tstep_med_ms\tstep_p90_ms\ttokens_s\tcompute_ms\tcomm_ms\toverlap_ratio\texposed_ms\tidle_ms\tideal_ms\tachieved\trc\n' >"$tsv"
+
+# one NAME CONFIG NPROC STEPS [override ...]
+one() {
+    local name=$1 config=$2 np=$3 steps=$4
+    shift 4
+    local log="$out/train/$name.log" rc=0
+    echo "+ aorta train $name: $config x$np, $steps steps, $*"
+    timeout 240 "$aorta" train --backend cuda --nproc "$np" --config "$config" --run-name "$name" \
+        --override training.output_dir="$runs_dir" training.max_steps="$steps" \
+        scheduler.total_steps="$steps" "$@" >"$log" 2>&1 || rc=$?
+    tail -n 24 "$log"
+    [ -f "$runs_dir/$name/summary.json" ] && cp "$runs_dir/$name/summary.json" "$out/train/$name.summary.json"
+    # The summary table: "  step_ms   median mean p90 p99 unit" (rank 0's prefix first).
+    awk -v name="$name" -v np="$np" -v rc="$rc" '
+        { sub(/^\[rank [0-9]+\] /, "") }
+        $1 == "step_ms" { sm = $2; sp = $4 }
+        $1 == "tokens_per_s" { tk = $2 }
+        $1 == "compute_ms" { c = $2 }
+        $1 == "comm_ms" { m = $2 }
+        $1 == "overlap_ratio" { r = $2 }
+        $1 == "exposed_comm_ms" { e = $2 }
+        $1 == "idle_ms" { i = $2 }
+        /decomposition:/ { for (k = 1; k <= NF; k++) {
+            if ($k == "ideal") id = $(k + 1)
+            if ($k == "achieved") ac = $(k + 1) } }
+        END { gsub(/,/, "", ac)
+              printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, np,
+                  sm ? sm : "-", sp ? sp : "-", tk ? tk : "-", c ? c : "-", m ? m : "-",
+                  r ? r : "-", e ? e : "-", i ? i : "-", id ? id : "-", ac ? ac : "-", rc }' \
+        "$log" >>"$tsv"
+}
+
+d=config/default.yaml
+l=config/large.yaml
+case $matrix in
+smoke)
+    one default_fs "$d" "$nproc" "${STEPS:-40}"
+    one large_fs "$l" "$nproc" "${STEPS:-30}" training.baseline_steps=4
+    one large_fs_notiming "$l" "$nproc" "${STEPS:-30}" profiling.timing=false
+    ;;
+engine)
+    # Every strategy, prefetch on and off, timing on and off (issue: the engine).
+    for c in default large; do
+        cfg=config/$c.yaml
+        s=${STEPS:-40}
+        for strat in full_shard shard_grad_op no_shard; do
+            one "${c}_${strat}" "$cfg" "$nproc" "$s" fsdp.sharding_strategy=$strat training.baseline_steps=5
+        done
+        one "${c}_ddp" "$cfg" "$nproc" "$s" distributed.mode=ddp training.baseline_steps=5
+        one "${c}_fs_noprefetch" "$cfg" "$nproc" "$s" fsdp.forward_prefetch=false \
+            fsdp.backward_prefetch=NONE training.baseline_steps=5
+        one "${c}_fs_notiming" "$cfg" "$nproc" "$s" profiling.timing=false
+    done
+    ;;
+scaling)
+    s=${STEPS:-30}
+    one "large_fs_x$nproc" "$l" "$nproc" "$s" training.baseline_steps=4
+    if [ "$nproc" -ge 4 ]; then
+        one "large_hybrid2_x$nproc" "$l" "$nproc" "$s" fsdp.sharding_strategy=hybrid_shard \
+            fsdp.shard_group_size=2 training.baseline_steps=4
+    fi
+    if [ "$nproc" -ge 8 ]; then
+        one "large_hybrid4_x$nproc" "$l" "$nproc" "$s" fsdp.sharding_strategy=hybrid_shard \
+            fsdp.shard_group_size=4 training.baseline_steps=4
+    fi
+    ;;
+*)
+    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling)" >&2
+    exit 2
+    ;;
+esac
+echo
+column -t -s $'\t' "$tsv" 2>/dev/null || cat "$tsv"
