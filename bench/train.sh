@@ -30,7 +30,8 @@ one() {
     echo "+ aorta train $name: $config x$np, $steps steps, $*"
     timeout 240 "$aorta" train --backend cuda --nproc "$np" --config "$config" --run-name "$name" \
         --override training.output_dir="$runs_dir" training.max_steps="$steps" \
-        scheduler.total_steps="$steps" "$@" >"$log" 2>&1 || rc=$?
+        scheduler.total_steps="$steps" scheduler.warmup_steps=$((steps / 4)) "$@" >"$log" 2>&1 ||
+        rc=$?
     tail -n 24 "$log"
     [ -f "$runs_dir/$name/summary.json" ] && cp "$runs_dir/$name/summary.json" "$out/train/$name.summary.json"
     # The summary table: "  step_ms   median mean p90 p99 unit" (rank 0's prefix first).

@@ -57,8 +57,8 @@ struct ao_timeline {
     size_t nslots, head, closed;
     struct slot *open;       /* NULL between end and begin */
     struct slot *delivering; /* inside ao_timeline_collect's callback */
-    size_t max_ops;    /* most ops any iteration had */
-    size_t nevents;    /* events created, anchor included */
+    size_t max_ops;          /* most ops any iteration had */
+    size_t nevents;          /* events created, anchor included */
     /* profiling.nvtx: the op ranges open, innermost last (op -1: untimed) */
     int nvtx;
     int step_range_open;

@@ -101,6 +101,7 @@ struct ao_engine {
     rgroup *groups;
     int ngroups;
     ao_event *opt_done, *sq_ready, *sum_ready;
+    ao_event *fetch_go; /* compute's point where the next batch is fetched */
     scal *scal_dev;
     scal *scal_host;
     float *loss_dev; /* [SLOTS][accumulation] */
@@ -433,6 +434,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     make_buffers(e);
     make_groups(e);
     e->opt_done = ao_event_create(e->dev);
+    e->fetch_go = ao_event_create(e->dev);
     e->sq_ready = ao_event_create(e->dev);
     e->sum_ready = ao_event_create(e->dev);
     int G = cfg->training.gradient_accumulation;
@@ -481,8 +483,8 @@ void ao_engine_destroy(ao_engine *e)
         ao_event_destroy(e->groups[g].done);
     }
     free(e->groups);
-    ao_event *evs[] = {e->opt_done, e->sq_ready, e->sum_ready};
-    for (size_t i = 0; i < 3; i++)
+    ao_event *evs[] = {e->opt_done, e->sq_ready, e->sum_ready, e->fetch_go};
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i]) ao_event_destroy(evs[i]);
     for (int i = 0; i < AO_ENGINE_SCALAR_SLOTS; i++)
         if (e->slot_ev[i]) ao_event_destroy(e->slot_ev[i]);
@@ -596,8 +598,14 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase)
 
 /* ---- data ---------------------------------------------------------------- */
 
+/* The h2d stream waits for the compute stream to reach the point of the
+ * fetch: otherwise the fetch, issued while the host runs ahead of the
+ * device, would run during an earlier iteration, and the iteration's window
+ * (first op start .. last op end) would reach back into it. */
 static void fetch(ao_engine *e, int64_t step, int micro)
 {
+    ao_event_record(e->fetch_go, e->compute);
+    ao_stream_wait_event(e->streams[AO_STREAM_H2D], e->fetch_go);
     int op = op_begin(e, AO_STREAM_H2D, AO_CLASS_COPY, AO_KIND_NONE, "h2d", -1, e->batch_bytes);
     e->pend_batch = ao_loader_next(e->loader, step, micro, &e->pend_ready);
     ao_timeline_op_end(e->tl, op);

@@ -464,8 +464,7 @@ struct frames {
     double start_us[MAX_ITERS], end_us[MAX_ITERS];
 };
 
-static void record_frame(void *ctx, int64_t step, const char *phase, const ao_op *ops,
-                         size_t nops)
+static void record_frame(void *ctx, int64_t step, const char *phase, const ao_op *ops, size_t nops)
 {
     struct frames *fr = ctx;
     int i = fr->d.n;
