@@ -4,13 +4,15 @@
 # overlap ratio, exposed comm, idle, and the decomposition when baselines ran).
 #   train.tsv            the table printed last
 #   train/NAME.log       each run's stdout (rank 0) and summary.json
-# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling (default smoke)
+# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace (default smoke)
 #   env: AORTA=path/to/aorta (default build-device/aorta); OUT=dir (default ./out);
-#        NPROC=ranks (default every visible GPU); STEPS=steps per run (default per matrix)
+#        NPROC=ranks (default every visible GPU); STEPS=steps per run (default per matrix);
+#        EXTRA="key=value ..." overrides added to every run, SUFFIX appended to its name
 set -euo pipefail
 aorta=${AORTA:-build-device/aorta}
 out=${OUT:-out}
 matrix=${1:-smoke}
+suffix=${SUFFIX:-}
 [ -x "$aorta" ] || { echo "bench/train.sh: no aorta binary at $aorta (make device-build)" >&2; exit 2; }
 export NCCL_NVLS_ENABLE=0 # NVLink multicast stays off: it can take a shared host's GPUs down
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
@@ -20,12 +22,14 @@ mkdir -p "$out/train"
 runs_dir=$(mktemp -d)
 trap 'rm -rf "$runs_dir"' EXIT
 tsv="$out/train.tsv"
-printf 'run\tranks\tstep_med_ms\tstep_p90_ms\ttokens_s\tcompute_ms\tcomm_ms\toverlap_ratio\texposed_ms\tidle_ms\tideal_ms\tachieved\trc\n' >"$tsv"
+[ -s "$tsv" ] || printf 'run\tranks\tstep_med_ms\tstep_p90_ms\ttokens_s\tcompute_ms\tcomm_ms\toverlap_ratio\texposed_ms\tidle_ms\tideal_ms\tachieved\trc\n' >"$tsv"
 
 # one NAME CONFIG NPROC STEPS [override ...]
 one() {
-    local name=$1 config=$2 np=$3 steps=$4
+    local name=$1$suffix config=$2 np=$3 steps=$4
     shift 4
+    # shellcheck disable=SC2086 # EXTRA is a list of overrides
+    set -- "$@" ${EXTRA:-}
     local log="$out/train/$name.log" rc=0
     echo "+ aorta train $name: $config x$np, $steps steps, $*"
     timeout 240 "$aorta" train --backend cuda --nproc "$np" --config "$config" --run-name "$name" \
@@ -88,8 +92,22 @@ scaling)
             fsdp.shard_group_size=4 training.baseline_steps=4
     fi
     ;;
+trace)
+    # Event timeline against CUPTI kernels (profiling.kernel_trace), per
+    # iteration, and where the time goes kernel by kernel (2 profiled steps).
+    for c in ${CONFIGS:-large default}; do
+        one "${c}_trace" "config/$c.yaml" "$nproc" "${STEPS:-16}" profiling.kernel_trace=true \
+            profiling.enabled=true profiling.wait=12 profiling.warmup=0 profiling.active=2 \
+            profiling.repeat=1 profiling.chrome_trace=true
+        r=${c}_trace$suffix
+        if [ -d "$runs_dir/$r" ]; then
+            python3 "$(dirname "$0")/kernel_check.py" "$runs_dir/$r" 40 | tee "$out/train/${r}_kernels.txt"
+            cp "$runs_dir/$r/trace.json" "$out/train/$r.trace.json" 2>/dev/null || true
+        fi
+    done
+    ;;
 *)
-    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling)" >&2
+    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling, trace)" >&2
     exit 2
     ;;
 esac

@@ -137,6 +137,12 @@ void ao_launch_host(ao_stream *s, void (*fn)(void *arg), const void *arg, size_t
 typedef enum ao_compute_mode {
     AO_COMPUTE_DEFAULT, /* fp32 accumulation, no TF32 */
     AO_COMPUTE_TF32,    /* fp32 inputs through TF32 tensor cores (CUDA); fp32 on cpu */
+    /* fp32 inputs rounded to bf16 / fp16 inside the GEMM, products on those
+     * tensor cores, fp32 accumulation and output (cuBLAS's
+     * COMPUTE_32F_FAST_16BF / _16F): autocast's GEMM numerics without
+     * storing the operands in 16 bits. fp32 on cpu. */
+    AO_COMPUTE_BF16,
+    AO_COMPUTE_F16,
 } ao_compute_mode;
 
 typedef struct ao_gemm_desc {

@@ -579,9 +579,13 @@ static struct gemm_plan *find_plan(ao_device *dev, const struct gemm_key *key)
     struct gemm_plan p;
     memset(&p, 0, sizeof p);
     p.key = *key;
-    const cublasComputeType_t compute = key->ab_type == AO_F32 && key->compute == AO_COMPUTE_TF32
-                                            ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                            : CUBLAS_COMPUTE_32F;
+    cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+    if (key->ab_type == AO_F32 && key->compute == AO_COMPUTE_TF32)
+        compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+    else if (key->ab_type == AO_F32 && key->compute == AO_COMPUTE_BF16)
+        compute = CUBLAS_COMPUTE_32F_FAST_16BF;
+    else if (key->ab_type == AO_F32 && key->compute == AO_COMPUTE_F16)
+        compute = CUBLAS_COMPUTE_32F_FAST_16F;
     BLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F));
     const cublasOperation_t op_a = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* our B */
     const cublasOperation_t op_b = key->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N; /* our A */

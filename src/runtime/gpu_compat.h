@@ -93,6 +93,8 @@
 #define cublasComputeType_t                         hipblasComputeType_t
 #define CUBLAS_COMPUTE_32F                          HIPBLAS_COMPUTE_32F
 #define CUBLAS_COMPUTE_32F_FAST_TF32                HIPBLAS_COMPUTE_32F_FAST_TF32
+#define CUBLAS_COMPUTE_32F_FAST_16BF                HIPBLAS_COMPUTE_32F_FAST_16BF
+#define CUBLAS_COMPUTE_32F_FAST_16F                 HIPBLAS_COMPUTE_32F_FAST_16F
 #define cudaDataType_t                              hipDataType
 #define CUDA_R_32F                                  HIP_R_32F
 #define CUDA_R_16F                                  HIP_R_16F

@@ -274,6 +274,20 @@ void ao_cupti_set_anchor(ao_cupti *c, uint64_t anchor_ns)
     if (c) c->anchor_ns = anchor_ns;
 }
 
+uint64_t ao_cupti_marker_ns(ao_cupti *c, uint64_t bytes)
+{
+    if (!c) return 0;
+    c->f.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    uint64_t at = 0;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->nrecs; i++)
+        if (c->recs[i].kind == AO_CUPTI_MEMSET && c->recs[i].bytes == bytes &&
+            c->recs[i].end_ns > at)
+            at = c->recs[i].end_ns;
+    pthread_mutex_unlock(&c->mu);
+    return at;
+}
+
 size_t ao_cupti_take(ao_cupti *c, uint64_t t0_ns, uint64_t t1_ns, ao_op **ops)
 {
     *ops = NULL;

@@ -44,9 +44,11 @@ typedef struct lane {
 } lane;
 
 typedef struct gbuf {
-    float *buf;
+    float *buf;        /* the unit's full parameters, fp32, what compute reads */
+    void *wire;        /* gather_type != fp32: what the all-gather writes, cast into buf */
     ao_event *free_ev; /* recorded on compute after the last read of the current owner */
     int busy;          /* host: the owner has not been released */
+    int fresh;         /* host: gathered into wire, not yet cast into buf */
 } gbuf;
 
 typedef struct unit_state {
@@ -94,6 +96,11 @@ struct ao_engine {
     int ncomms;
     ao_shard_layout lay;
     float *P, *M, *V, *ACC, *RED, *GFULL;
+    /* fsdp.param_dtype for the gathers: P rounded to it after every update
+     * (Pw, NULL when fp32), gathered into each buffer's wire, cast to fp32 on
+     * the compute stream before the unit's compute. */
+    ao_dtype gather_type;
+    void *Pw;
     float *scratch[3]; /* compute_only AdamW: P, M, V copies */
     gbuf *bufs;
     int nbufs, pool_first, pool_size, pool_next;
@@ -318,7 +325,13 @@ static void make_buffers(ao_engine *e)
     for (int b = 0; b < e->nbufs; b++) {
         size_t n = b == 0 ? e->lay.units[0].padded : pooled ? layer_max : e->lay.units[b].padded;
         e->bufs[b].buf = dev_zeros(e, n);
+        if (e->gather_type != AO_F32)
+            e->bufs[b].wire = ao_dev_alloc(e->dev, n * ao_dtype_size(e->gather_type));
         e->bufs[b].free_ev = ao_event_create(e->dev);
+    }
+    if (e->gather_type != AO_F32) {
+        e->Pw = ao_dev_alloc(e->dev, (S ? S : 1) * ao_dtype_size(e->gather_type));
+        e->backend->cast(e->compute, e->Pw, e->gather_type, e->P, AO_F32, S);
     }
     e->units[0].own_buf = 0;
     for (int u = 1; u < e->nunits; u++) e->units[u].own_buf = pooled ? -1 : u;
@@ -347,32 +360,60 @@ static const struct ao_engine_backend *backend_for(ao_device *dev)
     return NULL;
 }
 
-/* Parameters, gradients and collectives are fp32 on every backend of this
- * build; training.tf32 is honoured where the backend has TF32 GEMMs. */
-static void apply_precision(const ao_engine *e)
+static void append(char *buf, size_t n, const char *fmt, const char *a, const char *b)
+{
+    size_t at = strlen(buf);
+    snprintf(buf + at, n - at, fmt, a, b);
+}
+
+/* Precision (DESIGN §6). Storage, master weights, optimizer state and
+ * reductions are fp32. training.mixed_precision bf16/fp16 makes the model's
+ * GEMMs bf16/fp16 tensor-core products of fp32 operands with fp32
+ * accumulation (autocast's GEMM numerics; training.tf32 does the same with
+ * TF32 when mixed_precision is none); fsdp.param_dtype bf16/fp16 gathers the
+ * parameters in that type (half the all-gather bytes) and casts them back to
+ * fp32 for compute, as FSDP's MixedPrecision does. What the backend cannot do
+ * runs as fp32 with one warning; fsdp.reduce_dtype other than fp32 and fp16's
+ * loss scaling are not in this build (warned). Sets e->gather_type. */
+static void apply_precision(ao_engine *e)
 {
     const struct ao_config *cfg = e->cfg;
-    char what[256] = "";
-    if (cfg->training.mixed_precision != AO_PRECISION_FP32)
-        snprintf(what + strlen(what), sizeof what - strlen(what), " training.mixed_precision=%s",
-                 ao_precision_name(cfg->training.mixed_precision));
-    if (ao_config_param_dtype(cfg) != AO_PRECISION_FP32)
-        snprintf(what + strlen(what), sizeof what - strlen(what), " fsdp.param_dtype=%s",
-                 ao_precision_name(ao_config_param_dtype(cfg)));
-    if (cfg->fsdp.reduce_dtype != AO_PRECISION_FP32)
-        snprintf(what + strlen(what), sizeof what - strlen(what), " fsdp.reduce_dtype=%s",
-                 ao_precision_name(cfg->fsdp.reduce_dtype));
-    if (cfg->training.tf32) {
-        if (e->backend->set_tf32)
-            e->backend->set_tf32(e->model);
+    const struct ao_engine_backend *be = e->backend;
+    char fp32[256] = "", other[256] = "";
+    enum ao_precision mp = cfg->training.mixed_precision;
+    ao_compute_mode mode = mp == AO_PRECISION_BF16   ? AO_COMPUTE_BF16
+                           : mp == AO_PRECISION_FP16 ? AO_COMPUTE_F16
+                           : cfg->training.tf32      ? AO_COMPUTE_TF32
+                                                     : AO_COMPUTE_DEFAULT;
+    if (mode != AO_COMPUTE_DEFAULT) {
+        if (be->set_compute)
+            be->set_compute(e->model, mode);
+        else if (mode == AO_COMPUTE_TF32)
+            append(fp32, sizeof fp32, " training.tf32=true%s%s", "", "");
         else
-            snprintf(what + strlen(what), sizeof what - strlen(what),
-                     " training.tf32=true (no TF32 on the %s backend)", e->backend->device_backend);
+            append(fp32, sizeof fp32, " training.mixed_precision=%s%s", ao_precision_name(mp), "");
     }
-    if (what[0] && e->rank == 0)
-        ao_warn("this build stores parameters and gradients and communicates in fp32:%s run as "
-                "fp32",
-                what);
+    if (mp == AO_PRECISION_FP16 && be->set_compute)
+        append(other, sizeof other,
+               " training.mixed_precision=fp16 runs without loss scaling (gradient products "
+               "below fp16's range flush to zero)%s%s",
+               "", "");
+    e->gather_type = AO_F32;
+    enum ao_precision pd = ao_config_param_dtype(cfg);
+    if (pd != AO_PRECISION_FP32) {
+        if (be->cast)
+            e->gather_type = pd == AO_PRECISION_BF16 ? AO_BF16 : AO_F16;
+        else
+            append(fp32, sizeof fp32, " fsdp.param_dtype=%s%s", ao_precision_name(pd), "");
+    }
+    if (cfg->fsdp.reduce_dtype != AO_PRECISION_FP32)
+        append(other, sizeof other, " fsdp.reduce_dtype=%s runs as fp32 (reductions are fp32 in "
+               "this build)%s", ao_precision_name(cfg->fsdp.reduce_dtype), "");
+    if (e->rank != 0) return;
+    if (fp32[0])
+        ao_warn("the %s backend computes and communicates in fp32 only:%s run as fp32",
+                be->device_backend, fp32);
+    if (other[0]) ao_warn("precision:%s", other);
 }
 
 ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
@@ -470,8 +511,10 @@ void ao_engine_destroy(ao_engine *e)
         if (arenas[i]) ao_dev_free(e->dev, arenas[i]);
     for (int b = 0; b < e->nbufs; b++) {
         ao_dev_free(e->dev, e->bufs[b].buf);
+        if (e->bufs[b].wire) ao_dev_free(e->dev, e->bufs[b].wire);
         ao_event_destroy(e->bufs[b].free_ev);
     }
+    if (e->Pw) ao_dev_free(e->dev, e->Pw);
     free(e->bufs);
     if (e->units)
         for (int u = 0; u < e->nunits; u++)
@@ -511,6 +554,7 @@ static int try_gather(ao_engine *e, int u, int do_comm)
     }
     gbuf *g = &e->bufs[b];
     g->busy = 1;
+    g->fresh = 1; /* compute_only too: its compute includes the cast */
     us->cur_buf = b;
     us->params = g->buf;
     us->valid = 1;
@@ -519,19 +563,33 @@ static int try_gather(ao_engine *e, int u, int do_comm)
     const ao_unit_span *sp = &e->lay.units[u];
     ao_stream_wait_event(ln->s, g->free_ev);
     ao_comm *c = shard_comm(e, LANE_AG);
-    uint64_t bytes = ao_coll_bytes(AO_ALLGATHER, sp->shard, AO_F32, ao_comm_size(c));
+    uint64_t bytes = ao_coll_bytes(AO_ALLGATHER, sp->shard, e->gather_type, ao_comm_size(c));
     int op = op_begin(e, ln->sid, AO_CLASS_COMM, AO_KIND_ALLGATHER, "allgather", u, bytes);
-    ao_allgather(c, e->P + sp->shard_offset, g->buf, sp->shard, AO_F32);
+    if (e->gather_type == AO_F32)
+        ao_allgather(c, e->P + sp->shard_offset, g->buf, sp->shard, AO_F32);
+    else
+        ao_allgather(c, (char *)e->Pw + sp->shard_offset * ao_dtype_size(e->gather_type), g->wire,
+                     sp->shard, e->gather_type);
     ao_timeline_op_end(e->tl, op);
     ao_event_record(us->ag_done, ln->s);
     return 1;
 }
 
-static void need_gather(ao_engine *e, int u, int do_comm)
+
+/* The unit's parameters, full and fp32, for the compute stream: gathered
+ * (unless prefetched) and, when gathered in a 16-bit param_dtype, cast. */
+static void need_gather(ao_engine *e, int u, int do_comm, int do_compute)
 {
     if (!try_gather(e, u, do_comm))
         ao_fatal(AO_EXIT_FAIL, "engine", "unit %d has no free gathered buffer (schedule error)", u);
-    if (e->sharded) ao_stream_wait_event(e->compute, e->units[u].ag_done);
+    if (!e->sharded) return;
+    ao_stream_wait_event(e->compute, e->units[u].ag_done);
+    gbuf *g = &e->bufs[e->units[u].cur_buf];
+    if (e->gather_type == AO_F32 || !g->fresh || !do_compute) return;
+    int op = compute_begin(e, "cast", u);
+    e->backend->cast(e->compute, g->buf, AO_F32, g->wire, e->gather_type, e->lay.units[u].padded);
+    ao_timeline_op_end(e->tl, op);
+    g->fresh = 0;
 }
 
 static void release(ao_engine *e, int u)
@@ -645,7 +703,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
     int op;
 
     /* forward */
-    need_gather(e, 0, x->do_comm);
+    need_gather(e, 0, x->do_comm, x->do_compute);
     if (fwd_pf && L >= 1) try_gather(e, 1, x->do_comm);
     if (x->do_compute) {
         op = compute_begin(e, "forward", 0);
@@ -653,7 +711,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
         ao_timeline_op_end(e->tl, op);
     }
     for (int l = 1; l <= L; l++) {
-        need_gather(e, l, x->do_comm);
+        need_gather(e, l, x->do_comm, x->do_compute);
         if (fwd_pf && l < L) try_gather(e, l + 1, x->do_comm);
         if (x->do_compute) {
             op = compute_begin(e, "forward", l);
@@ -681,7 +739,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
     }
     if (bp == AO_PREFETCH_BACKWARD_POST && L >= 1) try_gather(e, L, x->do_comm);
     for (int l = L; l >= 1; l--) {
-        need_gather(e, l, x->do_comm);
+        need_gather(e, l, x->do_comm, x->do_compute);
         if (bp == AO_PREFETCH_BACKWARD_PRE && l > 1) try_gather(e, l - 1, x->do_comm);
         int g = e->units[l].group;
         ao_stream_wait_event(cs, e->groups[g].done);
@@ -750,6 +808,7 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
     int op = compute_begin(e, "optimizer", -1);
     e->backend->adamw(cs, p, m, v, e->ACC, S, &e->hp, lr, (float)cfg->training.grad_clip_norm,
                       data_step + 1, global, sd->result, e->workspace);
+    if (e->Pw && phase == AO_PHASE_TRAIN) e->backend->cast(cs, e->Pw, e->gather_type, p, AO_F32, S);
     ao_timeline_op_end(e->tl, op);
     if (phase == AO_PHASE_COMPUTE_ONLY)
         ao_memset_async(e->dev, e->GFULL, 0, e->lay.full_total * sizeof(float), cs);

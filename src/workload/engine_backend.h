@@ -23,9 +23,15 @@ struct ao_engine_backend {
     /* Bytes of device workspace the engine allocates once and passes to
      * step_scalars and adamw (always enqueued on one stream, in order). */
     size_t workspace_bytes;
-    /* Runs fp32 GEMMs through TF32 (training.tf32); NULL when the backend
-     * computes in plain fp32 only (the engine then warns). */
-    void (*set_tf32)(ao_model *m);
+    /* How the model's GEMMs compute (training.tf32, mixed_precision): TF32,
+     * bf16 or fp16 products of fp32 operands, fp32 accumulation. NULL when
+     * the backend computes in plain fp32 only (the engine then warns). */
+    void (*set_compute)(ao_model *m, ao_compute_mode mode);
+    /* dst[i] = src[i] converted between fp32, bf16 and fp16 (round to
+     * nearest even): parameters gathered in fsdp.param_dtype. NULL when the
+     * backend communicates in fp32 only (the engine then warns). */
+    void (*cast)(ao_stream *s, void *dst, ao_dtype dst_type, const void *src, ao_dtype src_type,
+                 size_t n);
     /* acc := red (first) or acc += red, n floats. */
     void (*accumulate)(ao_stream *s, float *acc, const float *red, size_t n, int first);
     /* out[0] = scale * sum of g[i]^2, out[1] = sum of loss[0..nloss) (in

@@ -86,7 +86,8 @@ static void cpu_adamw(ao_stream *s, float *p, float *m, float *v, const float *g
 const struct ao_engine_backend ao_engine_cpu_backend = {
     .device_backend = "cpu",
     .workspace_bytes = 0,
-    .set_tf32 = NULL,
+    .set_compute = NULL,
+    .cast = NULL,
     .accumulate = cpu_accumulate,
     .step_scalars = cpu_step_scalars,
     .adamw = cpu_adamw,

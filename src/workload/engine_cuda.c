@@ -22,9 +22,15 @@ static float *coef_of(void *workspace)
     return (float *)((char *)workspace + PARTIALS_BYTES);
 }
 
-static void cuda_set_tf32(ao_model *m)
+static void cuda_set_compute(ao_model *m, ao_compute_mode mode)
 {
-    ao_model_cuda_set_compute(m, AO_COMPUTE_TF32);
+    ao_model_cuda_set_compute(m, mode);
+}
+
+static void cuda_cast(ao_stream *s, void *dst, ao_dtype dst_type, const void *src,
+                      ao_dtype src_type, size_t n)
+{
+    AO_CUDA_CHECK(ao_cuda_cast(dst, dst_type, src, src_type, n, ao_cuda_stream(s)));
 }
 
 static void cuda_accumulate(ao_stream *s, float *acc, const float *red, size_t n, int first)
@@ -58,7 +64,8 @@ static void cuda_adamw(ao_stream *s, float *p, float *m, float *v, const float *
 const struct ao_engine_backend ao_engine_cuda_backend = {
     .device_backend = AO_GPU_BACKEND,
     .workspace_bytes = PARTIALS_BYTES + sizeof(float),
-    .set_tf32 = cuda_set_tf32,
+    .set_compute = cuda_set_compute,
+    .cast = cuda_cast,
     .accumulate = cuda_accumulate,
     .step_scalars = cuda_step_scalars,
     .adamw = cuda_adamw,

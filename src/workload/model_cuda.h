@@ -12,8 +12,8 @@
 
 /* The GEMMs' compute mode for m (a model on the cuda device): the default is
  * plain fp32 (AO_COMPUTE_DEFAULT); AO_COMPUTE_TF32 runs fp32 GEMM inputs
- * through TF32 tensor cores. Inputs stay fp32 either way: bf16 GEMM inputs
- * (param_dtype bf16 end to end) are a later optimisation. */
+ * through TF32 tensor cores, AO_COMPUTE_BF16 / _F16 through bf16 / fp16 ones
+ * (training.mixed_precision). Storage stays fp32 in every mode. */
 void ao_model_cuda_set_compute(ao_model *m, ao_compute_mode mode);
 
 /* ao_data_fill on the device (dataset.placement: device), enqueued on `s`

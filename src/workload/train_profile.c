@@ -12,6 +12,9 @@
 #include "telemetry/telemetry.h"
 #include "timeline/cupti.h"
 
+/* The anchor's marker memset: a size nothing else in a run clears. */
+#define MARKER_BYTES 4093
+
 struct ao_train_profile {
     ao_device *dev;
     ao_profile_schedule sched;
@@ -19,6 +22,8 @@ struct ao_train_profile {
     int world_size;
     ao_telemetry *tel;
     ao_cupti *cupti;
+    void *marker; /* MARKER_BYTES of device memory for the anchor's marker */
+    int marker_enqueued;
     int64_t anchor_realtime_ns;
     uint64_t anchor_cupti_ns;
     /* What the current record's extra hook writes. */
@@ -49,6 +54,7 @@ ao_train_profile *ao_train_profile_start(const struct ao_config *cfg, ao_device 
          * the build's, since a CUDA build may still run --backend cpu. */
         if (strcmp(info->backend, "cuda") == 0)
             p->cupti = ao_cupti_start();
+        if (p->cupti) p->marker = ao_dev_alloc(dev, MARKER_BYTES);
         else if (rank == 0)
             ao_warn("profiling.kernel_trace needs a GPU on the cuda backend (CUPTI), not the %s "
                     "backend; kernel trace disabled",
@@ -57,15 +63,26 @@ ao_train_profile *ao_train_profile_start(const struct ao_config *cfg, ao_device 
     return p;
 }
 
+void ao_train_profile_mark(ao_train_profile *p, ao_stream *s)
+{
+    if (!p->marker) return;
+    ao_stream_sync(s); /* idle, so the anchor behind the marker completes at its end */
+    ao_memset_async(p->dev, p->marker, 0, MARKER_BYTES, s);
+    p->marker_enqueued = 1;
+}
+
 void ao_train_profile_anchored(ao_train_profile *p, const ao_timeline *tl, ao_stream *s)
 {
     struct timespec a = ao_timeline_anchor_realtime(tl);
     p->anchor_realtime_ns = (int64_t)a.tv_sec * 1000000000LL + a.tv_nsec;
     if (p->cupti) {
-        /* cupti.h: CUPTI's clock read once the anchor event has completed
-         * (the stream is idle at start, so it completes at once). */
+        /* cupti.h: the marker memset just before the anchor event ends when
+         * the anchor completes; without its record, CUPTI's clock read once
+         * the anchor has completed (later by the sync's wake-up). */
         ao_stream_sync(s);
-        p->anchor_cupti_ns = ao_cupti_now_ns(p->cupti);
+        uint64_t now = ao_cupti_now_ns(p->cupti);
+        uint64_t at = p->marker_enqueued ? ao_cupti_marker_ns(p->cupti, MARKER_BYTES) : 0;
+        p->anchor_cupti_ns = at > 0 && at <= now ? at : now;
         ao_cupti_set_anchor(p->cupti, p->anchor_cupti_ns);
     }
 }
@@ -156,5 +173,6 @@ void ao_train_profile_stop(ao_train_profile *p)
     if (p->capturing) ao_profiler_stop(p->dev);
     ao_telemetry_stop(p->tel);
     ao_cupti_stop(p->cupti);
+    if (p->marker) ao_dev_free(p->dev, p->marker);
     free(p);
 }

@@ -4,9 +4,10 @@
  * and ao_train_profile with profiling.kernel_trace, telemetry and a window
  * schedule (wait 1, active 1), as train.c drives them. Checks:
  * - the capture range (cudaProfilerStart/Stop) and NVTX calls succeed;
- * - every record has "overlap_kernels", and its compute and copy time agree
- *   with the event timeline's (the kernels CUPTI saw are the work the events
- *   bracket): within 10% + 50 µs;
+ * - every record has "overlap_kernels", and from iteration 1 on (iteration 0
+ *   loads the kernels) its compute and copy time agree with the event
+ *   timeline's (the kernels CUPTI saw are the work the events bracket):
+ *   within 10% + 50 µs;
  * - "kernels" and "ops" appear on exactly the active iterations;
  * - telemetry's status per iteration is printed (NVML may be absent). */
 #include <math.h>
@@ -83,10 +84,14 @@ static void on_iteration(void *arg, int64_t step, const char *phase, const ao_op
     printf("iteration %lld: events compute %.3f copy %.3f ms | kernels compute %.3f copy %.3f ms "
            "| telemetry %s | overlap_ratio %.3f vs %.3f\n",
            (long long)k, ec, ex, kc, kx, tel_status ? tel_status : "-", eo, ko);
-    CHECK(fabs(kc - ec) <= 0.1 * ec + 0.05, "iteration %lld: kernel compute %.3f vs %.3f ms",
-          (long long)k, kc, ec);
-    CHECK(fabs(kx - ex) <= 0.1 * ex + 0.05, "iteration %lld: kernel copy %.3f vs %.3f ms",
-          (long long)k, kx, ex);
+    /* Iteration 0 loads the kernels (CUDA's lazy loading): its compute ops
+     * wait on the host between their events, which the kernels do not see. */
+    if (k > 0) {
+        CHECK(fabs(kc - ec) <= 0.1 * ec + 0.05, "iteration %lld: kernel compute %.3f vs %.3f ms",
+              (long long)k, kc, ec);
+        CHECK(fabs(kx - ex) <= 0.1 * ex + 0.05, "iteration %lld: kernel copy %.3f vs %.3f ms",
+              (long long)k, kx, ex);
+    }
     yajl_tree_free(v);
     free(line);
 }
@@ -135,6 +140,7 @@ int main(void)
     ao_timeline_set_nvtx(tl, 1);
     struct ctx cx = {0};
     cx.p = ao_train_profile_start(&cfg, dev, &info, 0, 1);
+    ao_train_profile_mark(cx.p, streams[AO_STREAM_COMPUTE]);
     ao_timeline_anchor(tl, streams[AO_STREAM_COMPUTE]);
     ao_train_profile_anchored(cx.p, tl, streams[AO_STREAM_COMPUTE]);
     for (int64_t k = 0; k < ITERS; k++) {
