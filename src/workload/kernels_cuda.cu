@@ -390,37 +390,92 @@ __global__ void softmax_backward_kernel(float *dx, const float *dy, const float 
 
 /* ---- dropout ------------------------------------------------------------- */
 
-/* The stream of row r of a dropout call (ops_ref's keying). */
-__device__ ao_rng_stream dropout_row_stream(const ao_cuda_dropout_key &k, size_t r)
+/* What a dropout kernel needs: the call's site stream, i.e. ao_dropout_stream
+ * up to but excluding the sample level, which is the same for every row and
+ * so is derived once on the host; rows then cost 1 (2 with heads) Philox
+ * calls instead of 4 (5). */
+struct dropout_args {
+    ao_rng_stream site;
+    uint64_t first_sample;
+    int heads;
+    float p;
+};
+
+dropout_args dropout_args_of(const ao_cuda_dropout_key &k)
 {
-    const uint64_t b = k.heads > 0 ? r / (size_t)k.heads : r;
-    ao_rng_stream s = ao_dropout_stream(k.seed, k.step, k.layer, k.site, k.first_sample + b);
-    if (k.heads > 0) s = ao_rng_child(s, (uint64_t)(r % (size_t)k.heads));
+    /* ao_dropout_stream's key path without its last level (sample): the GPU
+     * test compares the masks with ao_dropout_stream's bit for bit */
+    ao_rng_stream s = ao_rng_root(k.seed, AO_RNG_DROPOUT);
+    s = ao_rng_child(s, k.step);
+    s = ao_rng_child(s, k.layer);
+    s = ao_rng_child(s, k.site);
+    return dropout_args{s, k.first_sample, k.heads, k.p};
+}
+
+/* The stream of row r of a dropout call (ops_ref's keying). */
+__device__ ao_rng_stream dropout_row_stream(const dropout_args &a, size_t r)
+{
+    const uint64_t b = a.heads > 0 ? r / (size_t)a.heads : r;
+    ao_rng_stream s = ao_rng_child(a.site, a.first_sample + b);
+    if (a.heads > 0) s = ao_rng_child(s, (uint64_t)(r % (size_t)a.heads));
     return s;
 }
 
-/* grid.y walks rows; each block derives its row's stream once (thread 0, into
- * shared memory) and each thread applies one Philox block to 4 elements, as
- * ops_ref's dropout_apply does. */
-__global__ void dropout_kernel(float *y, const float *x, size_t rows, size_t per_row,
-                               ao_cuda_dropout_key k)
+/* Philox blocks (4 elements each) one dropout thread applies: their
+ * independent Philox evaluations overlap, and they amortize the thread's
+ * row-stream derivation (every thread derives it: cheaper than a shared
+ * copy and a barrier). */
+constexpr int kDropGroups = 4;
+
+/* One block per tile: tile t covers groups [chunk * blockDim.x * kDropGroups,
+ * + blockDim.x * kDropGroups) of row t / tiles_per_row, thread i the groups
+ * i, i + blockDim.x, ... of it (coalesced). Group g of a row is block g of
+ * the row's stream and elements 4g .. 4g + 3, as ops_ref's dropout_apply.
+ * Vec (per_row % 4 == 0, x and y 16-byte aligned): a group is one float4. */
+template <bool Vec>
+__global__ void dropout_kernel(float *y, const float *x, size_t per_row, size_t tiles_per_row,
+                               size_t tiles, dropout_args k)
 {
-    __shared__ ao_rng_stream row_stream;
     const size_t groups = (per_row + 3) / 4;
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t r = blockIdx.y; r < rows; r += gridDim.y) {
-        if (threadIdx.x == 0) row_stream = dropout_row_stream(k, r);
-        __syncthreads();
-        const ao_rng_stream s = row_stream;
+    const size_t tile_groups = (size_t)blockDim.x * kDropGroups;
+    for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const size_t r = t / tiles_per_row;
+        const size_t first = (t % tiles_per_row) * tile_groups + threadIdx.x;
+        const ao_rng_stream s = dropout_row_stream(k, r);
         const size_t off = r * per_row;
-        for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
-            const ao_u32x4 w = ao_rng_block(s, g);
-            for (int l = 0; l < 4; l++) {
-                const size_t e = g * 4 + l;
-                if (e < per_row) y[off + e] = x[off + e] * ao_dropout_factor_from_word(w.v[l], k.p);
+        if (Vec) {
+            const float4 *x4 = reinterpret_cast<const float4 *>(x + off);
+            float4 *y4 = reinterpret_cast<float4 *>(y + off);
+            float4 v[kDropGroups];
+#pragma unroll
+            for (int i = 0; i < kDropGroups; i++) { /* all loads in flight first */
+                const size_t g = first + (size_t)i * blockDim.x;
+                v[i] = g < groups ? x4[g] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int i = 0; i < kDropGroups; i++) {
+                const size_t g = first + (size_t)i * blockDim.x;
+                if (g >= groups) break;
+                const ao_u32x4 w = ao_rng_block(s, g);
+                v[i].x *= ao_dropout_factor_from_word(w.v[0], k.p);
+                v[i].y *= ao_dropout_factor_from_word(w.v[1], k.p);
+                v[i].z *= ao_dropout_factor_from_word(w.v[2], k.p);
+                v[i].w *= ao_dropout_factor_from_word(w.v[3], k.p);
+                y4[g] = v[i];
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < kDropGroups; i++) {
+                const size_t g = first + (size_t)i * blockDim.x;
+                if (g >= groups) break;
+                const ao_u32x4 w = ao_rng_block(s, g);
+                for (int l = 0; l < 4; l++) {
+                    const size_t e = g * 4 + l;
+                    if (e < per_row)
+                        y[off + e] = x[off + e] * ao_dropout_factor_from_word(w.v[l], k.p);
+                }
             }
         }
-        __syncthreads(); /* row_stream is rewritten for the next row */
     }
 }
 
@@ -810,9 +865,23 @@ extern "C" cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size
         if (y == x) return cudaSuccess;
         return cudaMemcpyAsync(y, x, total * sizeof(float), cudaMemcpyDeviceToDevice, stream);
     }
+    /* The smallest block (a power of two from one warp to kThreads) whose tile
+     * covers a whole row, so that short rows (per_row = d) do not leave most
+     * of a block idle; long rows take kThreads and several tiles. */
     const size_t groups = (per_row + 3) / 4;
-    const dim3 grid(elem_blocks(groups), grid_y(rows));
-    dropout_kernel<<<grid, kThreads, 0, stream>>>(y, x, rows, per_row, *key);
+    unsigned threads = 32;
+    while (threads < (unsigned)kThreads && (size_t)threads * kDropGroups < groups) threads *= 2;
+    const size_t tile_groups = (size_t)threads * kDropGroups;
+    const size_t tiles_per_row = (groups + tile_groups - 1) / tile_groups;
+    const size_t tiles = rows * tiles_per_row;
+    const unsigned grid = (unsigned)(tiles < (size_t)INT32_MAX ? tiles : (size_t)INT32_MAX);
+    const dropout_args args = dropout_args_of(*key);
+    if (per_row % 4 == 0 && aligned16(x) && aligned16(y))
+        dropout_kernel<true>
+            <<<grid, threads, 0, stream>>>(y, x, per_row, tiles_per_row, tiles, args);
+    else
+        dropout_kernel<false>
+            <<<grid, threads, 0, stream>>>(y, x, per_row, tiles_per_row, tiles, args);
     return cudaGetLastError();
 }
 
