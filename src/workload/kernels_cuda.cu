@@ -374,6 +374,52 @@ __global__ void softmax_forward_kernel(float *y, const float *x, int n, int c)
     for (int j = lane; j < c; j += 32) yr[j] = (float)(exp((double)xr[j] - mx) / s);
 }
 
+/* softmax_forward_kernel for rows of at most 128 * V floats with c % 4 == 0
+ * and x, y 16-byte aligned (attention's T x T scores): lane l keeps float4s
+ * l, l + 32, ... of its row and their exps in registers, so the row is read
+ * once and each exp (in double, as the reference) is computed once. Only the
+ * order of the per-lane sum differs from the generic kernel (double rounding,
+ * far below the float result's). */
+template <int V> __global__ void softmax_forward_vec_kernel(float *y, const float *x, int n, int c)
+{
+    const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= n) return;
+    const int c4 = c / 4;
+    const float4 *xr = reinterpret_cast<const float4 *>(x + (size_t)row * c);
+    float4 v[V];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        const int q = lane + 32 * i;
+        if (q < c4) {
+            v[i] = xr[q];
+            mx = fmaxf(mx, fmaxf(fmaxf(v[i].x, v[i].y), fmaxf(v[i].z, v[i].w)));
+        }
+    }
+    mx = warp_max(mx);
+    double e[V][4];
+    double s = 0.0;
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        if (lane + 32 * i < c4) {
+            e[i][0] = exp((double)v[i].x - mx);
+            e[i][1] = exp((double)v[i].y - mx);
+            e[i][2] = exp((double)v[i].z - mx);
+            e[i][3] = exp((double)v[i].w - mx);
+            s += e[i][0] + e[i][1] + e[i][2] + e[i][3];
+        }
+    }
+    s = warp_sum(s);
+    float4 *yr = reinterpret_cast<float4 *>(y + (size_t)row * c);
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        const int q = lane + 32 * i;
+        if (q < c4)
+            yr[q] = make_float4((float)(e[i][0] / s), (float)(e[i][1] / s), (float)(e[i][2] / s),
+                                (float)(e[i][3] / s));
+    }
+}
+
 __global__ void softmax_backward_kernel(float *dx, const float *dy, const float *y, float scale,
                                         int n, int c)
 {
@@ -843,7 +889,13 @@ extern "C" cudaError_t ao_cuda_softmax_forward(float *y, const float *x, int n, 
                                                cudaStream_t stream)
 {
     if (n <= 0 || c <= 0) return cudaSuccess;
-    softmax_forward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(y, x, n, c);
+    const bool vec = c % 4 == 0 && aligned16(x) && aligned16(y);
+    if (vec && c <= 128 * 4)
+        softmax_forward_vec_kernel<4><<<row_warp_blocks(n), kThreads, 0, stream>>>(y, x, n, c);
+    else if (vec && c <= 128 * 8)
+        softmax_forward_vec_kernel<8><<<row_warp_blocks(n), kThreads, 0, stream>>>(y, x, n, c);
+    else
+        softmax_forward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(y, x, n, c);
     return cudaGetLastError();
 }
 
