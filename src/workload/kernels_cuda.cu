@@ -1,11 +1,13 @@
 /* The model's CUDA kernels; the contract is in kernels_cuda.h, the math in
  * ops_ref.c (each kernel names the reference function it mirrors).
  *
- * Correctness first: reductions accumulate in double (as the reference), rows
- * of layernorm and softmax are one warp each, column sums one 32-column tile
- * per block. Faster forms (vectorized loads, one block per long row, split
- * column sums with a second pass) come later without changing the results'
- * definition: any new reduction must keep a fixed, device-independent order. */
+ * Reductions accumulate in double (as the reference), rows of layernorm and
+ * softmax are one warp each, column sums are split over row chunks and
+ * combined by a second pass. Every reduction keeps a fixed order that depends
+ * only on the shape, never on the device. The hot element-wise kernels move
+ * float4s when every pointer is 16-byte aligned (cudaMalloc'd buffers and
+ * row offsets that are multiples of 4 floats) and fall back to scalars
+ * otherwise; the per-element math is the same either way. */
 #include <math.h>
 #include <stdint.h>
 
@@ -34,8 +36,9 @@ constexpr int kThreads = 256;
 constexpr int kMaxGrid = 65535;   /* grid.y bound; loops cover more rows */
 constexpr int kElemBlocks = 4096; /* grid-stride element-wise kernels */
 constexpr int kWarpsPerBlock = kThreads / 32;
-constexpr int kColTile = 32; /* columns per block of a column sum */
-constexpr int kColRows = 16; /* row lanes per block of a column sum */
+constexpr int kColTile = 32;       /* columns per block of a column sum: one warp per row */
+constexpr int kColLanes = 8;       /* warps per block, each summing every 8th row of the chunk */
+constexpr int kColChunkRows = 256; /* rows one block sums (before the cap below) */
 
 unsigned elem_blocks(size_t n, size_t per_thread = 1)
 {
@@ -53,6 +56,11 @@ unsigned row_warp_blocks(int rows)
 unsigned grid_y(size_t rows)
 {
     return (unsigned)(rows < (size_t)kMaxGrid ? rows : (size_t)kMaxGrid);
+}
+
+bool aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15u) == 0;
 }
 
 /* ---- reductions: fixed shapes, hence fixed orders ------------------------ */
@@ -92,17 +100,33 @@ struct sum2 {
     double a, b;
 };
 
-/* out_a[j] += sum_i f(i, j).a and, when out_b is not NULL, out_b[j] += .b.
- * Block (kColTile, kColRows): thread (tx, ty) sums rows ty, ty + kColRows, ...
- * of column blockIdx.x * kColTile + tx, then a shared-memory tree over ty. */
-template <class F> __global__ void column_sums_kernel(float *out_a, float *out_b, int n, int c, F f)
+/* Column partials of a split column sum, one double per (row chunk, column,
+ * output). A static device buffer rather than a launcher argument so the
+ * launchers keep their signatures and no call allocates: 2 MiB per device,
+ * loaded with the module. The launcher shrinks the number of row chunks so
+ * that a call fits. Two column sums must not run at the same time on one
+ * device (different streams): the model issues them on its one compute
+ * stream, in order. */
+constexpr size_t kColPartials = (size_t)1 << 18;
+__device__ double column_partials[kColPartials];
+
+/* Pass 1: block (kColTile, kColLanes) at (blockIdx.x, blockIdx.y) sums rows
+ * [blockIdx.y * chunk, + chunk) of columns blockIdx.x * kColTile + tx: lane
+ * ty takes every kColLanes-th row (a warp reads 32 consecutive floats of a
+ * row), then a fixed shared-memory tree over ty. With one chunk the block
+ * adds straight into out; otherwise it writes the chunk's partial, output a
+ * at column_partials[chunk_index * c + j], output b after all of a's. */
+template <class F>
+__global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c, int chunk, F f)
 {
-    __shared__ double sa[kColRows][kColTile + 1], sb[kColRows][kColTile + 1];
+    __shared__ double sa[kColLanes][kColTile + 1], sb[kColLanes][kColTile + 1];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int j = blockIdx.x * kColTile + tx;
+    const int r0 = blockIdx.y * chunk, r1 = min(n, r0 + chunk);
     sum2 acc = {0.0, 0.0};
     if (j < c) {
-        for (int i = ty; i < n; i += kColRows) {
+#pragma unroll 4
+        for (int i = r0 + ty; i < r1; i += kColLanes) {
             const sum2 v = f(i, j);
             acc.a += v.a;
             acc.b += v.b;
@@ -111,26 +135,58 @@ template <class F> __global__ void column_sums_kernel(float *out_a, float *out_b
     sa[ty][tx] = acc.a;
     sb[ty][tx] = acc.b;
     __syncthreads();
-    for (int s = kColRows / 2; s > 0; s >>= 1) {
+    for (int s = kColLanes / 2; s > 0; s >>= 1) {
         if (ty < s) {
             sa[ty][tx] += sa[ty + s][tx];
             sb[ty][tx] += sb[ty + s][tx];
         }
         __syncthreads();
     }
-    if (ty == 0 && j < c) {
+    if (ty != 0 || j >= c) return;
+    if (gridDim.y == 1) {
         out_a[j] += (float)sa[0][tx];
         if (out_b) out_b[j] += (float)sb[0][tx];
+    } else {
+        column_partials[(size_t)blockIdx.y * c + j] = sa[0][tx];
+        if (out_b) column_partials[((size_t)gridDim.y + blockIdx.y) * c + j] = sb[0][tx];
     }
 }
 
+/* Pass 2: one thread per column adds the chunks' partials in chunk order. */
+__global__ void column_combine_kernel(float *out_a, float *out_b, int parts, int c)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= c) return;
+    double a = 0.0, b = 0.0;
+    for (int k = 0; k < parts; k++) {
+        a += column_partials[(size_t)k * c + j];
+        if (out_b) b += column_partials[((size_t)parts + k) * c + j];
+    }
+    out_a[j] += (float)a;
+    if (out_b) out_b[j] += (float)b;
+}
+
+/* out_a[j] += sum_i f(i, j).a and, when out_b is not NULL, out_b[j] += .b.
+ * The chunking depends only on (n, c, outputs), so the order of the sums, and
+ * hence the bits, are the same on every device and every run. */
 template <class F>
 cudaError_t column_sums(float *out_a, float *out_b, int n, int c, F f, cudaStream_t stream)
 {
     if (n <= 0 || c <= 0) return cudaSuccess;
-    const dim3 block(kColTile, kColRows);
-    const unsigned blocks = (unsigned)((c + kColTile - 1) / kColTile);
-    column_sums_kernel<<<blocks, block, 0, stream>>>(out_a, out_b, n, c, f);
+    const size_t outputs = out_b ? 2 : 1;
+    size_t parts = ((size_t)n + kColChunkRows - 1) / kColChunkRows;
+    const size_t fit = kColPartials / ((size_t)c * outputs);
+    if (parts > fit) parts = fit > 0 ? fit : 1;
+    if (parts > (size_t)kMaxGrid) parts = kMaxGrid;
+    const int chunk = (int)(((size_t)n + parts - 1) / parts);
+    parts = ((size_t)n + chunk - 1) / chunk; /* no empty chunk */
+    const dim3 block(kColTile, kColLanes);
+    const dim3 grid((unsigned)((c + kColTile - 1) / kColTile), (unsigned)parts);
+    column_partials_kernel<<<grid, block, 0, stream>>>(out_a, out_b, n, c, chunk, f);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess || parts == 1) return err;
+    column_combine_kernel<<<(unsigned)((c + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+        out_a, out_b, (int)parts, c);
     return cudaGetLastError();
 }
 
@@ -157,48 +213,103 @@ struct layernorm_param_term {
 
 /* ---- element-wise ------------------------------------------------------- */
 
-__global__ void bias_add_kernel(float *y, const float *b, size_t total, int c)
+/* Rows a bias-add thread walks: its bias value stays in a register while
+ * the grid still has far more threads than the GPU holds. */
+constexpr int kBiasRowsPerThread = 4;
+
+/* y[n, c] += b: grid.x strips the columns (float4s of them when Vec), grid.y
+ * walks the rows, so no per-element index arithmetic beyond a multiply. */
+template <bool Vec> __global__ void bias_add_kernel(float *y, const float *b, int n, int c)
 {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride)
-        y[i] += b[i % (size_t)c];
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= (Vec ? c / 4 : c)) return;
+    if (Vec) {
+        const float4 bv = reinterpret_cast<const float4 *>(b)[j];
+        for (int r = blockIdx.y; r < n; r += gridDim.y) {
+            float4 *p = reinterpret_cast<float4 *>(y + (size_t)r * c) + j;
+            float4 v = *p;
+            v.x += bv.x;
+            v.y += bv.y;
+            v.z += bv.z;
+            v.w += bv.w;
+            *p = v;
+        }
+    } else {
+        const float bj = b[j];
+        for (int r = blockIdx.y; r < n; r += gridDim.y) y[(size_t)r * c + j] += bj;
+    }
 }
 
-__global__ void add_kernel(float *y, const float *a, const float *b, size_t n)
+/* y[i] = op(a[i], b[i]) (b may be NULL: op sees a[i] twice). y may alias a
+ * or b: each thread reads its elements before writing them. With vec, float4s
+ * cover the first n / 4 * 4 elements and scalars the rest. */
+template <class Op>
+__global__ void map_kernel(float *y, const float *a, const float *b, size_t n, bool vec, Op op)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        y[i] = a[i] + b[i];
+    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t tail = 0;
+    if (vec) {
+        const size_t n4 = n / 4;
+        const float4 *a4 = reinterpret_cast<const float4 *>(a);
+        const float4 *b4 = reinterpret_cast<const float4 *>(b);
+        for (size_t i = tid; i < n4; i += stride) {
+            const float4 va = a4[i], vb = b ? b4[i] : va;
+            float4 r;
+            r.x = op(va.x, vb.x);
+            r.y = op(va.y, vb.y);
+            r.z = op(va.z, vb.z);
+            r.w = op(va.w, vb.w);
+            reinterpret_cast<float4 *>(y)[i] = r;
+        }
+        tail = n4 * 4;
+    }
+    for (size_t i = tail + tid; i < n; i += stride) y[i] = op(a[i], b ? b[i] : a[i]);
 }
 
-__global__ void scale_kernel(float *y, const float *x, float alpha, size_t n)
+template <class Op>
+cudaError_t launch_map(float *y, const float *a, const float *b, size_t n, Op op,
+                       cudaStream_t stream)
 {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        y[i] = alpha * x[i];
+    if (n == 0) return cudaSuccess;
+    const bool vec = aligned16(y) && aligned16(a) && (b == nullptr || aligned16(b));
+    map_kernel<<<elem_blocks(n, vec ? 4 : 1), kThreads, 0, stream>>>(y, a, b, n, vec, op);
+    return cudaGetLastError();
 }
+
+struct add_op {
+    __device__ float operator()(float a, float b) const
+    {
+        return a + b;
+    }
+};
+
+struct scale_op {
+    float alpha;
+    __device__ float operator()(float x, float) const
+    {
+        return alpha * x;
+    }
+};
 
 /* ao_gelu_forward / ao_gelu_backward, in float: erff and expf are within a
  * few ulp, far inside the fp32 tolerance. */
-__global__ void gelu_forward_kernel(float *y, const float *x, size_t n)
-{
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const float v = x[i];
-        y[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+struct gelu_forward_op {
+    __device__ float operator()(float v, float) const
+    {
+        return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
     }
-}
+};
 
-__global__ void gelu_backward_kernel(float *dx, const float *dy, const float *x, size_t n)
-{
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const float v = x[i];
+/* (dy, x) -> dx */
+struct gelu_backward_op {
+    __device__ float operator()(float dy, float v) const
+    {
         const float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
         const float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
-        dx[i] = dy[i] * (cdf + v * pdf);
+        return dy * (cdf + v * pdf);
     }
-}
+};
 
 /* ---- layernorm: one warp per row ------------------------------------------ */
 
@@ -223,6 +334,11 @@ __global__ void layernorm_forward_kernel(float *y, float *mean, float *rstd, con
     }
 }
 
+/* One warp per row. Vec (c % 4 == 0, every pointer 16-byte aligned): lanes
+ * move float4s, a quarter of the load instructions; the per-element math is
+ * the same, only the order of each lane's partial sums differs (double
+ * rounding). */
+template <bool Vec>
 __global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const float *x,
                                              const float *mean, const float *rstd,
                                              const float *gamma, int n, int c)
@@ -230,19 +346,51 @@ __global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const f
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
     const float *xr = x + (size_t)row * c, *dyr = dy + (size_t)row * c;
+    float *dxr = dx + (size_t)row * c;
     const double m = mean[row], rs = rstd[row];
     double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
-    for (int j = lane; j < c; j += 32) {
-        const double xhat = (xr[j] - m) * rs, dxhat = (double)dyr[j] * gamma[j];
-        sum_dxhat += dxhat;
-        sum_dxhat_xhat += dxhat * xhat;
-    }
-    const double mean_dxhat = warp_sum(sum_dxhat) / c;
-    const double mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) / c;
-    float *dxr = dx + (size_t)row * c;
-    for (int j = lane; j < c; j += 32) {
-        const double xhat = (xr[j] - m) * rs, dxhat = (double)dyr[j] * gamma[j];
-        dxr[j] = (float)(rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+    if (Vec) {
+        const int c4 = c / 4;
+        const float4 *x4 = reinterpret_cast<const float4 *>(xr);
+        const float4 *dy4 = reinterpret_cast<const float4 *>(dyr);
+        const float4 *g4 = reinterpret_cast<const float4 *>(gamma);
+        for (int q = lane; q < c4; q += 32) {
+            const float4 xv = x4[q], dv = dy4[q], gv = g4[q];
+            const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, ds[4] = {dv.x, dv.y, dv.z, dv.w};
+            const float gs[4] = {gv.x, gv.y, gv.z, gv.w};
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const double xhat = (xs[l] - m) * rs, dxhat = (double)ds[l] * gs[l];
+                sum_dxhat += dxhat;
+                sum_dxhat_xhat += dxhat * xhat;
+            }
+        }
+        const double mean_dxhat = warp_sum(sum_dxhat) / c;
+        const double mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) / c;
+        for (int q = lane; q < c4; q += 32) {
+            const float4 xv = x4[q], dv = dy4[q], gv = g4[q];
+            const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, ds[4] = {dv.x, dv.y, dv.z, dv.w};
+            const float gs[4] = {gv.x, gv.y, gv.z, gv.w};
+            float out[4];
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const double xhat = (xs[l] - m) * rs, dxhat = (double)ds[l] * gs[l];
+                out[l] = (float)(rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+            }
+            reinterpret_cast<float4 *>(dxr)[q] = make_float4(out[0], out[1], out[2], out[3]);
+        }
+    } else {
+        for (int j = lane; j < c; j += 32) {
+            const double xhat = (xr[j] - m) * rs, dxhat = (double)dyr[j] * gamma[j];
+            sum_dxhat += dxhat;
+            sum_dxhat_xhat += dxhat * xhat;
+        }
+        const double mean_dxhat = warp_sum(sum_dxhat) / c;
+        const double mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) / c;
+        for (int j = lane; j < c; j += 32) {
+            const double xhat = (xr[j] - m) * rs, dxhat = (double)dyr[j] * gamma[j];
+            dxr[j] = (float)(rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+        }
     }
 }
 
@@ -263,6 +411,52 @@ __global__ void softmax_forward_kernel(float *y, const float *x, int n, int c)
     for (int j = lane; j < c; j += 32) yr[j] = (float)(exp((double)xr[j] - mx) / s);
 }
 
+/* softmax_forward_kernel for rows of at most 128 * V floats with c % 4 == 0
+ * and x, y 16-byte aligned (attention's T x T scores): lane l keeps float4s
+ * l, l + 32, ... of its row and their exps in registers, so the row is read
+ * once and each exp (in double, as the reference) is computed once. Only the
+ * order of the per-lane sum differs from the generic kernel (double rounding,
+ * far below the float result's). */
+template <int V> __global__ void softmax_forward_vec_kernel(float *y, const float *x, int n, int c)
+{
+    const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= n) return;
+    const int c4 = c / 4;
+    const float4 *xr = reinterpret_cast<const float4 *>(x + (size_t)row * c);
+    float4 v[V];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        const int q = lane + 32 * i;
+        if (q < c4) {
+            v[i] = xr[q];
+            mx = fmaxf(mx, fmaxf(fmaxf(v[i].x, v[i].y), fmaxf(v[i].z, v[i].w)));
+        }
+    }
+    mx = warp_max(mx);
+    double e[V][4];
+    double s = 0.0;
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        if (lane + 32 * i < c4) {
+            e[i][0] = exp((double)v[i].x - mx);
+            e[i][1] = exp((double)v[i].y - mx);
+            e[i][2] = exp((double)v[i].z - mx);
+            e[i][3] = exp((double)v[i].w - mx);
+            s += e[i][0] + e[i][1] + e[i][2] + e[i][3];
+        }
+    }
+    s = warp_sum(s);
+    float4 *yr = reinterpret_cast<float4 *>(y + (size_t)row * c);
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        const int q = lane + 32 * i;
+        if (q < c4)
+            yr[q] = make_float4((float)(e[i][0] / s), (float)(e[i][1] / s), (float)(e[i][2] / s),
+                                (float)(e[i][3] / s));
+    }
+}
+
 __global__ void softmax_backward_kernel(float *dx, const float *dy, const float *y, float scale,
                                         int n, int c)
 {
@@ -279,37 +473,92 @@ __global__ void softmax_backward_kernel(float *dx, const float *dy, const float 
 
 /* ---- dropout ------------------------------------------------------------- */
 
-/* The stream of row r of a dropout call (ops_ref's keying). */
-__device__ ao_rng_stream dropout_row_stream(const ao_cuda_dropout_key &k, size_t r)
+/* What a dropout kernel needs: the call's site stream, i.e. ao_dropout_stream
+ * up to but excluding the sample level, which is the same for every row and
+ * so is derived once on the host; rows then cost 1 (2 with heads) Philox
+ * calls instead of 4 (5). */
+struct dropout_args {
+    ao_rng_stream site;
+    uint64_t first_sample;
+    int heads;
+    float p;
+};
+
+dropout_args dropout_args_of(const ao_cuda_dropout_key &k)
 {
-    const uint64_t b = k.heads > 0 ? r / (size_t)k.heads : r;
-    ao_rng_stream s = ao_dropout_stream(k.seed, k.step, k.layer, k.site, k.first_sample + b);
-    if (k.heads > 0) s = ao_rng_child(s, (uint64_t)(r % (size_t)k.heads));
+    /* ao_dropout_stream's key path without its last level (sample): the GPU
+     * test compares the masks with ao_dropout_stream's bit for bit */
+    ao_rng_stream s = ao_rng_root(k.seed, AO_RNG_DROPOUT);
+    s = ao_rng_child(s, k.step);
+    s = ao_rng_child(s, k.layer);
+    s = ao_rng_child(s, k.site);
+    return dropout_args{s, k.first_sample, k.heads, k.p};
+}
+
+/* The stream of row r of a dropout call (ops_ref's keying). */
+__device__ ao_rng_stream dropout_row_stream(const dropout_args &a, size_t r)
+{
+    const uint64_t b = a.heads > 0 ? r / (size_t)a.heads : r;
+    ao_rng_stream s = ao_rng_child(a.site, a.first_sample + b);
+    if (a.heads > 0) s = ao_rng_child(s, (uint64_t)(r % (size_t)a.heads));
     return s;
 }
 
-/* grid.y walks rows; each block derives its row's stream once (thread 0, into
- * shared memory) and each thread applies one Philox block to 4 elements, as
- * ops_ref's dropout_apply does. */
-__global__ void dropout_kernel(float *y, const float *x, size_t rows, size_t per_row,
-                               ao_cuda_dropout_key k)
+/* Philox blocks (4 elements each) one dropout thread applies: their
+ * independent Philox evaluations overlap, and they amortize the thread's
+ * row-stream derivation (every thread derives it: cheaper than a shared
+ * copy and a barrier). */
+constexpr int kDropGroups = 4;
+
+/* One block per tile: tile t covers groups [chunk * blockDim.x * kDropGroups,
+ * + blockDim.x * kDropGroups) of row t / tiles_per_row, thread i the groups
+ * i, i + blockDim.x, ... of it (coalesced). Group g of a row is block g of
+ * the row's stream and elements 4g .. 4g + 3, as ops_ref's dropout_apply.
+ * Vec (per_row % 4 == 0, x and y 16-byte aligned): a group is one float4. */
+template <bool Vec>
+__global__ void dropout_kernel(float *y, const float *x, size_t per_row, size_t tiles_per_row,
+                               size_t tiles, dropout_args k)
 {
-    __shared__ ao_rng_stream row_stream;
     const size_t groups = (per_row + 3) / 4;
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t r = blockIdx.y; r < rows; r += gridDim.y) {
-        if (threadIdx.x == 0) row_stream = dropout_row_stream(k, r);
-        __syncthreads();
-        const ao_rng_stream s = row_stream;
+    const size_t tile_groups = (size_t)blockDim.x * kDropGroups;
+    for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const size_t r = t / tiles_per_row;
+        const size_t first = (t % tiles_per_row) * tile_groups + threadIdx.x;
+        const ao_rng_stream s = dropout_row_stream(k, r);
         const size_t off = r * per_row;
-        for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
-            const ao_u32x4 w = ao_rng_block(s, g);
-            for (int l = 0; l < 4; l++) {
-                const size_t e = g * 4 + l;
-                if (e < per_row) y[off + e] = x[off + e] * ao_dropout_factor_from_word(w.v[l], k.p);
+        if (Vec) {
+            const float4 *x4 = reinterpret_cast<const float4 *>(x + off);
+            float4 *y4 = reinterpret_cast<float4 *>(y + off);
+            float4 v[kDropGroups];
+#pragma unroll
+            for (int i = 0; i < kDropGroups; i++) { /* all loads in flight first */
+                const size_t g = first + (size_t)i * blockDim.x;
+                v[i] = g < groups ? x4[g] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int i = 0; i < kDropGroups; i++) {
+                const size_t g = first + (size_t)i * blockDim.x;
+                if (g >= groups) break;
+                const ao_u32x4 w = ao_rng_block(s, g);
+                v[i].x *= ao_dropout_factor_from_word(w.v[0], k.p);
+                v[i].y *= ao_dropout_factor_from_word(w.v[1], k.p);
+                v[i].z *= ao_dropout_factor_from_word(w.v[2], k.p);
+                v[i].w *= ao_dropout_factor_from_word(w.v[3], k.p);
+                y4[g] = v[i];
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < kDropGroups; i++) {
+                const size_t g = first + (size_t)i * blockDim.x;
+                if (g >= groups) break;
+                const ao_u32x4 w = ao_rng_block(s, g);
+                for (int l = 0; l < 4; l++) {
+                    const size_t e = g * 4 + l;
+                    if (e < per_row)
+                        y[off + e] = x[off + e] * ao_dropout_factor_from_word(w.v[l], k.p);
+                }
             }
         }
-        __syncthreads(); /* row_stream is rewritten for the next row */
     }
 }
 
@@ -608,9 +857,15 @@ __global__ void teacher_target_kernel(data_fill_args a, int num_dense, int dense
 
 extern "C" cudaError_t ao_cuda_bias_add(float *y, const float *b, int n, int c, cudaStream_t stream)
 {
-    const size_t total = (size_t)(n > 0 ? n : 0) * (size_t)(c > 0 ? c : 0);
-    if (total == 0) return cudaSuccess;
-    bias_add_kernel<<<elem_blocks(total), kThreads, 0, stream>>>(y, b, total, c);
+    if (n <= 0 || c <= 0) return cudaSuccess;
+    const bool vec = c % 4 == 0 && aligned16(y) && aligned16(b);
+    const int width = vec ? c / 4 : c;
+    const dim3 grid((unsigned)((width + kThreads - 1) / kThreads),
+                    grid_y(((size_t)n + kBiasRowsPerThread - 1) / kBiasRowsPerThread));
+    if (vec)
+        bias_add_kernel<true><<<grid, kThreads, 0, stream>>>(y, b, n, c);
+    else
+        bias_add_kernel<false><<<grid, kThreads, 0, stream>>>(y, b, n, c);
     return cudaGetLastError();
 }
 
@@ -623,32 +878,24 @@ extern "C" cudaError_t ao_cuda_bias_grad(float *db, const float *dy, int n, int 
 extern "C" cudaError_t ao_cuda_add(float *y, const float *a, const float *b, size_t n,
                                    cudaStream_t stream)
 {
-    if (n == 0) return cudaSuccess;
-    add_kernel<<<elem_blocks(n), kThreads, 0, stream>>>(y, a, b, n);
-    return cudaGetLastError();
+    return launch_map(y, a, b, n, add_op{}, stream);
 }
 
 extern "C" cudaError_t ao_cuda_scale(float *y, const float *x, float alpha, size_t n,
                                      cudaStream_t stream)
 {
-    if (n == 0) return cudaSuccess;
-    scale_kernel<<<elem_blocks(n), kThreads, 0, stream>>>(y, x, alpha, n);
-    return cudaGetLastError();
+    return launch_map(y, x, (const float *)nullptr, n, scale_op{alpha}, stream);
 }
 
 extern "C" cudaError_t ao_cuda_gelu_forward(float *y, const float *x, size_t n, cudaStream_t stream)
 {
-    if (n == 0) return cudaSuccess;
-    gelu_forward_kernel<<<elem_blocks(n), kThreads, 0, stream>>>(y, x, n);
-    return cudaGetLastError();
+    return launch_map(y, x, (const float *)nullptr, n, gelu_forward_op{}, stream);
 }
 
 extern "C" cudaError_t ao_cuda_gelu_backward(float *dx, const float *dy, const float *x, size_t n,
                                              cudaStream_t stream)
 {
-    if (n == 0) return cudaSuccess;
-    gelu_backward_kernel<<<elem_blocks(n), kThreads, 0, stream>>>(dx, dy, x, n);
-    return cudaGetLastError();
+    return launch_map(dx, dy, x, n, gelu_backward_op{}, stream);
 }
 
 extern "C" cudaError_t ao_cuda_layernorm_forward(float *y, float *mean, float *rstd, const float *x,
@@ -668,8 +915,14 @@ extern "C" cudaError_t ao_cuda_layernorm_backward(float *dx, float *dgamma, floa
                                                   cudaStream_t stream)
 {
     if (n <= 0 || c <= 0) return cudaSuccess;
-    layernorm_backward_dx_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dy, x, mean, rstd,
-                                                                              gamma, n, c);
+    const bool vec =
+        c % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned16(x) && aligned16(gamma);
+    if (vec)
+        layernorm_backward_dx_kernel<true>
+            <<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dy, x, mean, rstd, gamma, n, c);
+    else
+        layernorm_backward_dx_kernel<false>
+            <<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dy, x, mean, rstd, gamma, n, c);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     return column_sums(dgamma, dbeta, n, c, layernorm_param_term{dy, x, mean, rstd, c}, stream);
@@ -679,7 +932,13 @@ extern "C" cudaError_t ao_cuda_softmax_forward(float *y, const float *x, int n, 
                                                cudaStream_t stream)
 {
     if (n <= 0 || c <= 0) return cudaSuccess;
-    softmax_forward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(y, x, n, c);
+    const bool vec = c % 4 == 0 && aligned16(x) && aligned16(y);
+    if (vec && c <= 128 * 4)
+        softmax_forward_vec_kernel<4><<<row_warp_blocks(n), kThreads, 0, stream>>>(y, x, n, c);
+    else if (vec && c <= 128 * 8)
+        softmax_forward_vec_kernel<8><<<row_warp_blocks(n), kThreads, 0, stream>>>(y, x, n, c);
+    else
+        softmax_forward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(y, x, n, c);
     return cudaGetLastError();
 }
 
@@ -701,9 +960,23 @@ extern "C" cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size
         if (y == x) return cudaSuccess;
         return cudaMemcpyAsync(y, x, total * sizeof(float), cudaMemcpyDeviceToDevice, stream);
     }
+    /* The smallest block (a power of two from one warp to kThreads) whose tile
+     * covers a whole row, so that short rows (per_row = d) do not leave most
+     * of a block idle; long rows take kThreads and several tiles. */
     const size_t groups = (per_row + 3) / 4;
-    const dim3 grid(elem_blocks(groups), grid_y(rows));
-    dropout_kernel<<<grid, kThreads, 0, stream>>>(y, x, rows, per_row, *key);
+    unsigned threads = 32;
+    while (threads < (unsigned)kThreads && (size_t)threads * kDropGroups < groups) threads *= 2;
+    const size_t tile_groups = (size_t)threads * kDropGroups;
+    const size_t tiles_per_row = (groups + tile_groups - 1) / tile_groups;
+    const size_t tiles = rows * tiles_per_row;
+    const unsigned grid = (unsigned)(tiles < (size_t)INT32_MAX ? tiles : (size_t)INT32_MAX);
+    const dropout_args args = dropout_args_of(*key);
+    if (per_row % 4 == 0 && aligned16(x) && aligned16(y))
+        dropout_kernel<true>
+            <<<grid, threads, 0, stream>>>(y, x, per_row, tiles_per_row, tiles, args);
+    else
+        dropout_kernel<false>
+            <<<grid, threads, 0, stream>>>(y, x, per_row, tiles_per_row, tiles, args);
     return cudaGetLastError();
 }
 
