@@ -25,6 +25,7 @@ def main():
     top = int(sys.argv[2]) if len(sys.argv) > 2 else 25
     rows, per_name, windows = [], defaultdict(lambda: [0, 0.0]), 0
     step_ms = []
+    ev_comm, k_comm = [], []
     with open(f"{run}/rank_00_metrics.jsonl") as f:
         for line in f:
             r = json.loads(line)
@@ -34,6 +35,9 @@ def main():
             rows.append((r["step"], r["comm_ms"], k["comm_ms"], r["compute_ms"], k["compute_ms"],
                          r["overlap_ms"], k["overlap_ms"], r["step_ms"], k["step_ms"]))
             kern = (r.get("extra") or {}).get("kernels")
+            if kern and r.get("ops"):
+                ev_comm += [(o["start_us"], o["end_us"]) for o in r["ops"] if o["class"] == "comm"]
+                k_comm += [(o["start_us"], o["end_us"]) for o in kern if o["class"] == "comm"]
             if kern:
                 windows += 1
                 step_ms.append(r["step_ms"])
@@ -56,6 +60,16 @@ def main():
               f"(max comm {100 * max(dc):.2f}%, overlap {100 * max(do):.2f}%)")
     else:
         print("no record has overlap_kernels (profiling.kernel_trace off, or no CUPTI)")
+    if ev_comm and k_comm:
+        # Clock check: the shift of the kernels that best lines their
+        # communication up with the events' (0 when the anchor is right).
+        def overlap(shift):
+            return sum(max(0.0, min(b, d + shift) - max(a, c + shift))
+                       for a, b in ev_comm for c, d in k_comm)
+        best = max(range(-5000, 5001, 10), key=overlap)
+        best = max(range(best - 10, best + 11), key=overlap)
+        print(f"clock check: communication kernels line up with the events when shifted by "
+              f"{best:+d} us (0 = the anchor is right)")
     if windows:
         print(f"\nkernels by total time over {windows} profiled step(s) "
               f"(mean step {statistics.mean(step_ms):.3f} ms), per step:")

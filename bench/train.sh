@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # GPU benchmark of `aorta train`: each run of a matrix, its summary table, and
-# one line per run in train.tsv (median/p90 step, tokens/s, compute, comm,
+# one line per run in train.tsv (median/p90 step, tokens/s, achieved TFLOP/s per
+# GPU from the model's analytic count at the median step, compute, comm,
 # overlap ratio, exposed comm, idle, and the decomposition when baselines ran).
 #   train.tsv            the table printed last
 #   train/NAME.log       each run's stdout (rank 0) and summary.json
-# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace (default smoke)
+# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace | single (default smoke)
 #   env: AORTA=path/to/aorta (default build-device/aorta); OUT=dir (default ./out);
 #        NPROC=ranks (default every visible GPU); STEPS=steps per run (default per matrix);
 #        EXTRA="key=value ..." overrides added to every run, SUFFIX appended to its name
@@ -22,7 +23,7 @@ mkdir -p "$out/train"
 runs_dir=$(mktemp -d)
 trap 'rm -rf "$runs_dir"' EXIT
 tsv="$out/train.tsv"
-[ -s "$tsv" ] || printf 'run\tranks\tstep_med_ms\tstep_p90_ms\ttokens_s\tcompute_ms\tcomm_ms\toverlap_ratio\texposed_ms\tidle_ms\tideal_ms\tachieved\trc\n' >"$tsv"
+[ -s "$tsv" ] || printf 'run\tranks\tstep_med_ms\tstep_p90_ms\ttokens_s\ttflops_gpu\tcompute_ms\tcomm_ms\toverlap_ratio\texposed_ms\tidle_ms\tideal_ms\tachieved\trc\n' >"$tsv"
 
 # one NAME CONFIG NPROC STEPS [override ...]
 one() {
@@ -41,6 +42,7 @@ one() {
     # The summary table: "  step_ms   median mean p90 p99 unit" (rank 0's prefix first).
     awk -v name="$name" -v np="$np" -v rc="$rc" '
         { sub(/^\[rank [0-9]+\] /, "") }
+        $1 == "model:" { fl = $2 }
         $1 == "step_ms" { sm = $2; sp = $4 }
         $1 == "tokens_per_s" { tk = $2 }
         $1 == "compute_ms" { c = $2 }
@@ -52,8 +54,9 @@ one() {
             if ($k == "ideal") id = $(k + 1)
             if ($k == "achieved") ac = $(k + 1) } }
         END { gsub(/,/, "", ac)
-              printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, np,
-                  sm ? sm : "-", sp ? sp : "-", tk ? tk : "-", c ? c : "-", m ? m : "-",
+              tf = fl && sm ? sprintf("%.1f", fl / (sm / 1e3)) : "-"
+              printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, np,
+                  sm ? sm : "-", sp ? sp : "-", tk ? tk : "-", tf, c ? c : "-", m ? m : "-",
                   r ? r : "-", e ? e : "-", i ? i : "-", id ? id : "-", ac ? ac : "-", rc }' \
         "$log" >>"$tsv"
 }
@@ -79,9 +82,15 @@ engine)
             fsdp.backward_prefetch=NONE training.baseline_steps=5
         one "${c}_fs_notiming" "$cfg" "$nproc" "$s" profiling.timing=false
     done
+    # Data generated on the device: no host loader in the step (as PyTorch's
+    # numbers with data already on the device).
+    one default_fs_devdata "$d" "$nproc" "${STEPS:-40}" dataset.placement=device training.baseline_steps=5
     ;;
 scaling)
+    # full_shard at 2 ranks and at every visible GPU (scaling efficiency is
+    # relative to 2), hybrid groups where they fit.
     s=${STEPS:-30}
+    [ "$nproc" -gt 2 ] && one large_fs_x2 "$l" 2 "$s" training.baseline_steps=4
     one "large_fs_x$nproc" "$l" "$nproc" "$s" training.baseline_steps=4
     if [ "$nproc" -ge 4 ]; then
         one "large_hybrid2_x$nproc" "$l" "$nproc" "$s" fsdp.sharding_strategy=hybrid_shard \
@@ -91,6 +100,14 @@ scaling)
         one "large_hybrid4_x$nproc" "$l" "$nproc" "$s" fsdp.sharding_strategy=hybrid_shard \
             fsdp.shard_group_size=4 training.baseline_steps=4
     fi
+    ;;
+single)
+    # One GPU, no communication (the model issue's benchmark), beside the
+    # dense bf16 GEMM rate of the same GPU in the same visit.
+    "$aorta" sdma --backend cuda --matrix-size 8192 --dtype bf16 --copy-mb 1 --direction d2d \
+        --iterations 20 2>&1 | tee "$out/train/gemm_rate.txt" | grep -E '^# aorta|gemm '
+    one default_1gpu "$d" 1 "${STEPS:-40}" dataset.placement=device
+    one large_1gpu "$l" 1 "${STEPS:-30}"
     ;;
 trace)
     # Event timeline against CUPTI kernels (profiling.kernel_trace), per
@@ -107,7 +124,7 @@ trace)
     done
     ;;
 *)
-    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling, trace)" >&2
+    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling, trace, single)" >&2
     exit 2
     ;;
 esac

@@ -43,14 +43,14 @@ ao_cupti *ao_cupti_start(void);
 uint64_t ao_cupti_now_ns(ao_cupti *c);
 /* The CUPTI time of the timeline's anchor event. */
 void ao_cupti_set_anchor(ao_cupti *c, uint64_t anchor_ns);
-/* The end (CUPTI clock) of the latest memset of exactly `bytes` bytes that
- * CUPTI recorded, after a forced flush (the device must be idle); 0 when
- * there is none. The anchor event, recorded right behind such a marker on an
- * idle stream, completes when the marker ends: both times are the GPU's, a
- * tighter anchor than reading the clock on the host after a sync, which lags
- * the event by the sync's wake-up (~40 µs measured on an H200). */
-uint64_t ao_cupti_marker_ns(ao_cupti *c, uint64_t bytes);
+/* The latest kernel whose name contains `name_part` that CUPTI recorded,
+ * after a forced flush (the device must be idle): its start and end (CUPTI
+ * clock); returns 0 when there is none; the record is consumed. A marker
+ * kernel bracketed by an event pair, like any timed op, ties the two clocks
+ * together (train_profile.c). */
+int ao_cupti_marker(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint64_t *end_ns);
 /* Flush CUPTI and hand out the activities that started in [t0_ns, t1_ns)
+ * (opened 50 µs early, for the clocks' residual disagreement)
  * (the device must be idle: synchronize it first, or records of work still
  * running are lost)
  * (CUPTI clock) as ops relative to the anchor, ordered by start. Earlier

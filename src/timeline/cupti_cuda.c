@@ -19,7 +19,8 @@
 #include "core/error.h"
 #include "timeline/cupti.h"
 
-#define BUFFER_BYTES (8u << 20)
+#define BUFFER_BYTES    (8u << 20)
+#define WINDOW_SLACK_NS 50000
 #define ALIGN        8
 
 typedef struct fns {
@@ -274,18 +275,27 @@ void ao_cupti_set_anchor(ao_cupti *c, uint64_t anchor_ns)
     if (c) c->anchor_ns = anchor_ns;
 }
 
-uint64_t ao_cupti_marker_ns(ao_cupti *c, uint64_t bytes)
+int ao_cupti_marker(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint64_t *end_ns)
 {
     if (!c) return 0;
     c->f.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    uint64_t at = 0;
+    size_t at = 0;
+    int found = 0;
     pthread_mutex_lock(&c->mu);
-    for (size_t i = 0; i < c->nrecs; i++)
-        if (c->recs[i].kind == AO_CUPTI_MEMSET && c->recs[i].bytes == bytes &&
-            c->recs[i].end_ns > at)
-            at = c->recs[i].end_ns;
+    for (size_t i = 0; i < c->nrecs; i++) {
+        const ao_cupti_record *r = &c->recs[i];
+        if (r->kind != AO_CUPTI_KERNEL || !strstr(r->name, name_part) || r->end_ns < r->start_ns)
+            continue;
+        if (found && r->start_ns <= *start_ns) continue;
+        *start_ns = r->start_ns;
+        *end_ns = r->end_ns;
+        at = i;
+        found = 1;
+    }
+    /* The marker is the tracer's own work, not the run's: consumed here. */
+    if (found) c->recs[at] = c->recs[--c->nrecs];
     pthread_mutex_unlock(&c->mu);
-    return at;
+    return found;
 }
 
 size_t ao_cupti_take(ao_cupti *c, uint64_t t0_ns, uint64_t t1_ns, ao_op **ops)
@@ -298,8 +308,12 @@ size_t ao_cupti_take(ao_cupti *c, uint64_t t0_ns, uint64_t t1_ns, ao_op **ops)
      * still running would come back incomplete and be lost, hence the
      * caller's contract (cupti.h): the device is idle. */
     c->f.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    /* The window opens WINDOW_SLACK_NS early: no kernel starts before the
+     * window's first start event, but the two clocks agree only to a few µs,
+     * and the first kernel of a window starts right after that event. */
+    uint64_t from = t0_ns > WINDOW_SLACK_NS ? t0_ns - WINDOW_SLACK_NS : 0;
     pthread_mutex_lock(&c->mu);
-    size_t n = ao_cupti_split(c->recs, &c->nrecs, t0_ns, t1_ns, c->anchor_ns, &c->lanes, &c->ops,
+    size_t n = ao_cupti_split(c->recs, &c->nrecs, from, t1_ns, c->anchor_ns, &c->lanes, &c->ops,
                               &c->ops_cap);
     pthread_mutex_unlock(&c->mu);
     *ops = c->ops;

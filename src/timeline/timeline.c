@@ -174,6 +174,12 @@ struct timespec ao_timeline_anchor_realtime(const ao_timeline *t)
     return t->anchor_realtime;
 }
 
+double ao_timeline_event_us(const ao_timeline *t, ao_event *e)
+{
+    if (!t->anchor) ao_fatal(AO_EXIT_FAIL, "timeline", "no anchor to time an event from");
+    return ao_event_elapsed_us(t->anchor, e);
+}
+
 static void slot_reserve(ao_timeline *t, struct slot *s, size_t cap)
 {
     if (cap <= s->cap) return;

@@ -53,6 +53,9 @@ size_t ao_timeline_event_count(const ao_timeline *t);
  * event completes on the device up to the enqueue latency later). */
 void ao_timeline_anchor(ao_timeline *t, ao_stream *s);
 struct timespec ao_timeline_anchor_realtime(const ao_timeline *t);
+/* µs from the anchor to e, both complete (an event of the caller's, timed
+ * on the timeline's axis). */
+double ao_timeline_event_us(const ao_timeline *t, ao_event *e);
 
 /* `phase` is a static string ("train", "compute_only", "comm_only"). */
 void ao_timeline_begin(ao_timeline *t, int64_t step, const char *phase);

@@ -317,7 +317,6 @@ static int setup(trainer *t)
     t->tl = ao_timeline_create(t->dev, t->streams, cfg->profiling.timing);
     ao_timeline_set_nvtx(t->tl, cfg->profiling.nvtx);
     t->prof = ao_train_profile_start(cfg, t->dev, &t->info, ri->rank, ri->world_size);
-    ao_train_profile_mark(t->prof, t->streams[AO_STREAM_COMPUTE]);
     ao_timeline_anchor(t->tl, t->streams[AO_STREAM_COMPUTE]);
     clock_gettime(CLOCK_MONOTONIC, &t->anchor_mono);
     ao_train_profile_anchored(t->prof, t->tl, t->streams[AO_STREAM_COMPUTE]);
@@ -340,6 +339,10 @@ static int setup(trainer *t)
     log_line(t, 1, "aorta train: run %s on %s (%s), rank %d of %d", t->rd.run_id, t->info.name,
              t->info.backend, ri->rank, ri->world_size);
     log_line(t, 1, "%s", desc);
+    /* Forward plus backward (twice the forward), per rank and step: what
+     * achieved TFLOP/s are computed from (bench/train.sh). */
+    log_line(t, 1, "model: %.4g TFLOP per rank per step (GEMMs and attention, 3 x forward)",
+             3.0 * ao_model_forward_flops(&t->shape) * cfg->training.gradient_accumulation / 1e12);
     return 0;
 }
 

@@ -12,8 +12,10 @@
 #include "telemetry/telemetry.h"
 #include "timeline/cupti.h"
 
-/* The anchor's marker memset: a size nothing else in a run clears. */
-#define MARKER_BYTES 4093
+/* The anchor's marker: the SM copy kernel (ao_copy_sm_async), which nothing
+ * else in a training run launches, over a few bytes. */
+#define MARKER_BYTES  4096
+#define MARKER_KERNEL "copy_sm_kernel"
 
 struct ao_train_profile {
     ao_device *dev;
@@ -22,8 +24,10 @@ struct ao_train_profile {
     int world_size;
     ao_telemetry *tel;
     ao_cupti *cupti;
-    void *marker; /* MARKER_BYTES of device memory for the anchor's marker */
-    int marker_enqueued;
+    const ao_timeline *tl; /* the kernel trace's clock: its anchor, re-aligned per iteration */
+    ao_stream *anchor_stream;
+    char *marker; /* 2 x MARKER_BYTES: the marker kernel copies one half to the other */
+    ao_event *marker_ev[2];
     int64_t anchor_realtime_ns;
     uint64_t anchor_cupti_ns;
     /* What the current record's extra hook writes. */
@@ -54,7 +58,11 @@ ao_train_profile *ao_train_profile_start(const struct ao_config *cfg, ao_device 
          * the build's, since a CUDA build may still run --backend cpu. */
         if (strcmp(info->backend, "cuda") == 0)
             p->cupti = ao_cupti_start();
-        if (p->cupti) p->marker = ao_dev_alloc(dev, MARKER_BYTES);
+        if (p->cupti) {
+            p->marker = ao_dev_alloc(dev, 2 * MARKER_BYTES);
+            p->marker_ev[0] = ao_event_create(dev);
+            p->marker_ev[1] = ao_event_create(dev);
+        }
         else if (rank == 0)
             ao_warn("profiling.kernel_trace needs a GPU on the cuda backend (CUPTI), not the %s "
                     "backend; kernel trace disabled",
@@ -63,28 +71,43 @@ ao_train_profile *ao_train_profile_start(const struct ao_config *cfg, ao_device 
     return p;
 }
 
-void ao_train_profile_mark(ao_train_profile *p, ao_stream *s)
+/* The anchor's time on CUPTI's clock. A marker kernel timed like any op, an
+ * event pair around it, is seen on both clocks: on the event timeline from
+ * a to b (µs from the anchor), and by CUPTI from k0 to k1 (ns). The pair
+ * brackets the kernel with the same launch overheads as every timed op, so
+ * centring the kernel inside it aligns the clocks the way the ops will be
+ * compared (to a few µs). A kernel, because CUPTI's memset records came out
+ * milliseconds off the kernels' on an H200; reading CUPTI's clock on the host
+ * after a sync lags by the sync's wake-up (~40 µs there): the fallback. */
+static uint64_t cupti_anchor(ao_train_profile *p, const ao_timeline *tl, ao_stream *s)
 {
-    if (!p->marker) return;
-    ao_stream_sync(s); /* idle, so the anchor behind the marker completes at its end */
-    ao_memset_async(p->dev, p->marker, 0, MARKER_BYTES, s);
-    p->marker_enqueued = 1;
+    ao_stream_sync(s);
+    uint64_t fallback = ao_cupti_now_ns(p->cupti);
+    char *marker = p->marker;
+    ao_event *a = p->marker_ev[0], *b = p->marker_ev[1];
+    ao_memset_async(p->dev, marker, 0, 2 * MARKER_BYTES, s);
+    ao_event_record(a, s);
+    ao_copy_sm_async(p->dev, marker + MARKER_BYTES, marker, MARKER_BYTES, s);
+    ao_event_record(b, s);
+    ao_stream_sync(s);
+    double a_us = ao_timeline_event_us(tl, a), b_us = ao_timeline_event_us(tl, b);
+    uint64_t k0 = 0, k1 = 0, at = fallback;
+    if (ao_cupti_marker(p->cupti, MARKER_KERNEL, &k0, &k1)) {
+        double slack_ns = ((b_us - a_us) * 1e3 - (double)(k1 - k0)) / 2;
+        double marker_at_ns = a_us * 1e3 + (slack_ns > 0 ? slack_ns : 0);
+        if ((double)k0 > marker_at_ns) at = k0 - (uint64_t)llround(marker_at_ns);
+    }
+    return at;
 }
 
 void ao_train_profile_anchored(ao_train_profile *p, const ao_timeline *tl, ao_stream *s)
 {
     struct timespec a = ao_timeline_anchor_realtime(tl);
     p->anchor_realtime_ns = (int64_t)a.tv_sec * 1000000000LL + a.tv_nsec;
-    if (p->cupti) {
-        /* cupti.h: the marker memset just before the anchor event ends when
-         * the anchor completes; without its record, CUPTI's clock read once
-         * the anchor has completed (later by the sync's wake-up). */
-        ao_stream_sync(s);
-        uint64_t now = ao_cupti_now_ns(p->cupti);
-        uint64_t at = p->marker_enqueued ? ao_cupti_marker_ns(p->cupti, MARKER_BYTES) : 0;
-        p->anchor_cupti_ns = at > 0 && at <= now ? at : now;
-        ao_cupti_set_anchor(p->cupti, p->anchor_cupti_ns);
-    }
+    p->tl = tl;
+    p->anchor_stream = s;
+    if (p->cupti) p->anchor_cupti_ns = cupti_anchor(p, tl, s);
+    ao_cupti_set_anchor(p->cupti, p->anchor_cupti_ns);
 }
 
 void ao_train_profile_issue(ao_train_profile *p, int64_t iter)
@@ -147,6 +170,11 @@ void ao_train_profile_record(ao_train_profile *p, int64_t iter, const ao_op *ops
          * the kernel trace; the overlap inside an iteration, what the trace
          * checks, is unaffected. */
         ao_device_sync(p->dev);
+        /* Re-anchored on every iteration: CUPTI's clock (the GPU's global
+         * timer, kept in step with the host's) and the event timer drift
+         * apart by tens of µs per second of run (measured on an H200). */
+        p->anchor_cupti_ns = cupti_anchor(p, p->tl, p->anchor_stream);
+        ao_cupti_set_anchor(p->cupti, p->anchor_cupti_ns);
         ao_op *k = NULL;
         int64_t anchor = (int64_t)p->anchor_cupti_ns;
         int64_t t0 = at_ns(anchor, m->window_start_us), t1 = at_ns(anchor, m->window_end_us);
@@ -173,6 +201,10 @@ void ao_train_profile_stop(ao_train_profile *p)
     if (p->capturing) ao_profiler_stop(p->dev);
     ao_telemetry_stop(p->tel);
     ao_cupti_stop(p->cupti);
-    if (p->marker) ao_dev_free(p->dev, p->marker);
+    if (p->marker) {
+        ao_dev_free(p->dev, p->marker);
+        ao_event_destroy(p->marker_ev[0]);
+        ao_event_destroy(p->marker_ev[1]);
+    }
     free(p);
 }

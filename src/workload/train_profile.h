@@ -11,7 +11,6 @@
  * "kernels").
  *
  *     p = ao_train_profile_start(cfg, dev, &info, rank, world_size);
- *     ao_train_profile_mark(p, s);
  *     ao_timeline_anchor(tl, s);
  *     ao_train_profile_anchored(p, tl, s);
  *     before issuing iteration k:      ao_train_profile_issue(p, k);
@@ -41,9 +40,6 @@ typedef struct ao_train_profile ao_train_profile;
  * once and the run goes on without it. Always returns a handle. */
 ao_train_profile *ao_train_profile_start(const struct ao_config *cfg, ao_device *dev,
                                          const ao_device_info *info, int rank, int world_size);
-/* Right before ao_timeline_anchor(tl, s): with the kernel trace, a marker
- * memset on s whose end CUPTI records, the anchor's time on CUPTI's clock. */
-void ao_train_profile_mark(ao_train_profile *p, ao_stream *s);
 /* Right after ao_timeline_anchor(tl, s): the host and CUPTI clocks of the
  * anchor (with CUPTI, waits for s so that the anchor has completed). */
 void ao_train_profile_anchored(ao_train_profile *p, const ao_timeline *tl, ao_stream *s);

@@ -283,10 +283,10 @@ static void test_softmax(int n, int c)
 
 /* ---- dropout ------------------------------------------------------------------ */
 
-static void test_dropout(float p, int heads)
+/* per_row: not a multiple of 4 (the scalar path) or one (float4 loads). */
+static void test_dropout(float p, int heads, size_t per_row)
 {
     const int batch = 3;
-    const size_t per_row = heads ? 13 * 13 : 1001; /* not a multiple of 4 */
     const size_t rows = (size_t)batch * (heads ? heads : 1), total = rows * per_row;
     const ao_dropout_cfg cfg = {p, 1234567ull, 42, 3, 1000};
     const uint32_t site = heads ? AO_DROP_ATTN_PROBS : AO_DROP_FFN_HIDDEN;
@@ -603,10 +603,13 @@ int main(void)
     test_layernorm(64, 1024);
     test_softmax(200, 77);
     test_softmax(16, 1024);
-    test_dropout(0.1f, 0);
-    test_dropout(0.5f, 0);
-    test_dropout(0.1f, 4);
-    test_dropout(0.0f, 0);
+    test_softmax(64, 512); /* the 4-float4-per-lane rows of T = 512 */
+    test_dropout(0.1f, 0, 1001);
+    test_dropout(0.5f, 0, 1001);
+    test_dropout(0.1f, 4, 13 * 13);
+    test_dropout(0.0f, 0, 1001);
+    test_dropout(0.1f, 0, 4096); /* the model's shapes: float4 path */
+    test_dropout(0.1f, 4, 64 * 64);
     test_embedding_bag(500, 7, 40, 37);
     test_embedding_bag(2048, 26, 64, 100003);
     test_bce();

@@ -87,8 +87,11 @@ static void on_iteration(void *arg, int64_t step, const char *phase, const ao_op
     /* Iteration 0 loads the kernels (CUDA's lazy loading): its compute ops
      * wait on the host between their events, which the kernels do not see. */
     if (k > 0) {
-        CHECK(fabs(kc - ec) <= 0.1 * ec + 0.05, "iteration %lld: kernel compute %.3f vs %.3f ms",
-              (long long)k, kc, ec);
+        /* An event pair also spans a launch the host was late with (the
+         * stream idles inside the op), which no kernel shows: the kernels
+         * may fall short of the events, never exceed them. */
+        CHECK(kc <= 1.02 * ec + 0.05 && kc >= 0.7 * ec,
+              "iteration %lld: kernel compute %.3f vs %.3f ms", (long long)k, kc, ec);
         CHECK(fabs(kx - ex) <= 0.1 * ex + 0.05, "iteration %lld: kernel copy %.3f vs %.3f ms",
               (long long)k, kx, ex);
     }
@@ -137,15 +140,20 @@ int main(void)
                       .batch_count = 1};
 
     ao_timeline *tl = ao_timeline_create(dev, streams, 1);
+    ao_event *go = ao_event_create(dev);
     ao_timeline_set_nvtx(tl, 1);
     struct ctx cx = {0};
     cx.p = ao_train_profile_start(&cfg, dev, &info, 0, 1);
-    ao_train_profile_mark(cx.p, streams[AO_STREAM_COMPUTE]);
     ao_timeline_anchor(tl, streams[AO_STREAM_COMPUTE]);
     ao_train_profile_anchored(cx.p, tl, streams[AO_STREAM_COMPUTE]);
     for (int64_t k = 0; k < ITERS; k++) {
         ao_train_profile_issue(cx.p, k);
         ao_timeline_begin(tl, k, "train");
+        /* The copy waits for the iteration to start on the compute stream,
+         * as the engine's fetch does: iterations do not overlap in time, so
+         * the kernels of a window are its own. */
+        ao_event_record(go, streams[AO_STREAM_COMPUTE]);
+        ao_stream_wait_event(streams[AO_STREAM_H2D], go);
         int op = ao_timeline_op_begin(tl, AO_STREAM_COMPUTE, AO_CLASS_COMPUTE, AO_KIND_NONE,
                                       "forward", -1, 0);
         for (int i = 0; i < 3; i++) ao_gemm(dev, streams[AO_STREAM_COMPUTE], &g);
@@ -162,6 +170,7 @@ int main(void)
     printf("telemetry: %s\n", cx.tel_ok ? "ok in some iteration" : "never ok");
     ao_train_profile_stop(cx.p);
     ao_timeline_destroy(tl);
+    ao_event_destroy(go);
     ao_dev_free(dev, a);
     ao_dev_free(dev, b);
     ao_dev_free(dev, c);
