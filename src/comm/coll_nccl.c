@@ -172,6 +172,12 @@ static ao_comm *nccl_create(ao_device *dev, ao_stream *s, const ao_rank_info *ri
      * would otherwise pick NVLS where the hardware advertises it. A value the
      * user set, 1 included, is kept. */
     if (!getenv("NCCL_NVLS_ENABLE")) setenv("NCCL_NVLS_ENABLE", "0", 0);
+    /* aorta captures no CUDA graph, so NCCL's support for mixing graph and
+     * eager launches only adds launch latency: with it, the event pair
+     * around an all-gather on an H200 spanned the kernel by ~35 µs, 16% of
+     * large.yaml's communication time; without it 11% (bench/RESULTS.md).
+     * The user's setting wins. */
+    setenv("NCCL_GRAPH_MIXING_SUPPORT", "0", 0);
 
     const double timeout_s = opts ? opts->timeout_s : 0;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
