@@ -20,14 +20,12 @@ else
 fi
 echo "aorta: running on the $backend backend with $nproc rank(s)"
 
-# The CPU backend runs the training workload end to end (config/tiny.yaml).
-# The engine's optimizer kernels exist for the cpu backend only so far, so on
-# GPUs the main job stays the collective benchmark under a concurrent GEMM:
-# what the workload's overlap depends on, measured on the device timeline.
+# The training workload end to end: the seed's config/default.yaml (200
+# steps) on every GPU, or config/tiny.yaml on 2 CPU ranks (default.yaml's
+# model takes minutes per step on a laptop CPU).
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if [[ $backend == cuda ]]; then
-    exec "$aorta" coll --backend cuda --nproc "$nproc" --coll all_reduce,all_gather,reduce_scatter \
-        -b 1M -e 256M -f 4 -c 1 --with-compute 8192,8192,8192 "$@"
+    exec "$aorta" train --backend cuda --nproc "$nproc" --config "$here/config/default.yaml" "$@"
 else
-    here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
     exec "$aorta" train --backend cpu --nproc "$nproc" --config "$here/config/tiny.yaml" "$@"
 fi
