@@ -21,7 +21,7 @@
 
 #define BUFFER_BYTES    (8u << 20)
 #define WINDOW_SLACK_NS 50000
-#define ALIGN        8
+#define ALIGN           8
 
 typedef struct fns {
     CUptiResult (*get_version)(uint32_t *);

@@ -407,8 +407,10 @@ static void apply_precision(ao_engine *e)
             append(fp32, sizeof fp32, " fsdp.param_dtype=%s%s", ao_precision_name(pd), "");
     }
     if (cfg->fsdp.reduce_dtype != AO_PRECISION_FP32)
-        append(other, sizeof other, " fsdp.reduce_dtype=%s runs as fp32 (reductions are fp32 in "
-               "this build)%s", ao_precision_name(cfg->fsdp.reduce_dtype), "");
+        append(other, sizeof other,
+               " fsdp.reduce_dtype=%s runs as fp32 (reductions are fp32 in "
+               "this build)%s",
+               ao_precision_name(cfg->fsdp.reduce_dtype), "");
     if (e->rank != 0) return;
     if (fp32[0])
         ao_warn("the %s backend computes and communicates in fp32 only:%s run as fp32",
@@ -574,7 +576,6 @@ static int try_gather(ao_engine *e, int u, int do_comm)
     ao_event_record(us->ag_done, ln->s);
     return 1;
 }
-
 
 /* The unit's parameters, full and fp32, for the compute stream: gathered
  * (unless prefetched) and, when gathered in a 16-bit param_dtype, cast. */

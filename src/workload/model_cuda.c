@@ -2,8 +2,8 @@
  * cuBLASLt GEMMs (ao_gemm, row-major) and the kernels of kernels_cuda.h.
  *
  * Storage is fp32 throughout; GEMMs are fp32, or TF32 / bf16 / fp16
- * tensor-core products with fp32 accumulation (ao_model_cuda_set_compute). Attention's per-head products (q k^T, P v and
- * their gradients) are strided-batched GEMMs over the heads of one sample:
+ * tensor-core products with fp32 accumulation (ao_model_cuda_set_compute). Attention's per-head
+ * products (q k^T, P v and their gradients) are strided-batched GEMMs over the heads of one sample:
  * within a sample, head j of q/k/v sits hd columns after head j-1 of the
  * [N, 3d] qkv rows and its [T, T] scores T*T floats after the previous
  * head's, so one launch per sample covers every head (the stride between

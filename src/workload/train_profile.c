@@ -56,14 +56,12 @@ ao_train_profile *ao_train_profile_start(const struct ao_config *cfg, ao_device 
     if (cfg->profiling.kernel_trace) {
         /* CUPTI traces CUDA devices only; the check is the backend's, not
          * the build's, since a CUDA build may still run --backend cpu. */
-        if (strcmp(info->backend, "cuda") == 0)
-            p->cupti = ao_cupti_start();
+        if (strcmp(info->backend, "cuda") == 0) p->cupti = ao_cupti_start();
         if (p->cupti) {
             p->marker = ao_dev_alloc(dev, 2 * MARKER_BYTES);
             p->marker_ev[0] = ao_event_create(dev);
             p->marker_ev[1] = ao_event_create(dev);
-        }
-        else if (rank == 0)
+        } else if (rank == 0)
             ao_warn("profiling.kernel_trace needs a GPU on the cuda backend (CUPTI), not the %s "
                     "backend; kernel trace disabled",
                     info->backend);
