@@ -9,7 +9,8 @@
  *   timeline's (the kernels CUPTI saw are the work the events bracket):
  *   within 10% + 50 µs;
  * - "kernels" and "ops" appear on exactly the active iterations;
- * - telemetry's status per iteration is printed (NVML may be absent). */
+ * - telemetry's status per iteration is printed (NVML may be absent); where
+ *   it is ok, the SM clock and power are > 0 and the temperature in (0, 120). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,7 +77,25 @@ static void on_iteration(void *arg, int64_t step, const char *phase, const ao_op
     if (kern) CHECK(YAJL_GET_ARRAY(kern)->len >= 3, "only %zu kernels", YAJL_GET_ARRAY(kern)->len);
     yajl_val tel = yajl_tree_get(v, tel_path, yajl_t_string);
     const char *tel_status = tel ? YAJL_GET_STRING(tel) : NULL;
-    if (tel_status && strcmp(tel_status, "ok") == 0) c->tel_ok = 1;
+    if (tel_status && strcmp(tel_status, "ok") == 0) {
+        /* Plausible values: an SM clock, a power draw and a temperature
+         * (never a setting: telemetry only reads). */
+        const char *sm_path[] = {"extra", "telemetry", "sm_clock_mhz", "min", NULL};
+        const char *pw_path[] = {"extra", "telemetry", "power_w", "mean", NULL};
+        const char *tc_path[] = {"extra", "telemetry", "temp_c", "mean", NULL};
+        yajl_val smv = yajl_tree_get(v, sm_path, yajl_t_number);
+        yajl_val pwv = yajl_tree_get(v, pw_path, yajl_t_number);
+        yajl_val tcv = yajl_tree_get(v, tc_path, yajl_t_number);
+        CHECK(smv && YAJL_GET_DOUBLE(smv) > 0, "iteration %lld: SM clock not > 0", (long long)k);
+        CHECK(pwv && YAJL_GET_DOUBLE(pwv) > 0, "iteration %lld: power not > 0", (long long)k);
+        CHECK(tcv && YAJL_GET_DOUBLE(tcv) > 0 && YAJL_GET_DOUBLE(tcv) < 120,
+              "iteration %lld: temperature not in (0, 120) C", (long long)k);
+        if (smv && pwv && tcv)
+            printf("iteration %lld: telemetry SM clock >= %.0f MHz, power %.0f W, %.0f C\n",
+                   (long long)k, YAJL_GET_DOUBLE(smv), YAJL_GET_DOUBLE(pwv),
+                   YAJL_GET_DOUBLE(tcv));
+        c->tel_ok = 1;
+    }
     double ec = r.m.compute_ms, ex = r.m.copy_ms;
     double kc = num_at(v, "extra", "overlap_kernels", "compute_ms");
     double kx = num_at(v, "extra", "overlap_kernels", "copy_ms");
