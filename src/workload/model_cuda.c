@@ -17,8 +17,10 @@
  *   - anything else (the batch's dense features): into `outside`.
  * A buffer read by many GEMMs (attention's per-sample loops, the output
  * gradient of a linear backward) is cast whole once and marked prepared
- * while those GEMMs run, so they do not cast it again. Passes share these
- * copies, as they share the arena: they run in order on one stream.
+ * while those GEMMs run, so they do not cast it again; a layer's backward
+ * reuses the copies its forward made of the GEMM inputs it saved. Passes
+ * share these copies, as they share the arena: they run in order on one
+ * stream.
  *
  * Attention's per-head products (q k^T, P v and their gradients) are
  * strided-batched GEMMs over the heads of one sample: within a sample, head j
@@ -33,6 +35,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "runtime/device_cuda.h"
@@ -43,7 +46,7 @@
 #include "workload/ops_ref.h"
 
 #define MAX_STAGED   2  /* weight ranges staged by one pass */
-#define MAX_PREPARED 4  /* arena ranges cast whole for a run of GEMMs */
+#define MAX_PREPARED 8  /* arena ranges current in the twin for a run of GEMMs */
 #define ALIGN16      64 /* 16-bit copies start on 128-byte boundaries */
 
 typedef struct {
@@ -72,6 +75,11 @@ typedef struct {
     int nstaged;
     prepared_range prepared[MAX_PREPARED];
     int nprepared;
+    /* [L + 1]: encoder layer l's forward ran in 16 bits, so the twin still
+     * holds the GEMM inputs it saved (its x, qkv, ctx, x1, a: cast whole,
+     * and rewritten in fp32 only by its next forward); its backward reuses
+     * them. */
+    unsigned char *saved_current;
 } cuda_model;
 
 #define KCHECK(call) AO_CUDA_CHECK(call)
@@ -127,16 +135,6 @@ static void stage_weights(cuda_model *cm, ao_stream *s, const weight_range *r, i
 /* Casts arena floats [p, p + n) into the twin and marks them current until
  * cm->nprepared drops back below this mark (the caller restores it once the
  * GEMMs that share them are enqueued, before anything rewrites them). */
-static void prepare(cuda_model *cm, ao_stream *s, const float *p, size_t n)
-{
-    if (cm->half == AO_F32 || !in_arena(cm, p, n)) return;
-    if (cm->nprepared == MAX_PREPARED)
-        ao_fatal(AO_EXIT_FAIL, "model", "more than %d prepared 16-bit operands", MAX_PREPARED);
-    const size_t off = (size_t)(p - cm->a.mem);
-    KCHECK(ao_cuda_cast(half_at(cm->twin, off), cm->half, p, AO_F32, n, ao_cuda_stream(s)));
-    cm->prepared[cm->nprepared++] = (prepared_range){off, n};
-}
-
 static int is_prepared(const cuda_model *cm, size_t off, size_t n)
 {
     for (int i = 0; i < cm->nprepared; i++)
@@ -144,6 +142,25 @@ static int is_prepared(const cuda_model *cm, size_t off, size_t n)
             n <= cm->prepared[i].n - (off - cm->prepared[i].off))
             return 1;
     return 0;
+}
+
+/* Marks arena floats [p, p + n) current in the twin, casting them first when
+ * `cast` (already current: nothing to do). */
+static void mark_current(cuda_model *cm, ao_stream *s, const float *p, size_t n, int cast)
+{
+    if (cm->half == AO_F32 || !in_arena(cm, p, n)) return;
+    const size_t off = (size_t)(p - cm->a.mem);
+    if (is_prepared(cm, off, n)) return;
+    if (cm->nprepared == MAX_PREPARED)
+        ao_fatal(AO_EXIT_FAIL, "model", "more than %d prepared 16-bit operands", MAX_PREPARED);
+    if (cast)
+        KCHECK(ao_cuda_cast(half_at(cm->twin, off), cm->half, p, AO_F32, n, ao_cuda_stream(s)));
+    cm->prepared[cm->nprepared++] = (prepared_range){off, n};
+}
+
+static void prepare(cuda_model *cm, ao_stream *s, const float *p, size_t n)
+{
+    mark_current(cm, s, p, n, 1);
 }
 
 /* The 16-bit copy of an fp32 GEMM operand of `span` elements at p, cast now
@@ -551,6 +568,7 @@ static int cuda_create(ao_model *m)
     cuda_model *c = ao_calloc(1, sizeof *c);
     c->compute = AO_COMPUTE_DEFAULT;
     c->half = AO_F32;
+    c->saved_current = ao_calloc((size_t)L + 1, 1);
     ao_model_acts_alloc(m, &c->a, L > 0 ? probs : 0, scratch);
     const size_t ws = ao_cuda_embedding_bag_backward_workspace((int)N, s->sparse, s->vocab);
     c->emb_workspace = ws ? ao_dev_alloc(m->dev, ws) : NULL;
@@ -566,6 +584,7 @@ static void cuda_destroy(ao_model *m)
     if (c->twin) ao_dev_free(m->dev, c->twin);
     if (c->w16) ao_dev_free(m->dev, c->w16);
     if (c->outside) ao_dev_free(m->dev, c->outside);
+    free(c->saved_current);
     free(c);
 }
 
@@ -599,6 +618,7 @@ static void cuda_forward_layer(ao_model *m, ao_stream *s, int layer, const float
     stage_layer(c, s, &m->shape, params);
     encoder_forward(m, s, layer, c->a.x[layer], &c->a.layer_saved[layer - 1], c->a.x[layer - 1], &w,
                     b, step);
+    c->saved_current[layer] = c->half != AO_F32;
 }
 
 static void cuda_forward_head(ao_model *m, ao_stream *s, const float *root, const ao_batch *b,
@@ -655,6 +675,15 @@ static void cuda_backward_layer(ao_model *m, ao_stream *s, int layer, const floa
     ao_encoder_weights_bind(&w, (float *)params, &es);
     ao_encoder_weights_bind(&g, grad, &es);
     stage_layer(c, s, &m->shape, params);
+    if (c->saved_current[layer]) {
+        const ao_encoder_saved *sv = &c->a.layer_saved[layer - 1];
+        const size_t N = (size_t)m->shape.batch * m->shape.seq, d = (size_t)m->shape.dim;
+        mark_current(c, s, c->a.x[layer - 1], N * d, 0);
+        mark_current(c, s, sv->attn.qkv, N * 3 * d, 0);
+        mark_current(c, s, sv->attn.ctx, N * d, 0);
+        mark_current(c, s, sv->x1, N * d, 0);
+        mark_current(c, s, sv->a, N * (size_t)m->shape.ff, 0);
+    }
     encoder_backward(m, s, layer, c->a.dx[(layer - 1) % 2], &g, c->a.dx[layer % 2],
                      c->a.x[layer - 1], &w, &c->a.layer_saved[layer - 1], b, step, c->a.scratch);
 }
@@ -706,7 +735,9 @@ void ao_model_cuda_set_compute(ao_model *m, ao_compute_mode mode)
                                                    : AO_F32;
     /* Without 16-bit support the mode's fp32-operand GEMMs (cuBLAS rounds
      * inside) are the fallback. */
+    const ao_dtype was = c->half;
     c->half = half != AO_F32 && ao_device_supports(m->dev, half) ? half : AO_F32;
+    if (c->half != was) memset(c->saved_current, 0, (size_t)m->shape.layers + 1);
     if (c->half == AO_F32 || c->twin) return;
     /* First 16-bit mode: its copies, 2 bytes an element whichever type. */
     const ao_model_shape *sh = &m->shape;
