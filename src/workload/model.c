@@ -315,6 +315,7 @@ void ao_model_acts_alloc(ao_model *m, ao_model_acts *a, size_t extra_floats, siz
 
     memset(a, 0, sizeof *a);
     a->mem = ao_dev_alloc(m->dev, total * sizeof(float));
+    a->floats = total;
     a->x = ao_malloc((size_t)(L + 1) * sizeof *a->x);
     a->layer_saved = ao_malloc((size_t)(L > 0 ? L : 1) * sizeof *a->layer_saved);
     float *cur = a->mem;

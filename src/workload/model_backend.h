@@ -53,6 +53,7 @@ struct ao_model {
  * backend's own (NULL when 0) and `scratch` floats for the largest backward. */
 typedef struct ao_model_acts {
     float *mem;                    /* the one device allocation everything below points into */
+    size_t floats;                 /* its size: every buffer below lies in mem[0, floats) */
     float **x;                     /* [L + 1] layer inputs, x[L] the head's input */
     float *dx[2];                  /* gradient w.r.t. x[l] is dx[l % 2] */
     float *pooled;                 /* [N, E] the input stage's saved mean embeddings */

@@ -1,19 +1,41 @@
 /* The model on the cuda device: ops_ref.h's composition, step for step, with
  * cuBLASLt GEMMs (ao_gemm, row-major) and the kernels of kernels_cuda.h.
  *
- * Storage is fp32 throughout; GEMMs are fp32, or TF32 / bf16 / fp16
- * tensor-core products with fp32 accumulation (ao_model_cuda_set_compute). Attention's per-head
- * products (q k^T, P v and their gradients) are strided-batched GEMMs over the heads of one sample:
- * within a sample, head j of q/k/v sits hd columns after head j-1 of the
- * [N, 3d] qkv rows and its [T, T] scores T*T floats after the previous
- * head's, so one launch per sample covers every head (the stride between
- * samples differs, hence B launches).
+ * Storage is fp32 throughout (activations, saved buffers, gradients,
+ * parameters). GEMMs are fp32, TF32 tensor-core products of the fp32 storage,
+ * or (bf16 / fp16, ao_model_cuda_set_compute) products of 16-bit operands:
+ * each GEMM operand is cast from its fp32 storage into a 16-bit copy right
+ * before its use, and the GEMM accumulates and writes C in fp32. A 16-bit
+ * operand cast inside the GEMM (cuBLAS's COMPUTE_32F_FAST_16BF) would run at
+ * TF32 speed; stored 16-bit operands run at the dense bf16 rate.
+ *
+ * Where the 16-bit copies live:
+ *   - activations and scratch (the arena a.mem): at the same offset of a
+ *     16-bit twin of the arena, so a view into the arena maps to one address;
+ *   - a unit's weights: each pass casts the weight matrices it multiplies
+ *     into `w16` once, before its first GEMM (staged ranges);
+ *   - anything else (the batch's dense features): into `outside`.
+ * A buffer read by many GEMMs (attention's per-sample loops, the output
+ * gradient of a linear backward) is cast whole once and marked prepared
+ * while those GEMMs run, so they do not cast it again; a layer's backward
+ * reuses the copies its forward made of the GEMM inputs it saved. Passes
+ * share these copies, as they share the arena: they run in order on one
+ * stream.
+ *
+ * Attention's per-head products (q k^T, P v and their gradients) are
+ * strided-batched GEMMs over the heads of one sample: within a sample, head j
+ * of q/k/v sits hd columns after head j-1 of the [N, 3d] qkv rows and its
+ * [T, T] scores T*T floats after the previous head's, so one launch per
+ * sample covers every head (the stride between samples differs, hence B
+ * launches).
  *
  * Activations and scratch are one device allocation laid out as
  * model_backend.h says (the same layout as the cpu backend), plus the
  * embedding-bag backward's sort workspace. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "runtime/device_cuda.h"
@@ -23,13 +45,158 @@
 #include "workload/model_cuda.h"
 #include "workload/ops_ref.h"
 
+#define MAX_STAGED   2  /* weight ranges staged by one pass */
+#define MAX_PREPARED 8  /* arena ranges current in the twin for a run of GEMMs */
+#define ALIGN16      64 /* 16-bit copies start on 128-byte boundaries */
+
+typedef struct {
+    uintptr_t src; /* fp32 weights [src, src + n floats) */
+    size_t n;
+    size_t dst; /* their 16-bit copy: w16 + dst elements */
+} staged_range;
+
+typedef struct {
+    size_t off, n; /* arena elements whose twin is current */
+} prepared_range;
+
 typedef struct {
     ao_model_acts a;     /* a.extra: [B, h, T, T] attention probabilities after dropout */
     void *emb_workspace; /* embedding-bag backward (sort buffers) */
     ao_compute_mode compute;
+    /* 16-bit GEMM operands: half is AO_BF16 / AO_F16 when the GEMMs read
+     * them, AO_F32 otherwise (the buffers below then unused, NULL until a
+     * 16-bit mode is first set). */
+    ao_dtype half;
+    void *twin;    /* a.floats elements */
+    void *w16;     /* w16_cap elements */
+    void *outside; /* outside_cap elements */
+    size_t w16_cap, outside_cap;
+    staged_range staged[MAX_STAGED];
+    int nstaged;
+    prepared_range prepared[MAX_PREPARED];
+    int nprepared;
+    /* [L + 1]: encoder layer l's forward ran in 16 bits, so the twin still
+     * holds the GEMM inputs it saved (its x, qkv, ctx, x1, a: cast whole,
+     * and rewritten in fp32 only by its next forward); its backward reuses
+     * them. */
+    unsigned char *saved_current;
 } cuda_model;
 
 #define KCHECK(call) AO_CUDA_CHECK(call)
+
+/* ---- 16-bit operands ---------------------------------------------------------- */
+
+static size_t align16(size_t n)
+{
+    return (n + ALIGN16 - 1) / ALIGN16 * ALIGN16;
+}
+
+static void *half_at(void *base, size_t elements)
+{
+    return (unsigned char *)base + 2 * elements;
+}
+
+/* [p, p + n) inside [base, base + cap) (element counts; floats). */
+static int inside(const float *p, size_t n, uintptr_t base, size_t cap)
+{
+    const uintptr_t a = (uintptr_t)p;
+    return a >= base && (a - base) / sizeof(float) <= cap && n <= cap - (a - base) / sizeof(float);
+}
+
+static int in_arena(const cuda_model *cm, const float *p, size_t n)
+{
+    return inside(p, n, (uintptr_t)cm->a.mem, cm->a.floats);
+}
+
+/* Casts a unit's weight matrices (the ones its pass multiplies) into w16 and
+ * records where; called at the start of each pass (no-op in fp32 modes). */
+typedef struct {
+    const float *p;
+    size_t n;
+} weight_range;
+
+static void stage_weights(cuda_model *cm, ao_stream *s, const weight_range *r, int count)
+{
+    cm->nstaged = 0;
+    cm->nprepared = 0;
+    if (cm->half == AO_F32) return;
+    size_t used = 0;
+    for (int i = 0; i < count; i++) {
+        if (used + r[i].n > cm->w16_cap)
+            ao_fatal(AO_EXIT_FAIL, "model", "16-bit weight copy: %zu floats exceed its %zu",
+                     used + r[i].n, cm->w16_cap);
+        KCHECK(ao_cuda_cast(half_at(cm->w16, used), cm->half, r[i].p, AO_F32, r[i].n,
+                            ao_cuda_stream(s)));
+        cm->staged[cm->nstaged++] = (staged_range){(uintptr_t)r[i].p, r[i].n, used};
+        used += align16(r[i].n);
+    }
+}
+
+/* Casts arena floats [p, p + n) into the twin and marks them current until
+ * cm->nprepared drops back below this mark (the caller restores it once the
+ * GEMMs that share them are enqueued, before anything rewrites them). */
+static int is_prepared(const cuda_model *cm, size_t off, size_t n)
+{
+    for (int i = 0; i < cm->nprepared; i++)
+        if (off >= cm->prepared[i].off && off - cm->prepared[i].off <= cm->prepared[i].n &&
+            n <= cm->prepared[i].n - (off - cm->prepared[i].off))
+            return 1;
+    return 0;
+}
+
+/* Marks arena floats [p, p + n) current in the twin, casting them first when
+ * `cast` (already current: nothing to do). */
+static void mark_current(cuda_model *cm, ao_stream *s, const float *p, size_t n, int cast)
+{
+    if (cm->half == AO_F32 || !in_arena(cm, p, n)) return;
+    const size_t off = (size_t)(p - cm->a.mem);
+    if (is_prepared(cm, off, n)) return;
+    if (cm->nprepared == MAX_PREPARED)
+        ao_fatal(AO_EXIT_FAIL, "model", "more than %d prepared 16-bit operands", MAX_PREPARED);
+    if (cast)
+        KCHECK(ao_cuda_cast(half_at(cm->twin, off), cm->half, p, AO_F32, n, ao_cuda_stream(s)));
+    cm->prepared[cm->nprepared++] = (prepared_range){off, n};
+}
+
+static void prepare(cuda_model *cm, ao_stream *s, const float *p, size_t n)
+{
+    mark_current(cm, s, p, n, 1);
+}
+
+/* The 16-bit copy of an fp32 GEMM operand of `span` elements at p, cast now
+ * unless already current. *outside_used counts the `outside` elements taken
+ * by this GEMM's operands. */
+static const void *operand16(const cuda_model *cm, ao_stream *s, const float *p, size_t span,
+                             size_t *outside_used)
+{
+    cudaStream_t cs = ao_cuda_stream(s);
+    if (in_arena(cm, p, span)) {
+        const size_t off = (size_t)(p - cm->a.mem);
+        void *t = half_at(cm->twin, off);
+        if (!is_prepared(cm, off, span)) KCHECK(ao_cuda_cast(t, cm->half, p, AO_F32, span, cs));
+        return t;
+    }
+    for (int i = 0; i < cm->nstaged; i++) {
+        const staged_range *r = &cm->staged[i];
+        if (inside(p, span, r->src, r->n))
+            return half_at(cm->w16, r->dst + ((uintptr_t)p - r->src) / sizeof(float));
+    }
+    if (align16(span) > cm->outside_cap - *outside_used)
+        ao_fatal(AO_EXIT_FAIL, "model",
+                 "16-bit GEMM operand of %zu floats outside the activations and the staged "
+                 "weights exceeds the %zu-float copy buffer",
+                 span, cm->outside_cap - *outside_used);
+    void *t = half_at(cm->outside, *outside_used);
+    *outside_used += align16(span);
+    KCHECK(ao_cuda_cast(t, cm->half, p, AO_F32, span, cs));
+    return t;
+}
+
+/* Elements a row-major rows x cols operand (ld, batched) reaches from its start. */
+static size_t operand_span(int rows, int cols, int ld, int batch, long long stride)
+{
+    return (size_t)(batch - 1) * (size_t)stride + (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+}
 
 /* ---- GEMM helpers (row-major, fp32 storage) ------------------------------------ */
 
@@ -67,6 +234,19 @@ static void gemm(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, 
         .stride_b = bt.stride_b,
         .stride_c = bt.stride_c,
     };
+    if (cm->half != AO_F32 && rows > 0 && cols > 0) {
+        size_t outside_used = 0;
+        d.a = operand16(
+            cm, s, a,
+            operand_span(ta ? inner : rows, ta ? rows : inner, lda, bt.batch, bt.stride_a),
+            &outside_used);
+        d.b = operand16(
+            cm, s, b,
+            operand_span(tb ? cols : inner, tb ? inner : cols, ldb, bt.batch, bt.stride_b),
+            &outside_used);
+        d.ab_type = cm->half;
+        d.compute = AO_COMPUTE_DEFAULT; /* 16-bit products, fp32 accumulation */
+    }
     ao_gemm(m->dev, s, &d);
 }
 
@@ -78,12 +258,17 @@ static void linear_forward(ao_model *m, ao_stream *s, float *y, const float *x, 
     if (b) KCHECK(ao_cuda_bias_add(y, b, n, out, ao_cuda_stream(s)));
 }
 
-/* ao_linear_backward: dx = dy w (when dx), dw += dy^T x, db += column sums. */
+/* ao_linear_backward: dx = dy w (when dx), dw += dy^T x, db += column sums.
+ * dy feeds both GEMMs: cast once. */
 static void linear_backward(ao_model *m, ao_stream *s, float *dx, float *dw, float *db,
                             const float *dy, const float *x, const float *w, int n, int in, int out)
 {
+    cuda_model *cm = m->impl;
+    const int mark = cm->nprepared;
+    if (dx) prepare(cm, s, dy, (size_t)n * out);
     if (dx) gemm(m, s, 0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, single);
     gemm(m, s, 1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in, single);
+    cm->nprepared = mark;
     if (db) KCHECK(ao_cuda_bias_grad(db, dy, n, out, ao_cuda_stream(s)));
 }
 
@@ -149,7 +334,11 @@ static void attn_forward(ao_model *m, ao_stream *s, float *out, const ao_attn_sa
     const long long TT = (long long)a.T * a.T;
     cudaStream_t cs = ao_cuda_stream(s);
 
+    const int mark = cm->nprepared;
     linear_forward(m, s, sv->qkv, x, w->in_w, w->in_b, N, a.d, a.d3);
+    /* qkv stays current in 16 bits through both loops (only att, extra and
+     * ctx are written until the marks are dropped) */
+    prepare(cm, s, sv->qkv, (size_t)N * a.d3);
     for (int b = 0; b < a.B; b++) {
         const float *qkv = sv->qkv + (size_t)b * a.T * a.d3;
         /* scores = scale q k^T */
@@ -159,12 +348,14 @@ static void attn_forward(ao_model *m, ao_stream *s, float *out, const ao_attn_sa
     KCHECK(ao_cuda_softmax_forward(sv->att, sv->att, a.B * a.H * a.T, a.T, cs));
     if (kp->p > 0.0f) dropout(s, cm->a.extra, sv->att, a.B, (size_t)TT, kp);
     const float *P = attn_probs(cm, sv, kp);
+    prepare(cm, s, P, (size_t)a.B * a.H * TT);
     for (int b = 0; b < a.B; b++) {
         const float *v = sv->qkv + (size_t)b * a.T * a.d3 + 2 * a.d;
         /* ctx = P v, heads concatenated */
         gemm(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, P + (size_t)b * a.H * TT, a.T, v, a.d3, 0.0f,
              sv->ctx + (size_t)b * a.T * a.d, a.d, heads_batch(&a, TT, a.hd, a.hd));
     }
+    cm->nprepared = mark;
     linear_forward(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
 }
 
@@ -191,6 +382,13 @@ static void attn_backward(ao_model *m, ao_stream *s, float *dx, const ao_attn_we
     linear_backward(m, s, dctx, g->out_w, g->out_b, dout, sv->ctx, w->out_w, N, a.d, a.d);
     if (kp->p > 0.0f) dropout(s, cm->a.extra, sv->att, a.B, (size_t)TT, kp);
     const float *P = attn_probs(cm, sv, kp);
+    /* qkv stays current through both loops (they write dP and dqkv only);
+     * P and dctx through the first */
+    const int mark = cm->nprepared;
+    prepare(cm, s, sv->qkv, (size_t)N * a.d3);
+    const int mark_qkv = cm->nprepared;
+    prepare(cm, s, P, (size_t)a.B * a.H * TT);
+    prepare(cm, s, dctx, (size_t)N * a.d);
     for (int b = 0; b < a.B; b++) {
         const float *qkv = sv->qkv + (size_t)b * a.T * a.d3;
         const float *dc = dctx + (size_t)b * a.T * a.d;
@@ -201,9 +399,11 @@ static void attn_backward(ao_model *m, ao_stream *s, float *dx, const ao_attn_we
         gemm(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, P + (size_t)b * a.H * TT, a.T, dc, a.d, 0.0f,
              dqkv_b + 2 * a.d, a.d3, heads_batch(&a, TT, a.hd, a.hd));
     }
+    cm->nprepared = mark_qkv;
     /* through the dropout, then the softmax (scale folded in): dS */
     if (kp->p > 0.0f) dropout(s, dp, dp, a.B, (size_t)TT, kp);
     KCHECK(ao_cuda_softmax_backward(dp, dp, sv->att, a.scale, a.B * a.H * a.T, a.T, cs));
+    prepare(cm, s, dp, (size_t)a.B * a.H * TT);
     for (int b = 0; b < a.B; b++) {
         const float *qkv = sv->qkv + (size_t)b * a.T * a.d3;
         const float *ds = dp + (size_t)b * a.H * TT;
@@ -214,6 +414,7 @@ static void attn_backward(ao_model *m, ao_stream *s, float *dx, const ao_attn_we
         gemm(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, ds, a.T, qkv, a.d3, 0.0f, dqkv_b + a.d, a.d3,
              heads_batch(&a, TT, a.hd, a.hd));
     }
+    cm->nprepared = mark;
     linear_backward(m, s, dx, g->in_w, g->in_b, dqkv, x, w->in_w, N, a.d, a.d3);
 }
 
@@ -306,6 +507,45 @@ static void bind_root(const ao_model_shape *s, float *flat, ao_input_weights *iw
     ao_head_weights_bind(hw, flat + ao_model_root_head_offset(s), &hs);
 }
 
+/* The weight matrices each pass multiplies, staged in 16 bits at its start:
+ * an encoder layer's whole unit (its matrices and the small vectors between
+ * them), the root's matrices but not its embedding table (not a GEMM
+ * operand). */
+static void stage_layer(cuda_model *cm, ao_stream *s, const ao_model_shape *sh, const float *params)
+{
+    const ao_encoder_shape es = ao_model_encoder_shape(sh);
+    const weight_range r = {params, ao_encoder_param_count(&es)};
+    stage_weights(cm, s, &r, 1);
+}
+
+static void stage_input(cuda_model *cm, ao_stream *s, const ao_input_shape *is,
+                        const ao_input_weights *iw, int with_dense)
+{
+    const weight_range r[2] = {{iw->sparse_w, (size_t)is->dim * is->emb_dim},
+                               {iw->dense_w, (size_t)is->dim * is->dense_in}};
+    stage_weights(cm, s, r, with_dense ? 2 : 1);
+}
+
+static void stage_head(cuda_model *cm, ao_stream *s, const ao_head_shape *hs,
+                       const ao_head_weights *hw)
+{
+    const weight_range r[2] = {{hw->fc1_w, (size_t)hs->hidden * hs->dim},
+                               {hw->fc2_w, (size_t)hs->hidden}};
+    stage_weights(cm, s, r, 2);
+}
+
+/* Elements of w16: the largest pass's staged weights. */
+static size_t w16_elements(const ao_model_shape *sh)
+{
+    const ao_encoder_shape es = ao_model_encoder_shape(sh);
+    const ao_input_shape is = ao_model_input_shape(sh);
+    const ao_head_shape hs = ao_model_head_shape(sh);
+    return ao_model_max3(sh->layers > 0 ? align16(ao_encoder_param_count(&es)) : 0,
+                         align16((size_t)is.dim * is.emb_dim) +
+                             align16((size_t)is.dim * is.dense_in),
+                         align16((size_t)hs.hidden * hs.dim) + align16((size_t)hs.hidden));
+}
+
 /* ---- the backend ------------------------------------------------------------------------ */
 
 static int cuda_create(ao_model *m)
@@ -327,6 +567,8 @@ static int cuda_create(ao_model *m)
 
     cuda_model *c = ao_calloc(1, sizeof *c);
     c->compute = AO_COMPUTE_DEFAULT;
+    c->half = AO_F32;
+    c->saved_current = ao_calloc((size_t)L + 1, 1);
     ao_model_acts_alloc(m, &c->a, L > 0 ? probs : 0, scratch);
     const size_t ws = ao_cuda_embedding_bag_backward_workspace((int)N, s->sparse, s->vocab);
     c->emb_workspace = ws ? ao_dev_alloc(m->dev, ws) : NULL;
@@ -339,6 +581,10 @@ static void cuda_destroy(ao_model *m)
     cuda_model *c = m->impl;
     ao_model_acts_free(m, &c->a);
     if (c->emb_workspace) ao_dev_free(m->dev, c->emb_workspace);
+    if (c->twin) ao_dev_free(m->dev, c->twin);
+    if (c->w16) ao_dev_free(m->dev, c->w16);
+    if (c->outside) ao_dev_free(m->dev, c->outside);
+    free(c->saved_current);
     free(c);
 }
 
@@ -351,6 +597,7 @@ static void cuda_forward_input(ao_model *m, ao_stream *s, const float *root, con
     ao_input_weights iw;
     ao_head_weights hw;
     bind_root(&m->shape, (float *)root, &iw, &hw);
+    stage_input(c, s, &is, &iw, 1);
     cudaStream_t cs = ao_cuda_stream(s);
     /* ao_input_forward: dense projection, pooled embeddings, sparse projection */
     linear_forward(m, s, c->a.x[0], b->dense, iw.dense_w, iw.dense_b, is.n, is.dense_in, is.dim);
@@ -368,8 +615,10 @@ static void cuda_forward_layer(ao_model *m, ao_stream *s, int layer, const float
     const ao_encoder_shape es = ao_model_encoder_shape(&m->shape);
     ao_encoder_weights w;
     ao_encoder_weights_bind(&w, (float *)params, &es);
+    stage_layer(c, s, &m->shape, params);
     encoder_forward(m, s, layer, c->a.x[layer], &c->a.layer_saved[layer - 1], c->a.x[layer - 1], &w,
                     b, step);
+    c->saved_current[layer] = c->half != AO_F32;
 }
 
 static void cuda_forward_head(ao_model *m, ao_stream *s, const float *root, const ao_batch *b,
@@ -381,6 +630,7 @@ static void cuda_forward_head(ao_model *m, ao_stream *s, const float *root, cons
     ao_input_weights iw;
     ao_head_weights hw;
     bind_root(&m->shape, (float *)root, &iw, &hw);
+    stage_head(c, s, &hs, &hw);
     cudaStream_t cs = ao_cuda_stream(s);
     /* ao_head_forward, then the loss */
     KCHECK(ao_cuda_layernorm_forward(sv->ln_out, sv->ln_mean, sv->ln_rstd, c->a.x[m->shape.layers],
@@ -402,6 +652,7 @@ static void cuda_backward_head(ao_model *m, ao_stream *s, const float *root, flo
     ao_head_weights hw, hg;
     bind_root(&m->shape, (float *)root, &iw, &hw);
     bind_root(&m->shape, root_grad, &ig, &hg);
+    stage_head(c, s, &hs, &hw);
     cudaStream_t cs = ao_cuda_stream(s);
     float *dact = c->a.scratch, *dln = c->a.scratch + (size_t)hs.n * hs.hidden;
 
@@ -423,6 +674,16 @@ static void cuda_backward_layer(ao_model *m, ao_stream *s, int layer, const floa
     ao_encoder_weights w, g;
     ao_encoder_weights_bind(&w, (float *)params, &es);
     ao_encoder_weights_bind(&g, grad, &es);
+    stage_layer(c, s, &m->shape, params);
+    if (c->saved_current[layer]) {
+        const ao_encoder_saved *sv = &c->a.layer_saved[layer - 1];
+        const size_t N = (size_t)m->shape.batch * m->shape.seq, d = (size_t)m->shape.dim;
+        mark_current(c, s, c->a.x[layer - 1], N * d, 0);
+        mark_current(c, s, sv->attn.qkv, N * 3 * d, 0);
+        mark_current(c, s, sv->attn.ctx, N * d, 0);
+        mark_current(c, s, sv->x1, N * d, 0);
+        mark_current(c, s, sv->a, N * (size_t)m->shape.ff, 0);
+    }
     encoder_backward(m, s, layer, c->a.dx[(layer - 1) % 2], &g, c->a.dx[layer % 2],
                      c->a.x[layer - 1], &w, &c->a.layer_saved[layer - 1], b, step, c->a.scratch);
 }
@@ -436,6 +697,7 @@ static void cuda_backward_input(ao_model *m, ao_stream *s, const float *root, fl
     ao_head_weights hw, hg;
     bind_root(&m->shape, (float *)root, &iw, &hw);
     bind_root(&m->shape, root_grad, &ig, &hg);
+    stage_input(c, s, &is, &iw, 0); /* dense_w's input gradient is not computed */
     float *dpooled = c->a.scratch;
     /* ao_input_backward */
     linear_backward(m, s, NULL, ig.dense_w, ig.dense_b, c->a.dx[0], b->dense, iw.dense_w, is.n,
@@ -466,7 +728,24 @@ void ao_model_cuda_set_compute(ao_model *m, ao_compute_mode mode)
     if (m->backend != &ao_model_cuda_backend)
         ao_fatal(AO_EXIT_FAIL, "model", "ao_model_cuda_set_compute on a %s model",
                  m->backend->device_backend);
-    ((cuda_model *)m->impl)->compute = mode;
+    cuda_model *c = m->impl;
+    c->compute = mode;
+    const ao_dtype half = mode == AO_COMPUTE_BF16  ? AO_BF16
+                          : mode == AO_COMPUTE_F16 ? AO_F16
+                                                   : AO_F32;
+    /* Without 16-bit support the mode's fp32-operand GEMMs (cuBLAS rounds
+     * inside) are the fallback. */
+    const ao_dtype was = c->half;
+    c->half = half != AO_F32 && ao_device_supports(m->dev, half) ? half : AO_F32;
+    if (c->half != was) memset(c->saved_current, 0, (size_t)m->shape.layers + 1);
+    if (c->half == AO_F32 || c->twin) return;
+    /* First 16-bit mode: its copies, 2 bytes an element whichever type. */
+    const ao_model_shape *sh = &m->shape;
+    c->twin = ao_dev_alloc(m->dev, 2 * c->a.floats);
+    c->w16_cap = w16_elements(sh);
+    c->w16 = ao_dev_alloc(m->dev, 2 * c->w16_cap);
+    c->outside_cap = align16((size_t)sh->batch * sh->seq * sh->num_dense * sh->dense_dim);
+    c->outside = ao_dev_alloc(m->dev, 2 * c->outside_cap);
 }
 
 void ao_model_cuda_data_fill(ao_stream *s, const ao_data_shape *shape, uint64_t seed,

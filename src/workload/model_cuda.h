@@ -12,8 +12,14 @@
 
 /* The GEMMs' compute mode for m (a model on the cuda device): the default is
  * plain fp32 (AO_COMPUTE_DEFAULT); AO_COMPUTE_TF32 runs fp32 GEMM inputs
- * through TF32 tensor cores, AO_COMPUTE_BF16 / _F16 through bf16 / fp16 ones
- * (training.mixed_precision). Storage stays fp32 in every mode. */
+ * through TF32 tensor cores. AO_COMPUTE_BF16 / _F16 (training.mixed_precision)
+ * multiply 16-bit operands: each is cast from its fp32 storage once per use
+ * (a buffer several GEMMs read, once for all of them; a unit's weights once
+ * per pass), and the GEMMs accumulate and write in fp32. Storage stays fp32
+ * in every mode; the first 16-bit mode set allocates the 16-bit copies (half
+ * the activations' size, plus the largest unit's matrices). On a device
+ * without the 16-bit type the GEMMs take fp32 operands and round inside. Set
+ * between passes, not while any is in flight. */
 void ao_model_cuda_set_compute(ao_model *m, ao_compute_mode mode);
 
 /* ao_data_fill on the device (dataset.placement: device), enqueued on `s`

@@ -12,7 +12,17 @@
  * order than OpenBLAS and the differences pass through L layers and their
  * layernorms. With TF32 GEMMs (10-bit mantissas, DESIGN: 1e-3 per GEMM) the
  * whole model is held to 5e-2: it checks the wiring of the compute mode, not
- * TF32's accuracy. */
+ * TF32's accuracy.
+ *
+ * bf16 / fp16 modes multiply 16-bit copies of the operands (fp32 storage,
+ * accumulation and output). bf16 keeps 8 significand bits: each operand is
+ * off by up to 2^-9 (2e-3) relative, each product by ~4e-3, and the errors
+ * of one dot product average out in fp32 sums; fp16 keeps 11 bits, like
+ * TF32. The same 5e-2 bound as TF32 checks the wiring (a stale or misplaced
+ * 16-bit copy is off by O(1)); no loss scaling here, so fp16 relies on the
+ * small model's gradients staying above fp16's 6e-8 subnormal floor. The
+ * cases cover dropout (probabilities in `extra`), no dropout (P is the saved
+ * att itself) and L = 0 (no attention). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -211,6 +221,11 @@ int main(void)
     run_case("no-drop fp32", &nodrop, AO_COMPUTE_DEFAULT, 1e-4);
     run_case("L=0 fp32", &nolayer, AO_COMPUTE_DEFAULT, 1e-4);
     run_case("small tf32", &small, AO_COMPUTE_TF32, 5e-2);
+    run_case("small bf16", &small, AO_COMPUTE_BF16, 5e-2);
+    run_case("small fp16", &small, AO_COMPUTE_F16, 5e-2);
+    run_case("tiny bf16", &tiny, AO_COMPUTE_BF16, 5e-2);
+    run_case("no-drop bf16", &nodrop, AO_COMPUTE_BF16, 5e-2);
+    run_case("L=0 bf16", &nolayer, AO_COMPUTE_BF16, 5e-2);
     return check_result("test_model_cuda");
 }
 
