@@ -93,8 +93,9 @@ const struct ao_key ao_schema[] = {
     INT(training.batch_size, "8", 1, BIG, "Samples per rank per micro-batch."),
     INT(training.gradient_accumulation, "1", 1, 65536, "Micro-batches per optimizer step."),
     ENUM(training.mixed_precision, "bf16", mixed_precisions,
-         "Compute precision of forward and backward: none (fp32), fp16 (with dynamic loss "
-         "scaling) or bf16; fp32 is accepted as a synonym of none."),
+         "GEMM precision of forward and backward: none (fp32; TF32 with training.tf32), bf16 "
+         "or fp16 (16-bit operands, fp32 accumulation and storage; fp16 has no loss scaling "
+         "in this build, warned); fp32 is accepted as a synonym of none."),
     FLOAT(training.grad_clip_norm, "1.0", 0, NONE,
           "Clip the global gradient norm (across all shards) to this; 0 disables clipping."),
     INT(training.log_interval, "5", 1, BIG, "Steps between log lines and JSONL flushes."),

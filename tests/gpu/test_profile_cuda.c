@@ -92,8 +92,7 @@ static void on_iteration(void *arg, int64_t step, const char *phase, const ao_op
               "iteration %lld: temperature not in (0, 120) C", (long long)k);
         if (smv && pwv && tcv)
             printf("iteration %lld: telemetry SM clock >= %.0f MHz, power %.0f W, %.0f C\n",
-                   (long long)k, YAJL_GET_DOUBLE(smv), YAJL_GET_DOUBLE(pwv),
-                   YAJL_GET_DOUBLE(tcv));
+                   (long long)k, YAJL_GET_DOUBLE(smv), YAJL_GET_DOUBLE(pwv), YAJL_GET_DOUBLE(tcv));
         c->tel_ok = 1;
     }
     double ec = r.m.compute_ms, ex = r.m.copy_ms;
