@@ -25,6 +25,7 @@
 #include "workload/engine.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -360,10 +361,13 @@ static const struct ao_engine_backend *backend_for(ao_device *dev)
     return NULL;
 }
 
-static void append(char *buf, size_t n, const char *fmt, const char *a, const char *b)
+__attribute__((format(printf, 3, 4))) static void append(char *buf, size_t n, const char *fmt, ...)
 {
     size_t at = strlen(buf);
-    snprintf(buf + at, n - at, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + at, n - at, fmt, ap);
+    va_end(ap);
 }
 
 /* Precision (DESIGN §6). Storage, master weights, optimizer state and
@@ -389,28 +393,26 @@ static void apply_precision(ao_engine *e)
         if (be->set_compute)
             be->set_compute(e->model, mode);
         else if (mode == AO_COMPUTE_TF32)
-            append(fp32, sizeof fp32, " training.tf32=true%s%s", "", "");
+            append(fp32, sizeof fp32, " training.tf32=true");
         else
-            append(fp32, sizeof fp32, " training.mixed_precision=%s%s", ao_precision_name(mp), "");
+            append(fp32, sizeof fp32, " training.mixed_precision=%s", ao_precision_name(mp));
     }
     if (mp == AO_PRECISION_FP16 && be->set_compute)
         append(other, sizeof other,
                " training.mixed_precision=fp16 runs without loss scaling (gradient products "
-               "below fp16's range flush to zero)%s%s",
-               "", "");
+               "below fp16's range flush to zero)");
     e->gather_type = AO_F32;
     enum ao_precision pd = ao_config_param_dtype(cfg);
     if (pd != AO_PRECISION_FP32) {
         if (be->cast)
             e->gather_type = pd == AO_PRECISION_BF16 ? AO_BF16 : AO_F16;
         else
-            append(fp32, sizeof fp32, " fsdp.param_dtype=%s%s", ao_precision_name(pd), "");
+            append(fp32, sizeof fp32, " fsdp.param_dtype=%s", ao_precision_name(pd));
     }
     if (cfg->fsdp.reduce_dtype != AO_PRECISION_FP32)
         append(other, sizeof other,
-               " fsdp.reduce_dtype=%s runs as fp32 (reductions are fp32 in "
-               "this build)%s",
-               ao_precision_name(cfg->fsdp.reduce_dtype), "");
+               " fsdp.reduce_dtype=%s runs as fp32 (reductions are fp32 in this build)",
+               ao_precision_name(cfg->fsdp.reduce_dtype));
     if (e->rank != 0) return;
     if (fp32[0])
         ao_warn("the %s backend computes and communicates in fp32 only:%s run as fp32",

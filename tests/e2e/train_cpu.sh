@@ -127,5 +127,14 @@ assert last <= 0.7 * first, f"loss fell only from {first} to {last}"
 PY
 cat "$tmp/b.chk"
 
+# Precision the cpu backend cannot run: one warning each, named, never silent.
+train --run-name prec --override training.output_dir="$out" training.max_steps=2 \
+    training.summary_skip_steps=0 training.mixed_precision=bf16 fsdp.param_dtype=fp16 \
+    fsdp.reduce_dtype=bf16 >"$tmp/prec.out" 2>&1 || { fail "precision run"; cat "$tmp/prec.out"; }
+grep -q "fp32 only: training.mixed_precision=bf16 fsdp.param_dtype=fp16 run as fp32" "$tmp/prec.out" ||
+    { fail "no fp32 warning naming the precision keys"; cat "$tmp/prec.out"; }
+grep -q "fsdp.reduce_dtype=bf16 runs as fp32" "$tmp/prec.out" ||
+    { fail "no reduce_dtype warning"; cat "$tmp/prec.out"; }
+
 [ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "train_cpu: ok"
