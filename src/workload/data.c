@@ -1,6 +1,8 @@
 /* Host generator of the synthetic samples; the values are defined in data.h. */
 #include "workload/data.h"
 
+#include <stdlib.h>
+
 #include "core/error.h"
 
 int ao_data_shape_check(const ao_data_shape *shape)
@@ -48,6 +50,11 @@ int ao_data_fill(const ao_data_shape *shape, uint64_t seed, int target_kind,
     const int T = shape->seq_len, F = shape->num_dense, D = shape->dense_dim;
     const int S = shape->num_sparse;
     const size_t dense_per_sample = (size_t)T * F * D, ids_per_sample = (size_t)T * S;
+    float *u = NULL; /* the teacher's dense weights: the same for every token */
+    if (target_kind == AO_TARGET_TEACHER && batch > 0) {
+        u = ao_malloc((size_t)D * sizeof *u);
+        ao_rng_normals(u, (size_t)D, ao_rng_root(seed, AO_RNG_TEACHER_DENSE), 0);
+    }
     for (int b = 0; b < batch; b++) {
         const uint64_t g = first_global_index + (uint64_t)b;
         float *dn = dense + (size_t)b * dense_per_sample;
@@ -55,7 +62,7 @@ int ao_data_fill(const ao_data_shape *shape, uint64_t seed, int target_kind,
         float *tg = target + (size_t)b * T, *wt = weight + (size_t)b * T;
 
         ao_rng_stream s = ao_data_stream(seed, AO_RNG_DATA_DENSE, g);
-        for (size_t e = 0; e < dense_per_sample; e++) dn[e] = ao_rng_normal(s, e);
+        ao_rng_normals(dn, dense_per_sample, s, 0);
         s = ao_data_stream(seed, AO_RNG_DATA_IDS, g);
         for (size_t e = 0; e < ids_per_sample; e++)
             id[e] = ao_data_id_from_word(ao_rng_u32(s, e), shape->vocab);
@@ -66,9 +73,10 @@ int ao_data_fill(const ao_data_shape *shape, uint64_t seed, int target_kind,
             for (int t = 0; t < T; t++) tg[t] = ao_rng_uniform(s, t);
         } else {
             for (int t = 0; t < T; t++)
-                tg[t] = ao_data_teacher_target(seed, F, D, S, dn + (size_t)t * F * D,
-                                               id + (size_t)t * S);
+                tg[t] = ao_data_teacher_target_u(u, seed, F, D, S, dn + (size_t)t * F * D,
+                                                 id + (size_t)t * S);
         }
     }
+    free(u);
     return 0;
 }

@@ -90,9 +90,11 @@ AO_HD static inline float ao_data_random_target(uint64_t seed, uint64_t g, uint6
  * model can fit the teacher and the loss falls. Sums in double. */
 #define AO_TEACHER_GAIN 2.0
 
-AO_HD static inline float ao_data_teacher_target(uint64_t seed, int num_dense, int dense_dim,
-                                                 int num_sparse, const float *dense_tok,
-                                                 const int32_t *ids_tok)
+/* u given (u[i] = ao_rng_normal(stream AO_RNG_TEACHER_DENSE, i), drawn once
+ * per batch by the host fill), or NULL: drawn here, per token. */
+AO_HD static inline float ao_data_teacher_target_u(const float *u, uint64_t seed, int num_dense,
+                                                   int dense_dim, int num_sparse,
+                                                   const float *dense_tok, const int32_t *ids_tok)
 {
     ao_rng_stream us = ao_rng_root(seed, AO_RNG_TEACHER_DENSE);
     ao_rng_stream cs = ao_rng_root(seed, AO_RNG_TEACHER_ID);
@@ -100,7 +102,7 @@ AO_HD static inline float ao_data_teacher_target(uint64_t seed, int num_dense, i
     for (int i = 0; i < dense_dim; i++) {
         double m = 0.0;
         for (int f = 0; f < num_dense; f++) m += dense_tok[(int64_t)f * dense_dim + i];
-        lin += (double)ao_rng_normal(us, (uint64_t)i) * (m / num_dense);
+        lin += (double)(u ? u[i] : ao_rng_normal(us, (uint64_t)i)) * (m / num_dense);
     }
     lin *= sqrt((double)num_dense / dense_dim);
     double emb = 0.0;
@@ -108,6 +110,14 @@ AO_HD static inline float ao_data_teacher_target(uint64_t seed, int num_dense, i
     emb = emb / num_sparse * sqrt((double)num_sparse);
     double z = AO_TEACHER_GAIN * (lin + emb) * 0.70710678118654752440;
     return (float)(1.0 / (1.0 + exp(-z)));
+}
+
+AO_HD static inline float ao_data_teacher_target(uint64_t seed, int num_dense, int dense_dim,
+                                                 int num_sparse, const float *dense_tok,
+                                                 const int32_t *ids_tok)
+{
+    return ao_data_teacher_target_u(NULL, seed, num_dense, dense_dim, num_sparse, dense_tok,
+                                    ids_tok);
 }
 
 #ifndef __CUDACC__

@@ -195,6 +195,8 @@ AO_HD static inline float ao_dropout_factor(ao_rng_stream s, uint64_t element, f
 #include <stddef.h>
 /* out[i] = lo + (hi - lo) * uniform(s, first + i), i < n. */
 void ao_rng_fill_uniform(float *out, size_t n, ao_rng_stream s, uint64_t first, float lo, float hi);
+/* out[i] = ao_rng_normal(s, first + i), i < n, a Philox block per pair. */
+void ao_rng_normals(float *out, size_t n, ao_rng_stream s, uint64_t first);
 /* out[i] = mean + stddev * normal(s, first + i), i < n. */
 void ao_rng_fill_normal(float *out, size_t n, ao_rng_stream s, uint64_t first, float mean,
                         float stddev);

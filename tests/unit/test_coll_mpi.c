@@ -295,6 +295,14 @@ static void test_two_streams_overlap(void **state)
     for (size_t i = 0; i < c; i++) ag_send[i] = val(x->rank, i);
     for (size_t i = 0; i < total; i++) rs_send[i] = val(x->rank, i);
 
+    /* Both ranks leave a barrier (a small all-reduce) together, so the
+     * delays below count from the same moment even when one rank was
+     * descheduled on its way here (a loaded 2-core machine). */
+    float *bar = alloc_f(x, 2);
+    bar[0] = 1.0f;
+    ao_allreduce(ca, bar, bar + 1, 1, AO_F32, AO_SUM);
+    ao_stream_sync(sa);
+    ao_dev_free(x->dev, bar);
     int ag_late = 50, rs_late = 100;
     if (x->rank == 1) ao_launch_host(sa, sleep_closure, &ag_late, sizeof ag_late);
     ao_event_record(ev[0], sa);

@@ -86,7 +86,7 @@ static void check_png_svg(const char *out, const char *name)
 {
 #if AORTA_HAVE_CAIRO
     char *png = ao_asprintf("%s/%s/%s.png", tmp, out, name);
-    size_t len;
+    size_t len = 0;
     char *bytes = slurp(png, &len);
     assert_non_null(bytes);
     assert_true(len > 8 && memcmp(bytes, "\x89PNG\r\n\x1a\n", 8) == 0);

@@ -202,6 +202,14 @@ static void test_bulk_fills(void **state)
         assert_true(u[i] == -2.0f + 5.0f * ao_rng_uniform(s, 5 + (uint64_t)i));
         assert_true(z[i] == 1.0f + 0.5f * ao_rng_normal(s, 11 + (uint64_t)i));
     }
+    /* The pairwise fill equals the element function for every start parity
+     * and length (a pair split at either end included). */
+    for (uint64_t first = 0; first < 4; first++)
+        for (size_t n = 0; n <= 6; n++) {
+            float w[6];
+            ao_rng_normals(w, n, s, first);
+            for (size_t i = 0; i < n; i++) assert_true(w[i] == ao_rng_normal(s, first + i));
+        }
 }
 
 int main(void)
