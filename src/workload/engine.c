@@ -89,6 +89,7 @@ struct ao_engine {
     ao_timeline *tl;
     int rank, world;
     int sharded; /* full/grad_op/hybrid */
+    int synced;  /* fsdp.sync_module_states over more than one rank: rank 0's init broadcast */
     int reshard_after_forward;
     int hybrid, group_size, replicas;
     int nunits, nlayers;
@@ -285,23 +286,36 @@ static void make_buffers(ao_engine *e)
     if (cfg->training.baseline_steps > 0)
         for (int i = 0; i < 3; i++) e->scratch[i] = dev_zeros(e, S);
 
-    /* Initial weights: the full unit on the host, this rank's shard to P. */
+    /* Initial weights: the full unit on the host, this rank's shard to P.
+     * With fsdp.sync_module_states (as FSDP's) rank 0 draws each unit and
+     * broadcasts it to every rank; without, every rank draws it from
+     * dataset.seed itself, which gives the same values. */
     size_t maxn = 0;
     for (int u = 0; u < e->nunits; u++)
         if (e->lay.units[u].padded > maxn) maxn = e->lay.units[u].padded;
-    float *full = ao_calloc(maxn, sizeof *full);
+    const lane *ar = &e->lanes[LANE_AR];
+    float *full = ao_host_alloc(e->dev, maxn * sizeof *full);
     float *shard = ao_host_alloc(e->dev, maxn * sizeof *shard);
+    float *full_dev = e->synced ? ao_dev_alloc(e->dev, maxn * sizeof *full_dev) : NULL;
     for (int u = 0; u < e->nunits; u++) {
         const ao_unit_span *sp = &e->lay.units[u];
         memset(full, 0, maxn * sizeof *full);
-        ao_model_init_unit(&e->shape, u, full);
+        if (!e->synced || e->rank == 0) ao_model_init_unit(&e->shape, u, full);
+        if (e->synced) {
+            size_t bytes = sp->padded * sizeof *full;
+            ao_copy_async(e->dev, full_dev, full, bytes, AO_H2D, ar->s);
+            ao_broadcast(ar->world, full_dev, full_dev, sp->padded, AO_F32, 0);
+            ao_copy_async(e->dev, full, full_dev, bytes, AO_D2H, ar->s);
+            ao_stream_sync(ar->s);
+        }
         ao_shard_extract(&e->lay, u, full, shard);
         ao_copy_async(e->dev, e->P + sp->shard_offset, shard, sp->shard * sizeof *shard, AO_H2D,
                       e->compute);
         ao_stream_sync(e->compute); /* the staging buffer is reused */
     }
-    free(full);
+    ao_host_free(e->dev, full);
     ao_host_free(e->dev, shard);
+    if (full_dev) ao_dev_free(e->dev, full_dev);
 
     for (int u = 0; u < e->nunits; u++) {
         e->units[u].own_buf = -1;
@@ -443,6 +457,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     e->rank = s->ri->rank;
     e->world = s->ri->world_size;
     e->sharded = is_sharded(cfg);
+    e->synced = cfg->fsdp.sync_module_states && e->world > 1;
     e->hybrid = e->sharded && cfg->fsdp.sharding_strategy == AO_SHARD_HYBRID;
     e->reshard_after_forward = e->sharded && cfg->fsdp.sharding_strategy != AO_SHARD_GRAD_OP;
     e->group_size = e->hybrid ? group_size_for(cfg, e->world, s->ri->local_world_size) : e->world;
@@ -902,8 +917,9 @@ void ao_engine_describe(const ao_engine *e, char *buf, size_t n)
                         : !cfg->distributed.comm_per_stream ? "one communicator on allgather"
                                                             : "allgather/reducescatter/allreduce";
     snprintf(buf, n,
-             "%s over %d ranks (shard group %d): %d units, %zu parameters, shard %zu of %zu "
+             "%s over %d ranks (shard group %d): %d units, %zu parameters%s, shard %zu of %zu "
              "elements, %d gathered buffers, %d reduction groups; collectives: %s",
              strategy, e->world, e->sharded ? e->group_size : 1, e->nunits, params,
-             e->lay.shard_total, e->lay.full_total, e->nbufs, e->ngroups, lanes);
+             e->synced ? " broadcast from rank 0" : "", e->lay.shard_total, e->lay.full_total,
+             e->nbufs, e->ngroups, lanes);
 }

@@ -63,9 +63,10 @@ typedef struct ao_engine_setup {
 int ao_engine_check_config(const struct ao_config *cfg, int world_size, int local_world_size);
 
 /* Creates the communicators, lays out and initializes the shards (a pure
- * function of dataset.seed, so every rank holds the same model), allocates
- * the buffers. Returns NULL with *rc set (AO_EXIT_USAGE for a configuration
- * this backend cannot run, AO_EXIT_FAIL otherwise) after printing why. */
+ * function of dataset.seed; with fsdp.sync_module_states rank 0's values,
+ * broadcast to every rank, as FSDP does), allocates the buffers. Returns NULL with *rc set
+ * (AO_EXIT_USAGE for a configuration this backend cannot run, AO_EXIT_FAIL otherwise) after
+ * printing why. */
 ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc);
 /* Waits for outstanding work, then frees everything (NULL: no-op). */
 void ao_engine_destroy(ao_engine *e);

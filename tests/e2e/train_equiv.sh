@@ -3,8 +3,9 @@
 # on): 2 ranks x batch B = 1 rank x 2B; full_shard, shard_grad_op, no_shard,
 # ddp (small buckets), accumulation with one gathered buffer and
 # BACKWARD_POST, the serialized and shared-communicator variants, and
-# hybrid_shard on 4 ranks in groups of 2 all give the same global losses
-# over 20 steps.
+# hybrid_shard on 4 ranks in groups of 2, and initial parameters drawn by
+# every rank instead of broadcast from rank 0 (fsdp.sync_module_states), all
+# give the same global losses over 20 steps.
 set -u
 aorta=${AORTA:?set by ctest}
 src=${AORTA_SOURCE_DIR:?set by ctest}
@@ -37,6 +38,10 @@ run accum_once 2 2 training.gradient_accumulation=2 fsdp.reduce_every_microbatch
 run serial 2 4 distributed.enable_overlap=false
 run shared 2 4 distributed.comm_per_stream=false fsdp.backward_prefetch=NONE
 run hybrid 4 2 fsdp.sharding_strategy=hybrid_shard fsdp.shard_group_size=2
+run nosync 2 4 fsdp.sync_module_states=false
+# rank 0's initial parameters are broadcast by default, drawn by each rank without
+grep -q "parameters broadcast from rank 0" "$tmp/full.log" || fail "full: no broadcast at start"
+! grep -q "parameters broadcast from rank 0" "$tmp/nosync.log" || fail "nosync: broadcast anyway"
 
 python3 - "$tmp/out" >"$tmp/check" 2>&1 <<'PY' || { fail "losses differ"; cat "$tmp/check"; }
 import json, sys
@@ -48,7 +53,7 @@ ref = losses("one")
 assert len(ref) == 20
 for name, tol in [("full", 1e-4), ("grad_op", 1e-5), ("no_shard", 1e-5), ("ddp", 1e-5),
                   ("accum", 1e-5), ("accum_once", 1e-5), ("serial", 1e-5), ("shared", 1e-5),
-                  ("hybrid", 1e-5)]:
+                  ("hybrid", 1e-5), ("nosync", 1e-4)]:
     got = losses(name)
     worst = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
     print(f"{name}: worst relative difference {worst:.2e}")
