@@ -113,6 +113,9 @@ static int run(int argc, char **argv, train_args *a, struct ao_config *cfg)
 {
     int rc = ao_config_load(cfg, a->config, a->ov.words, a->ov.n);
     if (rc) return rc;
+    /* logging.level from here on; the configuration's own warnings (no-op
+     * keys) came before the level was known and print at every level. */
+    ao_set_log_level((int)cfg->logging.level);
     ao_rank_info ri;
     int launched = ao_launch_detect(&ri, NULL);
     if (launched < 0) return AO_EXIT_USAGE;

@@ -14,7 +14,11 @@
 
 #include <stdio.h>
 
+#include "core/error.h"
+
 enum ao_log_level { AO_LOG_DEBUG, AO_LOG_INFO, AO_LOG_WARNING, AO_LOG_ERROR };
+_Static_assert((int)AO_LOG_DEBUG == (int)AO_LEVEL_DEBUG && (int)AO_LOG_ERROR == (int)AO_LEVEL_ERROR,
+               "logging.level maps onto core/error.h's levels");
 
 /* Floating-point formats for training.mixed_precision (NONE = fp32 compute)
  * and fsdp.param_dtype / fsdp.reduce_dtype. AUTO is param_dtype's null:

@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 
-static int debug_on;
+static int log_level = AO_LEVEL_INFO;
 
 static void vprint(const char *prefix, const char *what, const char *fmt, va_list ap)
 {
@@ -39,20 +39,26 @@ void ao_hint(const char *fmt, ...)
 
 void ao_warn(const char *fmt, ...)
 {
+    if (log_level > AO_LEVEL_WARNING) return;
     va_list ap;
     va_start(ap, fmt);
     vprint("aorta: warning: ", NULL, fmt, ap);
     va_end(ap);
 }
 
-void ao_set_debug(int on)
+void ao_set_log_level(int level)
 {
-    debug_on = on;
+    log_level = level;
+}
+
+int ao_log_level(void)
+{
+    return log_level;
 }
 
 void ao_debug(const char *fmt, ...)
 {
-    if (!debug_on) return;
+    if (log_level > AO_LEVEL_DEBUG) return;
     va_list ap;
     va_start(ap, fmt);
     vprint("aorta: debug: ", NULL, fmt, ap);

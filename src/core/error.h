@@ -26,11 +26,16 @@ enum ao_exit {
 void ao_error(const char *what, const char *fmt, ...) AO_PRINTF(2, 3);
 /* "hint: HOW\n" on stderr; call right after ao_error. */
 void ao_hint(const char *fmt, ...) AO_PRINTF(1, 2);
-/* "aorta: warning: WHY\n" on stderr. */
+/* "aorta: warning: WHY\n" on stderr, unless the log level is above warnings. */
 void ao_warn(const char *fmt, ...) AO_PRINTF(1, 2);
-/* Informational line on stderr, printed only when verbose logging is on. */
+/* "aorta: debug: ...\n" on stderr, only at the debug level. */
 void ao_debug(const char *fmt, ...) AO_PRINTF(1, 2);
-void ao_set_debug(int on);
+/* The least severe lines printed (logging.level): AO_LEVEL_DEBUG, _INFO (the
+ * default), _WARNING or _ERROR, the order of config.h's enum ao_log_level.
+ * Errors and hints always print. */
+enum { AO_LEVEL_DEBUG, AO_LEVEL_INFO, AO_LEVEL_WARNING, AO_LEVEL_ERROR };
+void ao_set_log_level(int level);
+int ao_log_level(void);
 
 /* ao_error + exit(code). For commands and for "cannot continue" paths in
  * backends (a failed CUDA call inside a stream thread, say). */

@@ -85,7 +85,9 @@ static const struct ao_enum_name modes[] = {
 
 const struct ao_key ao_schema[] = {
     ENUM(logging.level, "INFO", log_levels,
-         "Least severe log lines printed: DEBUG, INFO, WARNING or ERROR."),
+         "Least severe lines printed: DEBUG (also every step's line and the launcher's), INFO "
+         "(progress lines), WARNING (warnings and the final table only) or ERROR (no "
+         "warnings); the run's log file keeps every line."),
 
     INT(training.epochs, "1", 1, BIG,
         "Passes over dataset.num_samples; steps = min(max_steps, epochs x ceil(num_samples / "

@@ -90,7 +90,7 @@ static void log_line(trainer *t, int to_stdout, const char *fmt, ...)
         fprintf(t->log, "%s\n", buf);
         fflush(t->log);
     }
-    if (to_stdout && t->ri->rank == 0) {
+    if (to_stdout && t->ri->rank == 0 && ao_log_level() <= AO_LEVEL_INFO) {
         if (t->progress_tty) printf("\r\033[K");
         printf("%s\n", buf);
         fflush(stdout);
@@ -445,7 +445,8 @@ static void on_iteration(void *ctx, int64_t step, const char *phase, const ao_op
     if (ao_jsonl_append(t->w, &r) != 0) t->append_failed = 1;
     if (it.phase != AO_PHASE_TRAIN) return;
     t->steps_done = step + 1;
-    int interval = t->cfg->training.log_interval;
+    /* logging.level DEBUG: every step's line, whatever log_interval says. */
+    int interval = ao_log_level() <= AO_LEVEL_DEBUG ? 1 : t->cfg->training.log_interval;
     if ((step + 1) % interval == 0 || step + 1 == t->total_steps) {
         log_line(t, 1,
                  "step %lld/%d  loss %.6g  loss_local %.6g  lr %.3g  grad_norm %.4g  step %.2f ms  "

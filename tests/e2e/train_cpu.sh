@@ -136,5 +136,19 @@ grep -q "fp32 only: training.mixed_precision=bf16 fsdp.param_dtype=fp16 run as f
 grep -q "fsdp.reduce_dtype=bf16 runs as fp32" "$tmp/prec.out" ||
     { fail "no reduce_dtype warning"; cat "$tmp/prec.out"; }
 
+# logging.level: DEBUG prints every step's line, WARNING none (the final
+# table still), ERROR not even the warnings; the log file keeps every line.
+for lv in DEBUG WARNING ERROR; do
+    train --run-name "lv$lv" --override training.output_dir="$out" training.max_steps=7 \
+        training.summary_skip_steps=2 logging.level=$lv fsdp.reduce_dtype=bf16 >"$tmp/lv$lv.out" 2>&1 ||
+        { fail "logging.level=$lv run"; cat "$tmp/lv$lv.out"; }
+done
+[ "$(grep -c '^step ' "$tmp/lvDEBUG.out")" = 7 ] || fail "DEBUG: not one line per step"
+! grep -q '^step ' "$tmp/lvWARNING.out" || fail "WARNING: progress lines printed"
+grep -q "reduce_dtype=bf16 runs as fp32" "$tmp/lvWARNING.out" || fail "WARNING: warning missing"
+grep -q "summary of lvWARNING" "$tmp/lvWARNING.out" || fail "WARNING: no final table"
+! grep -q "warning" "$tmp/lvERROR.out" || fail "ERROR: warnings printed"
+[ "$(grep -c '^step ' "$out/lvERROR/rank_00.log")" -ge 1 ] || fail "ERROR: the log file lost its lines"
+
 [ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "train_cpu: ok"
