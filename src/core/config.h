@@ -52,6 +52,7 @@ struct ao_config {
         int gradient_accumulation;
         enum ao_precision mixed_precision; /* FP32 (none), FP16 or BF16 */
         double grad_clip_norm;             /* 0 = no clipping */
+        double loss_scale;                 /* fp16: the dynamic loss scale's initial value */
         int log_interval;
         int max_steps;
         char *output_dir;

@@ -98,6 +98,10 @@ const struct ao_key ao_schema[] = {
          "GEMM precision of forward and backward: none (fp32; TF32 with training.tf32), bf16 "
          "or fp16 (16-bit operands, fp32 accumulation and storage; fp16 has no loss scaling "
          "in this build, warned); fp32 is accepted as a synonym of none."),
+    FLOAT_GT(training.loss_scale, "65536", 0, 3.4e38,
+             "fp16 only: initial dynamic loss scale (the loss is multiplied by it before backward; "
+             "halved on inf/NaN gradients, which skip the step; doubled after 2000 good steps), "
+             "as torch's GradScaler."),
     FLOAT(training.grad_clip_norm, "1.0", 0, NONE,
           "Clip the global gradient norm (across all shards) to this; 0 disables clipping."),
     INT(training.log_interval, "5", 1, BIG, "Steps between log lines and JSONL flushes."),

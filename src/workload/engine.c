@@ -116,6 +116,14 @@ struct ao_engine {
     float *loss_dev; /* [SLOTS][accumulation] */
     ao_event *slot_ev[AO_ENGINE_SCALAR_SLOTS];
     double slot_lr[AO_ENGINE_SCALAR_SLOTS];
+    float slot_scale[AO_ENGINE_SCALAR_SLOTS]; /* the loss scale each slot's step ran with */
+    /* fp16 dynamic loss scaling (training.mixed_precision fp16): the host's
+     * scale, updated from each train step's grad norm as the host reads it,
+     * one step late (the host never waits inside a step), so an overflow
+     * skips that step and usually the next, already enqueued. */
+    int scaling;
+    ao_loss_scaler scaler;
+    int64_t scaler_iter; /* the last train iteration the scaler has seen */
     int64_t slot_iter[AO_ENGINE_SCALAR_SLOTS];
     ao_adamw_hparams hp;
     /* data */
@@ -411,10 +419,11 @@ static void apply_precision(ao_engine *e)
         else
             append(fp32, sizeof fp32, " training.mixed_precision=%s", ao_precision_name(mp));
     }
-    if (mp == AO_PRECISION_FP16 && be->set_compute)
-        append(other, sizeof other,
-               " training.mixed_precision=fp16 runs without loss scaling (gradient products "
-               "below fp16's range flush to zero)");
+    /* fp16's dynamic loss scaling runs on every backend (exact on fp32
+     * storage: the scale is a power of two), so the cpu backend tests it. */
+    e->scaling = mp == AO_PRECISION_FP16;
+    ao_loss_scaler_init(&e->scaler, (float)cfg->training.loss_scale);
+    e->scaler_iter = -1;
     e->gather_type = AO_F32;
     enum ao_precision pd = ao_config_param_dtype(cfg);
     if (pd != AO_PRECISION_FP32) {
@@ -708,7 +717,8 @@ typedef struct micro_ctx {
     int64_t next_step; /* what to prefetch after the forward: step, micro */
     int next_micro;
     float *loss_slot;
-    double normalizer;
+    double normalizer;      /* the loss's: global tokens of the step */
+    double grad_normalizer; /* backward's: normalizer / loss scale */
 } micro_ctx;
 
 static void run_micro(ao_engine *e, const micro_ctx *x)
@@ -752,7 +762,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
     if (x->do_compute) {
         op = compute_begin(e, "backward", 0);
         ao_model_backward_head(e->model, cs, e->units[0].params,
-                               e->GFULL + e->lay.units[0].full_offset, b, x->normalizer);
+                               e->GFULL + e->lay.units[0].full_offset, b, x->grad_normalizer);
         ao_timeline_op_end(e->tl, op);
     }
     if (bp == AO_PREFETCH_BACKWARD_POST && L >= 1) try_gather(e, L, x->do_comm);
@@ -785,7 +795,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
 /* ---- the optimizer ------------------------------------------------------- */
 
 static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step, float lr,
-                      int stop_vote)
+                      float loss_scale, int stop_vote)
 {
     const struct ao_config *cfg = e->cfg;
     ao_stream *cs = e->compute;
@@ -795,7 +805,9 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
     if (phase != AO_PHASE_COMM_ONLY) {
         for (int g = 0; g < e->ngroups; g++) ao_stream_wait_event(cs, e->groups[g].done);
         int op = compute_begin(e, "clip", -1);
-        e->backend->step_scalars(cs, sd->local, e->ACC, S, 1.0 / e->replicas,
+        /* the squared norm of the unscaled gradients, summed over replicas */
+        double unscale = 1.0 / ((double)loss_scale * loss_scale);
+        e->backend->step_scalars(cs, sd->local, e->ACC, S, unscale / e->replicas,
                                  e->loss_dev + (size_t)slot * G, G, stop_vote ? 1.0 : 0.0,
                                  e->workspace);
         ao_timeline_op_end(e->tl, op);
@@ -825,7 +837,7 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
     }
     int op = compute_begin(e, "optimizer", -1);
     e->backend->adamw(cs, p, m, v, e->ACC, S, &e->hp, lr, (float)cfg->training.grad_clip_norm,
-                      data_step + 1, global, sd->result, e->workspace);
+                      1.0f / loss_scale, data_step + 1, global, sd->result, e->workspace);
     if (e->Pw && phase == AO_PHASE_TRAIN) e->backend->cast(cs, e->Pw, e->gather_type, p, AO_F32, S);
     ao_timeline_op_end(e->tl, op);
     if (phase == AO_PHASE_COMPUTE_ONLY)
@@ -848,6 +860,8 @@ void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t dat
                    .do_compute = phase != AO_PHASE_COMM_ONLY,
                    .data_step = data_step,
                    .normalizer = (double)ao_engine_step_tokens(e)};
+    const float scale = e->scaling ? e->scaler.scale : 1.0f;
+    x.grad_normalizer = x.normalizer / scale;
     for (int j = 0; j < G; j++) {
         x.micro = j;
         x.last_micro = j == G - 1;
@@ -856,10 +870,11 @@ void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t dat
         x.loss_slot = e->loss_dev + (size_t)slot * G + j;
         run_micro(e, &x);
     }
-    optimizer(e, phase, slot, data_step, lr, stop_vote);
+    optimizer(e, phase, slot, data_step, lr, scale, stop_vote);
     ao_event_record(e->opt_done, e->compute);
     e->slot_iter[slot] = iter;
     e->slot_lr[slot] = lr;
+    e->slot_scale[slot] = scale;
     if (phase == AO_PHASE_TRAIN) {
         ao_copy_async(e->dev, &e->scal_host[slot], &e->scal_dev[slot], sizeof(scal), AO_D2H,
                       e->compute);
@@ -880,6 +895,13 @@ void ao_engine_scalars(ao_engine *e, int64_t iter, ao_step_scalars *out)
     out->grad_norm = h->result[0];
     out->clip_coef = h->result[1];
     out->lr = e->slot_lr[slot];
+    out->loss_scale = e->scaling ? e->slot_scale[slot] : NAN;
+    out->skipped = !isfinite(h->result[0]);
+    /* The scaler learns each train step's outcome once, in order. */
+    if (e->scaling && iter > e->scaler_iter) {
+        ao_loss_scaler_update(&e->scaler, out->skipped);
+        e->scaler_iter = iter;
+    }
     out->stop = h->global[2] > 0;
 }
 

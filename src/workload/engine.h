@@ -16,11 +16,12 @@
  * the ranks into sharding groups of fsdp.shard_group_size (color rank / size)
  * and replica groups across them (color rank % size).
  *
- * Precision: this build stores parameters and gradients and communicates in
- * fp32 on every backend; fp16/bf16 settings (training.mixed_precision,
- * fsdp.param_dtype, fsdp.reduce_dtype) run as fp32, with one warning.
- * training.tf32 runs the GEMMs through TF32 where the backend has it (cuda)
- * and is part of that warning elsewhere. The small kernels of the engine
+ * Precision (engine.c's apply_precision): parameters, gradients, optimizer
+ * state and reductions are fp32. training.mixed_precision bf16/fp16 makes the
+ * model's GEMMs multiply 16-bit copies of their operands (cuda), and fp16
+ * adds dynamic loss scaling (every backend); fsdp.param_dtype gathers the
+ * parameters in 16 bits (cuda); training.tf32 runs fp32 GEMMs through TF32
+ * (cuda). What a backend cannot do runs as fp32, with one warning. The small kernels of the engine
  * (accumulation, norm, AdamW) come from the device backend's table
  * (engine_backend.h: cpu closures, cuda kernels); a backend without one is
  * refused at create. */
@@ -92,7 +93,9 @@ typedef struct ao_step_scalars {
     double grad_norm;  /* global, before clipping */
     double clip_coef;  /* what the gradients were multiplied by */
     double lr;
-    int stop; /* some rank voted to stop in this iteration */
+    double loss_scale; /* fp16's dynamic loss scale the step ran with; NAN otherwise */
+    int skipped;       /* the gradients were not finite: no update (loss scaling backs off) */
+    int stop;          /* some rank voted to stop in this iteration */
 } ao_step_scalars;
 
 /* Waits for the scalars of train iteration `iter` (one of the last

@@ -60,7 +60,7 @@ struct k_adamw {
     const float *g;
     size_t n;
     ao_adamw_hparams h;
-    float lr, max_norm;
+    float lr, max_norm, grad_scale;
     int64_t step;
     const double *global; /* [1]: squared norm */
     double *result;       /* [2]: norm, coefficient */
@@ -68,18 +68,22 @@ struct k_adamw {
 static void run_adamw(void *arg)
 {
     struct k_adamw *a = arg;
-    float coef = ao_clip_coef(a->global[0], a->max_norm);
     a->result[0] = sqrt(a->global[0]);
+    if (!isfinite(a->global[0])) {
+        a->result[1] = 0.0; /* skipped */
+        return;
+    }
+    float coef = ao_clip_coef(a->global[0], a->max_norm);
     a->result[1] = coef;
-    ao_adamw_step(a->p, a->g, a->m, a->v, a->n, &a->h, a->lr, a->step, coef);
+    ao_adamw_step(a->p, a->g, a->m, a->v, a->n, &a->h, a->lr, a->step, coef * a->grad_scale);
 }
 
 static void cpu_adamw(ao_stream *s, float *p, float *m, float *v, const float *g, size_t n,
-                      const ao_adamw_hparams *h, float lr, float max_norm, int64_t step,
-                      const double *global_sq, double *result, void *workspace)
+                      const ao_adamw_hparams *h, float lr, float max_norm, float grad_scale,
+                      int64_t step, const double *global_sq, double *result, void *workspace)
 {
     (void)workspace;
-    struct k_adamw k = {p, m, v, g, n, *h, lr, max_norm, step, global_sq, result};
+    struct k_adamw k = {p, m, v, g, n, *h, lr, max_norm, grad_scale, step, global_sq, result};
     ao_launch_host(s, run_adamw, &k, sizeof k);
 }
 

@@ -681,6 +681,10 @@ __global__ void has_nonfinite_kernel(int *flag, const float *x, size_t n)
 
 __global__ void clip_coef_kernel(float *coef, const double *sq_norm, float max_norm, float extra)
 {
+    if (!isfinite(sq_norm[0])) { /* overflow: 0 tells adamw_kernel to skip the step */
+        coef[0] = 0.0f;
+        return;
+    }
     float c = 1.0f;
     if (max_norm > 0.0f) {
         const double v = (double)max_norm / (sqrt(sq_norm[0]) + 1e-6);
@@ -717,6 +721,7 @@ __global__ void adamw_kernel(float *param, const float *grad, float *m, float *v
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     const float extra = grad_scale_dev ? grad_scale_dev[0] : 1.0f;
+    if (grad_scale_dev && extra == 0.0f) return; /* clip_coef_kernel's skip */
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         float g = __fmul_rn(grad[i], k.grad_scale);
         if (grad_scale_dev) g = __fmul_rn(g, extra);

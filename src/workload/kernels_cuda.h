@@ -123,7 +123,8 @@ cudaError_t ao_cuda_sum_squares(double *out, const float *x, size_t n, double *p
  * may check several buffers into one flag). */
 cudaError_t ao_cuda_has_nonfinite(int *flag, const float *x, size_t n, cudaStream_t stream);
 /* coef[0] = ao_clip_coef(sq_norm[0], max_norm) * extra (computed on the
- * device, so clipping needs no host round trip). */
+ * device, so clipping needs no host round trip); 0 when sq_norm[0] is not
+ * finite, which makes ao_cuda_adamw_step skip the update. */
 cudaError_t ao_cuda_clip_coef(float *coef, const double *sq_norm, float max_norm, float extra,
                               cudaStream_t stream);
 
@@ -145,7 +146,8 @@ typedef struct ao_cuda_adamw {
 
 /* ao_adamw_step on a flat shard. The gradient is multiplied by grad_scale
  * and, when grad_scale_dev is not NULL, by grad_scale_dev[0] too (a clip
- * coefficient computed on the device). The bias corrections are computed on
+ * coefficient computed on the device; 0 skips the update: nothing is
+ * written). The bias corrections are computed on
  * the host exactly as the reference does. */
 cudaError_t ao_cuda_adamw_step(float *param, const float *grad, float *m, float *v, size_t n,
                                const ao_cuda_adamw *h, float lr, int64_t step, float grad_scale,

@@ -637,9 +637,9 @@ int ao_has_nonfinite(const float *x, size_t n)
     return 0;
 }
 
-void ao_loss_scaler_init(ao_loss_scaler *s)
+void ao_loss_scaler_init(ao_loss_scaler *s, float initial)
 {
-    s->scale = 65536.0f;
+    s->scale = initial;
     s->growth_factor = 2.0f;
     s->backoff_factor = 0.5f;
     s->growth_interval = 2000;

@@ -310,8 +310,9 @@ typedef struct {
     int good_steps;       /* consecutive steps without inf/NaN since the last change */
 } ao_loss_scaler;
 
-/* scale 2^16, x2 every 2000 good steps, x0.5 on overflow. */
-void ao_loss_scaler_init(ao_loss_scaler *s);
+/* scale `initial` (GradScaler's default: 2^16), x2 every 2000 good steps,
+ * x0.5 on overflow. */
+void ao_loss_scaler_init(ao_loss_scaler *s, float initial);
 /* Records one step's outcome (found_nonfinite: any gradient inf/NaN, on any
  * rank) and updates the scale. Returns 1 when the optimizer step must run, 0
  * when it must be skipped. */

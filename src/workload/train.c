@@ -437,6 +437,7 @@ static void on_iteration(void *ctx, int64_t step, const char *phase, const ao_op
         r.loss_local = s->loss_local;
         r.grad_norm = s->grad_norm;
         r.lr = s->lr;
+        r.loss_scale = s->loss_scale;
         r.samples = samples;
         if (r.m.step_ms > 0)
             r.tokens_per_s = (double)ao_engine_step_tokens(t->engine) / (r.m.step_ms * 1e-3);
@@ -448,11 +449,15 @@ static void on_iteration(void *ctx, int64_t step, const char *phase, const ao_op
     /* logging.level DEBUG: every step's line, whatever log_interval says. */
     int interval = ao_log_level() <= AO_LEVEL_DEBUG ? 1 : t->cfg->training.log_interval;
     if ((step + 1) % interval == 0 || step + 1 == t->total_steps) {
+        char scale[64] = "";
+        if (isfinite(r.loss_scale))
+            snprintf(scale, sizeof scale, "  loss_scale %g%s", r.loss_scale,
+                     isfinite(r.grad_norm) ? "" : " (overflow: step skipped)");
         log_line(t, 1,
                  "step %lld/%d  loss %.6g  loss_local %.6g  lr %.3g  grad_norm %.4g  step %.2f ms  "
-                 "tokens/s %.4g",
+                 "tokens/s %.4g%s",
                  (long long)step + 1, t->total_steps, r.loss, r.loss_local, r.lr, r.grad_norm,
-                 r.m.step_ms, r.tokens_per_s);
+                 r.m.step_ms, r.tokens_per_s, scale);
     }
     if (t->progress_tty) {
         double el = now_s() - t->t_start;

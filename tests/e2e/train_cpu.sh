@@ -136,6 +136,34 @@ grep -q "fp32 only: training.mixed_precision=bf16 fsdp.param_dtype=fp16 run as f
 grep -q "fsdp.reduce_dtype=bf16 runs as fp32" "$tmp/prec.out" ||
     { fail "no reduce_dtype warning"; cat "$tmp/prec.out"; }
 
+# fp16 dynamic loss scaling (on every backend): with a power-of-two scale the
+# updates are those of the unscaled run, bit for bit; an overflow (here a
+# diverging run, lr 1e30) skips the step and halves the scale, which the
+# host learns one step late, so the halving shows two steps after the first
+# skipped one.
+common=(training.max_steps=8 training.summary_skip_steps=1 scheduler.warmup_steps=0)
+train --run-name ls_none --override training.output_dir="$out" "${common[@]}" \
+    training.mixed_precision=none >"$tmp/ls1.out" 2>&1 || { fail "none run"; cat "$tmp/ls1.out"; }
+train --run-name ls_fp16 --override training.output_dir="$out" "${common[@]}" \
+    training.mixed_precision=fp16 >"$tmp/ls2.out" 2>&1 || { fail "fp16 run"; cat "$tmp/ls2.out"; }
+train --run-name ls_div --override training.output_dir="$out" "${common[@]}" \
+    training.mixed_precision=fp16 optimizer.lr=1e30 >"$tmp/ls3.out" 2>&1 ||
+    { fail "diverging fp16 run"; cat "$tmp/ls3.out"; }
+python3 - "$out" >"$tmp/ls.chk" 2>&1 <<'PY' || { fail "loss scaling"; cat "$tmp/ls.chk"; }
+import json, sys
+def recs(name):
+    return [json.loads(l) for l in open(f"{sys.argv[1]}/{name}/rank_00_metrics.jsonl")]
+none, fp16, div = recs("ls_none"), recs("ls_fp16"), recs("ls_div")
+assert [r["loss"] for r in none] == [r["loss"] for r in fp16], "fp16 scaling changed the losses"
+assert all(r["loss_scale"] is None for r in none)
+assert all(r["loss_scale"] == 65536 for r in fp16)
+scales = [r["loss_scale"] for r in div]
+assert scales == [65536, 65536, 65536, 32768, 16384, 8192, 4096, 2048], scales
+assert div[0]["grad_norm"] is not None and all(r["grad_norm"] is None for r in div[1:])
+print("loss scales of the diverging run:", scales)
+PY
+grep -q "overflow: step skipped" "$tmp/ls3.out" || fail "no skipped-step line"
+
 # logging.level: DEBUG prints every step's line, WARNING none (the final
 # table still), ERROR not even the warnings; the log file keeps every line.
 for lv in DEBUG WARNING ERROR; do

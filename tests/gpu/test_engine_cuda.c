@@ -80,7 +80,7 @@ typedef struct {
 
 static void run_side(side *x, const float *red1, const float *red2, const float *loss, int nloss,
                      const float *p0, const float *m0, const float *v0, double global_sq,
-                     float max_norm, outputs *o)
+                     float max_norm, float grad_scale, outputs *o)
 {
     const size_t fb = N * sizeof(float);
     float *acc = ao_dev_alloc(x->dev, fb);
@@ -95,7 +95,7 @@ static void run_side(side *x, const float *red1, const float *red2, const float 
     x->be->accumulate(x->s, acc, r1, N, 1);
     x->be->accumulate(x->s, acc, r2, N, 0);
     x->be->step_scalars(x->s, scal, acc, N, 0.5, l, nloss, 1.0, x->ws);
-    x->be->adamw(x->s, p, m, v, acc, N, &h, 1e-3f, max_norm, 7, gsq, result, x->ws);
+    x->be->adamw(x->s, p, m, v, acc, N, &h, 1e-3f, max_norm, grad_scale, 7, gsq, result, x->ws);
     download(x, o->acc, acc, fb);
     download(x, o->scal, scal, sizeof o->scal);
     download(x, o->p, p, fb);
@@ -106,7 +106,14 @@ static void run_side(side *x, const float *red1, const float *red2, const float 
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ao_dev_free(x->dev, bufs[i]);
 }
 
-static void compare_case(side *cpu, side *gpu, float max_norm, double global_sq, const char *what)
+/* Equal, NaN included (an overflowed norm). */
+static int same(double a, double b)
+{
+    return a == b || (isnan(a) && isnan(b));
+}
+
+static void compare_case(side *cpu, side *gpu, float max_norm, double global_sq, float grad_scale,
+                         const char *what)
 {
     static float red1[N], red2[N], p0[N], m0[N], v0[N];
     static outputs a, b;
@@ -116,8 +123,8 @@ static void compare_case(side *cpu, side *gpu, float max_norm, double global_sq,
     fill(p0, N, 3, -0.5f, 0.5f);
     fill(m0, N, 4, -0.01f, 0.01f);
     fill(v0, N, 5, 0, 1e-4f);
-    run_side(cpu, red1, red2, loss, 3, p0, m0, v0, global_sq, max_norm, &a);
-    run_side(gpu, red1, red2, loss, 3, p0, m0, v0, global_sq, max_norm, &b);
+    run_side(cpu, red1, red2, loss, 3, p0, m0, v0, global_sq, max_norm, grad_scale, &a);
+    run_side(gpu, red1, red2, loss, 3, p0, m0, v0, global_sq, max_norm, grad_scale, &b);
 
     CHECK(memcmp(a.acc, b.acc, sizeof a.acc) == 0, "%s: accumulation differs", what);
     CHECK(fabs(b.scal[0] - a.scal[0]) <= 1e-12 * a.scal[0], "%s: squared norm %.17g vs %.17g", what,
@@ -125,7 +132,8 @@ static void compare_case(side *cpu, side *gpu, float max_norm, double global_sq,
     CHECK(b.scal[1] == a.scal[1], "%s: loss sum %.17g vs %.17g", what, b.scal[1], a.scal[1]);
     CHECK(b.scal[2] == 1.0 && a.scal[2] == 1.0, "%s: stop vote %g vs %g", what, b.scal[2],
           a.scal[2]);
-    CHECK(b.result[0] == a.result[0], "%s: norm %.17g vs %.17g", what, b.result[0], a.result[0]);
+    CHECK(same(b.result[0], a.result[0]), "%s: norm %.17g vs %.17g", what, b.result[0],
+          a.result[0]);
     CHECK(b.result[1] == a.result[1], "%s: clip coefficient %.9g vs %.9g", what, b.result[1],
           a.result[1]);
     double ep = max_rel(b.p, a.p, N), em = max_rel(b.m, a.m, N), ev = max_rel(b.v, a.v, N);
@@ -141,9 +149,13 @@ int main(void)
     side cpu, gpu;
     side_open(&cpu, "cpu", &ao_engine_cpu_backend);
     side_open(&gpu, "cuda", &ao_engine_cuda_backend);
-    compare_case(&cpu, &gpu, 1.0f, 400.0, "clipping (norm 20, max 1)");
-    compare_case(&cpu, &gpu, 100.0f, 400.0, "no clipping (norm 20, max 100)");
-    compare_case(&cpu, &gpu, 0.0f, 400.0, "clipping off (max 0)");
+    compare_case(&cpu, &gpu, 1.0f, 400.0, 1.0f, "clipping (norm 20, max 1)");
+    compare_case(&cpu, &gpu, 100.0f, 400.0, 1.0f, "no clipping (norm 20, max 100)");
+    compare_case(&cpu, &gpu, 0.0f, 400.0, 1.0f, "clipping off (max 0)");
+    compare_case(&cpu, &gpu, 1.0f, 400.0, 1.0f / 1024, "loss scale 1024 undone");
+    /* overflow under loss scaling: the update is skipped, p m v unchanged */
+    compare_case(&cpu, &gpu, 1.0f, INFINITY, 1.0f, "overflow: inf norm");
+    compare_case(&cpu, &gpu, 1.0f, NAN, 1.0f, "overflow: NaN norm");
     side_close(&gpu);
     side_close(&cpu);
     return check_result("test_engine_cuda");

@@ -901,7 +901,7 @@ static void test_loss_scaler(void **state)
 {
     (void)state;
     ao_loss_scaler s;
-    ao_loss_scaler_init(&s);
+    ao_loss_scaler_init(&s, 65536.0f);
     assert_true(s.scale == 65536.0f);
     for (int i = 0; i < 1999; i++) assert_int_equal(ao_loss_scaler_update(&s, 0), 1);
     assert_true(s.scale == 65536.0f);
