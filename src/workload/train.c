@@ -310,9 +310,12 @@ static int setup(trainer *t)
         .workers = cfg->dataloader.num_workers,
         .pinned = cfg->dataloader.pin_memory,
         /* The batch in use, the prefetched one, and one being filled per
-         * worker: with fewer slots than workers, workers sit idle and the
-         * host fill (tens of ms per batch at the default shape) paces the step. */
-        .depth = 2 + (cfg->dataloader.num_workers > 1 ? cfg->dataloader.num_workers : 1),
+         * host worker: with fewer slots than workers, workers sit idle and
+         * the host fill (tens of ms per batch at the default shape) paces
+         * the step. Generated on the device, one being filled is enough. */
+        .depth = 2 + (cfg->dataset.placement == AO_PLACEMENT_HOST && cfg->dataloader.num_workers > 1
+                          ? cfg->dataloader.num_workers
+                          : 1),
     };
     t->loader = ao_loader_create(t->dev, t->streams[AO_STREAM_H2D], &lc);
     if (!t->loader) return AO_EXIT_USAGE;
