@@ -395,12 +395,13 @@ __attribute__((format(printf, 3, 4))) static void append(char *buf, size_t n, co
 /* Precision (DESIGN §6). Storage, master weights, optimizer state and
  * reductions are fp32. training.mixed_precision bf16/fp16 makes the model's
  * GEMMs multiply bf16/fp16 copies of their operands with fp32 accumulation
- * and output (autocast's GEMM numerics, model_cuda.c; training.tf32 runs
- * fp32 operands through TF32 when mixed_precision is none); fsdp.param_dtype bf16/fp16 gathers the
- * parameters in that type (half the all-gather bytes) and casts them back to
- * fp32 for compute, as FSDP's MixedPrecision does. What the backend cannot do
- * runs as fp32 with one warning; fsdp.reduce_dtype other than fp32 and fp16's
- * loss scaling are not in this build (warned). Sets e->gather_type. */
+ * and output (autocast's GEMM numerics, model_cuda.c; training.tf32 runs fp32
+ * operands through TF32 when mixed_precision is none), and fp16 adds dynamic
+ * loss scaling. fsdp.param_dtype bf16/fp16 gathers the parameters in that
+ * type (half the all-gather bytes) and casts them back to fp32 for compute,
+ * as FSDP's MixedPrecision does. What the backend cannot do runs as fp32 with
+ * one warning; fsdp.reduce_dtype other than fp32 is not in this build
+ * (warned). Sets e->gather_type and the loss scaler. */
 static void apply_precision(ao_engine *e)
 {
     const struct ao_config *cfg = e->cfg;

@@ -132,9 +132,7 @@ static void stage_weights(cuda_model *cm, ao_stream *s, const weight_range *r, i
     }
 }
 
-/* Casts arena floats [p, p + n) into the twin and marks them current until
- * cm->nprepared drops back below this mark (the caller restores it once the
- * GEMMs that share them are enqueued, before anything rewrites them). */
+/* Whether arena floats [off, off + n) are current in the twin. */
 static int is_prepared(const cuda_model *cm, size_t off, size_t n)
 {
     for (int i = 0; i < cm->nprepared; i++)
@@ -145,7 +143,9 @@ static int is_prepared(const cuda_model *cm, size_t off, size_t n)
 }
 
 /* Marks arena floats [p, p + n) current in the twin, casting them first when
- * `cast` (already current: nothing to do). */
+ * `cast` (already current: nothing to do), until cm->nprepared drops back
+ * below this mark (the caller restores it once the GEMMs that share them are
+ * enqueued, before anything rewrites them). */
 static void mark_current(cuda_model *cm, ao_stream *s, const float *p, size_t n, int cast)
 {
     if (cm->half == AO_F32 || !in_arena(cm, p, n)) return;

@@ -51,6 +51,10 @@ run_expect 2 "$TMP/err" config validate --override training.batch_sise=4
 contains "$TMP/err" "did you mean 'training.batch_size'?"
 run_expect 2 "$TMP/err" config show --override training.batch_size=abc
 contains "$TMP/err" "--override: training.batch_size: 'abc' is not an integer"
+printf 'training:\n  mixed_precision: fp16\n  loss_scale: 0\n' >"$TMP/scale.yaml"
+run_expect 2 "$TMP/err" config validate --config "$TMP/scale.yaml"
+contains "$TMP/err" "$TMP/scale.yaml:3:15: training.loss_scale"
+[[ $(wc -l <"$TMP/err") -eq 1 ]] || fail "loss_scale error is not one line"
 run_expect 2 "$TMP/err" config validate --config "$TMP/nonexistent.yaml"
 contains "$TMP/err" "cannot read the config file"
 printf 'training:\n  batch_size: [4\n' >"$TMP/bad.yaml"
