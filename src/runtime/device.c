@@ -234,6 +234,16 @@ void ao_stream_sync(ao_stream *s)
     OPS(s)->stream_sync(s);
 }
 
+void ao_stream_hold(ao_stream *s)
+{
+    if (OPS(s)->stream_hold) OPS(s)->stream_hold(s);
+}
+
+void ao_stream_release(ao_stream *s)
+{
+    if (OPS(s)->stream_release) OPS(s)->stream_release(s);
+}
+
 ao_event *ao_event_create(ao_device *dev)
 {
     return OPS(dev)->event_create(dev);

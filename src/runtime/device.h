@@ -126,6 +126,18 @@ void ao_event_sync(ao_event *e);
 int ao_event_query(ao_event *e);
 double ao_event_elapsed_us(ao_event *start, ao_event *end);
 
+/* Hold a stream: the device starts nothing enqueued on it after
+ * ao_stream_hold until the host calls ao_stream_release (the host never waits
+ * here). Timing holds a stream around an op whose host launch path is long, a
+ * collective: without it the device reaches the op's start event while the
+ * host is still inside the library launching the kernel, and the event pair
+ * counts that launch path as the op's time. Release as soon as the op is
+ * enqueued: anything waiting on the stream waits for the host meanwhile.
+ * No-op on backends that run stream work on the host (cpu) and where the
+ * runtime cannot wait on memory (one warning). */
+void ao_stream_hold(ao_stream *s);
+void ao_stream_release(ao_stream *s);
+
 /* Run fn(arg) on the host once the stream reaches this point; `arg_size` bytes
  * at `arg` are copied, so the caller's buffer may be reused at once. This is
  * how the cpu backend runs every kernel and how MPI collectives run "on" a
@@ -161,6 +173,10 @@ typedef struct ao_gemm_desc {
     /* Strided batch: batch_count >= 1; strides in elements (0 when batch 1). */
     int batch_count;
     long long stride_a, stride_b, stride_c;
+    /* NULL, or n floats added to every row of C after alpha and beta (a
+     * linear layer's bias, in cuBLASLt's epilogue instead of a pass over C);
+     * fp32 C and batch_count 1 only. */
+    const float *bias;
 } ao_gemm_desc;
 
 /* Device-wide GEMM policy (compute.gemm_chunks, compute.sm_count_target):
@@ -207,6 +223,8 @@ struct ao_device_ops {
     const char *(*stream_name)(ao_stream *);
     int (*stream_priority)(ao_stream *);
     void (*stream_sync)(ao_stream *);
+    void (*stream_hold)(ao_stream *);    /* NULL: no-op */
+    void (*stream_release)(ao_stream *); /* NULL: no-op */
     ao_event *(*event_create)(ao_device *);
     void (*event_destroy)(ao_event *);
     void (*event_record)(ao_event *, ao_stream *);

@@ -575,6 +575,9 @@ static void run_gemm(void *arg)
                     a + i * d->stride_a, d->lda, b + i * d->stride_b, d->ldb, d->beta,
                     c + i * d->stride_c, d->ldc);
     }
+    if (d->bias)
+        for (int r = 0; r < d->m; r++)
+            for (int j = 0; j < d->n; j++) c[(size_t)r * d->ldc + j] += d->bias[j];
 }
 
 static void check_ld(const char *name, int ld, int cols)
@@ -599,6 +602,8 @@ static void cpu_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d)
     check_ld("a", d->lda, d->trans_a ? d->m : d->k);
     check_ld("b", d->ldb, d->trans_b ? d->k : d->n);
     check_ld("c", d->ldc, d->n);
+    if (d->bias && d->batch_count != 1)
+        ao_fatal(AO_EXIT_FAIL, "gemm", "a bias needs batch_count 1 (got %d)", d->batch_count);
     if (d->m == 0 || d->n == 0) return;
     cpu_launch_host(s, run_gemm, d, sizeof *d);
 }

@@ -16,6 +16,10 @@
 #include "runtime/device_cuda.h"
 #include "runtime/kernels_cuda.h"
 
+#ifndef AO_GPU_HIP
+#include <cuda.h> /* CUstream, CUresult: the one driver call, see "stream holds" */
+#endif
+
 /* Per-stream cuBLASLt workspace: one per stream, not per device, so that two
  * GEMMs on two streams never share scratch memory while they run. */
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
@@ -24,6 +28,7 @@ struct gemm_key {
     int trans_a, trans_b, m, n, k, lda, ldb, ldc;
     int ab_type, c_type, compute, batch_count, sm_target;
     int align_a, align_b, align_c; /* bytes; cuBLASLt picks kernels by alignment */
+    int bias;                      /* CUBLASLT_EPILOGUE_BIAS (the pointer is set per call) */
     long long stride_a, stride_b, stride_c;
 };
 
@@ -58,6 +63,12 @@ struct ao_stream {
     char *name;
     int priority;
     void *workspace;
+    /* ao_stream_hold: the device waits until *gate reaches gate_next
+     * (mapped pinned host memory, gate_dev its device address) */
+    uint32_t *gate;
+    void *gate_dev;
+    uint32_t gate_next;
+    int held;
 };
 
 struct ao_event {
@@ -367,13 +378,17 @@ static ao_stream *cuda_stream_create(ao_device *dev, const char *name, int prior
     return s;
 }
 
+static void cuda_stream_release(ao_stream *s);
+
 static void cuda_stream_destroy(ao_stream *s)
 {
     if (!s) return;
+    cuda_stream_release(s); /* a held stream would never drain */
     use_device(s->dev);
     AO_CUDA_CHECK(cudaStreamSynchronize(s->s)); /* its GEMMs may still use the workspace */
     if (s->workspace) AO_CUDA_CHECK(cudaFree(s->workspace));
     AO_CUDA_CHECK(cudaStreamDestroy(s->s));
+    if (s->gate) AO_CUDA_CHECK(cudaFreeHost(s->gate));
     free(s->name);
     free(s);
 }
@@ -392,6 +407,70 @@ static void cuda_stream_sync(ao_stream *s)
 {
     AO_CUDA_CHECK(cudaStreamSynchronize(s->s));
 }
+
+/* ---- stream holds ----------------------------------------------------------------
+ *
+ * The device waits on a 32-bit counter in mapped pinned host memory
+ * (cuStreamWaitValue32, a cyclic >=): hold enqueues a wait for the counter's
+ * next value, release stores that value from the host. The driver entry point
+ * is found through the runtime, so nothing links libcuda; the pointer is
+ * process-wide state because the driver's function is. HIP builds and CUDA
+ * runtimes before 12.5 do not hold (hipStreamWaitValue32 wants signal
+ * memory; not done, untested there). */
+
+#if !defined(AO_GPU_HIP) && CUDART_VERSION >= 12050
+typedef CUresult (*wait_value32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+static wait_value32_fn wait_value32;
+static int hold_broken; /* a wait failed once: holds are off, with one warning */
+
+static void find_wait_value32(void)
+{
+    enum cudaDriverEntryPointQueryResult q;
+    void *fn = NULL;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+        wait_value32 = (wait_value32_fn)fn;
+}
+
+static void cuda_stream_hold(ao_stream *s)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, find_wait_value32);
+    if (s->held) ao_fatal(AO_EXIT_FAIL, "stream", "%s held twice", s->name);
+    if (!wait_value32 || __atomic_load_n(&hold_broken, __ATOMIC_RELAXED)) return;
+    use_device(s->dev);
+    if (!s->gate) {
+        AO_CUDA_CHECK(cudaHostAlloc((void **)&s->gate, sizeof *s->gate, cudaHostAllocMapped));
+        *s->gate = 0;
+        AO_CUDA_CHECK(cudaHostGetDevicePointer(&s->gate_dev, s->gate, 0));
+    }
+    CUresult r = wait_value32((CUstream)s->s, (CUdeviceptr)(uintptr_t)s->gate_dev, s->gate_next + 1,
+                              CU_STREAM_WAIT_VALUE_GEQ);
+    if (r != CUDA_SUCCESS) {
+        if (!__atomic_exchange_n(&hold_broken, 1, __ATOMIC_RELAXED))
+            ao_warn("cuStreamWaitValue32 failed (CUresult %d): collectives' event pairs include "
+                    "their host launch path",
+                    (int)r);
+        return;
+    }
+    s->gate_next++;
+    s->held = 1;
+}
+
+static void cuda_stream_release(ao_stream *s)
+{
+    if (!s->held) return;
+    __atomic_store_n(s->gate, s->gate_next, __ATOMIC_RELEASE);
+    s->held = 0;
+}
+#else
+#define cuda_stream_hold NULL
+static void cuda_stream_release(ao_stream *s)
+{
+    (void)s;
+}
+#endif
 
 static ao_event *cuda_event_create(ao_device *dev)
 {
@@ -593,6 +672,11 @@ static struct gemm_plan *find_plan(ao_device *dev, const struct gemm_key *key)
         cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
     BLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+    if (key->bias) {
+        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        BLAS_CHECK(
+            cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    }
 #if AO_GPU_HAS_SM_COUNT_TARGET
     if (key->sm_target > 0) {
         int32_t sms = key->sm_target;
@@ -668,6 +752,9 @@ static void check_gemm_desc(const ao_gemm_desc *d)
                  d->ldb, d->ldc, a_cols, b_cols, d->n);
     if (d->batch_count < 1)
         ao_fatal(AO_EXIT_USAGE, "gemm", "batch_count=%d: must be >= 1", d->batch_count);
+    if (d->bias && (d->batch_count != 1 || d->c_type != AO_F32))
+        ao_fatal(AO_EXIT_USAGE, "gemm", "a bias needs batch_count 1 and an fp32 C (got %d, %s)",
+                 d->batch_count, ao_dtype_name(d->c_type));
 }
 
 static void cuda_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d)
@@ -704,6 +791,7 @@ static void cuda_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d)
         key.compute = d->compute;
         key.batch_count = d->batch_count;
         key.sm_target = sm_target;
+        key.bias = d->bias != NULL;
         key.align_a = batch_alignment(a, d->stride_a, asz, d->batch_count);
         key.align_b = batch_alignment(d->b, d->stride_b, asz, d->batch_count);
         key.align_c = batch_alignment(c, d->stride_c, csz, d->batch_count);
@@ -713,6 +801,9 @@ static void cuda_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d)
             key.stride_c = d->stride_c;
         }
         struct gemm_plan *p = find_plan(dev, &key);
+        if (d->bias)
+            BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      &d->bias, sizeof d->bias));
         BLAS_CHECK(cublasLtMatmul(dev->lt, p->op, &d->alpha, d->b, p->la, a, p->lb, &d->beta, c,
                                   p->lc, c, p->lc, &p->algo, ws, p->workspace, ao_cuda_stream(s)));
         row += rows;
@@ -773,6 +864,8 @@ const struct ao_device_ops ao_cuda_device_ops = {
     .stream_name = cuda_stream_name,
     .stream_priority = cuda_stream_priority,
     .stream_sync = cuda_stream_sync,
+    .stream_hold = cuda_stream_hold,
+    .stream_release = cuda_stream_release,
     .event_create = cuda_event_create,
     .event_destroy = cuda_event_destroy,
     .event_record = cuda_event_record,

@@ -108,6 +108,10 @@
 #define cublasLtMatmulDescSetAttribute              hipblasLtMatmulDescSetAttribute
 #define CUBLASLT_MATMUL_DESC_TRANSA                 HIPBLASLT_MATMUL_DESC_TRANSA
 #define CUBLASLT_MATMUL_DESC_TRANSB                 HIPBLASLT_MATMUL_DESC_TRANSB
+#define CUBLASLT_MATMUL_DESC_EPILOGUE               HIPBLASLT_MATMUL_DESC_EPILOGUE
+#define CUBLASLT_MATMUL_DESC_BIAS_POINTER           HIPBLASLT_MATMUL_DESC_BIAS_POINTER
+#define cublasLtEpilogue_t                          hipblasLtEpilogue_t
+#define CUBLASLT_EPILOGUE_BIAS                      HIPBLASLT_EPILOGUE_BIAS
 #define cublasLtMatrixLayout_t                      hipblasLtMatrixLayout_t
 #define cublasLtMatrixLayoutCreate                  hipblasLtMatrixLayoutCreate
 #define cublasLtMatrixLayoutDestroy                 hipblasLtMatrixLayoutDestroy

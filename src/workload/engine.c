@@ -348,8 +348,14 @@ static void make_buffers(ao_engine *e)
     for (int b = 0; b < e->nbufs; b++) {
         size_t n = b == 0 ? e->lay.units[0].padded : pooled ? layer_max : e->lay.units[b].padded;
         e->bufs[b].buf = dev_zeros(e, n);
-        if (e->gather_type != AO_F32)
+        if (e->gather_type != AO_F32) {
             e->bufs[b].wire = ao_dev_alloc(e->dev, n * ao_dtype_size(e->gather_type));
+            /* buf is cast from wire before each unit's compute and both are
+             * freed together (free_ev): the model's 16-bit GEMMs read wire */
+            if (e->backend->share_params16)
+                e->backend->share_params16(e->model, e->bufs[b].buf, e->bufs[b].wire,
+                                           e->gather_type, n);
+        }
         e->bufs[b].free_ev = ao_event_create(e->dev);
     }
     if (e->gather_type != AO_F32) {

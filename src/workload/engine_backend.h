@@ -32,6 +32,12 @@ struct ao_engine_backend {
      * backend communicates in fp32 only (the engine then warns). */
     void (*cast)(ao_stream *s, void *dst, ao_dtype dst_type, const void *src, ao_dtype src_type,
                  size_t n);
+    /* Tells the model that `half` holds the n parameters at `fp32` in
+     * `type` whenever a pass reads them (model_cuda.h's
+     * ao_model_cuda_share_params16), so its 16-bit GEMMs use the gathered
+     * copy instead of casting again. NULL: the backend has no 16-bit GEMMs. */
+    void (*share_params16)(ao_model *m, const float *fp32, const void *half, ao_dtype type,
+                           size_t n);
     /* acc := red (first) or acc += red, n floats. */
     void (*accumulate)(ao_stream *s, float *acc, const float *red, size_t n, int first);
     /* out[0] = scale * sum of g[i]^2, out[1] = sum of loss[0..nloss) (in

@@ -68,6 +68,7 @@ const struct ao_engine_backend ao_engine_cuda_backend = {
     .workspace_bytes = PARTIALS_BYTES + sizeof(float),
     .set_compute = cuda_set_compute,
     .cast = cuda_cast,
+    .share_params16 = ao_model_cuda_share_params16,
     .accumulate = cuda_accumulate,
     .step_scalars = cuda_step_scalars,
     .adamw = cuda_adamw,

@@ -48,12 +48,20 @@
 #define MAX_STAGED   2  /* weight ranges staged by one pass */
 #define MAX_PREPARED 8  /* arena ranges current in the twin for a run of GEMMs */
 #define ALIGN16      64 /* 16-bit copies start on 128-byte boundaries */
+#define MAX_SHARED   16 /* the engine's registered 16-bit parameter copies */
 
 typedef struct {
     uintptr_t src; /* fp32 weights [src, src + n floats) */
     size_t n;
-    size_t dst; /* their 16-bit copy: w16 + dst elements */
+    const void *dst; /* their 16-bit copy: n elements of cm->half */
 } staged_range;
+
+typedef struct {
+    uintptr_t src; /* fp32 [src, src + n floats), kept equal to ... */
+    size_t n;
+    const void *half; /* ... these n elements of `type`, by the engine */
+    ao_dtype type;
+} shared_range;
 
 typedef struct {
     size_t off, n; /* arena elements whose twin is current */
@@ -73,6 +81,8 @@ typedef struct {
     size_t w16_cap, outside_cap;
     staged_range staged[MAX_STAGED];
     int nstaged;
+    shared_range shared[MAX_SHARED];
+    int nshared;
     prepared_range prepared[MAX_PREPARED];
     int nprepared;
     /* [L + 1]: encoder layer l's forward ran in 16 bits, so the twin still
@@ -108,8 +118,20 @@ static int in_arena(const cuda_model *cm, const float *p, size_t n)
     return inside(p, n, (uintptr_t)cm->a.mem, cm->a.floats);
 }
 
-/* Casts a unit's weight matrices (the ones its pass multiplies) into w16 and
- * records where; called at the start of each pass (no-op in fp32 modes). */
+/* The engine's 16-bit copy of fp32 [p, p + n) in the GEMMs' type, or NULL. */
+static const void *shared_copy(const cuda_model *cm, const float *p, size_t n)
+{
+    for (int i = 0; i < cm->nshared; i++) {
+        const shared_range *r = &cm->shared[i];
+        if (r->type == cm->half && inside(p, n, r->src, r->n))
+            return half_at((void *)r->half, ((uintptr_t)p - r->src) / sizeof(float));
+    }
+    return NULL;
+}
+
+/* Finds or makes a 16-bit copy of a unit's weight matrices (the ones its pass
+ * multiplies): the engine's gathered copy where it registered one, else a
+ * cast into w16. Called at the start of each pass (no-op in fp32 modes). */
 typedef struct {
     const float *p;
     size_t n;
@@ -122,13 +144,16 @@ static void stage_weights(cuda_model *cm, ao_stream *s, const weight_range *r, i
     if (cm->half == AO_F32) return;
     size_t used = 0;
     for (int i = 0; i < count; i++) {
-        if (used + r[i].n > cm->w16_cap)
-            ao_fatal(AO_EXIT_FAIL, "model", "16-bit weight copy: %zu floats exceed its %zu",
-                     used + r[i].n, cm->w16_cap);
-        KCHECK(ao_cuda_cast(half_at(cm->w16, used), cm->half, r[i].p, AO_F32, r[i].n,
-                            ao_cuda_stream(s)));
-        cm->staged[cm->nstaged++] = (staged_range){(uintptr_t)r[i].p, r[i].n, used};
-        used += align16(r[i].n);
+        const void *dst = shared_copy(cm, r[i].p, r[i].n);
+        if (!dst) {
+            if (used + r[i].n > cm->w16_cap)
+                ao_fatal(AO_EXIT_FAIL, "model", "16-bit weight copy: %zu floats exceed its %zu",
+                         used + r[i].n, cm->w16_cap);
+            dst = half_at(cm->w16, used);
+            KCHECK(ao_cuda_cast((void *)dst, cm->half, r[i].p, AO_F32, r[i].n, ao_cuda_stream(s)));
+            used += align16(r[i].n);
+        }
+        cm->staged[cm->nstaged++] = (staged_range){(uintptr_t)r[i].p, r[i].n, dst};
     }
 }
 
@@ -179,7 +204,7 @@ static const void *operand16(const cuda_model *cm, ao_stream *s, const float *p,
     for (int i = 0; i < cm->nstaged; i++) {
         const staged_range *r = &cm->staged[i];
         if (inside(p, span, r->src, r->n))
-            return half_at(cm->w16, r->dst + ((uintptr_t)p - r->src) / sizeof(float));
+            return half_at((void *)r->dst, ((uintptr_t)p - r->src) / sizeof(float));
     }
     if (align16(span) > cm->outside_cap - *outside_used)
         ao_fatal(AO_EXIT_FAIL, "model",
@@ -207,9 +232,9 @@ typedef struct {
 
 static const gemm_batch single = {1, 0, 0, 0};
 
-static void gemm(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
-                 float alpha, const float *a, int lda, const float *b, int ldb, float beta,
-                 float *c, int ldc, gemm_batch bt)
+static void gemm_bias(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
+                      float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                      float *c, int ldc, gemm_batch bt, const float *bias)
 {
     const cuda_model *cm = m->impl;
     ao_gemm_desc d = {
@@ -233,6 +258,7 @@ static void gemm(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, 
         .stride_a = bt.stride_a,
         .stride_b = bt.stride_b,
         .stride_c = bt.stride_c,
+        .bias = bias,
     };
     if (cm->half != AO_F32 && rows > 0 && cols > 0) {
         size_t outside_used = 0;
@@ -250,12 +276,20 @@ static void gemm(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, 
     ao_gemm(m->dev, s, &d);
 }
 
-/* ao_linear_forward: y[n, out] = x[n, in] w[out, in]^T + b. */
+static void gemm(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
+                 float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                 float *c, int ldc, gemm_batch bt)
+{
+    gemm_bias(m, s, ta, tb, rows, cols, inner, alpha, a, lda, b, ldb, beta, c, ldc, bt, NULL);
+}
+
+/* ao_linear_forward: y[n, out] = x[n, in] w[out, in]^T + b, the bias added
+ * in the GEMM's epilogue (fp32, after the fp32 accumulation: the sum a
+ * separate pass would make). */
 static void linear_forward(ao_model *m, ao_stream *s, float *y, const float *x, const float *w,
                            const float *b, int n, int in, int out)
 {
-    gemm(m, s, 0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, single);
-    if (b) KCHECK(ao_cuda_bias_add(y, b, n, out, ao_cuda_stream(s)));
+    gemm_bias(m, s, 0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, single, b);
 }
 
 /* ao_linear_backward: dx = dy w (when dx), dw += dy^T x, db += column sums.
@@ -603,9 +637,8 @@ static void cuda_forward_input(ao_model *m, ao_stream *s, const float *root, con
     linear_forward(m, s, c->a.x[0], b->dense, iw.dense_w, iw.dense_b, is.n, is.dense_in, is.dim);
     KCHECK(ao_cuda_embedding_bag_mean_forward(c->a.pooled, b->ids, iw.table, is.n, is.sparse,
                                               is.emb_dim, cs));
-    gemm(m, s, 0, 1, is.n, is.dim, is.emb_dim, 1.0f, c->a.pooled, is.emb_dim, iw.sparse_w,
-         is.emb_dim, 1.0f, c->a.x[0], is.dim, single);
-    KCHECK(ao_cuda_bias_add(c->a.x[0], iw.sparse_b, is.n, is.dim, cs));
+    gemm_bias(m, s, 0, 1, is.n, is.dim, is.emb_dim, 1.0f, c->a.pooled, is.emb_dim, iw.sparse_w,
+              is.emb_dim, 1.0f, c->a.x[0], is.dim, single, iw.sparse_b);
 }
 
 static void cuda_forward_layer(ao_model *m, ao_stream *s, int layer, const float *params,
@@ -746,6 +779,15 @@ void ao_model_cuda_set_compute(ao_model *m, ao_compute_mode mode)
     c->w16 = ao_dev_alloc(m->dev, 2 * c->w16_cap);
     c->outside_cap = align16((size_t)sh->batch * sh->seq * sh->num_dense * sh->dense_dim);
     c->outside = ao_dev_alloc(m->dev, 2 * c->outside_cap);
+}
+
+void ao_model_cuda_share_params16(ao_model *m, const float *fp32, const void *half, ao_dtype type,
+                                  size_t n)
+{
+    cuda_model *c = m->impl;
+    if (c->nshared == MAX_SHARED)
+        ao_fatal(AO_EXIT_FAIL, "model", "more than %d shared 16-bit parameter buffers", MAX_SHARED);
+    c->shared[c->nshared++] = (shared_range){(uintptr_t)fp32, n, half, type};
 }
 
 void ao_model_cuda_data_fill(ao_stream *s, const ao_data_shape *shape, uint64_t seed,

@@ -22,6 +22,17 @@
  * between passes, not while any is in flight. */
 void ao_model_cuda_set_compute(ao_model *m, ao_compute_mode mode);
 
+/* Registers the engine's 16-bit copy of a parameter buffer: `half` holds
+ * the n floats at `fp32` rounded to `type`, in the same layout, whenever a
+ * pass reads them (a gathered buffer and the all-gather's wire buffer it is
+ * cast from). A pass whose weight matrices lie inside [fp32, fp32 + n) then
+ * multiplies `half` where they are, instead of casting them into a copy of
+ * its own, when the GEMMs' 16-bit type is `type` (the same values: rounding
+ * a value that came from `type` gives it back). At most 16 buffers; the
+ * registration lasts as long as the model. */
+void ao_model_cuda_share_params16(ao_model *m, const float *fp32, const void *half, ao_dtype type,
+                                  size_t n);
+
 /* ao_data_fill on the device (dataset.placement: device), enqueued on `s`
  * (a cuda stream). The shape must have passed ao_data_shape_check and the
  * buffers hold `batch` samples in ao_data_fill's layout. */

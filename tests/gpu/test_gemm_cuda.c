@@ -5,7 +5,8 @@
  *
  * Error metric: max |gpu - ref| / max |ref| over the m x n (x batch) outputs.
  * Bounds (DESIGN §11): fp32 1e-5, tf32 1e-3, bf16 and fp16 1e-2.
- * The padding columns of C (ldc > n) must come back untouched.
+ * The padding columns of C (ldc > n) must come back untouched. An epilogue
+ * bias (fp32 C) is checked on the odd, big and chunked shapes.
  * Fresh random data each run; the seed is printed and AORTA_TEST_SEED
  * replays it. */
 #include <math.h>
@@ -47,6 +48,7 @@ struct gemm_case {
     float alpha, beta;
     int chunks, sm_target;
     double tol;
+    int bias; /* an epilogue bias of n random floats (fp32 C only) */
 };
 
 static const char *mode_name(const struct gemm_case *gc)
@@ -74,12 +76,16 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
     for (size_t i = 0; i < na; i++) ra[i] = store(ha, i, gc->ab, uniform());
     for (size_t i = 0; i < nb; i++) rb[i] = store(hb, i, gc->ab, uniform());
     for (size_t i = 0; i < nc; i++) rc[i] = store(hc, i, gc->c, uniform());
+    float *hbias = calloc((size_t)gc->n, sizeof *hbias);
+    for (int j = 0; j < gc->n; j++) hbias[j] = uniform();
 
     void *da = ao_dev_alloc(dev, na * esz), *db = ao_dev_alloc(dev, nb * esz);
     void *dc = ao_dev_alloc(dev, nc * csz);
     ao_copy_async(dev, da, ha, na * esz, AO_H2D, s);
     ao_copy_async(dev, db, hb, nb * esz, AO_H2D, s);
     ao_copy_async(dev, dc, hc, nc * csz, AO_H2D, s);
+    float *dbias = ao_dev_alloc(dev, (size_t)gc->n * sizeof *dbias);
+    ao_copy_async(dev, dbias, hbias, (size_t)gc->n * sizeof *dbias, AO_H2D, s);
 
     ao_gemm_set_policy(dev, gc->chunks, gc->sm_target);
     ao_gemm_desc d = {
@@ -103,6 +109,7 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
         .stride_a = gc->batch > 1 ? sa : 0,
         .stride_b = gc->batch > 1 ? sb : 0,
         .stride_c = gc->batch > 1 ? sc : 0,
+        .bias = gc->bias ? dbias : NULL,
     };
     ao_gemm(dev, s, &d);
     ao_copy_async(dev, out, dc, nc * csz, AO_D2H, s);
@@ -127,7 +134,8 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
                     const double bv = gc->tb ? B[(size_t)j * ldb + p] : B[(size_t)p * ldb + j];
                     acc += av * bv;
                 }
-                const double ref = gc->alpha * acc + gc->beta * rc[ci];
+                const double ref =
+                    gc->alpha * acc + gc->beta * rc[ci] + (gc->bias ? hbias[j] : 0.0);
                 const double err = isnan(got) ? INFINITY : fabs(got - ref);
                 if (err > max_err) max_err = err;
                 if (fabs(ref) > max_ref) max_ref = fabs(ref);
@@ -135,10 +143,10 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
         }
     }
     const double rel = max_ref > 0 ? max_err / max_ref : max_err;
-    printf("%s->%s ta=%d tb=%d m=%d n=%d k=%d batch=%d chunks=%d sm_target=%d beta=%g: "
+    printf("%s->%s ta=%d tb=%d m=%d n=%d k=%d batch=%d chunks=%d sm_target=%d beta=%g%s: "
            "rel err %.3g (bound %.0e)\n",
            mode_name(gc), ao_dtype_name(gc->c), gc->ta, gc->tb, gc->m, gc->n, gc->k, gc->batch,
-           gc->chunks, gc->sm_target, gc->beta, rel, gc->tol);
+           gc->chunks, gc->sm_target, gc->beta, gc->bias ? " bias" : "", rel, gc->tol);
     CHECK(rel <= gc->tol, "%s ta=%d tb=%d m=%d n=%d k=%d: %.3g > %.0e", mode_name(gc), gc->ta,
           gc->tb, gc->m, gc->n, gc->k, rel, gc->tol);
     CHECK(max_ref > 0, "reference is all zeros: the test data is degenerate");
@@ -147,6 +155,8 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
     ao_dev_free(dev, da);
     ao_dev_free(dev, db);
     ao_dev_free(dev, dc);
+    ao_dev_free(dev, dbias);
+    free(hbias);
     free(ha), free(hb), free(hc), free(out), free(ra), free(rb), free(rc);
 }
 
@@ -180,29 +190,35 @@ int main(void)
         }
         for (int ta = 0; ta < 2; ta++) {
             for (int tb = 0; tb < 2; tb++) {
-                struct gemm_case odd = {ta,          tb,          127,           65,   33,   1,
-                                        types[t].ab, types[t].c,  types[t].mode, 1.0f, 0.0f, 1,
-                                        0,           types[t].tol};
+                struct gemm_case odd = {
+                    ta,   tb,   127, 65, 33,           1, types[t].ab, types[t].c, types[t].mode,
+                    1.0f, 0.0f, 1,   0,  types[t].tol, 0};
                 run_case(dev, s, &odd);
                 struct gemm_case big = {ta,    tb,          256,        192,           512,
                                         1,     types[t].ab, types[t].c, types[t].mode, 0.5f,
-                                        0.75f, 1,           0,          types[t].tol};
+                                        0.75f, 1,           0,          types[t].tol,  0};
                 run_case(dev, s, &big);
                 struct gemm_case batched = {
-                    ta,   tb,   64, 48, 40,          3, types[t].ab, types[t].c, types[t].mode,
-                    1.0f, 1.0f, 1,  0,  types[t].tol};
+                    ta,   tb,   64, 48, 40,           3, types[t].ab, types[t].c, types[t].mode,
+                    1.0f, 1.0f, 1,  0,  types[t].tol, 0};
                 run_case(dev, s, &batched);
                 /* 127 rows in 3 launches (43 + 42 + 42), each on 32 SMs */
-                struct gemm_case chunked = {ta,          tb,          127,           65,   33,   2,
-                                            types[t].ab, types[t].c,  types[t].mode, 1.0f, 0.5f, 3,
-                                            32,          types[t].tol};
+                struct gemm_case chunked = {
+                    ta,   tb,   127, 65, 33,           2, types[t].ab, types[t].c, types[t].mode,
+                    1.0f, 0.5f, 3,   32, types[t].tol, 0};
                 run_case(dev, s, &chunked);
+                if (types[t].c == AO_F32) { /* the model's linear layers */
+                    odd.bias = chunked.bias = big.bias = 1;
+                    run_case(dev, s, &odd);
+                    run_case(dev, s, &big);
+                    run_case(dev, s, &chunked);
+                }
             }
         }
     }
     /* The same shape again: served from the algorithm cache, fresh data. */
-    struct gemm_case again = {0,    0,    127, 65, 33,  1, AO_F32, AO_F32, AO_COMPUTE_DEFAULT,
-                              1.0f, 0.0f, 1,   0,  1e-5};
+    struct gemm_case again = {0,    0,    127, 65, 33,   1, AO_F32, AO_F32, AO_COMPUTE_DEFAULT,
+                              1.0f, 0.0f, 1,   0,  1e-5, 0};
     run_case(dev, s, &again);
 
     ao_stream_destroy(s);

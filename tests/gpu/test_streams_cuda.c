@@ -6,6 +6,8 @@
  *   callback that sleeps and then sets a flag, a memset behind it, and a
  *   callback plus a copy on the waiting stream that must see both);
  * - ao_launch_host copies its argument;
+ * - ao_stream_hold keeps an event behind it incomplete until the release,
+ *   twice in a row;
  * - the SM copy kernel at sizes 1, 15, 16, 17, 4 KiB+5, 1 MiB+3, 64 MiB with
  *   matching and mismatching misalignments, guard bytes untouched, and from
  *   pinned host memory;
@@ -84,6 +86,23 @@ struct order_state {
     atomic_int flag;
     atomic_int seen;
 };
+
+static void test_hold(ao_device *dev, ao_stream *s)
+{
+    ao_event *e = ao_event_create(dev);
+    for (int round = 0; round < 2; round++) {
+        ao_stream_hold(s);
+        ao_event_record(e, s);
+        usleep(50000);
+        CHECK(ao_event_query(e) == 0,
+              "round %d: an event behind a held stream completed before the release", round);
+        ao_stream_release(s);
+        ao_event_sync(e);
+        CHECK(ao_event_query(e) == 1, "round %d: event incomplete after the release", round);
+    }
+    ao_stream_release(s); /* not held: nothing to do */
+    ao_event_destroy(e);
+}
 
 static void sleep_then_set(void *arg)
 {
@@ -288,6 +307,7 @@ int main(void)
     test_events(dev, s);
     test_wait_event(dev);
     test_launch_host_copies_arg(s);
+    test_hold(dev, s);
     test_copy_sm(dev, s);
     test_peer(dev);
     ao_range_push(dev, "test_range");

@@ -345,6 +345,30 @@ static void gemm_bad_ld(ao_device *dev)
     ao_gemm(dev, s, &d);
 }
 
+static void gemm_bias_batched(ao_device *dev)
+{
+    ao_stream *s = ao_stream_create(dev, "compute", 0);
+    float x[16] = {0};
+    ao_gemm_desc d = {.m = 2,
+                      .n = 2,
+                      .k = 1,
+                      .alpha = 1,
+                      .a = x,
+                      .lda = 1,
+                      .b = x,
+                      .ldb = 2,
+                      .c = x,
+                      .ldc = 2,
+                      .ab_type = AO_F32,
+                      .c_type = AO_F32,
+                      .batch_count = 2,
+                      .stride_a = 2,
+                      .stride_b = 2,
+                      .stride_c = 4,
+                      .bias = x};
+    ao_gemm(dev, s, &d);
+}
+
 static void policy_twice(ao_device *dev)
 {
     ao_gemm_set_policy(dev, 1, 0); /* defaults: silent */
@@ -363,6 +387,8 @@ static void test_fatal_paths(void **state)
     assert_non_null(strstr(err, "fp32 only (got A/B bfloat16"));
     assert_int_equal(run_child(gemm_bad_ld, err, sizeof err), 1);
     assert_non_null(strstr(err, "ldb = 3 is smaller than the 4 columns"));
+    assert_int_equal(run_child(gemm_bias_batched, err, sizeof err), 1);
+    assert_non_null(strstr(err, "a bias needs batch_count 1 (got 2)"));
     assert_int_equal(run_child(policy_twice, err, sizeof err), 0);
     char *first = strstr(err, "have no effect on the cpu device");
     assert_non_null(first);
@@ -436,6 +462,59 @@ static void check_gemm(ao_device *dev, ao_stream *s, int ta, int tb, int m, int 
     ao_dev_free(dev, b);
     ao_dev_free(dev, c);
     free(ref);
+}
+
+/* The cpu backend runs stream work on its own threads, which a host-side
+ * launch path never delays: holds do nothing, and nothing waits for them. */
+static void test_hold_is_noop(void **state)
+{
+    ao_device *dev = *state;
+    ao_stream *s = ao_stream_create(dev, "allgather", 0);
+    ao_event *e = ao_event_create(dev);
+    ao_stream_hold(s);
+    ao_event_record(e, s);
+    ao_event_sync(e);
+    assert_int_equal(ao_event_query(e), 1);
+    ao_stream_release(s);
+    ao_event_destroy(e);
+    ao_stream_destroy(s);
+}
+
+/* C = A B^T + bias on a 2x3 result, exact small values. */
+static void test_gemm_bias(void **state)
+{
+    ao_device *dev = *state;
+    ao_stream *s = ao_stream_create(dev, "compute", 0);
+    float *a = ao_dev_alloc(dev, 4 * sizeof *a), *b = ao_dev_alloc(dev, 6 * sizeof *b);
+    float *c = ao_dev_alloc(dev, 6 * sizeof *c), *bias = ao_dev_alloc(dev, 3 * sizeof *bias);
+    const float av[4] = {1, 2, 3, 4}, bv[6] = {1, 0, 0, 1, 1, 1}, biasv[3] = {0.5f, -1, 2};
+    memcpy(a, av, sizeof av);
+    memcpy(b, bv, sizeof bv);
+    memcpy(bias, biasv, sizeof biasv);
+    ao_gemm_desc d = {.trans_b = 1,
+                      .m = 2,
+                      .n = 3,
+                      .k = 2,
+                      .alpha = 1,
+                      .a = a,
+                      .lda = 2,
+                      .b = b,
+                      .ldb = 2,
+                      .c = c,
+                      .ldc = 3,
+                      .ab_type = AO_F32,
+                      .c_type = AO_F32,
+                      .batch_count = 1,
+                      .bias = bias};
+    ao_gemm(dev, s, &d);
+    ao_stream_sync(s);
+    const float want[6] = {1.5f, 1, 5, 3.5f, 3, 9};
+    for (int i = 0; i < 6; i++) assert_float_equal(c[i], want[i], 0);
+    ao_dev_free(dev, a);
+    ao_dev_free(dev, b);
+    ao_dev_free(dev, c);
+    ao_dev_free(dev, bias);
+    ao_stream_destroy(s);
 }
 
 static void test_gemm(void **state)
@@ -589,6 +668,8 @@ int main(void)
         cmocka_unit_test(test_destroy_event_with_pending_record),
         cmocka_unit_test(test_fatal_paths),
         cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_gemm_bias),
+        cmocka_unit_test(test_hold_is_noop),
         cmocka_unit_test(test_memset_copy),
         cmocka_unit_test(test_priorities),
         cmocka_unit_test(test_device_info_and_backends),
