@@ -23,10 +23,12 @@
 #include <hipcub/hipcub.hpp>
 namespace cub = hipcub;
 #define AO_SHFL_XOR(v, o) __shfl_xor((v), (o))
+#define AO_SHFL(v, src)   __shfl((v), (src), 32)
 #else
 #include <cuda_fp16.h>
 #include <cub/device/device_radix_sort.cuh>
 #define AO_SHFL_XOR(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))
+#define AO_SHFL(v, src)   __shfl_sync(0xffffffffu, (v), (src))
 #endif
 
 namespace
@@ -61,6 +63,11 @@ unsigned grid_y(size_t rows)
 bool aligned16(const void *p)
 {
     return ((uintptr_t)p & 15u) == 0;
+}
+
+bool aligned8(const void *p)
+{
+    return ((uintptr_t)p & 7u) == 0;
 }
 
 /* ---- reductions: fixed shapes, hence fixed orders ------------------------ */
@@ -396,7 +403,37 @@ __global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const f
 
 /* ---- softmax: one warp per row (in place: each lane rewrites what it read) */
 
-__global__ void softmax_forward_kernel(float *y, const float *x, int n, int c)
+/* Rows are walked in chunks of kChunk elements: lane l takes elements
+ * j0 + l + 32 k (k < 4) of chunk j0, i.e. the same lane-strided order as a
+ * plain `j = lane; j += 32` loop, so the double sums keep their order. The
+ * chunks let a fused dropout hand each lane its 4 mask factors from one
+ * Philox block per lane (drop_row::strided_factors). */
+constexpr int kChunk = 128;
+
+/* The plain softmax's output: y as floats. A softmax kernel asks its Out for
+ * a writer per row: factors() (chunk j0's dropout factors, warp-collective;
+ * none here), put(j, v, factor) and put4(q, v) (float4 q of the row). */
+struct softmax_plain_out {
+    float *y;
+    struct writer {
+        float *yr;
+        __device__ void factors(int, int, int, float *) const {}
+        __device__ void put(int j, float v, float) const
+        {
+            yr[j] = v;
+        }
+        __device__ void put4(int q, float4 v) const
+        {
+            reinterpret_cast<float4 *>(yr)[q] = v;
+        }
+    };
+    __device__ writer row(int r, int c) const
+    {
+        return writer{y + (size_t)r * c};
+    }
+};
+
+template <class Out> __global__ void softmax_forward_kernel(Out out, const float *x, int n, int c)
 {
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
@@ -407,8 +444,16 @@ __global__ void softmax_forward_kernel(float *y, const float *x, int n, int c)
     double s = 0.0;
     for (int j = lane; j < c; j += 32) s += exp((double)xr[j] - mx);
     s = warp_sum(s);
-    float *yr = y + (size_t)row * c;
-    for (int j = lane; j < c; j += 32) yr[j] = (float)(exp((double)xr[j] - mx) / s);
+    const auto w = out.row(row, c);
+    for (int j0 = 0; j0 < c; j0 += kChunk) {
+        float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+        w.factors(j0, lane, c, f);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int j = j0 + lane + 32 * k;
+            if (j < c) w.put(j, (float)(exp((double)xr[j] - mx) / s), f[k]);
+        }
+    }
 }
 
 /* softmax_forward_kernel for rows of at most 128 * V floats with c % 4 == 0
@@ -417,7 +462,8 @@ __global__ void softmax_forward_kernel(float *y, const float *x, int n, int c)
  * once and each exp (in double, as the reference) is computed once. Only the
  * order of the per-lane sum differs from the generic kernel (double rounding,
  * far below the float result's). */
-template <int V> __global__ void softmax_forward_vec_kernel(float *y, const float *x, int n, int c)
+template <int V, class Out>
+__global__ void softmax_forward_vec_kernel(Out out, const float *x, int n, int c)
 {
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
@@ -447,28 +493,83 @@ template <int V> __global__ void softmax_forward_vec_kernel(float *y, const floa
         }
     }
     s = warp_sum(s);
-    float4 *yr = reinterpret_cast<float4 *>(y + (size_t)row * c);
+    const auto w = out.row(row, c);
 #pragma unroll
     for (int i = 0; i < V; i++) {
         const int q = lane + 32 * i;
         if (q < c4)
-            yr[q] = make_float4((float)(e[i][0] / s), (float)(e[i][1] / s), (float)(e[i][2] / s),
-                                (float)(e[i][3] / s));
+            w.put4(q, make_float4((float)(e[i][0] / s), (float)(e[i][1] / s), (float)(e[i][2] / s),
+                                  (float)(e[i][3] / s)));
     }
 }
 
-__global__ void softmax_backward_kernel(float *dx, const float *dy, const float *y, float scale,
-                                        int n, int c)
+/* The kernel ao_cuda_softmax_forward picks for (x, y, c): the choice fixes
+ * the order of the row sums, so a fused softmax must pick the same one. */
+template <class Out>
+cudaError_t launch_softmax_forward(Out out, const float *y, const float *x, int n, int c,
+                                   cudaStream_t stream)
+{
+    if (n <= 0 || c <= 0) return cudaSuccess;
+    const bool vec = c % 4 == 0 && aligned16(x) && aligned16(y);
+    if (vec && c <= 128 * 4)
+        softmax_forward_vec_kernel<4><<<row_warp_blocks(n), kThreads, 0, stream>>>(out, x, n, c);
+    else if (vec && c <= 128 * 8)
+        softmax_forward_vec_kernel<8><<<row_warp_blocks(n), kThreads, 0, stream>>>(out, x, n, c);
+    else
+        softmax_forward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(out, x, n, c);
+    return cudaGetLastError();
+}
+
+/* The plain softmax backward's dropout: none (dy as given). */
+struct no_drop_rows {
+    struct row_t {
+        __device__ void strided_factors(int, int, int, float *) const {}
+        __device__ float apply(float v, float) const
+        {
+            return v;
+        }
+    };
+    __device__ row_t row(int) const
+    {
+        return row_t{};
+    }
+};
+
+/* dx = scale * y * (g - sum_j y_j g_j) with g = drop(dy) (Drop: no_drop_rows or
+ * the fused drop_rows), stored through Dx (typed_store). The factors are
+ * drawn again for the second pass rather than kept: cheaper than registers
+ * for a row of any length. */
+template <class Dx, class Drop>
+__global__ void softmax_backward_kernel(Dx dx, const float *dy, const float *y, float scale, int n,
+                                        int c, Drop drop)
 {
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
     const float *yr = y + (size_t)row * c, *dyr = dy + (size_t)row * c;
+    const auto d = drop.row(row);
     double dot = 0.0;
-    for (int j = lane; j < c; j += 32) dot += (double)yr[j] * dyr[j];
+    for (int j0 = 0; j0 < c; j0 += kChunk) {
+        float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+        d.strided_factors(j0, lane, c, f);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int j = j0 + lane + 32 * k;
+            if (j < c) dot += (double)yr[j] * d.apply(dyr[j], f[k]);
+        }
+    }
     dot = warp_sum(dot);
-    float *dxr = dx + (size_t)row * c;
-    for (int j = lane; j < c; j += 32)
-        dxr[j] = (float)((double)yr[j] * (dyr[j] - dot) * (double)scale);
+    const size_t off = (size_t)row * c;
+    for (int j0 = 0; j0 < c; j0 += kChunk) {
+        float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+        d.strided_factors(j0, lane, c, f);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int j = j0 + lane + 32 * k;
+            if (j < c)
+                dx.put(off + j,
+                       (float)((double)yr[j] * (d.apply(dyr[j], f[k]) - dot) * (double)scale));
+        }
+    }
 }
 
 /* ---- dropout ------------------------------------------------------------- */
@@ -510,56 +611,113 @@ __device__ ao_rng_stream dropout_row_stream(const dropout_args &a, size_t r)
  * copy and a barrier). */
 constexpr int kDropGroups = 4;
 
+/* y = x, the plain dropout's ends. A dropout kernel reads its input through
+ * Map (load / load4: the value(s) at flat element i, i a multiple of 4 for
+ * load4), multiplies by the mask and writes through Map (store / store4), so
+ * the fused chains put their element-wise op before or after the mask. */
+struct dropout_copy_map {
+    float *y;
+    const float *x;
+    __device__ float load(size_t i) const
+    {
+        return x[i];
+    }
+    __device__ float4 load4(size_t i) const
+    {
+        return *reinterpret_cast<const float4 *>(x + i);
+    }
+    __device__ void store(size_t i, float v) const
+    {
+        y[i] = v;
+    }
+    __device__ void store4(size_t i, float4 v) const
+    {
+        *reinterpret_cast<float4 *>(y + i) = v;
+    }
+};
+
 /* One block per tile: tile t covers groups [chunk * blockDim.x * kDropGroups,
  * + blockDim.x * kDropGroups) of row t / tiles_per_row, thread i the groups
  * i, i + blockDim.x, ... of it (coalesced). Group g of a row is block g of
  * the row's stream and elements 4g .. 4g + 3, as ops_ref's dropout_apply.
- * Vec (per_row % 4 == 0, x and y 16-byte aligned): a group is one float4. */
-template <bool Vec>
-__global__ void dropout_kernel(float *y, const float *x, size_t per_row, size_t tiles_per_row,
-                               size_t tiles, dropout_args k)
+ * Vec (per_row % 4 == 0, the Map's pointers aligned): a group is one float4.
+ * With p <= 0 (only the fused chains launch that) no mask is drawn or
+ * applied: the values pass through unchanged, as a skipped dropout. */
+template <bool Vec, class Map>
+__global__ void dropout_kernel(Map m, size_t per_row, size_t tiles_per_row, size_t tiles,
+                               dropout_args k)
 {
     const size_t groups = (per_row + 3) / 4;
     const size_t tile_groups = (size_t)blockDim.x * kDropGroups;
+    const bool drop = k.p > 0.0f;
     for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
         const size_t r = t / tiles_per_row;
         const size_t first = (t % tiles_per_row) * tile_groups + threadIdx.x;
-        const ao_rng_stream s = dropout_row_stream(k, r);
+        const ao_rng_stream s = drop ? dropout_row_stream(k, r) : k.site;
         const size_t off = r * per_row;
         if (Vec) {
-            const float4 *x4 = reinterpret_cast<const float4 *>(x + off);
-            float4 *y4 = reinterpret_cast<float4 *>(y + off);
             float4 v[kDropGroups];
 #pragma unroll
             for (int i = 0; i < kDropGroups; i++) { /* all loads in flight first */
                 const size_t g = first + (size_t)i * blockDim.x;
-                v[i] = g < groups ? x4[g] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                v[i] = g < groups ? m.load4(off + 4 * g) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
 #pragma unroll
             for (int i = 0; i < kDropGroups; i++) {
                 const size_t g = first + (size_t)i * blockDim.x;
                 if (g >= groups) break;
-                const ao_u32x4 w = ao_rng_block(s, g);
-                v[i].x *= ao_dropout_factor_from_word(w.v[0], k.p);
-                v[i].y *= ao_dropout_factor_from_word(w.v[1], k.p);
-                v[i].z *= ao_dropout_factor_from_word(w.v[2], k.p);
-                v[i].w *= ao_dropout_factor_from_word(w.v[3], k.p);
-                y4[g] = v[i];
+                if (drop) {
+                    const ao_u32x4 w = ao_rng_block(s, g);
+                    v[i].x *= ao_dropout_factor_from_word(w.v[0], k.p);
+                    v[i].y *= ao_dropout_factor_from_word(w.v[1], k.p);
+                    v[i].z *= ao_dropout_factor_from_word(w.v[2], k.p);
+                    v[i].w *= ao_dropout_factor_from_word(w.v[3], k.p);
+                }
+                m.store4(off + 4 * g, v[i]);
             }
         } else {
 #pragma unroll
             for (int i = 0; i < kDropGroups; i++) {
                 const size_t g = first + (size_t)i * blockDim.x;
                 if (g >= groups) break;
-                const ao_u32x4 w = ao_rng_block(s, g);
+                ao_u32x4 w = {{0u, 0u, 0u, 0u}};
+                if (drop) w = ao_rng_block(s, g);
                 for (int l = 0; l < 4; l++) {
                     const size_t e = g * 4 + l;
-                    if (e < per_row)
-                        y[off + e] = x[off + e] * ao_dropout_factor_from_word(w.v[l], k.p);
+                    if (e >= per_row) break;
+                    float v = m.load(off + e);
+                    if (drop) v *= ao_dropout_factor_from_word(w.v[l], k.p);
+                    m.store(off + e, v);
                 }
             }
         }
     }
+}
+
+/* Launches dropout_kernel over [rows, per_row] (rows as the key says) with
+ * the plain dropout's tiling; vec: the Map's pointers allow float4 groups. */
+template <class Map>
+cudaError_t launch_dropout_map(Map m, bool vec, int batch, size_t per_row,
+                               const ao_cuda_dropout_key &key, cudaStream_t stream)
+{
+    const size_t rows = (size_t)(batch > 0 ? batch : 0) * (size_t)(key.heads > 0 ? key.heads : 1);
+    if (rows * per_row == 0) return cudaSuccess;
+    /* The smallest block (a power of two from one warp to kThreads) whose tile
+     * covers a whole row, so that short rows (per_row = d) do not leave most
+     * of a block idle; long rows take kThreads and several tiles. */
+    const size_t groups = (per_row + 3) / 4;
+    unsigned threads = 32;
+    while (threads < (unsigned)kThreads && (size_t)threads * kDropGroups < groups) threads *= 2;
+    const size_t tile_groups = (size_t)threads * kDropGroups;
+    const size_t tiles_per_row = (groups + tile_groups - 1) / tile_groups;
+    const size_t tiles = rows * tiles_per_row;
+    const unsigned grid = (unsigned)(tiles < (size_t)INT32_MAX ? tiles : (size_t)INT32_MAX);
+    const dropout_args args = dropout_args_of(key);
+    if (vec && per_row % 4 == 0)
+        dropout_kernel<true><<<grid, threads, 0, stream>>>(m, per_row, tiles_per_row, tiles, args);
+    else
+        dropout_kernel<false><<<grid, threads, 0, stream>>>(m, per_row, tiles_per_row, tiles, args);
+    return cudaGetLastError();
 }
 
 /* ---- embedding bag ---------------------------------------------------------- */
@@ -754,6 +912,45 @@ __device__ uint16_t float_to_bf16_bits(float f)
     return (uint16_t)(bits >> 16);
 }
 
+/* float -> T's 16 bits (T = AO_BF16 or AO_F16), round to nearest even. */
+template <ao_dtype T> __device__ uint16_t narrow_bits(float f)
+{
+    return T == AO_BF16 ? float_to_bf16_bits(f) : __half_as_ushort(__float2half_rn(f));
+}
+
+/* 4 floats as 4 halves of T, packed low element first (8 bytes). */
+template <ao_dtype T> __device__ uint2 narrow4(float4 v)
+{
+    return make_uint2((uint32_t)narrow_bits<T>(v.x) | (uint32_t)narrow_bits<T>(v.y) << 16,
+                      (uint32_t)narrow_bits<T>(v.z) | (uint32_t)narrow_bits<T>(v.w) << 16);
+}
+
+/* Stores of type T (F32, BF16, F16) at element i of p; put4 stores elements
+ * i .. i + 3 (i a multiple of 4, p 16-byte aligned for F32, 8 for 16 bits). */
+template <ao_dtype T> struct typed_store {
+    void *p;
+    __device__ void put(size_t i, float v) const
+    {
+        if (T == AO_F32)
+            static_cast<float *>(p)[i] = v;
+        else
+            static_cast<uint16_t *>(p)[i] = narrow_bits<T>(v);
+    }
+    __device__ void put4(size_t i, float4 v) const
+    {
+        if (T == AO_F32)
+            *reinterpret_cast<float4 *>(static_cast<float *>(p) + i) = v;
+        else
+            *reinterpret_cast<uint2 *>(static_cast<uint16_t *>(p) + i) = narrow4<T>(v);
+    }
+};
+
+/* Whether typed_store<T>::put4 may be used at multiples of 4 elements of p. */
+template <ao_dtype T> bool store4_ok(const void *p)
+{
+    return T == AO_F32 ? aligned16(p) : aligned8(p);
+}
+
 __device__ float load_as_float(const void *src, ao_dtype t, size_t i)
 {
     switch (t) {
@@ -770,10 +967,10 @@ __device__ void store_from_float(void *dst, ao_dtype t, size_t i, float v)
 {
     switch (t) {
     case AO_F16:
-        ((unsigned short *)dst)[i] = __half_as_ushort(__float2half_rn(v));
+        typed_store<AO_F16>{dst}.put(i, v);
         break;
     case AO_BF16:
-        ((uint16_t *)dst)[i] = float_to_bf16_bits(v);
+        typed_store<AO_BF16>{dst}.put(i, v);
         break;
     default:
         ((float *)dst)[i] = v;
@@ -797,22 +994,238 @@ __global__ void cast_down4_kernel(uint2 *__restrict__ dst, const float4 *__restr
                                   size_t n4)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) {
-        const float4 v = src[i];
-        uint16_t h[4];
-        const float f[4] = {v.x, v.y, v.z, v.w};
-        for (int l = 0; l < 4; l++)
-            h[l] =
-                T == AO_BF16 ? float_to_bf16_bits(f[l]) : __half_as_ushort(__float2half_rn(f[l]));
-        dst[i] = make_uint2((uint32_t)h[0] | (uint32_t)h[1] << 16,
-                            (uint32_t)h[2] | (uint32_t)h[3] << 16);
-    }
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride)
+        dst[i] = narrow4<T>(src[i]);
 }
 
 bool castable(ao_dtype t)
 {
     return t == AO_F32 || t == AO_F16 || t == AO_BF16;
 }
+
+template <ao_dtype T> struct dtype_tag {
+    static constexpr ao_dtype value = T;
+};
+
+/* f(dtype_tag<t>{}) for a castable t; cudaErrorInvalidValue otherwise. */
+template <class F> cudaError_t with_dtype(ao_dtype t, F &&f)
+{
+    switch (t) {
+    case AO_F32:
+        return f(dtype_tag<AO_F32>{});
+    case AO_BF16:
+        return f(dtype_tag<AO_BF16>{});
+    case AO_F16:
+        return f(dtype_tag<AO_F16>{});
+    default:
+        return cudaErrorInvalidValue;
+    }
+}
+
+/* ---- fused element-wise chains ---------------------------------------------------- */
+
+/* Every fused chain computes each value with the same operations, in the same
+ * order, as the chain of plain kernels it replaces (the mask a single float
+ * multiply, the conversion typed_store's), so the results are bit-identical;
+ * only the fp32 intermediates are never written. */
+
+/* The attention-probabilities dropout of one softmax row: row i of
+ * [B * heads * T, T] is elements base = (i % T) * T .. + T of dropout row
+ * i / T (that is, (b, head)). Off (p <= 0): no mask, values pass unchanged. */
+struct drop_row {
+    ao_rng_stream s;
+    uint64_t base;
+    float p;
+    bool on;
+
+    __device__ float apply(float v, float factor) const
+    {
+        return on ? v * factor : v;
+    }
+    /* Factors of row elements 4q .. 4q + 3 (base % 4 == 0): one Philox block. */
+    __device__ void block_factors(uint64_t q, float f[4]) const
+    {
+        const ao_u32x4 w = ao_rng_block(s, base / 4 + q);
+#pragma unroll
+        for (int l = 0; l < 4; l++) f[l] = ao_dropout_factor_from_word(w.v[l], p);
+    }
+    /* Warp-collective (all 32 lanes): f[k] = factor of row element
+     * j0 + lane + 32 k, j0 a multiple of kChunk; elements past c are left.
+     * With base % 4 == 0 lane m draws the block of chunk elements 4m .. 4m+3
+     * and the words are transposed by 4 shuffles: in round r, lane a + 8 k'
+     * sends word (k' - r) & 3 and lane 4a + b reads from lane a + 8((b + r) & 3)
+     * its word b of block a + 8k, element 4a + b + 32k. Otherwise (rows of
+     * odd length) each element draws its own word. */
+    __device__ void strided_factors(int j0, int lane, int c, float f[4]) const
+    {
+        if (!on) return;
+        if (base % 4 == 0) {
+            float mine[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+            if (j0 + 4 * lane < c) block_factors((uint64_t)(j0 / 4 + lane), mine);
+            const int a = lane >> 2, b = lane & 3;
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const int sel = ((lane >> 3) - r) & 3;
+                const float send = sel == 0   ? mine[0]
+                                   : sel == 1 ? mine[1]
+                                   : sel == 2 ? mine[2]
+                                              : mine[3];
+                const int k = (b + r) & 3;
+                const float got = AO_SHFL(send, a + 8 * k);
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++)
+                    if (kk == k) f[kk] = got;
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int j = j0 + lane + 32 * k;
+                if (j < c) f[k] = ao_dropout_factor_from_word(ao_rng_u32(s, base + j), p);
+            }
+        }
+    }
+};
+
+/* The attention-probabilities dropout over softmax rows of length T. */
+struct drop_rows {
+    dropout_args a;
+    int T;
+    __device__ drop_row row(int i) const
+    {
+        drop_row r;
+        r.p = a.p;
+        r.on = a.p > 0.0f;
+        r.base = (uint64_t)(i % T) * (uint64_t)T;
+        r.s = r.on ? dropout_row_stream(a, (size_t)(i / T)) : a.site;
+        return r;
+    }
+};
+
+/* softmax_forward_kernel's Out for the fused forward: att (floats) and
+ * dropout(att) in type T. out4: out allows typed_store<T>::put4. */
+template <ao_dtype T> struct softmax_dropout_out {
+    float *att;
+    typed_store<T> out;
+    drop_rows drop;
+    bool out4;
+    struct writer {
+        float *ar;
+        typed_store<T> out;
+        size_t off;
+        drop_row d;
+        bool out4;
+        __device__ void factors(int j0, int lane, int c, float *f) const
+        {
+            d.strided_factors(j0, lane, c, f);
+        }
+        __device__ void put(int j, float v, float factor) const
+        {
+            ar[j] = v;
+            out.put(off + j, d.apply(v, factor));
+        }
+        __device__ void put4(int q, float4 v) const
+        {
+            reinterpret_cast<float4 *>(ar)[q] = v;
+            if (d.on) {
+                float f[4];
+                d.block_factors((uint64_t)q, f);
+                v.x *= f[0];
+                v.y *= f[1];
+                v.z *= f[2];
+                v.w *= f[3];
+            }
+            const size_t i = off + 4 * (size_t)q;
+            if (out4) {
+                out.put4(i, v);
+            } else {
+                out.put(i, v.x);
+                out.put(i + 1, v.y);
+                out.put(i + 2, v.z);
+                out.put(i + 3, v.w);
+            }
+        }
+    };
+    __device__ writer row(int r, int c) const
+    {
+        return writer{att + (size_t)r * c, out, (size_t)r * c, drop.row(r), out4};
+    }
+};
+
+/* dropout_kernel's Map of ao_cuda_dropout_cast: x in, out in type T. */
+template <ao_dtype T> struct dropout_cast_map {
+    typed_store<T> out;
+    const float *x;
+    __device__ float load(size_t i) const
+    {
+        return x[i];
+    }
+    __device__ float4 load4(size_t i) const
+    {
+        return *reinterpret_cast<const float4 *>(x + i);
+    }
+    __device__ void store(size_t i, float v) const
+    {
+        out.put(i, v);
+    }
+    __device__ void store4(size_t i, float4 v) const
+    {
+        out.put4(i, v);
+    }
+};
+
+/* ... of ao_cuda_gelu_dropout: gelu(h) in, out in type T. */
+template <ao_dtype T> struct gelu_dropout_map {
+    typed_store<T> out;
+    const float *h;
+    __device__ float load(size_t i) const
+    {
+        return gelu_forward_op{}(h[i], 0.0f);
+    }
+    __device__ float4 load4(size_t i) const
+    {
+        const float4 v = *reinterpret_cast<const float4 *>(h + i);
+        const gelu_forward_op g{};
+        return make_float4(g(v.x, 0.0f), g(v.y, 0.0f), g(v.z, 0.0f), g(v.w, 0.0f));
+    }
+    __device__ void store(size_t i, float v) const
+    {
+        out.put(i, v);
+    }
+    __device__ void store4(size_t i, float4 v) const
+    {
+        out.put4(i, v);
+    }
+};
+
+/* ... of ao_cuda_dropout_gelu_backward: dy in, dx = gelu'(h) * dropped dy out
+ * as floats and, when dx16 is set, in half type T. */
+template <ao_dtype T> struct dropout_gelu_backward_map {
+    float *dx;
+    typed_store<T> dx16;
+    const float *dy, *h;
+    __device__ float load(size_t i) const
+    {
+        return dy[i];
+    }
+    __device__ float4 load4(size_t i) const
+    {
+        return *reinterpret_cast<const float4 *>(dy + i);
+    }
+    __device__ void store(size_t i, float v) const
+    {
+        const float g = gelu_backward_op{}(v, h[i]);
+        dx[i] = g;
+        if (dx16.p) dx16.put(i, g);
+    }
+    __device__ void store4(size_t i, float4 v) const
+    {
+        const float4 x = *reinterpret_cast<const float4 *>(h + i);
+        const gelu_backward_op op{};
+        const float4 g = make_float4(op(v.x, x.x), op(v.y, x.y), op(v.z, x.z), op(v.w, x.w));
+        *reinterpret_cast<float4 *>(dx + i) = g;
+        if (dx16.p) dx16.put4(i, g);
+    }
+};
 
 /* ---- synthetic data ------------------------------------------------------------- */
 
@@ -956,22 +1369,15 @@ extern "C" cudaError_t ao_cuda_layernorm_backward(float *dx, float *dgamma, floa
 extern "C" cudaError_t ao_cuda_softmax_forward(float *y, const float *x, int n, int c,
                                                cudaStream_t stream)
 {
-    if (n <= 0 || c <= 0) return cudaSuccess;
-    const bool vec = c % 4 == 0 && aligned16(x) && aligned16(y);
-    if (vec && c <= 128 * 4)
-        softmax_forward_vec_kernel<4><<<row_warp_blocks(n), kThreads, 0, stream>>>(y, x, n, c);
-    else if (vec && c <= 128 * 8)
-        softmax_forward_vec_kernel<8><<<row_warp_blocks(n), kThreads, 0, stream>>>(y, x, n, c);
-    else
-        softmax_forward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(y, x, n, c);
-    return cudaGetLastError();
+    return launch_softmax_forward(softmax_plain_out{y}, y, x, n, c, stream);
 }
 
 extern "C" cudaError_t ao_cuda_softmax_backward(float *dx, const float *dy, const float *y,
                                                 float scale, int n, int c, cudaStream_t stream)
 {
     if (n <= 0 || c <= 0) return cudaSuccess;
-    softmax_backward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dy, y, scale, n, c);
+    softmax_backward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(
+        typed_store<AO_F32>{dx}, dy, y, scale, n, c, no_drop_rows{});
     return cudaGetLastError();
 }
 
@@ -985,24 +1391,8 @@ extern "C" cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size
         if (y == x) return cudaSuccess;
         return cudaMemcpyAsync(y, x, total * sizeof(float), cudaMemcpyDeviceToDevice, stream);
     }
-    /* The smallest block (a power of two from one warp to kThreads) whose tile
-     * covers a whole row, so that short rows (per_row = d) do not leave most
-     * of a block idle; long rows take kThreads and several tiles. */
-    const size_t groups = (per_row + 3) / 4;
-    unsigned threads = 32;
-    while (threads < (unsigned)kThreads && (size_t)threads * kDropGroups < groups) threads *= 2;
-    const size_t tile_groups = (size_t)threads * kDropGroups;
-    const size_t tiles_per_row = (groups + tile_groups - 1) / tile_groups;
-    const size_t tiles = rows * tiles_per_row;
-    const unsigned grid = (unsigned)(tiles < (size_t)INT32_MAX ? tiles : (size_t)INT32_MAX);
-    const dropout_args args = dropout_args_of(*key);
-    if (per_row % 4 == 0 && aligned16(x) && aligned16(y))
-        dropout_kernel<true>
-            <<<grid, threads, 0, stream>>>(y, x, per_row, tiles_per_row, tiles, args);
-    else
-        dropout_kernel<false>
-            <<<grid, threads, 0, stream>>>(y, x, per_row, tiles_per_row, tiles, args);
-    return cudaGetLastError();
+    return launch_dropout_map(dropout_copy_map{y, x}, aligned16(x) && aligned16(y), batch, per_row,
+                              *key, stream);
 }
 
 extern "C" cudaError_t ao_cuda_embedding_bag_mean_forward(float *out, const int32_t *ids,
@@ -1208,4 +1598,86 @@ extern "C" cudaError_t ao_cuda_data_fill(const ao_data_shape *shape, uint64_t se
         return cudaGetLastError();
     }
     return cudaSuccess;
+}
+
+/* ---- fused chains ------------------------------------------------------------------ */
+
+extern "C" cudaError_t ao_cuda_softmax_dropout_forward(float *att, void *out, ao_dtype out_type,
+                                                       const float *scores, int batch, int heads,
+                                                       int T, const ao_cuda_dropout_key *key,
+                                                       cudaStream_t stream)
+{
+    if (key->heads != heads) return cudaErrorInvalidValue;
+    const drop_rows drop = {dropout_args_of(*key), T};
+    const int n = batch * heads * T;
+    return with_dtype(out_type, [&](auto tag) {
+        constexpr ao_dtype OT = decltype(tag)::value;
+        const softmax_dropout_out<OT> o = {att, typed_store<OT>{out}, drop, store4_ok<OT>(out)};
+        return launch_softmax_forward(o, att, scores, n, T, stream);
+    });
+}
+
+extern "C" cudaError_t ao_cuda_dropout_cast(void *out, ao_dtype out_type, const float *x, int batch,
+                                            size_t per_row, const ao_cuda_dropout_key *key,
+                                            cudaStream_t stream)
+{
+    if (!castable(out_type)) return cudaErrorInvalidValue;
+    if (key->p <= 0.0f) { /* the plain dropout copies: the cast alone */
+        const size_t rows =
+            (size_t)(batch > 0 ? batch : 0) * (size_t)(key->heads > 0 ? key->heads : 1);
+        return ao_cuda_cast(out, out_type, x, AO_F32, rows * per_row, stream);
+    }
+    return with_dtype(out_type, [&](auto tag) {
+        constexpr ao_dtype OT = decltype(tag)::value;
+        return launch_dropout_map(dropout_cast_map<OT>{typed_store<OT>{out}, x},
+                                  aligned16(x) && store4_ok<OT>(out), batch, per_row, *key, stream);
+    });
+}
+
+extern "C" cudaError_t ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type,
+                                                        const float *dp, const float *att,
+                                                        float scale, int batch, int heads, int T,
+                                                        const ao_cuda_dropout_key *key,
+                                                        cudaStream_t stream)
+{
+    if (key->heads != heads) return cudaErrorInvalidValue;
+    const drop_rows drop = {dropout_args_of(*key), T};
+    const int n = batch * heads * T;
+    return with_dtype(out_type, [&](auto tag) {
+        constexpr ao_dtype OT = decltype(tag)::value;
+        if (n <= 0 || T <= 0) return cudaSuccess;
+        softmax_backward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(
+            typed_store<OT>{out}, dp, att, scale, n, T, drop);
+        return cudaGetLastError();
+    });
+}
+
+extern "C" cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const float *h, int batch,
+                                            size_t per_row, const ao_cuda_dropout_key *key,
+                                            cudaStream_t stream)
+{
+    if (key->heads != 0) return cudaErrorInvalidValue;
+    return with_dtype(out_type, [&](auto tag) {
+        constexpr ao_dtype OT = decltype(tag)::value;
+        return launch_dropout_map(gelu_dropout_map<OT>{typed_store<OT>{out}, h},
+                                  aligned16(h) && store4_ok<OT>(out), batch, per_row, *key, stream);
+    });
+}
+
+extern "C" cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_dtype half_type,
+                                                     const float *dy, const float *h, int batch,
+                                                     size_t per_row, const ao_cuda_dropout_key *key,
+                                                     cudaStream_t stream)
+{
+    if (key->heads != 0) return cudaErrorInvalidValue;
+    if (dx16 && half_type != AO_BF16 && half_type != AO_F16) return cudaErrorInvalidValue;
+    /* without dx16 the half type only picks an instantiation */
+    return with_dtype(dx16 ? half_type : AO_BF16, [&](auto tag) {
+        constexpr ao_dtype HT = decltype(tag)::value;
+        if (HT == AO_F32) return cudaErrorInvalidValue; /* excluded above */
+        const bool vec = aligned16(dx) && aligned16(dy) && aligned16(h) &&
+                         (dx16 == nullptr || store4_ok<HT>(dx16));
+        return launch_dropout_map(dropout_gelu_backward_map<HT>{dx, typed_store<HT>{dx16}, dy, h},
+                                  vec, batch, per_row, *key, stream);
+    });
 }

@@ -87,6 +87,48 @@ typedef struct ao_cuda_dropout_key {
 cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size_t per_row,
                             const ao_cuda_dropout_key *key, cudaStream_t stream);
 
+/* ---- fused chains ------------------------------------------------------------ */
+
+/* Each does in one pass what a chain of the launchers above does, and gives
+ * the same bits: the values go through the same operations (the same row
+ * sums in the same order), only the fp32 intermediates are not written. The
+ * result is stored in `out_type` (AO_F32, AO_BF16 or AO_F16, round to nearest
+ * even as ao_cuda_cast), typically a GEMM operand; any other type returns
+ * cudaErrorInvalidValue. A key with p <= 0 means no dropout (the chain
+ * without it). */
+
+/* att = softmax of scores' rows ([batch * heads * T, T]; att may alias
+ * scores), out = dropout(att) with the attention-probabilities keying
+ * (key->heads must equal heads, else cudaErrorInvalidValue), in out_type:
+ * ao_cuda_softmax_forward, ao_cuda_dropout over (batch, T * T), ao_cuda_cast. */
+cudaError_t ao_cuda_softmax_dropout_forward(float *att, void *out, ao_dtype out_type,
+                                            const float *scores, int batch, int heads, int T,
+                                            const ao_cuda_dropout_key *key, cudaStream_t stream);
+/* out = dropout(x) in out_type (any keying): ao_cuda_dropout, ao_cuda_cast. */
+cudaError_t ao_cuda_dropout_cast(void *out, ao_dtype out_type, const float *x, int batch,
+                                 size_t per_row, const ao_cuda_dropout_key *key,
+                                 cudaStream_t stream);
+/* out = softmax_backward(dropout(dp), att, scale) in out_type; dp is not
+ * modified (key->heads must equal heads): ao_cuda_dropout(dp, dp),
+ * ao_cuda_softmax_backward(dp, dp, att, scale), ao_cuda_cast. */
+cudaError_t ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type, const float *dp,
+                                             const float *att, float scale, int batch, int heads,
+                                             int T, const ao_cuda_dropout_key *key,
+                                             cudaStream_t stream);
+/* out = dropout(gelu(h)) in out_type, sample rows (key->heads must be 0);
+ * h is not modified: ao_cuda_gelu_forward, ao_cuda_dropout, ao_cuda_cast. */
+cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const float *h, int batch,
+                                 size_t per_row, const ao_cuda_dropout_key *key,
+                                 cudaStream_t stream);
+/* dx = gelu_backward(dropout(dy), h) as floats (dx may alias dy; key->heads
+ * must be 0) and, when dx16 is not NULL, the same values in half_type
+ * (AO_BF16 or AO_F16) in dx16: ao_cuda_dropout, ao_cuda_gelu_backward,
+ * ao_cuda_cast. */
+cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_dtype half_type,
+                                          const float *dy, const float *h, int batch,
+                                          size_t per_row, const ao_cuda_dropout_key *key,
+                                          cudaStream_t stream);
+
 /* ---- embedding bag (mean) ------------------------------------------------- */
 
 cudaError_t ao_cuda_embedding_bag_mean_forward(float *out, const int32_t *ids, const float *table,

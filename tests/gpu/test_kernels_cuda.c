@@ -543,6 +543,292 @@ static void test_casts(void)
     free(x), free(want), free(got), free(back_ref);
 }
 
+/* ---- fused chains ---------------------------------------------------------------- */
+
+/* Each fused launcher against the chain of plain launchers it replaces, on the
+ * same device and data: the outputs must be the same bytes, for every output
+ * type. */
+
+static const ao_dtype out_types[3] = {AO_F32, AO_BF16, AO_F16};
+
+static size_t dtype_bytes(ao_dtype t)
+{
+    return t == AO_F32 ? 4 : 2;
+}
+
+static void *download_bytes(const void *d, size_t bytes)
+{
+    void *h = malloc(bytes ? bytes : 1);
+    download(h, d, bytes);
+    return h;
+}
+
+static void report_bits(const char *kernel, const char *shape, const void *d_got,
+                        const void *d_want, size_t bytes)
+{
+    unsigned char *got = download_bytes(d_got, bytes), *want = download_bytes(d_want, bytes);
+    size_t diff = 0;
+    for (size_t i = 0; i < bytes; i++) diff += got[i] != want[i];
+    printf("%s %-28s %-34s %zu of %zu bytes differ from the unfused chain (want 0)\n",
+           diff ? "FAIL" : "PASS", kernel, shape, diff, bytes);
+    CHECK(diff == 0, "%s %s: %zu bytes differ from the unfused chain", kernel, shape, diff);
+    free(got), free(want);
+}
+
+/* The fraction of zeros in out (as type t): about p when dropout ran, so a
+ * test cannot pass with dropout silently skipped on both sides. */
+static void check_dropped(const char *kernel, const void *d_out, ao_dtype t, size_t n, float p)
+{
+    float *as_f32 = ao_dev_alloc(dev, 4 * n);
+    K(ao_cuda_cast(as_f32, AO_F32, d_out, t, n, cs()));
+    float *h = download_floats(as_f32, n);
+    size_t zeros = 0;
+    for (size_t i = 0; i < n; i++) zeros += h[i] == 0.0f;
+    const double frac = (double)zeros / (double)n;
+    const int ok = p > 0 ? fabs(frac - p) < 0.05 : frac < 0.01;
+    CHECK(ok, "%s: fraction of zeros %.3f with p=%.2f", kernel, frac, p);
+    free(h);
+    ao_dev_free(dev, as_f32);
+}
+
+static ao_cuda_dropout_key fused_key(float p, int heads, uint32_t site)
+{
+    const ao_cuda_dropout_key k = {p, 0x5eedull ^ rng_state, 77, 5, site, 31337, heads};
+    return k;
+}
+
+/* in_place: att aliases scores, as attention calls it. */
+static void test_softmax_dropout_forward(int batch, int heads, int T, float p, int in_place)
+{
+    const size_t n = (size_t)batch * heads * T * T;
+    const ao_cuda_dropout_key key = fused_key(p, heads, AO_DROP_ATTN_PROBS);
+    char shape[96];
+    snprintf(shape, sizeof shape, "B=%d H=%d T=%d p=%.2f%s", batch, heads, T, p,
+             in_place ? " in place" : "");
+    float *scores = random_floats(n, -8, 8);
+    float *d_scores = upload(scores, 4 * n), *d_ref_att = upload(scores, 4 * n);
+    float *d_att = in_place ? d_scores : ao_dev_alloc(dev, 4 * n);
+    float *d_drop = ao_dev_alloc(dev, 4 * n);
+    void *d_ref = ao_dev_alloc(dev, 4 * n), *d_out = ao_dev_alloc(dev, 4 * n);
+    /* the unfused chain, as attn_forward does it */
+    K(ao_cuda_softmax_forward(d_ref_att, d_ref_att, batch * heads * T, T, cs()));
+    const float *probs = d_ref_att;
+    if (p > 0) {
+        K(ao_cuda_dropout(d_drop, d_ref_att, batch, (size_t)T * T, &key, cs()));
+        probs = d_drop;
+    }
+    for (int t = 0; t < 3; t++) {
+        const ao_dtype ot = out_types[t];
+        if (in_place) ao_copy_async(dev, d_scores, scores, 4 * n, AO_H2D, stream);
+        K(ao_cuda_cast(d_ref, ot, probs, AO_F32, n, cs()));
+        K(ao_cuda_softmax_dropout_forward(d_att, d_out, ot, d_scores, batch, heads, T, &key, cs()));
+        char name[64];
+        snprintf(name, sizeof name, "softmax_dropout_fwd %s", ao_dtype_name(ot));
+        report_bits(name, shape, d_out, d_ref, n * dtype_bytes(ot));
+        report_bits("softmax_dropout_fwd att", shape, d_att, d_ref_att, 4 * n);
+        if (t == 1) check_dropped(name, d_out, ot, n, p);
+    }
+    const int bad = ao_cuda_softmax_dropout_forward(d_att, d_out, AO_I32, d_scores, batch, heads, T,
+                                                    &key, cs()) == cudaErrorInvalidValue;
+    CHECK(bad, "softmax_dropout_forward accepted an int32 output");
+    ao_dev_free(dev, d_scores), ao_dev_free(dev, d_ref_att), ao_dev_free(dev, d_drop);
+    ao_dev_free(dev, d_ref), ao_dev_free(dev, d_out);
+    if (!in_place) ao_dev_free(dev, d_att);
+    free(scores);
+}
+
+static void test_softmax_dropout_backward(int batch, int heads, int T, float p)
+{
+    const size_t n = (size_t)batch * heads * T * T;
+    const ao_cuda_dropout_key key = fused_key(p, heads, AO_DROP_ATTN_PROBS);
+    const float scale = 1.0f / sqrtf(64.0f);
+    char shape[96];
+    snprintf(shape, sizeof shape, "B=%d H=%d T=%d p=%.2f", batch, heads, T, p);
+    float *scores = random_floats(n, -8, 8), *dp = random_floats(n, -1, 1);
+    float *d_att = upload(scores, 4 * n), *d_dp = upload(dp, 4 * n);
+    float *d_tmp = ao_dev_alloc(dev, 4 * n);
+    void *d_ref = ao_dev_alloc(dev, 4 * n), *d_out = ao_dev_alloc(dev, 4 * n);
+    K(ao_cuda_softmax_forward(d_att, d_att, batch * heads * T, T, cs()));
+    /* the unfused chain, as attn_backward does it (on a copy of dp) */
+    ao_copy_async(dev, d_tmp, dp, 4 * n, AO_H2D, stream);
+    if (p > 0) K(ao_cuda_dropout(d_tmp, d_tmp, batch, (size_t)T * T, &key, cs()));
+    K(ao_cuda_softmax_backward(d_tmp, d_tmp, d_att, scale, batch * heads * T, T, cs()));
+    for (int t = 0; t < 3; t++) {
+        const ao_dtype ot = out_types[t];
+        K(ao_cuda_cast(d_ref, ot, d_tmp, AO_F32, n, cs()));
+        K(ao_cuda_softmax_dropout_backward(d_out, ot, d_dp, d_att, scale, batch, heads, T, &key,
+                                           cs()));
+        char name[64];
+        snprintf(name, sizeof name, "softmax_dropout_bwd %s", ao_dtype_name(ot));
+        report_bits(name, shape, d_out, d_ref, n * dtype_bytes(ot));
+    }
+    float *dp_after = download_floats(d_dp, n);
+    CHECK(memcmp(dp_after, dp, 4 * n) == 0, "softmax_dropout_backward modified dp (%s)", shape);
+    const int bad = ao_cuda_softmax_dropout_backward(d_out, AO_I32, d_dp, d_att, scale, batch,
+                                                     heads, T, &key, cs()) == cudaErrorInvalidValue;
+    CHECK(bad, "softmax_dropout_backward accepted an int32 output");
+    ao_dev_free(dev, d_att), ao_dev_free(dev, d_dp), ao_dev_free(dev, d_tmp);
+    ao_dev_free(dev, d_ref), ao_dev_free(dev, d_out);
+    free(scores), free(dp), free(dp_after);
+}
+
+/* offset: start x and out that many floats / elements into their buffers
+ * (1: misaligned, the scalar path). */
+static void test_dropout_cast(float p, int heads, size_t per_row, size_t offset)
+{
+    const int batch = 3;
+    const size_t n = (size_t)batch * (heads ? heads : 1) * per_row;
+    const ao_cuda_dropout_key key =
+        fused_key(p, heads, heads ? AO_DROP_ATTN_PROBS : AO_DROP_ATTN_OUT);
+    char shape[96];
+    snprintf(shape, sizeof shape, "p=%.2f heads=%d %zu x %zu +%zu", p, heads, n / per_row, per_row,
+             offset);
+    float *x = random_floats(n + offset, -2, 2);
+    float *d_x = upload(x, 4 * (n + offset)), *d_tmp = ao_dev_alloc(dev, 4 * n);
+    char *d_ref = ao_dev_alloc(dev, 4 * (n + offset)), *d_out = ao_dev_alloc(dev, 4 * (n + offset));
+    K(ao_cuda_dropout(d_tmp, d_x + offset, batch, per_row, &key, cs()));
+    for (int t = 0; t < 3; t++) {
+        const ao_dtype ot = out_types[t];
+        const size_t eb = dtype_bytes(ot);
+        K(ao_cuda_cast(d_ref, ot, d_tmp, AO_F32, n, cs()));
+        K(ao_cuda_dropout_cast(d_out + offset * eb, ot, d_x + offset, batch, per_row, &key, cs()));
+        char name[64];
+        snprintf(name, sizeof name, "dropout_cast %s", ao_dtype_name(ot));
+        report_bits(name, shape, d_out + offset * eb, d_ref, n * eb);
+        if (t == 2) check_dropped(name, d_out + offset * eb, ot, n, p);
+    }
+    const int bad = ao_cuda_dropout_cast(d_out, AO_I32, d_x, batch, per_row, &key, cs()) ==
+                    cudaErrorInvalidValue;
+    CHECK(bad, "dropout_cast accepted an int32 output");
+    ao_dev_free(dev, d_x), ao_dev_free(dev, d_tmp), ao_dev_free(dev, d_ref);
+    ao_dev_free(dev, d_out);
+    free(x);
+}
+
+static void test_gelu_dropout(float p, size_t per_row, size_t offset)
+{
+    const int batch = 5;
+    const size_t n = (size_t)batch * per_row;
+    const ao_cuda_dropout_key key = fused_key(p, 0, AO_DROP_FFN_HIDDEN);
+    char shape[96];
+    snprintf(shape, sizeof shape, "p=%.2f %d x %zu +%zu", p, batch, per_row, offset);
+    float *h = random_floats(n + offset, -6, 6);
+    float *d_h = upload(h, 4 * (n + offset)), *d_tmp = ao_dev_alloc(dev, 4 * n);
+    char *d_ref = ao_dev_alloc(dev, 4 * (n + offset)), *d_out = ao_dev_alloc(dev, 4 * (n + offset));
+    /* the unfused chain, as encoder_forward does it */
+    K(ao_cuda_gelu_forward(d_tmp, d_h + offset, n, cs()));
+    K(ao_cuda_dropout(d_tmp, d_tmp, batch, per_row, &key, cs()));
+    for (int t = 0; t < 3; t++) {
+        const ao_dtype ot = out_types[t];
+        const size_t eb = dtype_bytes(ot);
+        K(ao_cuda_cast(d_ref, ot, d_tmp, AO_F32, n, cs()));
+        K(ao_cuda_gelu_dropout(d_out + offset * eb, ot, d_h + offset, batch, per_row, &key, cs()));
+        char name[64];
+        snprintf(name, sizeof name, "gelu_dropout %s", ao_dtype_name(ot));
+        report_bits(name, shape, d_out + offset * eb, d_ref, n * eb);
+    }
+    float *h_after = download_floats(d_h, n + offset);
+    CHECK(memcmp(h_after, h, 4 * (n + offset)) == 0, "gelu_dropout modified h (%s)", shape);
+    const int bad = ao_cuda_gelu_dropout(d_out, AO_I32, d_h, batch, per_row, &key, cs()) ==
+                    cudaErrorInvalidValue;
+    CHECK(bad, "gelu_dropout accepted an int32 output");
+    ao_dev_free(dev, d_h), ao_dev_free(dev, d_tmp), ao_dev_free(dev, d_ref);
+    ao_dev_free(dev, d_out);
+    free(h), free(h_after);
+}
+
+/* dx in place over a copy of dy, as encoder_backward calls it. */
+static void test_dropout_gelu_backward(float p, size_t per_row, size_t offset)
+{
+    const int batch = 5;
+    const size_t n = (size_t)batch * per_row;
+    const ao_cuda_dropout_key key = fused_key(p, 0, AO_DROP_FFN_HIDDEN);
+    char shape[96];
+    snprintf(shape, sizeof shape, "p=%.2f %d x %zu +%zu", p, batch, per_row, offset);
+    float *h = random_floats(n + offset, -6, 6), *dy = random_floats(n + offset, -1, 1);
+    float *d_h = upload(h, 4 * (n + offset)), *d_dx = ao_dev_alloc(dev, 4 * (n + offset));
+    float *d_tmp = upload(dy + offset, 4 * n);
+    char *d_ref16 = ao_dev_alloc(dev, 2 * (n + offset)),
+         *d_16 = ao_dev_alloc(dev, 2 * (n + offset));
+    K(ao_cuda_dropout(d_tmp, d_tmp, batch, per_row, &key, cs()));
+    K(ao_cuda_gelu_backward(d_tmp, d_tmp, d_h + offset, n, cs()));
+    const ao_dtype halves[2] = {AO_BF16, AO_F16};
+    for (int t = 0; t < 3; t++) {
+        const int with16 = t < 2;
+        const ao_dtype ht = halves[with16 ? t : 0];
+        ao_copy_async(dev, d_dx, dy, 4 * (n + offset), AO_H2D, stream);
+        K(ao_cuda_dropout_gelu_backward(d_dx + offset, with16 ? d_16 + 2 * offset : NULL, ht,
+                                        d_dx + offset, d_h + offset, batch, per_row, &key, cs()));
+        char name[64];
+        snprintf(name, sizeof name, "dropout_gelu_bwd f32%s%s", with16 ? "+" : " (no half)",
+                 with16 ? ao_dtype_name(ht) : "");
+        report_bits(name, shape, d_dx + offset, d_tmp, 4 * n);
+        if (with16) {
+            K(ao_cuda_cast(d_ref16, ht, d_tmp, AO_F32, n, cs()));
+            snprintf(name, sizeof name, "dropout_gelu_bwd %s", ao_dtype_name(ht));
+            report_bits(name, shape, d_16 + 2 * offset, d_ref16, 2 * n);
+        }
+    }
+    const int bad = ao_cuda_dropout_gelu_backward(d_dx, d_16, AO_F32, d_dx, d_h, batch, per_row,
+                                                  &key, cs()) == cudaErrorInvalidValue;
+    CHECK(bad, "dropout_gelu_backward accepted an f32 half type");
+    ao_dev_free(dev, d_h), ao_dev_free(dev, d_dx), ao_dev_free(dev, d_tmp);
+    ao_dev_free(dev, d_ref16), ao_dev_free(dev, d_16);
+    free(h), free(dy);
+}
+
+static void test_fused(void)
+{
+    const float ps[2] = {0.1f, 0.0f};
+    for (int i = 0; i < 2; i++) {
+        const float p = ps[i];
+        test_softmax_dropout_forward(2, 3, 64, p, 1);   /* 2 float4 per lane */
+        test_softmax_dropout_forward(2, 2, 512, p, 1);  /* attention's T = 512 */
+        test_softmax_dropout_forward(1, 2, 1024, p, 0); /* 8 float4 per lane */
+        test_softmax_dropout_forward(2, 3, 37, p, 1);   /* odd: the scalar kernel */
+        test_softmax_dropout_forward(1, 1, 1030, p, 0); /* scalar, rows at base % 4 == 2 */
+        test_softmax_dropout_forward(1, 1, 1028, p, 1); /* scalar, float4 mask blocks */
+        test_softmax_dropout_backward(2, 3, 64, p);
+        test_softmax_dropout_backward(2, 2, 512, p);
+        test_softmax_dropout_backward(2, 3, 37, p);
+        test_softmax_dropout_backward(1, 2, 130, p); /* base % 4 == 2 rows, partial chunk */
+        test_dropout_cast(p, 0, 4096, 0);
+        test_dropout_cast(p, 0, 1001, 0);
+        test_dropout_cast(p, 4, 13 * 13, 0);
+        test_dropout_cast(p, 0, 2048, 1); /* misaligned: scalar path */
+        test_gelu_dropout(p, 8192, 0);
+        test_gelu_dropout(p, 1003, 0);
+        test_gelu_dropout(p, 4096, 2); /* out 4-byte aligned only */
+        test_dropout_gelu_backward(p, 8192, 0);
+        test_dropout_gelu_backward(p, 1003, 0);
+        test_dropout_gelu_backward(p, 4096, 1);
+    }
+    /* the forward's mask against ops_ref's attention keying, element by element */
+    const int batch = 2, heads = 3, T = 37;
+    const size_t n = (size_t)batch * heads * T * T;
+    const ao_cuda_dropout_key key = fused_key(0.5f, heads, AO_DROP_ATTN_PROBS);
+    float *scores = random_floats(n, -2, 2), *att = malloc(4 * n), *ref = malloc(4 * n);
+    softmax_ref(att, scores, batch * heads * T, T);
+    for (size_t r = 0; r < (size_t)batch * heads; r++) {
+        const ao_rng_stream s =
+            ao_rng_child(ao_dropout_stream(key.seed, key.step, key.layer, key.site,
+                                           key.first_sample + r / (size_t)heads),
+                         r % (size_t)heads);
+        for (size_t e = 0; e < (size_t)T * T; e++)
+            ref[r * T * T + e] = ao_dropout_factor(s, e, key.p) == 0.0f ? 0.0f : 1.0f;
+    }
+    float *d_s = upload(scores, 4 * n), *d_out = ao_dev_alloc(dev, 4 * n);
+    K(ao_cuda_softmax_dropout_forward(d_s, d_out, AO_F32, d_s, batch, heads, T, &key, cs()));
+    float *got = download_floats(d_out, n);
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++) diff += (got[i] == 0.0f ? 0.0f : 1.0f) != ref[i];
+    printf("%s %-28s %zu of %zu mask bits differ from ops_ref's keying (want 0)\n",
+           diff ? "FAIL" : "PASS", "softmax_dropout_fwd mask", diff, n);
+    CHECK(diff == 0, "softmax_dropout_forward mask: %zu elements differ", diff);
+    ao_dev_free(dev, d_s), ao_dev_free(dev, d_out);
+    free(scores), free(att), free(ref), free(got);
+}
+
 /* ---- synthetic data ---------------------------------------------------------------- */
 
 static void test_data_fill(int target_kind)
@@ -618,6 +904,7 @@ int main(void)
     test_casts();
     test_data_fill(AO_TARGET_RANDOM);
     test_data_fill(AO_TARGET_TEACHER);
+    test_fused();
 
     ao_stream_destroy(stream);
     ao_device_close(dev);
