@@ -1,11 +1,15 @@
 /* The model on the cuda device: ops_ref.h's composition, step for step, with
  * cuBLASLt GEMMs (ao_gemm, row-major) and the kernels of kernels_cuda.h.
  *
- * Storage is fp32 throughout (activations, saved buffers, gradients,
- * parameters). GEMMs are fp32, TF32 tensor-core products of the fp32 storage,
- * or (bf16 / fp16, ao_model_cuda_set_compute) products of 16-bit operands:
- * each GEMM operand is cast from its fp32 storage into a 16-bit copy right
- * before its use, and the GEMM accumulates and writes C in fp32. A 16-bit
+ * Storage is fp32 (activations, saved buffers, gradients, parameters). GEMMs
+ * are fp32, TF32 tensor-core products of the fp32 storage, or (bf16 / fp16,
+ * ao_model_cuda_set_compute) products of 16-bit operands: each GEMM operand is
+ * cast from its fp32 storage into a 16-bit copy right before its use, and the
+ * GEMM accumulates and writes C in fp32. Three buffers that only GEMMs read
+ * are written by a fused kernel straight into their 16-bit copy and have no
+ * fp32 values in 16-bit modes: attention's dropped probabilities, its dS, and
+ * the FFN activation after GELU and dropout. Each equals the cast of what the
+ * fp32 chain would store, bit for bit (test_kernels_cuda). A 16-bit
  * operand cast inside the GEMM (cuBLAS's COMPUTE_32F_FAST_16BF) would run at
  * TF32 speed; stored 16-bit operands run at the dense bf16 rate.
  *
@@ -186,6 +190,13 @@ static void mark_current(cuda_model *cm, ao_stream *s, const float *p, size_t n,
 static void prepare(cuda_model *cm, ao_stream *s, const float *p, size_t n)
 {
     mark_current(cm, s, p, n, 1);
+}
+
+/* Where the 16-bit copy of arena floats at p lives (a fused kernel writes it
+ * directly; the caller then marks it current without a cast). */
+static void *twin_of(const cuda_model *cm, const float *p)
+{
+    return half_at(cm->twin, (size_t)(p - cm->a.mem));
 }
 
 /* The 16-bit copy of an fp32 GEMM operand of `span` elements at p, cast now
@@ -379,10 +390,20 @@ static void attn_forward(ao_model *m, ao_stream *s, float *out, const ao_attn_sa
         gemm(m, s, 0, 1, a.T, a.T, a.hd, a.scale, qkv, a.d3, qkv + a.d, a.d3, 0.0f,
              sv->att + (size_t)b * a.H * TT, a.T, heads_batch(&a, a.hd, a.hd, TT));
     }
-    KCHECK(ao_cuda_softmax_forward(sv->att, sv->att, a.B * a.H * a.T, a.T, cs));
-    if (kp->p > 0.0f) dropout(s, cm->a.extra, sv->att, a.B, (size_t)TT, kp);
+    /* softmax, dropout and (16-bit modes) the operand cast in one pass: in
+     * 16-bit modes the dropped probabilities exist only as the twin */
     const float *P = attn_probs(cm, sv, kp);
-    prepare(cm, s, P, (size_t)a.B * a.H * TT);
+    const size_t np = (size_t)a.B * a.H * TT;
+    if (cm->half != AO_F32) {
+        KCHECK(ao_cuda_softmax_dropout_forward(sv->att, twin_of(cm, P), cm->half, sv->att, a.B, a.H,
+                                               a.T, kp, cs));
+        mark_current(cm, s, P, np, 0);
+    } else if (kp->p > 0.0f) {
+        KCHECK(ao_cuda_softmax_dropout_forward(sv->att, cm->a.extra, AO_F32, sv->att, a.B, a.H, a.T,
+                                               kp, cs));
+    } else {
+        KCHECK(ao_cuda_softmax_forward(sv->att, sv->att, a.B * a.H * a.T, a.T, cs));
+    }
     for (int b = 0; b < a.B; b++) {
         const float *v = sv->qkv + (size_t)b * a.T * a.d3 + 2 * a.d;
         /* ctx = P v, heads concatenated */
@@ -414,14 +435,20 @@ static void attn_backward(ao_model *m, ao_stream *s, float *dx, const ao_attn_we
     float *dqkv = scratch, *dctx = dqkv + (size_t)N * a.d3, *dp = dctx + (size_t)N * a.d;
 
     linear_backward(m, s, dctx, g->out_w, g->out_b, dout, sv->ctx, w->out_w, N, a.d, a.d);
-    if (kp->p > 0.0f) dropout(s, cm->a.extra, sv->att, a.B, (size_t)TT, kp);
+    /* the dropped probabilities again, straight into their 16-bit copy in
+     * 16-bit modes */
     const float *P = attn_probs(cm, sv, kp);
+    const size_t np = (size_t)a.B * a.H * TT;
+    if (cm->half != AO_F32)
+        KCHECK(ao_cuda_dropout_cast(twin_of(cm, P), cm->half, sv->att, a.B, (size_t)TT, kp, cs));
+    else if (kp->p > 0.0f)
+        dropout(s, cm->a.extra, sv->att, a.B, (size_t)TT, kp);
     /* qkv stays current through both loops (they write dP and dqkv only);
      * P and dctx through the first */
     const int mark = cm->nprepared;
     prepare(cm, s, sv->qkv, (size_t)N * a.d3);
     const int mark_qkv = cm->nprepared;
-    prepare(cm, s, P, (size_t)a.B * a.H * TT);
+    mark_current(cm, s, P, np, 0);
     prepare(cm, s, dctx, (size_t)N * a.d);
     for (int b = 0; b < a.B; b++) {
         const float *qkv = sv->qkv + (size_t)b * a.T * a.d3;
@@ -434,10 +461,16 @@ static void attn_backward(ao_model *m, ao_stream *s, float *dx, const ao_attn_we
              dqkv_b + 2 * a.d, a.d3, heads_batch(&a, TT, a.hd, a.hd));
     }
     cm->nprepared = mark_qkv;
-    /* through the dropout, then the softmax (scale folded in): dS */
-    if (kp->p > 0.0f) dropout(s, dp, dp, a.B, (size_t)TT, kp);
-    KCHECK(ao_cuda_softmax_backward(dp, dp, sv->att, a.scale, a.B * a.H * a.T, a.T, cs));
-    prepare(cm, s, dp, (size_t)a.B * a.H * TT);
+    /* through the dropout, then the softmax (scale folded in): dS, in
+     * 16-bit modes written only as its 16-bit copy */
+    if (cm->half != AO_F32) {
+        KCHECK(ao_cuda_softmax_dropout_backward(twin_of(cm, dp), cm->half, dp, sv->att, a.scale,
+                                                a.B, a.H, a.T, kp, cs));
+        mark_current(cm, s, dp, np, 0);
+    } else {
+        if (kp->p > 0.0f) dropout(s, dp, dp, a.B, (size_t)TT, kp);
+        KCHECK(ao_cuda_softmax_backward(dp, dp, sv->att, a.scale, a.B * a.H * a.T, a.T, cs));
+    }
     for (int b = 0; b < a.B; b++) {
         const float *qkv = sv->qkv + (size_t)b * a.T * a.d3;
         const float *ds = dp + (size_t)b * a.H * TT;
@@ -458,6 +491,7 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
                             const ao_encoder_saved *sv, const float *x, const ao_encoder_weights *w,
                             const ao_batch *b, int64_t step)
 {
+    cuda_model *cm = m->impl;
     const ao_model_shape *sh = &m->shape;
     const int N = sh->batch * sh->seq, d = sh->dim, ff = sh->ff;
     const size_t nd = (size_t)N * d, nff = (size_t)N * ff;
@@ -474,9 +508,18 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
     KCHECK(ao_cuda_layernorm_forward(sv->x1, sv->ln1_mean, sv->ln1_rstd, sv->r1, w->ln1_w, w->ln1_b,
                                      N, d, cs));
     linear_forward(m, s, sv->h, sv->x1, w->lin1_w, w->lin1_b, N, d, ff);
-    KCHECK(ao_cuda_gelu_forward(sv->a, sv->h, nff, cs));
-    dropout(s, sv->a, sv->a, sh->batch, tok_ff, &k_hidden);
+    /* GELU and dropout in one pass; in 16-bit modes `a` is only stored as
+     * the GEMM operand (its twin), which this layer's backward reuses */
+    const int mark = cm->nprepared;
+    if (cm->half != AO_F32) {
+        KCHECK(ao_cuda_gelu_dropout(twin_of(cm, sv->a), cm->half, sv->h, sh->batch, tok_ff,
+                                    &k_hidden, cs));
+        mark_current(cm, s, sv->a, nff, 0);
+    } else {
+        KCHECK(ao_cuda_gelu_dropout(sv->a, AO_F32, sv->h, sh->batch, tok_ff, &k_hidden, cs));
+    }
     linear_forward(m, s, sv->r2, sv->a, w->lin2_w, w->lin2_b, N, ff, d);
+    cm->nprepared = mark;
     dropout(s, sv->r2, sv->r2, sh->batch, tok_d, &k_ffn);
     KCHECK(ao_cuda_add(sv->r2, sv->r2, sv->x1, nd, cs));
     KCHECK(ao_cuda_layernorm_forward(y, sv->ln2_mean, sv->ln2_rstd, sv->r2, w->ln2_w, w->ln2_b, N,
@@ -496,6 +539,7 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
                              const ao_encoder_weights *w, const ao_encoder_saved *sv,
                              const ao_batch *b, int64_t step, float *scratch)
 {
+    cuda_model *cm = m->impl;
     const ao_model_shape *sh = &m->shape;
     const int N = sh->batch * sh->seq, d = sh->dim, ff = sh->ff;
     const size_t nd = (size_t)N * d, nff = (size_t)N * ff;
@@ -516,9 +560,14 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     /* FFN branch */
     dropout(s, dbranch, dr, sh->batch, tok_d, &k_ffn);
     linear_backward(m, s, da, g->lin2_w, g->lin2_b, dbranch, sv->a, w->lin2_w, N, ff, d);
-    dropout(s, da, da, sh->batch, tok_ff, &k_hidden);
-    KCHECK(ao_cuda_gelu_backward(da, da, sv->h, nff, cs));
+    /* dropout and GELU backward in one pass, writing da's 16-bit copy too
+     * (both lin1 GEMMs read it; the bias gradient reads the fp32 da) */
+    const int mark = cm->nprepared;
+    KCHECK(ao_cuda_dropout_gelu_backward(da, cm->half != AO_F32 ? twin_of(cm, da) : NULL, cm->half,
+                                         da, sv->h, sh->batch, tok_ff, &k_hidden, cs));
+    mark_current(cm, s, da, nff, 0);
     linear_backward(m, s, dx1, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff);
+    cm->nprepared = mark;
     KCHECK(ao_cuda_add(dx1, dx1, dr, nd, cs)); /* the residual around the FFN */
 
     KCHECK(ao_cuda_layernorm_backward(dr, g->ln1_w, g->ln1_b, dx1, sv->r1, sv->ln1_mean,
