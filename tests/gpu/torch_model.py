@@ -216,7 +216,8 @@ def main():
     torch.set_float32_matmul_precision("highest")  # no TF32 anywhere
     torch.manual_seed(0)  # module construction draws inits that load_units overwrites
 
-    batch = [load_npy(os.path.join(args.dump, f"{n}.npy")) for n in ("dense", "ids", "target", "weight")]
+    fields = ("dense", "ids", "target", "weight")
+    batch = [load_npy(os.path.join(args.dump, f"{n}.npy")) for n in fields]
     aorta_loss = load_npy(os.path.join(args.dump, "loss.npy")).item()
     units = build_model(s)
     load_units(units, args.dump)
@@ -232,7 +233,9 @@ def main():
     failures = 0
     loss, grads = forward_backward(units, batch, s, args.device, mode == "bf16")
     label = "torch autocast bf16" if mode == "bf16" else "torch fp32"
-    failures += compare(label, aorta_loss, aorta_grads, loss, grads, units, BOUND[mode], args.verbose)
+    failures += compare(
+        label, aorta_loss, aorta_grads, loss, grads, units, BOUND[mode], args.verbose
+    )
     if mode == "bf16":
         loss, grads = forward_backward(units, batch, s, args.device, False)
         failures += compare(
