@@ -5,7 +5,7 @@
 # overlap ratio, exposed comm, idle, and the decomposition when baselines ran).
 #   train.tsv            the table printed last
 #   train/NAME.log       each run's stdout (rank 0) and summary.json
-# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace | single (default smoke)
+# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace | single | hold (default smoke)
 #   env: AORTA=path/to/aorta (default build-device/aorta); OUT=dir (default ./out);
 #        NPROC=ranks (default every visible GPU); STEPS=steps per run (default per matrix);
 #        EXTRA="key=value ..." overrides added to every run, SUFFIX appended to its name
@@ -100,6 +100,19 @@ scaling)
         one "large_hybrid4_x$nproc" "$l" "$nproc" "$s" fsdp.sharding_strategy=hybrid_shard \
             fsdp.shard_group_size=4 training.baseline_steps=4
     fi
+    ;;
+hold)
+    # What holding a collective's stream until it is enqueued costs (device.h,
+    # ao_stream_hold), on the host-bound default config, against holds off
+    # and timing off.
+    for np in 1 "$nproc"; do
+        one "default_x${np}" "$d" "$np" "${STEPS:-40}" dataset.placement=device
+        export AORTA_STREAM_HOLD=0
+        one "default_x${np}_nohold" "$d" "$np" "${STEPS:-40}" dataset.placement=device
+        unset AORTA_STREAM_HOLD
+        one "default_x${np}_notiming" "$d" "$np" "${STEPS:-40}" dataset.placement=device \
+            profiling.timing=false
+    done
     ;;
 single)
     # One GPU, no communication (the model issue's benchmark), beside the

@@ -523,7 +523,9 @@ cudaError_t launch_softmax_forward(Out out, const float *y, const float *x, int 
 /* The plain softmax backward's dropout: none (dy as given). */
 struct no_drop_rows {
     struct row_t {
+        static constexpr bool on = false;
         __device__ void strided_factors(int, int, int, float *) const {}
+        __device__ void block_factors(uint64_t, float *) const {}
         __device__ float apply(float v, float) const
         {
             return v;
@@ -570,6 +572,88 @@ __global__ void softmax_backward_kernel(Dx dx, const float *dy, const float *y, 
                        (float)((double)yr[j] * (d.apply(dyr[j], f[k]) - dot) * (double)scale));
         }
     }
+}
+
+/* softmax_backward_kernel for rows of at most 128 * V floats with c % 4 == 0
+ * and dy, y 16-byte aligned (attention's T x T): lane l keeps float4s l,
+ * l + 32, ... of y and of the dropped dy in registers, so both are read once
+ * and each mask block is drawn once (one Philox block per float4, no
+ * shuffles). dx4: Dx may store float4 groups. Only the order of the per-lane
+ * dot differs from the generic kernel (double rounding). */
+template <int V, class Dx, class Drop>
+__global__ void softmax_backward_vec_kernel(Dx dx, bool dx4, const float *dy, const float *y,
+                                            float scale, int n, int c, Drop drop)
+{
+    const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= n) return;
+    const int c4 = c / 4;
+    const float4 *yr = reinterpret_cast<const float4 *>(y + (size_t)row * c);
+    const float4 *dyr = reinterpret_cast<const float4 *>(dy + (size_t)row * c);
+    const auto d = drop.row(row);
+    float4 yv[V], gv[V];
+    double dot = 0.0;
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        const int q = lane + 32 * i;
+        if (q < c4) {
+            yv[i] = yr[q];
+            gv[i] = dyr[q];
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        const int q = lane + 32 * i;
+        if (q < c4) {
+            float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+            if (d.on) d.block_factors((uint64_t)q, f);
+            gv[i] = make_float4(d.apply(gv[i].x, f[0]), d.apply(gv[i].y, f[1]),
+                                d.apply(gv[i].z, f[2]), d.apply(gv[i].w, f[3]));
+            dot += (double)yv[i].x * gv[i].x;
+            dot += (double)yv[i].y * gv[i].y;
+            dot += (double)yv[i].z * gv[i].z;
+            dot += (double)yv[i].w * gv[i].w;
+        }
+    }
+    dot = warp_sum(dot);
+    const size_t off = (size_t)row * c;
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        const int q = lane + 32 * i;
+        if (q >= c4) continue;
+        const float4 o = make_float4((float)((double)yv[i].x * (gv[i].x - dot) * (double)scale),
+                                     (float)((double)yv[i].y * (gv[i].y - dot) * (double)scale),
+                                     (float)((double)yv[i].z * (gv[i].z - dot) * (double)scale),
+                                     (float)((double)yv[i].w * (gv[i].w - dot) * (double)scale));
+        const size_t at = off + 4 * (size_t)q;
+        if (dx4) {
+            dx.put4(at, o);
+        } else {
+            dx.put(at, o.x);
+            dx.put(at + 1, o.y);
+            dx.put(at + 2, o.z);
+            dx.put(at + 3, o.w);
+        }
+    }
+}
+
+/* The kernel both softmax backwards pick for (dy, y, c): the choice fixes the
+ * order of the dot, so the fused one matches the plain one bit for bit. */
+template <class Dx, class Drop>
+cudaError_t launch_softmax_backward(Dx dx, bool dx4, const float *dy, const float *y, float scale,
+                                    int n, int c, Drop drop, cudaStream_t stream)
+{
+    if (n <= 0 || c <= 0) return cudaSuccess;
+    const bool vec = c % 4 == 0 && aligned16(dy) && aligned16(y);
+    if (vec && c <= 128 * 4)
+        softmax_backward_vec_kernel<4>
+            <<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dx4, dy, y, scale, n, c, drop);
+    else if (vec && c <= 128 * 8)
+        softmax_backward_vec_kernel<8>
+            <<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dx4, dy, y, scale, n, c, drop);
+    else
+        softmax_backward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dy, y, scale, n, c,
+                                                                             drop);
+    return cudaGetLastError();
 }
 
 /* ---- dropout ------------------------------------------------------------- */
@@ -1390,10 +1474,8 @@ extern "C" cudaError_t ao_cuda_softmax_forward(float *y, const float *x, int n, 
 extern "C" cudaError_t ao_cuda_softmax_backward(float *dx, const float *dy, const float *y,
                                                 float scale, int n, int c, cudaStream_t stream)
 {
-    if (n <= 0 || c <= 0) return cudaSuccess;
-    softmax_backward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(
-        typed_store<AO_F32>{dx}, dy, y, scale, n, c, no_drop_rows{});
-    return cudaGetLastError();
+    return launch_softmax_backward(typed_store<AO_F32>{dx}, aligned16(dx), dy, y, scale, n, c,
+                                   no_drop_rows{}, stream);
 }
 
 extern "C" cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size_t per_row,
@@ -1671,10 +1753,8 @@ extern "C" cudaError_t ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_
     const int n = batch * heads * T;
     return with_dtype(out_type, [&](auto tag) {
         constexpr ao_dtype OT = decltype(tag)::value;
-        if (n <= 0 || T <= 0) return cudaSuccess;
-        softmax_backward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(
-            typed_store<OT>{out}, dp, att, scale, n, T, drop);
-        return cudaGetLastError();
+        return launch_softmax_backward(typed_store<OT>{out}, store4_ok<OT>(out), dp, att, scale, n,
+                                       T, drop, stream);
     });
 }
 

@@ -209,6 +209,7 @@ int main(void)
                 run_case(dev, s, &chunked);
                 if (types[t].c == AO_F32) { /* the model's linear layers */
                     odd.bias = chunked.bias = big.bias = 1;
+                    chunked.batch = 1; /* a bias needs batch_count 1 */
                     run_case(dev, s, &odd);
                     run_case(dev, s, &big);
                     run_case(dev, s, &chunked);
