@@ -174,6 +174,13 @@ typedef struct ao_gemm_desc {
     /* Strided batch: batch_count >= 1; strides in elements (0 when batch 1). */
     int batch_count;
     long long stride_a, stride_b, stride_c;
+    /* Two-level batch (attention: the heads of each sample): batch_outer > 1
+     * groups of batch_count products, product (o, i) at o * outer_stride_x +
+     * i * stride_x elements from x. 0 or 1: a single level. cuda runs it as
+     * one launch (cuBLASLt pointer arrays, built once per set of addresses)
+     * where it can. */
+    int batch_outer;
+    long long outer_stride_a, outer_stride_b, outer_stride_c;
     /* NULL, or n floats added to every row of C after alpha and beta (a
      * linear layer's bias, in cuBLASLt's epilogue instead of a pass over C);
      * fp32 C and batch_count 1 only. */

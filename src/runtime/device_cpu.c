@@ -569,12 +569,15 @@ static void run_gemm(void *arg)
     const ao_gemm_desc *d = arg;
     const float *a = d->a, *b = d->b;
     float *c = d->c;
-    for (int i = 0; i < d->batch_count; i++) {
-        cblas_sgemm(CblasRowMajor, d->trans_a ? CblasTrans : CblasNoTrans,
-                    d->trans_b ? CblasTrans : CblasNoTrans, d->m, d->n, d->k, d->alpha,
-                    a + i * d->stride_a, d->lda, b + i * d->stride_b, d->ldb, d->beta,
-                    c + i * d->stride_c, d->ldc);
-    }
+    const int outer = d->batch_outer > 1 ? d->batch_outer : 1;
+    for (int o = 0; o < outer; o++)
+        for (int i = 0; i < d->batch_count; i++) {
+            cblas_sgemm(CblasRowMajor, d->trans_a ? CblasTrans : CblasNoTrans,
+                        d->trans_b ? CblasTrans : CblasNoTrans, d->m, d->n, d->k, d->alpha,
+                        a + o * d->outer_stride_a + i * d->stride_a, d->lda,
+                        b + o * d->outer_stride_b + i * d->stride_b, d->ldb, d->beta,
+                        c + o * d->outer_stride_c + i * d->stride_c, d->ldc);
+        }
     if (d->bias)
         for (int r = 0; r < d->m; r++)
             for (int j = 0; j < d->n; j++) c[(size_t)r * d->ldc + j] += d->bias[j];
@@ -602,7 +605,9 @@ static void cpu_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d)
     check_ld("a", d->lda, d->trans_a ? d->m : d->k);
     check_ld("b", d->ldb, d->trans_b ? d->k : d->n);
     check_ld("c", d->ldc, d->n);
-    if (d->bias && d->batch_count != 1)
+    if (d->batch_outer < 0)
+        ao_fatal(AO_EXIT_FAIL, "gemm", "batch_outer=%d: must be >= 0", d->batch_outer);
+    if (d->bias && (d->batch_count != 1 || d->batch_outer > 1))
         ao_fatal(AO_EXIT_FAIL, "gemm", "a bias needs batch_count 1 (got %d)", d->batch_count);
     if (d->m == 0 || d->n == 0) return;
     cpu_launch_host(s, run_gemm, d, sizeof *d);

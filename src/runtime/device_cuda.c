@@ -29,6 +29,7 @@ struct gemm_key {
     int ab_type, c_type, compute, batch_count, sm_target;
     int align_a, align_b, align_c; /* bytes; cuBLASLt picks kernels by alignment */
     int bias;                      /* CUBLASLT_EPILOGUE_BIAS (the pointer is set per call) */
+    int pointers;                  /* a pointer-array batch (two-level batches) */
     long long stride_a, stride_b, stride_c;
 };
 
@@ -40,7 +41,22 @@ struct gemm_plan {
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
     size_t workspace;
+    int none; /* the heuristic found no algorithm (only asked of optional plans) */
 };
+
+/* The device pointer arrays of one two-level batch (ao_gemm_desc.batch_outer):
+ * [A's | B's | C's], product (o, i) at o * inner + i. Built once per distinct
+ * set of addresses: the model's attention passes repeat theirs every step. */
+struct ptr_key {
+    const void *a, *b, *c;
+    int outer, inner, asz, csz;
+    long long sa, sb, sc, osa, osb, osc;
+};
+struct ptr_arrays {
+    struct ptr_key key;
+    void **dev;
+};
+#define MAX_PTR_ARRAYS 256 /* then all are dropped (after a device sync) and rebuilt */
 
 struct ao_device {
     struct ao_device_base base;
@@ -53,7 +69,9 @@ struct ao_device {
     struct gemm_plan *plans;
     int nplans, cap_plans;
     void *null_stream_workspace; /* for GEMMs on the legacy default stream */
-    uint64_t peers_done;         /* ordinals whose peer access was set up */
+    struct ptr_arrays ptrs[MAX_PTR_ARRAYS];
+    int nptrs;
+    uint64_t peers_done; /* ordinals whose peer access was set up */
 };
 
 struct ao_stream {
@@ -206,6 +224,7 @@ static void cuda_close(ao_device *dev)
     AO_CUDA_CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < dev->nplans; i++) destroy_plan(&dev->plans[i]);
     free(dev->plans);
+    for (int i = 0; i < dev->nptrs; i++) AO_CUDA_CHECK(cudaFree(dev->ptrs[i].dev));
     if (dev->null_stream_workspace) AO_CUDA_CHECK(cudaFree(dev->null_stream_workspace));
     BLAS_CHECK(cublasLtDestroy(dev->lt));
     pthread_mutex_destroy(&dev->lock);
@@ -618,15 +637,22 @@ static int batch_alignment(const void *p, long long stride, size_t esz, int batc
     return align;
 }
 
+/* pointers: the batch's matrices are found through a pointer array. */
 static void set_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int rows, int cols, int ld,
-                       int batch, long long stride)
+                       int batch, long long stride, int pointers)
 {
     BLAS_CHECK(cublasLtMatrixLayoutCreate(l, t, (uint64_t)rows, (uint64_t)cols, (int64_t)ld));
     if (batch > 1) {
         int32_t b = batch;
-        int64_t st = stride;
         BLAS_CHECK(
             cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b));
+    }
+    if (pointers) {
+        const uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+        BLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode,
+                                                    sizeof mode));
+    } else if (batch > 1) {
+        int64_t st = stride;
         BLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                     &st, sizeof st));
     }
@@ -647,10 +673,11 @@ static const char *gemm_shape_text(const struct gemm_key *k, char *buf, size_t n
  * GEMM is computed as C^T = op(B)^T op(A)^T: cuBLASLt's A is our B, its B our
  * A, with m and n swapped. A row-major X (r x c, ld) is a column-major c x r
  * matrix, hence the layouts below. Called with the device lock held. */
-static struct gemm_plan *find_plan(ao_device *dev, const struct gemm_key *key)
+static struct gemm_plan *find_plan(ao_device *dev, const struct gemm_key *key, int optional)
 {
     for (int i = 0; i < dev->nplans; i++)
-        if (memcmp(&dev->plans[i].key, key, sizeof *key) == 0) return &dev->plans[i];
+        if (memcmp(&dev->plans[i].key, key, sizeof *key) == 0)
+            return dev->plans[i].none ? NULL : &dev->plans[i];
 
     cudaDataType_t ab, c;
     if (blas_type((ao_dtype)key->ab_type, &ab) || blas_type((ao_dtype)key->c_type, &c))
@@ -688,11 +715,11 @@ static struct gemm_plan *find_plan(ao_device *dev, const struct gemm_key *key)
 #endif
     /* cuBLASLt's A = our B: stored row-major k x n (n x k when transposed). */
     set_layout(&p.la, ab, key->trans_b ? key->k : key->n, key->trans_b ? key->n : key->k, key->ldb,
-               key->batch_count, key->stride_b);
+               key->batch_count, key->stride_b, key->pointers);
     /* cuBLASLt's B = our A: stored row-major m x k (k x m when transposed). */
     set_layout(&p.lb, ab, key->trans_a ? key->m : key->k, key->trans_a ? key->k : key->m, key->lda,
-               key->batch_count, key->stride_a);
-    set_layout(&p.lc, c, key->n, key->m, key->ldc, key->batch_count, key->stride_c);
+               key->batch_count, key->stride_a, key->pointers);
+    set_layout(&p.lc, c, key->n, key->m, key->ldc, key->batch_count, key->stride_c, key->pointers);
 
     cublasLtMatmulPreference_t pref;
     BLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -717,7 +744,9 @@ static struct gemm_plan *find_plan(ao_device *dev, const struct gemm_key *key)
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(dev->lt, p.op, p.la, p.lb, p.lc, p.lc, pref,
                                                        1, &res, &found);
     BLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    if (st != CUBLAS_STATUS_SUCCESS || found < 1) {
+    if ((st != CUBLAS_STATUS_SUCCESS || found < 1) && optional) {
+        p.none = 1; /* remembered, so the heuristic is not asked again */
+    } else if (st != CUBLAS_STATUS_SUCCESS || found < 1) {
         char shape[256];
         ao_fatal(AO_EXIT_FAIL, "cuBLASLt", "no GEMM algorithm for %s on " AO_GPU_BACKEND ":%d (%s)",
                  gemm_shape_text(key, shape, sizeof shape), dev->ordinal,
@@ -731,7 +760,8 @@ static struct gemm_plan *find_plan(ao_device *dev, const struct gemm_key *key)
         dev->plans = ao_realloc(dev->plans, (size_t)dev->cap_plans * sizeof *dev->plans);
     }
     dev->plans[dev->nplans] = p;
-    return &dev->plans[dev->nplans++];
+    dev->nplans++;
+    return p.none ? NULL : &dev->plans[dev->nplans - 1];
 }
 
 static void *stream_workspace(ao_device *dev, ao_stream *s)
@@ -754,62 +784,152 @@ static void check_gemm_desc(const ao_gemm_desc *d)
                  d->ldb, d->ldc, a_cols, b_cols, d->n);
     if (d->batch_count < 1)
         ao_fatal(AO_EXIT_USAGE, "gemm", "batch_count=%d: must be >= 1", d->batch_count);
+    if (d->batch_outer < 0 || (d->batch_outer > 1 && d->bias))
+        ao_fatal(AO_EXIT_USAGE, "gemm", "batch_outer=%d: must be >= 0, without a bias",
+                 d->batch_outer);
     if (d->bias && (d->batch_count != 1 || d->c_type != AO_F32))
         ao_fatal(AO_EXIT_USAGE, "gemm", "a bias needs batch_count 1 and an fp32 C (got %d, %s)",
                  d->batch_count, ao_dtype_name(d->c_type));
+}
+
+/* The key of a GEMM's plan, the alignments from the given base addresses. */
+static struct gemm_key gemm_key_of(const ao_device *dev, const ao_gemm_desc *d, int rows,
+                                   const void *a, const void *b, const void *c)
+{
+    const size_t asz = ao_dtype_size(d->ab_type), csz = ao_dtype_size(d->c_type);
+    struct gemm_key key;
+    memset(&key, 0, sizeof key);
+    key.trans_a = !!d->trans_a;
+    key.trans_b = !!d->trans_b;
+    key.m = rows;
+    key.n = d->n;
+    key.k = d->k;
+    key.lda = d->lda;
+    key.ldb = d->ldb;
+    key.ldc = d->ldc;
+    key.ab_type = d->ab_type;
+    key.c_type = d->c_type;
+    key.compute = d->compute;
+    key.batch_count = d->batch_count;
+    key.sm_target = dev->gemm_sm_target;
+    key.bias = d->bias != NULL;
+    key.align_a = batch_alignment(a, d->stride_a, asz, d->batch_count);
+    key.align_b = batch_alignment(b, d->stride_b, asz, d->batch_count);
+    key.align_c = batch_alignment(c, d->stride_c, csz, d->batch_count);
+    if (d->batch_count > 1) {
+        key.stride_a = d->stride_a;
+        key.stride_b = d->stride_b;
+        key.stride_c = d->stride_c;
+    }
+    return key;
+}
+
+/* Outer group o of a batch (the whole GEMM when single-level): one strided
+ * batch, split into compute.gemm_chunks launches along m. */
+static void gemm_group(ao_device *dev, ao_stream *s, const ao_gemm_desc *d, int o, void *ws)
+{
+    const size_t asz = ao_dtype_size(d->ab_type), csz = ao_dtype_size(d->c_type);
+    const unsigned char *a0 = (const unsigned char *)d->a + (size_t)o * d->outer_stride_a * asz;
+    const unsigned char *b = (const unsigned char *)d->b + (size_t)o * d->outer_stride_b * asz;
+    unsigned char *c0 = (unsigned char *)d->c + (size_t)o * d->outer_stride_c * csz;
+    const int chunks = dev->gemm_chunks < d->m ? dev->gemm_chunks : d->m;
+    /* Chunks split the rows of C (= rows of op(A)) as evenly as possible. */
+    int row = 0;
+    for (int i = 0; i < chunks; i++) {
+        const int rows = d->m / chunks + (i < d->m % chunks ? 1 : 0);
+        const unsigned char *a = a0 + (size_t)row * (d->trans_a ? 1 : (size_t)d->lda) * asz;
+        unsigned char *c = c0 + (size_t)row * (size_t)d->ldc * csz;
+        const struct gemm_key key = gemm_key_of(dev, d, rows, a, b, c);
+        struct gemm_plan *p = find_plan(dev, &key, 0);
+        if (d->bias)
+            BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      &d->bias, sizeof d->bias));
+        BLAS_CHECK(cublasLtMatmul(dev->lt, p->op, &d->alpha, b, p->la, a, p->lb, &d->beta, c, p->lc,
+                                  c, p->lc, &p->algo, ws, p->workspace, ao_cuda_stream(s)));
+        row += rows;
+    }
+}
+
+static int min_int(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+/* The device pointer arrays of a two-level batch, built on first use. */
+static void **pointer_arrays(ao_device *dev, const ao_gemm_desc *d)
+{
+    struct ptr_key k;
+    memset(&k, 0, sizeof k);
+    k.a = d->a;
+    k.b = d->b;
+    k.c = d->c;
+    k.outer = d->batch_outer;
+    k.inner = d->batch_count;
+    k.asz = (int)ao_dtype_size(d->ab_type);
+    k.csz = (int)ao_dtype_size(d->c_type);
+    k.sa = d->stride_a, k.sb = d->stride_b, k.sc = d->stride_c;
+    k.osa = d->outer_stride_a, k.osb = d->outer_stride_b, k.osc = d->outer_stride_c;
+    for (int i = 0; i < dev->nptrs; i++)
+        if (memcmp(&dev->ptrs[i].key, &k, sizeof k) == 0) return dev->ptrs[i].dev;
+    if (dev->nptrs == MAX_PTR_ARRAYS) { /* some caller cycles through addresses */
+        AO_CUDA_CHECK(cudaDeviceSynchronize());
+        for (int i = 0; i < dev->nptrs; i++) AO_CUDA_CHECK(cudaFree(dev->ptrs[i].dev));
+        dev->nptrs = 0;
+    }
+    const size_t count = (size_t)k.outer * (size_t)k.inner;
+    const void **host = ao_malloc(3 * count * sizeof *host);
+    for (int o = 0; o < k.outer; o++)
+        for (int i = 0; i < k.inner; i++) {
+            const size_t at = (size_t)o * (size_t)k.inner + (size_t)i;
+            host[at] = (const char *)k.a + (size_t)(o * k.osa + i * k.sa) * (size_t)k.asz;
+            host[count + at] = (const char *)k.b + (size_t)(o * k.osb + i * k.sb) * (size_t)k.asz;
+            host[2 * count + at] =
+                (const char *)k.c + (size_t)(o * k.osc + i * k.sc) * (size_t)k.csz;
+        }
+    void **arrays = cuda_dev_alloc(dev, 3 * count * sizeof *arrays);
+    /* synchronous: the arrays are new, and read only by work enqueued after */
+    AO_CUDA_CHECK(cudaMemcpy(arrays, host, 3 * count * sizeof *host, cudaMemcpyHostToDevice));
+    free(host);
+    dev->ptrs[dev->nptrs++] = (struct ptr_arrays){k, arrays};
+    return arrays;
+}
+
+/* A two-level batch in one launch through cuBLASLt's pointer-array mode.
+ * Returns 0 (nothing enqueued) where cuBLASLt has no such algorithm. */
+static int gemm_pointer_array(ao_device *dev, ao_stream *s, const ao_gemm_desc *d, void *ws)
+{
+    const size_t asz = ao_dtype_size(d->ab_type), csz = ao_dtype_size(d->c_type);
+    ao_gemm_desc all = *d;
+    all.batch_count = d->batch_outer * d->batch_count;
+    struct gemm_key key = gemm_key_of(dev, &all, d->m, d->a, d->b, d->c);
+    /* every matrix of every group: the outer strides may lower it too */
+    key.align_a = min_int(key.align_a, batch_alignment(d->a, d->outer_stride_a, asz, 2));
+    key.align_b = min_int(key.align_b, batch_alignment(d->b, d->outer_stride_b, asz, 2));
+    key.align_c = min_int(key.align_c, batch_alignment(d->c, d->outer_stride_c, csz, 2));
+    key.stride_a = key.stride_b = key.stride_c = 0;
+    key.pointers = 1;
+    struct gemm_plan *p = find_plan(dev, &key, 1);
+    if (!p) return 0;
+    void **arrays = pointer_arrays(dev, d);
+    const size_t count = (size_t)all.batch_count;
+    BLAS_CHECK(cublasLtMatmul(dev->lt, p->op, &d->alpha, arrays + count, p->la, arrays, p->lb,
+                              &d->beta, arrays + 2 * count, p->lc, arrays + 2 * count, p->lc,
+                              &p->algo, ws, p->workspace, ao_cuda_stream(s)));
+    return 1;
 }
 
 static void cuda_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d)
 {
     check_gemm_desc(d);
     if (d->m == 0 || d->n == 0) return;
-    const size_t asz = ao_dtype_size(d->ab_type), csz = ao_dtype_size(d->c_type);
     use_device(dev);
-
     lock(dev);
     void *ws = stream_workspace(dev, s);
-    const int chunks = dev->gemm_chunks < d->m ? dev->gemm_chunks : d->m;
-    const int sm_target = dev->gemm_sm_target;
-    /* Chunks split the rows of C (= rows of op(A)) as evenly as possible. */
-    int row = 0;
-    for (int i = 0; i < chunks; i++) {
-        const int rows = d->m / chunks + (i < d->m % chunks ? 1 : 0);
-        const unsigned char *a =
-            (const unsigned char *)d->a + (size_t)row * (d->trans_a ? 1 : (size_t)d->lda) * asz;
-        unsigned char *c = (unsigned char *)d->c + (size_t)row * (size_t)d->ldc * csz;
-
-        struct gemm_key key;
-        memset(&key, 0, sizeof key);
-        key.trans_a = !!d->trans_a;
-        key.trans_b = !!d->trans_b;
-        key.m = rows;
-        key.n = d->n;
-        key.k = d->k;
-        key.lda = d->lda;
-        key.ldb = d->ldb;
-        key.ldc = d->ldc;
-        key.ab_type = d->ab_type;
-        key.c_type = d->c_type;
-        key.compute = d->compute;
-        key.batch_count = d->batch_count;
-        key.sm_target = sm_target;
-        key.bias = d->bias != NULL;
-        key.align_a = batch_alignment(a, d->stride_a, asz, d->batch_count);
-        key.align_b = batch_alignment(d->b, d->stride_b, asz, d->batch_count);
-        key.align_c = batch_alignment(c, d->stride_c, csz, d->batch_count);
-        if (d->batch_count > 1) {
-            key.stride_a = d->stride_a;
-            key.stride_b = d->stride_b;
-            key.stride_c = d->stride_c;
-        }
-        struct gemm_plan *p = find_plan(dev, &key);
-        if (d->bias)
-            BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                      &d->bias, sizeof d->bias));
-        BLAS_CHECK(cublasLtMatmul(dev->lt, p->op, &d->alpha, d->b, p->la, a, p->lb, &d->beta, c,
-                                  p->lc, c, p->lc, &p->algo, ws, p->workspace, ao_cuda_stream(s)));
-        row += rows;
-    }
+    const int outer = d->batch_outer > 1 ? d->batch_outer : 1;
+    /* a two-level batch is one launch unless chunked (the chunks would need
+     * arrays of their own) or cuBLASLt cannot: then one launch per group */
+    if (outer == 1 || dev->gemm_chunks > 1 || !gemm_pointer_array(dev, s, d, ws))
+        for (int o = 0; o < outer; o++) gemm_group(dev, s, d, o, ws);
     unlock(dev);
 }
 

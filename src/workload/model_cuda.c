@@ -16,22 +16,22 @@
  * Where the 16-bit copies live:
  *   - activations and scratch (the arena a.mem): at the same offset of a
  *     16-bit twin of the arena, so a view into the arena maps to one address;
- *   - a unit's weights: each pass casts the weight matrices it multiplies
- *     into `w16` once, before its first GEMM (staged ranges);
+ *   - a unit's weights: the engine's gathered 16-bit copy where it shared
+ *     one (ao_model_cuda_share_params16), else each pass casts the weight
+ *     matrices it multiplies into `w16` once, before its first GEMM;
  *   - anything else (the batch's dense features): into `outside`.
- * A buffer read by many GEMMs (attention's per-sample loops, the output
+ * A buffer read by several GEMMs (attention's q, k, v, the output
  * gradient of a linear backward) is cast whole once and marked prepared
  * while those GEMMs run, so they do not cast it again; a layer's backward
  * reuses the copies its forward made of the GEMM inputs it saved. Passes
  * share these copies, as they share the arena: they run in order on one
  * stream.
  *
- * Attention's per-head products (q k^T, P v and their gradients) are
- * strided-batched GEMMs over the heads of one sample: within a sample, head j
- * of q/k/v sits hd columns after head j-1 of the [N, 3d] qkv rows and its
- * [T, T] scores T*T floats after the previous head's, so one launch per
- * sample covers every head (the stride between samples differs, hence B
- * launches).
+ * Attention's per-head products (q k^T, P v and their gradients) are one
+ * two-level batched GEMM each: within a sample, head j of q/k/v sits hd
+ * columns after head j-1 of the [N, 3d] qkv rows and its [T, T] scores T*T
+ * floats after the previous head's; samples are T rows, or h T*T blocks,
+ * apart (ao_gemm_desc.batch_outer: one launch on cuda, instead of B).
  *
  * Activations and scratch are one device allocation laid out as
  * model_backend.h says (the same layout as the cpu backend), plus the
@@ -228,20 +228,26 @@ static const void *operand16(const cuda_model *cm, ao_stream *s, const float *p,
     return t;
 }
 
-/* Elements a row-major rows x cols operand (ld, batched) reaches from its start. */
-static size_t operand_span(int rows, int cols, int ld, int batch, long long stride)
-{
-    return (size_t)(batch - 1) * (size_t)stride + (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
-}
-
 /* ---- GEMM helpers (row-major, fp32 storage) ------------------------------------ */
 
+/* A GEMM's batch: `batch` products `stride_x` apart, in `outer` groups
+ * `outer_x` apart (attention: heads within samples, ao_gemm_desc). */
 typedef struct {
     int batch;
     long long stride_a, stride_b, stride_c;
+    int outer;
+    long long outer_a, outer_b, outer_c;
 } gemm_batch;
 
-static const gemm_batch single = {1, 0, 0, 0};
+static const gemm_batch single = {1, 0, 0, 0, 1, 0, 0, 0};
+
+/* Elements a row-major rows x cols operand (ld, batched) reaches from its start. */
+static size_t operand_span(int rows, int cols, int ld, int batch, long long stride, int outer,
+                           long long outer_stride)
+{
+    return (size_t)(outer - 1) * (size_t)outer_stride + (size_t)(batch - 1) * (size_t)stride +
+           (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+}
 
 static void gemm_bias(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
                       float alpha, const float *a, int lda, const float *b, int ldb, float beta,
@@ -269,18 +275,22 @@ static void gemm_bias(ao_model *m, ao_stream *s, int ta, int tb, int rows, int c
         .stride_a = bt.stride_a,
         .stride_b = bt.stride_b,
         .stride_c = bt.stride_c,
+        .batch_outer = bt.outer,
+        .outer_stride_a = bt.outer_a,
+        .outer_stride_b = bt.outer_b,
+        .outer_stride_c = bt.outer_c,
         .bias = bias,
     };
     if (cm->half != AO_F32 && rows > 0 && cols > 0) {
         size_t outside_used = 0;
-        d.a = operand16(
-            cm, s, a,
-            operand_span(ta ? inner : rows, ta ? rows : inner, lda, bt.batch, bt.stride_a),
-            &outside_used);
-        d.b = operand16(
-            cm, s, b,
-            operand_span(tb ? cols : inner, tb ? inner : cols, ldb, bt.batch, bt.stride_b),
-            &outside_used);
+        d.a = operand16(cm, s, a,
+                        operand_span(ta ? inner : rows, ta ? rows : inner, lda, bt.batch,
+                                     bt.stride_a, bt.outer, bt.outer_a),
+                        &outside_used);
+        d.b = operand16(cm, s, b,
+                        operand_span(tb ? cols : inner, tb ? inner : cols, ldb, bt.batch,
+                                     bt.stride_b, bt.outer, bt.outer_b),
+                        &outside_used);
         d.ab_type = cm->half;
         d.compute = AO_COMPUTE_DEFAULT; /* 16-bit products, fp32 accumulation */
     }
@@ -355,10 +365,13 @@ static attn_dims attn_dims_of(const ao_model_shape *sh)
     return a;
 }
 
-/* The [T, T] score blocks of sample b's heads: batched over heads. */
-static gemm_batch heads_batch(const attn_dims *a, long long sa, long long sb, long long sc)
+/* Every head of every sample in one GEMM: within a sample the heads are
+ * sa, sb, sc apart, samples oa, ob, oc apart (the [N, 3d] qkv rows and the
+ * [B, h, T, T] blocks do not share one stride). */
+static gemm_batch heads_batch(const attn_dims *a, long long sa, long long sb, long long sc,
+                              long long oa, long long ob, long long oc)
 {
-    gemm_batch g = {a->H, sa, sb, sc};
+    gemm_batch g = {a->H, sa, sb, sc, a->B, oa, ob, oc};
     return g;
 }
 
@@ -384,12 +397,10 @@ static void attn_forward(ao_model *m, ao_stream *s, float *out, const ao_attn_sa
     /* qkv stays current in 16 bits through both loops (only att, extra and
      * ctx are written until the marks are dropped) */
     prepare(cm, s, sv->qkv, (size_t)N * a.d3);
-    for (int b = 0; b < a.B; b++) {
-        const float *qkv = sv->qkv + (size_t)b * a.T * a.d3;
-        /* scores = scale q k^T */
-        gemm(m, s, 0, 1, a.T, a.T, a.hd, a.scale, qkv, a.d3, qkv + a.d, a.d3, 0.0f,
-             sv->att + (size_t)b * a.H * TT, a.T, heads_batch(&a, a.hd, a.hd, TT));
-    }
+    const long long Td3 = (long long)a.T * a.d3, Td = (long long)a.T * a.d, HTT = a.H * TT;
+    /* scores = scale q k^T */
+    gemm(m, s, 0, 1, a.T, a.T, a.hd, a.scale, sv->qkv, a.d3, sv->qkv + a.d, a.d3, 0.0f, sv->att,
+         a.T, heads_batch(&a, a.hd, a.hd, TT, Td3, Td3, HTT));
     /* softmax, dropout and (16-bit modes) the operand cast in one pass: in
      * 16-bit modes the dropped probabilities exist only as the twin */
     const float *P = attn_probs(cm, sv, kp);
@@ -404,12 +415,9 @@ static void attn_forward(ao_model *m, ao_stream *s, float *out, const ao_attn_sa
     } else {
         KCHECK(ao_cuda_softmax_forward(sv->att, sv->att, a.B * a.H * a.T, a.T, cs));
     }
-    for (int b = 0; b < a.B; b++) {
-        const float *v = sv->qkv + (size_t)b * a.T * a.d3 + 2 * a.d;
-        /* ctx = P v, heads concatenated */
-        gemm(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, P + (size_t)b * a.H * TT, a.T, v, a.d3, 0.0f,
-             sv->ctx + (size_t)b * a.T * a.d, a.d, heads_batch(&a, TT, a.hd, a.hd));
-    }
+    /* ctx = P v, heads concatenated */
+    gemm(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, P, a.T, sv->qkv + 2 * a.d, a.d3, 0.0f, sv->ctx, a.d,
+         heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td));
     cm->nprepared = mark;
     linear_forward(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
 }
@@ -450,16 +458,12 @@ static void attn_backward(ao_model *m, ao_stream *s, float *dx, const ao_attn_we
     const int mark_qkv = cm->nprepared;
     mark_current(cm, s, P, np, 0);
     prepare(cm, s, dctx, (size_t)N * a.d);
-    for (int b = 0; b < a.B; b++) {
-        const float *qkv = sv->qkv + (size_t)b * a.T * a.d3;
-        const float *dc = dctx + (size_t)b * a.T * a.d;
-        float *dqkv_b = dqkv + (size_t)b * a.T * a.d3;
-        /* d(dropped P) = dctx v^T; dv = P_dropped^T dctx */
-        gemm(m, s, 0, 1, a.T, a.T, a.hd, 1.0f, dc, a.d, qkv + 2 * a.d, a.d3, 0.0f,
-             dp + (size_t)b * a.H * TT, a.T, heads_batch(&a, a.hd, a.hd, TT));
-        gemm(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, P + (size_t)b * a.H * TT, a.T, dc, a.d, 0.0f,
-             dqkv_b + 2 * a.d, a.d3, heads_batch(&a, TT, a.hd, a.hd));
-    }
+    const long long Td3 = (long long)a.T * a.d3, Td = (long long)a.T * a.d, HTT = a.H * TT;
+    /* d(dropped P) = dctx v^T; dv = P_dropped^T dctx */
+    gemm(m, s, 0, 1, a.T, a.T, a.hd, 1.0f, dctx, a.d, sv->qkv + 2 * a.d, a.d3, 0.0f, dp, a.T,
+         heads_batch(&a, a.hd, a.hd, TT, Td, Td3, HTT));
+    gemm(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, P, a.T, dctx, a.d, 0.0f, dqkv + 2 * a.d, a.d3,
+         heads_batch(&a, TT, a.hd, a.hd, HTT, Td, Td3));
     cm->nprepared = mark_qkv;
     /* through the dropout, then the softmax (scale folded in): dS, in
      * 16-bit modes written only as its 16-bit copy */
@@ -471,16 +475,11 @@ static void attn_backward(ao_model *m, ao_stream *s, float *dx, const ao_attn_we
         if (kp->p > 0.0f) dropout(s, dp, dp, a.B, (size_t)TT, kp);
         KCHECK(ao_cuda_softmax_backward(dp, dp, sv->att, a.scale, a.B * a.H * a.T, a.T, cs));
     }
-    for (int b = 0; b < a.B; b++) {
-        const float *qkv = sv->qkv + (size_t)b * a.T * a.d3;
-        const float *ds = dp + (size_t)b * a.H * TT;
-        float *dqkv_b = dqkv + (size_t)b * a.T * a.d3;
-        /* dq = dS k; dk = dS^T q */
-        gemm(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, ds, a.T, qkv + a.d, a.d3, 0.0f, dqkv_b, a.d3,
-             heads_batch(&a, TT, a.hd, a.hd));
-        gemm(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, ds, a.T, qkv, a.d3, 0.0f, dqkv_b + a.d, a.d3,
-             heads_batch(&a, TT, a.hd, a.hd));
-    }
+    /* dq = dS k; dk = dS^T q */
+    gemm(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, dp, a.T, sv->qkv + a.d, a.d3, 0.0f, dqkv, a.d3,
+         heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td3));
+    gemm(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, dp, a.T, sv->qkv, a.d3, 0.0f, dqkv + a.d, a.d3,
+         heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td3));
     cm->nprepared = mark;
     linear_backward(m, s, dx, g->in_w, g->in_b, dqkv, x, w->in_w, N, a.d, a.d3);
 }

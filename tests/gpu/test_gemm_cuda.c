@@ -6,7 +6,8 @@
  * Error metric: max |gpu - ref| / max |ref| over the m x n (x batch) outputs.
  * Bounds (DESIGN §11): fp32 1e-5, tf32 1e-3, bf16 and fp16 1e-2.
  * The padding columns of C (ldc > n) must come back untouched. An epilogue
- * bias (fp32 C) is checked on the odd, big and chunked shapes.
+ * bias (fp32 C) is checked on the odd, big and chunked shapes, a two-level
+ * batch (ao_gemm_desc.batch_outer) in one launch and chunked.
  * Fresh random data each run; the seed is printed and AORTA_TEST_SEED
  * replays it. */
 #include <math.h>
@@ -48,7 +49,8 @@ struct gemm_case {
     float alpha, beta;
     int chunks, sm_target;
     double tol;
-    int bias; /* an epilogue bias of n random floats (fp32 C only) */
+    int bias;  /* an epilogue bias of n random floats (fp32 C only) */
+    int outer; /* > 1: a two-level batch of outer groups of `batch` */
 };
 
 static const char *mode_name(const struct gemm_case *gc)
@@ -65,8 +67,12 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
     const int lda = cols_a + pad, ldb = cols_b + pad, ldc = gc->n + pad;
     const long long sa = (long long)rows_a * lda, sb = (long long)rows_b * ldb;
     const long long sc = (long long)gc->m * ldc;
-    const size_t na = (size_t)sa * (size_t)gc->batch, nb = (size_t)sb * (size_t)gc->batch;
-    const size_t nc = (size_t)sc * (size_t)gc->batch;
+    /* groups a gap apart, so that no single stride reaches every product */
+    const int outer = gc->outer > 1 ? gc->outer : 1, gap = outer > 1 ? 64 : 0;
+    const long long osa = sa * gc->batch + gap, osb = sb * gc->batch + gap;
+    const long long osc = sc * gc->batch + gap;
+    const size_t na = (size_t)osa * (size_t)outer, nb = (size_t)osb * (size_t)outer;
+    const size_t nc = (size_t)osc * (size_t)outer;
     const size_t esz = ao_dtype_size(gc->ab), csz = ao_dtype_size(gc->c);
 
     void *ha = calloc(na, esz), *hb = calloc(nb, esz), *hc = calloc(nc, csz);
@@ -110,6 +116,10 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
         .stride_b = gc->batch > 1 ? sb : 0,
         .stride_c = gc->batch > 1 ? sc : 0,
         .bias = gc->bias ? dbias : NULL,
+        .batch_outer = gc->outer,
+        .outer_stride_a = osa,
+        .outer_stride_b = osb,
+        .outer_stride_c = osc,
     };
     ao_gemm(dev, s, &d);
     ao_copy_async(dev, out, dc, nc * csz, AO_D2H, s);
@@ -118,11 +128,12 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
 
     double max_err = 0, max_ref = 0;
     int pad_changed = 0;
-    for (int b = 0; b < gc->batch; b++) {
-        const double *A = ra + (size_t)b * (size_t)sa, *B = rb + (size_t)b * (size_t)sb;
+    for (int g = 0; g < outer * gc->batch; g++) {
+        const int o = g / gc->batch, b = g % gc->batch;
+        const double *A = ra + (size_t)(o * osa + b * sa), *B = rb + (size_t)(o * osb + b * sb);
         for (int i = 0; i < gc->m; i++) {
             for (int j = 0; j < ldc; j++) {
-                const size_t ci = (size_t)b * (size_t)sc + (size_t)i * (size_t)ldc + (size_t)j;
+                const size_t ci = (size_t)(o * osc + b * sc) + (size_t)i * (size_t)ldc + (size_t)j;
                 const double got = load(out, ci, gc->c);
                 if (j >= gc->n) {
                     if (got != rc[ci]) pad_changed++;
@@ -143,10 +154,10 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
         }
     }
     const double rel = max_ref > 0 ? max_err / max_ref : max_err;
-    printf("%s->%s ta=%d tb=%d m=%d n=%d k=%d batch=%d chunks=%d sm_target=%d beta=%g%s: "
-           "rel err %.3g (bound %.0e)\n",
+    printf("%s->%s ta=%d tb=%d m=%d n=%d k=%d batch=%d outer=%d chunks=%d sm_target=%d "
+           "beta=%g%s: rel err %.3g (bound %.0e)\n",
            mode_name(gc), ao_dtype_name(gc->c), gc->ta, gc->tb, gc->m, gc->n, gc->k, gc->batch,
-           gc->chunks, gc->sm_target, gc->beta, gc->bias ? " bias" : "", rel, gc->tol);
+           outer, gc->chunks, gc->sm_target, gc->beta, gc->bias ? " bias" : "", rel, gc->tol);
     CHECK(rel <= gc->tol, "%s ta=%d tb=%d m=%d n=%d k=%d: %.3g > %.0e", mode_name(gc), gc->ta,
           gc->tb, gc->m, gc->n, gc->k, rel, gc->tol);
     CHECK(max_ref > 0, "reference is all zeros: the test data is degenerate");
@@ -190,22 +201,56 @@ int main(void)
         }
         for (int ta = 0; ta < 2; ta++) {
             for (int tb = 0; tb < 2; tb++) {
-                struct gemm_case odd = {
-                    ta,   tb,   127, 65, 33,           1, types[t].ab, types[t].c, types[t].mode,
-                    1.0f, 0.0f, 1,   0,  types[t].tol, 0};
+                struct gemm_case odd = {ta,
+                                        tb,
+                                        127,
+                                        65,
+                                        33,
+                                        1,
+                                        types[t].ab,
+                                        types[t].c,
+                                        types[t].mode,
+                                        1.0f,
+                                        0.0f,
+                                        1,
+                                        0,
+                                        types[t].tol,
+                                        0,
+                                        0};
                 run_case(dev, s, &odd);
                 struct gemm_case big = {ta,    tb,          256,        192,           512,
                                         1,     types[t].ab, types[t].c, types[t].mode, 0.5f,
-                                        0.75f, 1,           0,          types[t].tol,  0};
+                                        0.75f, 1,           0,          types[t].tol,  0,
+                                        0};
                 run_case(dev, s, &big);
                 struct gemm_case batched = {
-                    ta,   tb,   64, 48, 40,           3, types[t].ab, types[t].c, types[t].mode,
-                    1.0f, 1.0f, 1,  0,  types[t].tol, 0};
+                    ta,   tb, 64, 48,           40, 3, types[t].ab, types[t].c, types[t].mode, 1.0f,
+                    1.0f, 1,  0,  types[t].tol, 0,  0};
                 run_case(dev, s, &batched);
+                /* attention's shape of batch: heads within samples, once in
+                 * one launch and once chunked (a launch per group) */
+                struct gemm_case two = batched;
+                two.outer = 2;
+                run_case(dev, s, &two);
+                two.chunks = 2;
+                run_case(dev, s, &two);
                 /* 127 rows in 3 launches (43 + 42 + 42), each on 32 SMs */
-                struct gemm_case chunked = {
-                    ta,   tb,   127, 65, 33,           2, types[t].ab, types[t].c, types[t].mode,
-                    1.0f, 0.5f, 3,   32, types[t].tol, 0};
+                struct gemm_case chunked = {ta,
+                                            tb,
+                                            127,
+                                            65,
+                                            33,
+                                            2,
+                                            types[t].ab,
+                                            types[t].c,
+                                            types[t].mode,
+                                            1.0f,
+                                            0.5f,
+                                            3,
+                                            32,
+                                            types[t].tol,
+                                            0,
+                                            0};
                 run_case(dev, s, &chunked);
                 if (types[t].c == AO_F32) { /* the model's linear layers */
                     odd.bias = chunked.bias = big.bias = 1;
@@ -219,7 +264,7 @@ int main(void)
     }
     /* The same shape again: served from the algorithm cache, fresh data. */
     struct gemm_case again = {0,    0,    127, 65, 33,   1, AO_F32, AO_F32, AO_COMPUTE_DEFAULT,
-                              1.0f, 0.0f, 1,   0,  1e-5, 0};
+                              1.0f, 0.0f, 1,   0,  1e-5, 0, 0};
     run_case(dev, s, &again);
 
     ao_stream_destroy(s);

@@ -464,6 +464,54 @@ static void check_gemm(ao_device *dev, ao_stream *s, int ta, int tb, int m, int 
     free(ref);
 }
 
+/* A two-level batch equals its products one by one: 2 groups of 3 products
+ * (4x5 = 4x6 times 6x5), groups 7 elements further apart than a stride. */
+static void test_gemm_two_level(void **state)
+{
+    ao_device *dev = *state;
+    ao_stream *s = ao_stream_create(dev, "compute", 0);
+    const int m = 4, n = 5, k = 6, inner = 3, outer = 2;
+    const long long sa = m * k, sb = k * n, sc = m * n;
+    const long long oa = inner * sa + 7, ob = inner * sb + 7, oc = inner * sc + 7;
+    float *a = ao_dev_alloc(dev, (size_t)(outer * oa) * sizeof *a);
+    float *b = ao_dev_alloc(dev, (size_t)(outer * ob) * sizeof *b);
+    float *c = ao_dev_alloc(dev, (size_t)(outer * oc) * sizeof *c);
+    float *ref = ao_dev_alloc(dev, (size_t)(outer * oc) * sizeof *ref);
+    for (long long i = 0; i < outer * oa; i++) a[i] = (float)(i % 7 - 3);
+    for (long long i = 0; i < outer * ob; i++) b[i] = (float)(i % 5 - 2) / 2;
+    for (long long i = 0; i < outer * oc; i++) c[i] = ref[i] = -1;
+    ao_gemm_desc d = {.m = m,
+                      .n = n,
+                      .k = k,
+                      .alpha = 1,
+                      .lda = k,
+                      .ldb = n,
+                      .ldc = n,
+                      .ab_type = AO_F32,
+                      .c_type = AO_F32,
+                      .batch_count = 1};
+    for (int o = 0; o < outer; o++)
+        for (int i = 0; i < inner; i++) {
+            d.a = a + o * oa + i * sa;
+            d.b = b + o * ob + i * sb;
+            d.c = ref + o * oc + i * sc;
+            ao_gemm(dev, s, &d);
+        }
+    d.a = a, d.b = b, d.c = c;
+    d.batch_count = inner;
+    d.stride_a = sa, d.stride_b = sb, d.stride_c = sc;
+    d.batch_outer = outer;
+    d.outer_stride_a = oa, d.outer_stride_b = ob, d.outer_stride_c = oc;
+    ao_gemm(dev, s, &d);
+    ao_stream_sync(s);
+    for (long long i = 0; i < outer * oc; i++) assert_float_equal(c[i], ref[i], 0);
+    ao_dev_free(dev, a);
+    ao_dev_free(dev, b);
+    ao_dev_free(dev, c);
+    ao_dev_free(dev, ref);
+    ao_stream_destroy(s);
+}
+
 /* The cpu backend runs stream work on its own threads, which a host-side
  * launch path never delays: holds do nothing, and nothing waits for them. */
 static void test_hold_is_noop(void **state)
@@ -669,6 +717,7 @@ int main(void)
         cmocka_unit_test(test_fatal_paths),
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_gemm_bias),
+        cmocka_unit_test(test_gemm_two_level),
         cmocka_unit_test(test_hold_is_noop),
         cmocka_unit_test(test_memset_copy),
         cmocka_unit_test(test_priorities),
