@@ -620,8 +620,16 @@ static void need_gather(ao_engine *e, int u, int do_comm, int do_compute)
     ao_stream_wait_event(e->compute, e->units[u].ag_done);
     gbuf *g = &e->bufs[e->units[u].cur_buf];
     if (e->gather_type == AO_F32 || !g->fresh || !do_compute) return;
+    /* only what the model reads in fp32: with 16-bit GEMMs, not the weight
+     * matrices (it multiplies the wire copy itself) */
+    size_t parts[8][2] = {{0, e->lay.units[u].padded}};
+    int nparts = e->backend->fp32_parts ? e->backend->fp32_parts(e->model, u, g->buf, parts, 8) : 1;
+    if (nparts < 0) ao_fatal(AO_EXIT_FAIL, "engine", "unit %d has more than 8 fp32 parts", u);
     int op = compute_begin(e, "cast", u);
-    e->backend->cast(e->compute, g->buf, AO_F32, g->wire, e->gather_type, e->lay.units[u].padded);
+    const size_t wsz = ao_dtype_size(e->gather_type);
+    for (int i = 0; i < nparts; i++)
+        e->backend->cast(e->compute, g->buf + parts[i][0], AO_F32,
+                         (char *)g->wire + parts[i][0] * wsz, e->gather_type, parts[i][1]);
     ao_timeline_op_end(e->tl, op);
     g->fresh = 0;
 }

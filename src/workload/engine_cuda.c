@@ -69,6 +69,7 @@ const struct ao_engine_backend ao_engine_cuda_backend = {
     .set_compute = cuda_set_compute,
     .cast = cuda_cast,
     .share_params16 = ao_model_cuda_share_params16,
+    .fp32_parts = ao_model_cuda_fp32_parts,
     .accumulate = cuda_accumulate,
     .step_scalars = cuda_step_scalars,
     .adamw = cuda_adamw,

@@ -838,6 +838,54 @@ void ao_model_cuda_share_params16(ao_model *m, const float *fp32, const void *ha
     c->shared[c->nshared++] = (shared_range){(uintptr_t)fp32, n, half, type};
 }
 
+int ao_model_cuda_fp32_parts(const ao_model *m, int unit, const float *params, size_t (*parts)[2],
+                             int max)
+{
+    const cuda_model *cm = m->impl;
+    const ao_model_shape *sh = &m->shape;
+    const size_t n = ao_model_unit_params(sh, unit);
+    if (max < 1) return 0;
+    if (cm->half == AO_F32 || !shared_copy(cm, params, n)) {
+        parts[0][0] = 0, parts[0][1] = n;
+        return 1;
+    }
+    /* The matrices the passes multiply (stage_layer, stage_input,
+     * stage_head), in layout order: only their 16-bit copy is read. */
+    weight_range w[4];
+    if (unit > 0) {
+        const ao_encoder_shape es = ao_model_encoder_shape(sh);
+        ao_encoder_weights ew;
+        ao_encoder_weights_bind(&ew, (float *)params, &es);
+        const size_t d = (size_t)sh->dim, ff = (size_t)sh->ff;
+        w[0] = (weight_range){ew.attn.in_w, 3 * d * d};
+        w[1] = (weight_range){ew.attn.out_w, d * d};
+        w[2] = (weight_range){ew.lin1_w, ff * d};
+        w[3] = (weight_range){ew.lin2_w, d * ff};
+    } else {
+        const ao_input_shape is = ao_model_input_shape(sh);
+        const ao_head_shape hs = ao_model_head_shape(sh);
+        ao_input_weights iw;
+        ao_head_weights hw;
+        bind_root(sh, (float *)params, &iw, &hw);
+        w[0] = (weight_range){iw.dense_w, (size_t)is.dim * is.dense_in};
+        w[1] = (weight_range){iw.sparse_w, (size_t)is.dim * is.emb_dim};
+        w[2] = (weight_range){hw.fc1_w, (size_t)hs.hidden * hs.dim};
+        w[3] = (weight_range){hw.fc2_w, (size_t)hs.hidden};
+    }
+    int count = 0;
+    size_t at = 0;
+    for (int i = 0; i <= 4; i++) {
+        const size_t end = i < 4 ? (size_t)(w[i].p - params) : n;
+        if (end > at) {
+            if (count == max) return -1;
+            parts[count][0] = at, parts[count][1] = end - at;
+            count++;
+        }
+        if (i < 4) at = end + w[i].n;
+    }
+    return count;
+}
+
 void ao_model_cuda_data_fill(ao_stream *s, const ao_data_shape *shape, uint64_t seed,
                              int target_kind, uint64_t first_global_index, int batch, float *dense,
                              int32_t *ids, float *target, float *weight)

@@ -9,6 +9,11 @@
  *     this checks the wiring, not TF32's accuracy).
  *  4. With 2 GPUs: 2 ranks x batch B under full_shard = 1 rank x 2B
  *     (relative <= 1e-4), and both ranks log the same global loss.
+ *  5. bf16 GEMMs with fsdp.param_dtype bf16 (the GEMMs multiply the gathered
+ *     bf16 weights; only the other parameters are cast back to fp32) stay
+ *     near param_dtype fp32 (relative <= 1e-2: the two differ only by the
+ *     bf16 rounding of biases and LayerNorm weights; a part left uncast
+ *     would be zero or another unit's).
  * Every record of every run must hold the §7 invariants (overlap <= min(C,
  * M), step >= max(C, M), exposed = M - overlap, ratios in [0, 1], ...).
  * Prints one PASS/FAIL line per comparison and the verdict last. */
@@ -181,8 +186,8 @@ int main(void)
     printf("%d CUDA device(s); runs under %s\n", ngpu, tmp);
 
     double cpu[STEPS], gpu[STEPS], dev[STEPS], one2b[STEPS], two0[STEPS], two1[STEPS];
-    double loc0[STEPS], loc1[STEPS], tf32[STEPS];
-    double *all[] = {cpu, gpu, dev, one2b, two0, two1, loc0, loc1, tf32};
+    double loc0[STEPS], loc1[STEPS], tf32[STEPS], pd32[STEPS], pd16[STEPS];
+    double *all[] = {cpu, gpu, dev, one2b, two0, two1, loc0, loc1, tf32, pd32, pd16};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) /* unread = NAN, which fails */
         for (int s = 0; s < STEPS; s++) all[i][s] = NAN;
 
@@ -209,6 +214,19 @@ int main(void)
     CHECK(rc_tf32 == 0, "the tf32 run exited %d", rc_tf32);
     if (rc_tf32 == 0 && read_losses("cuda_tf32", 0, 1, tf32, NULL) == 0 && rc_gpu == 0)
         compare("tf32 near fp32", "cuda_tf32", "cuda", tf32, gpu, 5e-2);
+
+    /* 5. 16-bit gathers multiplied directly */
+    const char *bf16 = "training.mixed_precision=bf16 fsdp.sharding_strategy=full_shard";
+    char with16[256];
+    snprintf(with16, sizeof with16, "%s fsdp.param_dtype=bf16", bf16);
+    char with32[256];
+    snprintf(with32, sizeof with32, "%s fsdp.param_dtype=fp32", bf16);
+    int rc_p32 = train("cuda_bf16_pd32", "cuda", 1, 4, with32);
+    int rc_p16 = train("cuda_bf16_pd16", "cuda", 1, 4, with16);
+    CHECK(rc_p32 == 0 && rc_p16 == 0, "param_dtype runs exited %d, %d", rc_p32, rc_p16);
+    if (rc_p32 == 0 && rc_p16 == 0 && read_losses("cuda_bf16_pd32", 0, 1, pd32, NULL) == 0 &&
+        read_losses("cuda_bf16_pd16", 0, 1, pd16, NULL) == 0)
+        compare("param_dtype bf16 near fp32", "cuda_bf16_pd16", "cuda_bf16_pd32", pd16, pd32, 1e-2);
 
     /* 4. two GPUs under full_shard = one GPU with twice the batch */
     if (ngpu >= 2) {
