@@ -91,6 +91,7 @@ scaling)
     # relative to 2), hybrid groups where they fit.
     s=${STEPS:-30}
     [ "$nproc" -gt 2 ] && one large_fs_x2 "$l" 2 "$s" training.baseline_steps=4
+    [ "$nproc" -gt 4 ] && one large_fs_x4 "$l" 4 "$s" training.baseline_steps=4
     one "large_fs_x$nproc" "$l" "$nproc" "$s" training.baseline_steps=4
     if [ "$nproc" -ge 4 ]; then
         one "large_hybrid2_x$nproc" "$l" "$nproc" "$s" fsdp.sharding_strategy=hybrid_shard \
