@@ -220,33 +220,6 @@ struct layernorm_param_term {
 
 /* ---- element-wise ------------------------------------------------------- */
 
-/* Rows a bias-add thread walks: its bias value stays in a register while
- * the grid still has far more threads than the GPU holds. */
-constexpr int kBiasRowsPerThread = 4;
-
-/* y[n, c] += b: grid.x strips the columns (float4s of them when Vec), grid.y
- * walks the rows, so no per-element index arithmetic beyond a multiply. */
-template <bool Vec> __global__ void bias_add_kernel(float *y, const float *b, int n, int c)
-{
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= (Vec ? c / 4 : c)) return;
-    if (Vec) {
-        const float4 bv = reinterpret_cast<const float4 *>(b)[j];
-        for (int r = blockIdx.y; r < n; r += gridDim.y) {
-            float4 *p = reinterpret_cast<float4 *>(y + (size_t)r * c) + j;
-            float4 v = *p;
-            v.x += bv.x;
-            v.y += bv.y;
-            v.z += bv.z;
-            v.w += bv.w;
-            *p = v;
-        }
-    } else {
-        const float bj = b[j];
-        for (int r = blockIdx.y; r < n; r += gridDim.y) y[(size_t)r * c + j] += bj;
-    }
-}
-
 /* y[i] = op(a[i], b[i]) (b may be NULL: op sees a[i] twice). y may alias a
  * or b: each thread reads its elements before writing them. With vec, float4s
  * cover the first n / 4 * 4 elements and scalars the rest. */
@@ -1391,20 +1364,6 @@ __global__ void teacher_target_kernel(data_fill_args a, int num_dense, int dense
 } // namespace
 
 /* ---- launchers ------------------------------------------------------------------- */
-
-extern "C" cudaError_t ao_cuda_bias_add(float *y, const float *b, int n, int c, cudaStream_t stream)
-{
-    if (n <= 0 || c <= 0) return cudaSuccess;
-    const bool vec = c % 4 == 0 && aligned16(y) && aligned16(b);
-    const int width = vec ? c / 4 : c;
-    const dim3 grid((unsigned)((width + kThreads - 1) / kThreads),
-                    grid_y(((size_t)n + kBiasRowsPerThread - 1) / kBiasRowsPerThread));
-    if (vec)
-        bias_add_kernel<true><<<grid, kThreads, 0, stream>>>(y, b, n, c);
-    else
-        bias_add_kernel<false><<<grid, kThreads, 0, stream>>>(y, b, n, c);
-    return cudaGetLastError();
-}
 
 extern "C" cudaError_t ao_cuda_bias_grad(float *db, const float *dy, int n, int c,
                                          cudaStream_t stream)

@@ -35,8 +35,6 @@ extern "C" {
 
 /* ---- element-wise and row-wise --------------------------------------------- */
 
-/* y[n, c] += b[c] (every row). */
-cudaError_t ao_cuda_bias_add(float *y, const float *b, int n, int c, cudaStream_t stream);
 /* db[c] += sum over rows of dy[n, c] (column sums in double, fixed order). */
 cudaError_t ao_cuda_bias_grad(float *db, const float *dy, int n, int c, cudaStream_t stream);
 /* y = a + b over n elements (y may alias a or b): residual connections. */
