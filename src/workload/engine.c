@@ -360,7 +360,8 @@ static void make_buffers(ao_engine *e)
     }
     if (e->gather_type != AO_F32) {
         e->Pw = ao_dev_alloc(e->dev, (S ? S : 1) * ao_dtype_size(e->gather_type));
-        e->backend->cast(e->compute, e->Pw, e->gather_type, e->P, AO_F32, S);
+        const size_t all[1][2] = {{0, S}};
+        e->backend->cast(e->compute, e->Pw, e->gather_type, e->P, AO_F32, all, 1);
     }
     e->units[0].own_buf = 0;
     for (int u = 1; u < e->nunits; u++) e->units[u].own_buf = pooled ? -1 : u;
@@ -626,10 +627,8 @@ static void need_gather(ao_engine *e, int u, int do_comm, int do_compute)
     int nparts = e->backend->fp32_parts ? e->backend->fp32_parts(e->model, u, g->buf, parts, 8) : 1;
     if (nparts < 0) ao_fatal(AO_EXIT_FAIL, "engine", "unit %d has more than 8 fp32 parts", u);
     int op = compute_begin(e, "cast", u);
-    const size_t wsz = ao_dtype_size(e->gather_type);
-    for (int i = 0; i < nparts; i++)
-        e->backend->cast(e->compute, g->buf + parts[i][0], AO_F32,
-                         (char *)g->wire + parts[i][0] * wsz, e->gather_type, parts[i][1]);
+    e->backend->cast(e->compute, g->buf, AO_F32, g->wire, e->gather_type, (const size_t(*)[2])parts,
+                     nparts);
     ao_timeline_op_end(e->tl, op);
     g->fresh = 0;
 }
@@ -853,7 +852,10 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
     int op = compute_begin(e, "optimizer", -1);
     e->backend->adamw(cs, p, m, v, e->ACC, S, &e->hp, lr, (float)cfg->training.grad_clip_norm,
                       1.0f / loss_scale, data_step + 1, global, sd->result, e->workspace);
-    if (e->Pw && phase == AO_PHASE_TRAIN) e->backend->cast(cs, e->Pw, e->gather_type, p, AO_F32, S);
+    if (e->Pw && phase == AO_PHASE_TRAIN) {
+        const size_t all[1][2] = {{0, S}};
+        e->backend->cast(cs, e->Pw, e->gather_type, p, AO_F32, all, 1);
+    }
     ao_timeline_op_end(e->tl, op);
     if (phase == AO_PHASE_COMPUTE_ONLY)
         ao_memset_async(e->dev, e->GFULL, 0, e->lay.full_total * sizeof(float), cs);

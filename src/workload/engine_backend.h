@@ -28,10 +28,11 @@ struct ao_engine_backend {
      * the backend computes in plain fp32 only (the engine then warns). */
     void (*set_compute)(ao_model *m, ao_compute_mode mode);
     /* dst[i] = src[i] converted between fp32, bf16 and fp16 (round to
-     * nearest even): parameters gathered in fsdp.param_dtype. NULL when the
-     * backend communicates in fp32 only (the engine then warns). */
+     * nearest even) for i in each of the nparts (offset, count) parts, in
+     * elements (at most 8): parameters gathered in fsdp.param_dtype. NULL
+     * when the backend communicates in fp32 only (the engine then warns). */
     void (*cast)(ao_stream *s, void *dst, ao_dtype dst_type, const void *src, ao_dtype src_type,
-                 size_t n);
+                 const size_t (*parts)[2], int nparts);
     /* Tells the model that `half` holds the n parameters at `fp32` in
      * `type` whenever a pass reads them (model_cuda.h's
      * ao_model_cuda_share_params16), so its 16-bit GEMMs use the gathered

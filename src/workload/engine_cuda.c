@@ -28,9 +28,10 @@ static void cuda_set_compute(ao_model *m, ao_compute_mode mode)
 }
 
 static void cuda_cast(ao_stream *s, void *dst, ao_dtype dst_type, const void *src,
-                      ao_dtype src_type, size_t n)
+                      ao_dtype src_type, const size_t (*parts)[2], int nparts)
 {
-    AO_CUDA_CHECK(ao_cuda_cast(dst, dst_type, src, src_type, n, ao_cuda_stream(s)));
+    AO_CUDA_CHECK(
+        ao_cuda_cast_parts(dst, dst_type, src, src_type, parts, nparts, ao_cuda_stream(s)));
 }
 
 static void cuda_accumulate(ao_stream *s, float *acc, const float *red, size_t n, int first)

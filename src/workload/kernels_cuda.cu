@@ -1070,6 +1070,26 @@ __global__ void cast_up4_kernel(float4 *__restrict__ dst, const uint2 *__restric
     }
 }
 
+/* The parts of ao_cuda_cast_parts, by value: part p covers elements
+ * [first[p], first[p + 1]) of the flattened parts, at offset off[p]. */
+struct cast_parts_arg {
+    size_t off[AO_CUDA_CAST_PARTS];
+    size_t first[AO_CUDA_CAST_PARTS + 1];
+    int n;
+};
+
+__global__ void cast_parts_kernel(void *dst, ao_dtype dst_type, const void *src, ao_dtype src_type,
+                                  cast_parts_arg a)
+{
+    const size_t total = a.first[a.n], stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += stride) {
+        int p = 0;
+        while (t >= a.first[p + 1]) p++;
+        const size_t i = a.off[p] + (t - a.first[p]);
+        store_from_float(dst, dst_type, i, load_as_float(src, src_type, i));
+    }
+}
+
 bool castable(ao_dtype t)
 {
     return t == AO_F32 || t == AO_F16 || t == AO_BF16;
@@ -1586,6 +1606,30 @@ extern "C" cudaError_t ao_cuda_adamw_step(float *param, const float *grad, float
     k.eps = h->eps;
     k.grad_scale = grad_scale;
     adamw_kernel<<<elem_blocks(n), kThreads, 0, stream>>>(param, grad, m, v, n, k, grad_scale_dev);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_cast_parts(void *dst, ao_dtype dst_type, const void *src,
+                                          ao_dtype src_type, const size_t (*parts)[2], int nparts,
+                                          cudaStream_t stream)
+{
+    if (nparts < 0 || nparts > AO_CUDA_CAST_PARTS || !castable(dst_type) || !castable(src_type))
+        return cudaErrorInvalidValue;
+    if (nparts == 1) {
+        const size_t o = parts[0][0];
+        return ao_cuda_cast((char *)dst + o * (dst_type == AO_F32 ? 4 : 2), dst_type,
+                            (const char *)src + o * (src_type == AO_F32 ? 4 : 2), src_type,
+                            parts[0][1], stream);
+    }
+    cast_parts_arg a = {};
+    a.n = nparts;
+    for (int p = 0; p < nparts; p++) {
+        a.off[p] = parts[p][0];
+        a.first[p + 1] = a.first[p] + parts[p][1];
+    }
+    if (a.first[nparts] == 0) return cudaSuccess;
+    cast_parts_kernel<<<elem_blocks(a.first[nparts]), kThreads, 0, stream>>>(dst, dst_type, src,
+                                                                             src_type, a);
     return cudaGetLastError();
 }
 

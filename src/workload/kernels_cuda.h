@@ -200,6 +200,14 @@ cudaError_t ao_cuda_adamw_step(float *param, const float *grad, float *m, float 
 cudaError_t ao_cuda_cast(void *dst, ao_dtype dst_type, const void *src, ao_dtype src_type, size_t n,
                          cudaStream_t stream);
 
+/* ao_cuda_cast over several (offset, count) parts of one buffer in one
+ * launch, offsets and counts in elements: dst[o + i] = src[o + i] converted
+ * for each part (a gathered unit's fp32 parts). At most AO_CUDA_CAST_PARTS
+ * parts (cudaErrorInvalidValue beyond); one part is ao_cuda_cast. */
+#define AO_CUDA_CAST_PARTS 8
+cudaError_t ao_cuda_cast_parts(void *dst, ao_dtype dst_type, const void *src, ao_dtype src_type,
+                               const size_t (*parts)[2], int nparts, cudaStream_t stream);
+
 /* ---- synthetic data on the device (dataset.placement: device) -------------- */
 
 /* ao_data_fill on the device: the same samples (data.h's per-element

@@ -531,6 +531,33 @@ static void test_casts(void)
     printf("%s %-28s int32 target refused: %s\n", bad ? "PASS" : "FAIL", "cast",
            bad ? "yes" : "no");
     CHECK(bad, "cast to int32 was not refused");
+
+    /* several parts in one launch (a gathered unit's fp32 parts): bf16 -> float
+     * inside the parts, the sentinel everywhere else */
+    const size_t parts[3][2] = {{0, 5}, {17, 20000}, {n - 3, 3}};
+    float *sentinel = malloc(4 * n);
+    for (size_t i = 0; i < n; i++) sentinel[i] = -7.0f;
+    ao_copy_async(dev, d_back, sentinel, 4 * n, AO_H2D, stream);
+    K(ao_cuda_cast(d_n, AO_BF16, d_x, AO_F32, n, cs()));
+    K(ao_cuda_cast_parts(d_back, AO_F32, d_n, AO_BF16, parts, 3, cs()));
+    float *pgot = download_floats(d_back, n);
+    download(got, d_n, 2 * n);
+    size_t pdiff = 0;
+    for (size_t i = 0; i < n; i++) {
+        int in = 0;
+        for (int p = 0; p < 3; p++) in |= i >= parts[p][0] && i < parts[p][0] + parts[p][1];
+        const float want_v = in ? (float)ao_value_load(AO_BF16, got, i) : -7.0f;
+        pdiff += memcmp(&pgot[i], &want_v, sizeof want_v) != 0;
+    }
+    printf("%s %-28s 3 parts of n=%zu: %zu values wrong (want 0)\n", pdiff ? "FAIL" : "PASS",
+           "cast_parts bfloat16->float", n, pdiff);
+    CHECK(pdiff == 0, "cast_parts: %zu values wrong", pdiff);
+    const size_t nine[9][2] = {{0, 1}};
+    const int refused =
+        ao_cuda_cast_parts(d_back, AO_F32, d_n, AO_BF16, nine, 9, cs()) == cudaErrorInvalidValue;
+    (void)cudaGetLastError();
+    CHECK(refused, "cast_parts with 9 parts was not refused");
+    free(pgot), free(sentinel);
     ao_dev_free(dev, d_x), ao_dev_free(dev, d_back), ao_dev_free(dev, d_n);
     ao_dev_free(dev, d_other);
     free(x), free(want), free(got), free(back_ref);
