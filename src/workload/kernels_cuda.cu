@@ -293,8 +293,14 @@ struct gelu_backward_op {
 
 /* ---- layernorm: one warp per row ------------------------------------------ */
 
-__global__ void layernorm_forward_kernel(float *y, float *mean, float *rstd, const float *x,
-                                         const float *gamma, const float *beta, int n, int c)
+template <ao_dtype T> struct typed_store; /* the conversions, below */
+
+/* H != AO_F32: y's values are also stored in half type H at y16 (the next
+ * GEMM's operand), from the same float. */
+template <ao_dtype H>
+__global__ void layernorm_forward_kernel(float *y, void *y16, float *mean, float *rstd,
+                                         const float *x, const float *gamma, const float *beta,
+                                         int n, int c)
 {
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
@@ -307,7 +313,11 @@ __global__ void layernorm_forward_kernel(float *y, float *mean, float *rstd, con
     var = warp_sum(var) / c;
     const double rs = 1.0 / sqrt(var + (double)AO_LN_EPS);
     float *yr = y + (size_t)row * c;
-    for (int j = lane; j < c; j += 32) yr[j] = (float)((xr[j] - m) * rs) * gamma[j] + beta[j];
+    for (int j = lane; j < c; j += 32) {
+        const float v = (float)((xr[j] - m) * rs) * gamma[j] + beta[j];
+        yr[j] = v;
+        if (H != AO_F32) typed_store<H>{y16}.put((size_t)row * c + j, v);
+    }
     if (lane == 0) {
         mean[row] = (float)m;
         rstd[row] = (float)rs;
@@ -1319,6 +1329,40 @@ template <ao_dtype T> struct dropout_gelu_backward_map {
     }
 };
 
+/* ... of ao_cuda_dropout_residual: x in; y = dropped x (+ res) as floats
+ * and, when y16 is set, in half type T. The add is __fadd_rn so that the
+ * compiler cannot contract the mask's product into it: the sum is the one
+ * a dropout followed by ao_cuda_add stores. */
+template <ao_dtype T> struct dropout_residual_map {
+    float *y;
+    typed_store<T> y16;
+    const float *x, *res;
+    __device__ float load(size_t i) const
+    {
+        return x[i];
+    }
+    __device__ float4 load4(size_t i) const
+    {
+        return *reinterpret_cast<const float4 *>(x + i);
+    }
+    __device__ void store(size_t i, float v) const
+    {
+        const float o = res ? __fadd_rn(v, res[i]) : v;
+        y[i] = o;
+        if (y16.p) y16.put(i, o);
+    }
+    __device__ void store4(size_t i, float4 v) const
+    {
+        if (res) {
+            const float4 r = *reinterpret_cast<const float4 *>(res + i);
+            v = make_float4(__fadd_rn(v.x, r.x), __fadd_rn(v.y, r.y), __fadd_rn(v.z, r.z),
+                            __fadd_rn(v.w, r.w));
+        }
+        *reinterpret_cast<float4 *>(y + i) = v;
+        if (y16.p) y16.put4(i, v);
+    }
+};
+
 /* ---- synthetic data ------------------------------------------------------------- */
 
 /* grid.y walks the batch's samples; the block derives sample b's stream of
@@ -1414,14 +1458,19 @@ extern "C" cudaError_t ao_cuda_gelu_backward(float *dx, const float *dy, const f
     return launch_map(dx, dy, x, n, gelu_backward_op{}, stream);
 }
 
-extern "C" cudaError_t ao_cuda_layernorm_forward(float *y, float *mean, float *rstd, const float *x,
+extern "C" cudaError_t ao_cuda_layernorm_forward(float *y, void *y16, ao_dtype half_type,
+                                                 float *mean, float *rstd, const float *x,
                                                  const float *gamma, const float *beta, int n,
                                                  int c, cudaStream_t stream)
 {
+    if (y16 && half_type != AO_BF16 && half_type != AO_F16) return cudaErrorInvalidValue;
     if (n <= 0 || c <= 0) return cudaSuccess;
-    layernorm_forward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(y, mean, rstd, x, gamma,
-                                                                          beta, n, c);
-    return cudaGetLastError();
+    return with_dtype(y16 ? half_type : AO_F32, [&](auto tag) {
+        constexpr ao_dtype H = decltype(tag)::value;
+        layernorm_forward_kernel<H>
+            <<<row_warp_blocks(n), kThreads, 0, stream>>>(y, y16, mean, rstd, x, gamma, beta, n, c);
+        return cudaGetLastError();
+    });
 }
 
 extern "C" cudaError_t ao_cuda_layernorm_backward(float *dx, float *dgamma, float *dbeta,
@@ -1455,6 +1504,21 @@ extern "C" cudaError_t ao_cuda_softmax_backward(float *dx, const float *dy, cons
 {
     return launch_softmax_backward(typed_store<AO_F32>{dx}, aligned16(dx), dy, y, scale, n, c,
                                    no_drop_rows{}, stream);
+}
+
+extern "C" cudaError_t ao_cuda_dropout_residual(float *y, void *y16, ao_dtype half_type,
+                                                const float *x, const float *res, int batch,
+                                                size_t per_row, const ao_cuda_dropout_key *key,
+                                                cudaStream_t stream)
+{
+    if (y16 && half_type != AO_BF16 && half_type != AO_F16) return cudaErrorInvalidValue;
+    return with_dtype(y16 ? half_type : AO_F32, [&](auto tag) {
+        constexpr ao_dtype T = decltype(tag)::value;
+        const bool vec =
+            aligned16(x) && aligned16(y) && (!res || aligned16(res)) && (!y16 || store4_ok<T>(y16));
+        return launch_dropout_map(dropout_residual_map<T>{y, typed_store<T>{y16}, x, res}, vec,
+                                  batch, per_row, *key, stream);
+    });
 }
 
 extern "C" cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size_t per_row,

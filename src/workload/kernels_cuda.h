@@ -47,11 +47,12 @@ cudaError_t ao_cuda_gelu_forward(float *y, const float *x, size_t n, cudaStream_
 cudaError_t ao_cuda_gelu_backward(float *dx, const float *dy, const float *x, size_t n,
                                   cudaStream_t stream);
 
-/* ao_layernorm_forward / _backward. Backward writes dx and accumulates
- * dgamma, dbeta (column sums in double). */
-cudaError_t ao_cuda_layernorm_forward(float *y, float *mean, float *rstd, const float *x,
-                                      const float *gamma, const float *beta, int n, int c,
-                                      cudaStream_t stream);
+/* ao_layernorm_forward / _backward. Forward also stores y in half_type
+ * (AO_BF16 / AO_F16) at y16 unless y16 is NULL (the next GEMM's operand).
+ * Backward writes dx and accumulates dgamma, dbeta (column sums in double). */
+cudaError_t ao_cuda_layernorm_forward(float *y, void *y16, ao_dtype half_type, float *mean,
+                                      float *rstd, const float *x, const float *gamma,
+                                      const float *beta, int n, int c, cudaStream_t stream);
 cudaError_t ao_cuda_layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy,
                                        const float *x, const float *mean, const float *rstd,
                                        const float *gamma, int n, int c, cudaStream_t stream);
@@ -84,6 +85,15 @@ typedef struct ao_cuda_dropout_key {
  * rows = batch (heads == 0) or batch * heads. y may alias x. p <= 0 copies. */
 cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size_t per_row,
                             const ao_cuda_dropout_key *key, cudaStream_t stream);
+/* y = dropout(x) + res (res NULL: no add) in fp32 and, unless y16 is NULL,
+ * the same values in half_type (AO_BF16 / AO_F16) at y16: a residual
+ * branch's end in forward, and in backward the branch's gradient that the
+ * bias gradient reads in fp32 and the GEMMs in 16 bits. Bit-identical to
+ * ao_cuda_dropout, then ao_cuda_add, then ao_cuda_cast. y may alias x or res
+ * (element for element). */
+cudaError_t ao_cuda_dropout_residual(float *y, void *y16, ao_dtype half_type, const float *x,
+                                     const float *res, int batch, size_t per_row,
+                                     const ao_cuda_dropout_key *key, cudaStream_t stream);
 
 /* ---- fused chains ------------------------------------------------------------ */
 

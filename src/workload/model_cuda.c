@@ -94,6 +94,9 @@ typedef struct {
      * and rewritten in fp32 only by its next forward); its backward reuses
      * them. */
     unsigned char *saved_current;
+    /* [L + 1]: x[l]'s twin was written with it by layer l's last LayerNorm
+     * in 16 bits, so layer l + 1's forward multiplies it without a cast */
+    unsigned char *input_current;
 } cuda_model;
 
 #define KCHECK(call) AO_CUDA_CHECK(call)
@@ -197,6 +200,13 @@ static void prepare(cuda_model *cm, ao_stream *s, const float *p, size_t n)
 static void *twin_of(const cuda_model *cm, const float *p)
 {
     return half_at(cm->twin, (size_t)(p - cm->a.mem));
+}
+
+/* twin_of in 16-bit modes, NULL in fp32 modes: the second output of a kernel
+ * that can also write the next GEMM's operand. */
+static void *twin_or_null(const cuda_model *cm, const float *p)
+{
+    return cm->half != AO_F32 ? twin_of(cm, p) : NULL;
 }
 
 /* The 16-bit copy of an fp32 GEMM operand of `span` elements at p, cast now
@@ -502,14 +512,17 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
     cudaStream_t cs = ao_cuda_stream(s);
 
     attn_forward(m, s, sv->r1, &sv->attn, x, &w->attn, &k_probs);
-    dropout(s, sv->r1, sv->r1, sh->batch, tok_d, &k_attn);
-    KCHECK(ao_cuda_add(sv->r1, sv->r1, x, nd, cs));
-    KCHECK(ao_cuda_layernorm_forward(sv->x1, sv->ln1_mean, sv->ln1_rstd, sv->r1, w->ln1_w, w->ln1_b,
-                                     N, d, cs));
+    /* each branch's dropout and its residual add in one pass; each
+     * LayerNorm writes its output's 16-bit copy too (the next GEMM's operand) */
+    KCHECK(
+        ao_cuda_dropout_residual(sv->r1, NULL, AO_F32, sv->r1, x, sh->batch, tok_d, &k_attn, cs));
+    KCHECK(ao_cuda_layernorm_forward(sv->x1, twin_or_null(cm, sv->x1), cm->half, sv->ln1_mean,
+                                     sv->ln1_rstd, sv->r1, w->ln1_w, w->ln1_b, N, d, cs));
+    const int mark = cm->nprepared;
+    mark_current(cm, s, sv->x1, nd, 0);
     linear_forward(m, s, sv->h, sv->x1, w->lin1_w, w->lin1_b, N, d, ff);
     /* GELU and dropout in one pass; in 16-bit modes `a` is only stored as
      * the GEMM operand (its twin), which this layer's backward reuses */
-    const int mark = cm->nprepared;
     if (cm->half != AO_F32) {
         KCHECK(ao_cuda_gelu_dropout(twin_of(cm, sv->a), cm->half, sv->h, sh->batch, tok_ff,
                                     &k_hidden, cs));
@@ -519,10 +532,11 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
     }
     linear_forward(m, s, sv->r2, sv->a, w->lin2_w, w->lin2_b, N, ff, d);
     cm->nprepared = mark;
-    dropout(s, sv->r2, sv->r2, sh->batch, tok_d, &k_ffn);
-    KCHECK(ao_cuda_add(sv->r2, sv->r2, sv->x1, nd, cs));
-    KCHECK(ao_cuda_layernorm_forward(y, sv->ln2_mean, sv->ln2_rstd, sv->r2, w->ln2_w, w->ln2_b, N,
-                                     d, cs));
+    KCHECK(ao_cuda_dropout_residual(sv->r2, NULL, AO_F32, sv->r2, sv->x1, sh->batch, tok_d, &k_ffn,
+                                    cs));
+    KCHECK(ao_cuda_layernorm_forward(y, twin_or_null(cm, y), cm->half, sv->ln2_mean, sv->ln2_rstd,
+                                     sv->r2, w->ln2_w, w->ln2_b, N, d, cs));
+    cm->input_current[layer] = cm->half != AO_F32;
 }
 
 /* Scratch of encoder_backward: dr, dbranch, dx1 [N, d], da [N, ff], then
@@ -556,9 +570,14 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
 
     KCHECK(ao_cuda_layernorm_backward(dr, g->ln2_w, g->ln2_b, dy, sv->r2, sv->ln2_mean,
                                       sv->ln2_rstd, w->ln2_w, N, d, cs));
-    /* FFN branch */
-    dropout(s, dbranch, dr, sh->batch, tok_d, &k_ffn);
+    /* FFN branch: its gradient in fp32 (the bias gradient) and 16 bits (the
+     * GEMMs) from one pass */
+    const int mark_branch = cm->nprepared;
+    KCHECK(ao_cuda_dropout_residual(dbranch, twin_or_null(cm, dbranch), cm->half, dr, NULL,
+                                    sh->batch, tok_d, &k_ffn, cs));
+    mark_current(cm, s, dbranch, nd, 0);
     linear_backward(m, s, da, g->lin2_w, g->lin2_b, dbranch, sv->a, w->lin2_w, N, ff, d);
+    cm->nprepared = mark_branch;
     /* dropout and GELU backward in one pass, writing da's 16-bit copy too
      * (both lin1 GEMMs read it; the bias gradient reads the fp32 da) */
     const int mark = cm->nprepared;
@@ -572,8 +591,11 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     KCHECK(ao_cuda_layernorm_backward(dr, g->ln1_w, g->ln1_b, dx1, sv->r1, sv->ln1_mean,
                                       sv->ln1_rstd, w->ln1_w, N, d, cs));
     /* attention branch */
-    dropout(s, dbranch, dr, sh->batch, tok_d, &k_attn);
+    KCHECK(ao_cuda_dropout_residual(dbranch, twin_or_null(cm, dbranch), cm->half, dr, NULL,
+                                    sh->batch, tok_d, &k_attn, cs));
+    mark_current(cm, s, dbranch, nd, 0);
     attn_backward(m, s, dx, &g->attn, dbranch, x, &w->attn, &sv->attn, &k_probs, attn_scratch);
+    cm->nprepared = mark_branch;
     KCHECK(ao_cuda_add(dx, dx, dr, nd, cs)); /* the residual around attention */
 }
 
@@ -651,6 +673,7 @@ static int cuda_create(ao_model *m)
     c->compute = AO_COMPUTE_DEFAULT;
     c->half = AO_F32;
     c->saved_current = ao_calloc((size_t)L + 1, 1);
+    c->input_current = ao_calloc((size_t)L + 1, 1);
     ao_model_acts_alloc(m, &c->a, L > 0 ? probs : 0, scratch);
     const size_t ws = ao_cuda_embedding_bag_backward_workspace((int)N, s->sparse, s->vocab);
     c->emb_workspace = ws ? ao_dev_alloc(m->dev, ws) : NULL;
@@ -667,6 +690,7 @@ static void cuda_destroy(ao_model *m)
     if (c->w16) ao_dev_free(m->dev, c->w16);
     if (c->outside) ao_dev_free(m->dev, c->outside);
     free(c->saved_current);
+    free(c->input_current);
     free(c);
 }
 
@@ -697,6 +721,9 @@ static void cuda_forward_layer(ao_model *m, ao_stream *s, int layer, const float
     ao_encoder_weights w;
     ao_encoder_weights_bind(&w, (float *)params, &es);
     stage_layer(c, s, &m->shape, params);
+    if (c->input_current[layer - 1])
+        mark_current(c, s, c->a.x[layer - 1], (size_t)m->shape.batch * m->shape.seq * m->shape.dim,
+                     0);
     encoder_forward(m, s, layer, c->a.x[layer], &c->a.layer_saved[layer - 1], c->a.x[layer - 1], &w,
                     b, step);
     c->saved_current[layer] = c->half != AO_F32;
@@ -714,8 +741,10 @@ static void cuda_forward_head(ao_model *m, ao_stream *s, const float *root, cons
     stage_head(c, s, &hs, &hw);
     cudaStream_t cs = ao_cuda_stream(s);
     /* ao_head_forward, then the loss */
-    KCHECK(ao_cuda_layernorm_forward(sv->ln_out, sv->ln_mean, sv->ln_rstd, c->a.x[m->shape.layers],
-                                     hw.ln_w, hw.ln_b, hs.n, hs.dim, cs));
+    KCHECK(ao_cuda_layernorm_forward(sv->ln_out, twin_or_null(c, sv->ln_out), c->half, sv->ln_mean,
+                                     sv->ln_rstd, c->a.x[m->shape.layers], hw.ln_w, hw.ln_b, hs.n,
+                                     hs.dim, cs));
+    mark_current(c, s, sv->ln_out, (size_t)hs.n * hs.dim, 0);
     linear_forward(m, s, sv->hid, sv->ln_out, hw.fc1_w, hw.fc1_b, hs.n, hs.dim, hs.hidden);
     KCHECK(ao_cuda_gelu_forward(sv->act, sv->hid, (size_t)hs.n * hs.hidden, cs));
     linear_forward(m, s, c->a.z, sv->act, hw.fc2_w, hw.fc2_b, hs.n, hs.hidden, 1);
@@ -818,7 +847,10 @@ void ao_model_cuda_set_compute(ao_model *m, ao_compute_mode mode)
      * inside) are the fallback. */
     const ao_dtype was = c->half;
     c->half = half != AO_F32 && ao_device_supports(m->dev, half) ? half : AO_F32;
-    if (c->half != was) memset(c->saved_current, 0, (size_t)m->shape.layers + 1);
+    if (c->half != was) {
+        memset(c->saved_current, 0, (size_t)m->shape.layers + 1);
+        memset(c->input_current, 0, (size_t)m->shape.layers + 1);
+    }
     if (c->half == AO_F32 || c->twin) return;
     /* First 16-bit mode: its copies, 2 bytes an element whichever type. */
     const ao_model_shape *sh = &m->shape;

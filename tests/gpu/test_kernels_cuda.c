@@ -75,6 +75,25 @@ static float *download_floats(const float *d, size_t n)
     return h;
 }
 
+static void *download_bytes(const void *d, size_t bytes)
+{
+    void *h = malloc(bytes ? bytes : 1);
+    download(h, d, bytes);
+    return h;
+}
+
+static void report_bits(const char *kernel, const char *shape, const void *d_got,
+                        const void *d_want, size_t bytes)
+{
+    unsigned char *got = download_bytes(d_got, bytes), *want = download_bytes(d_want, bytes);
+    size_t diff = 0;
+    for (size_t i = 0; i < bytes; i++) diff += got[i] != want[i];
+    printf("%s %-28s %-34s %zu of %zu bytes differ from the unfused chain (want 0)\n",
+           diff ? "FAIL" : "PASS", kernel, shape, diff, bytes);
+    CHECK(diff == 0, "%s %s: %zu bytes differ from the unfused chain", kernel, shape, diff);
+    free(got), free(want);
+}
+
 static void report(const char *kernel, const char *shape, double err, double bound)
 {
     const int ok = err <= bound;
@@ -185,10 +204,25 @@ static void test_layernorm(int n, int c)
           *d_b = upload(b, 4 * (size_t)c);
     float *d_y = ao_dev_alloc(dev, 4 * nc), *d_mean = ao_dev_alloc(dev, 4 * (size_t)n);
     float *d_rstd = ao_dev_alloc(dev, 4 * (size_t)n);
-    K(ao_cuda_layernorm_forward(d_y, d_mean, d_rstd, d_x, d_g, d_b, n, c, cs()));
+    K(ao_cuda_layernorm_forward(d_y, NULL, AO_F32, d_mean, d_rstd, d_x, d_g, d_b, n, c, cs()));
     float *got = download_floats(d_y, nc);
     report("layernorm_forward y", shape, check_rel_err(got, y, nc), 1e-5);
     free(got);
+    /* with the 16-bit copy: y unchanged, the copy = the cast of y, bit for bit */
+    const ao_dtype halves[2] = {AO_BF16, AO_F16};
+    for (int t = 0; t < 2; t++) {
+        float *d_y2 = ao_dev_alloc(dev, 4 * nc);
+        void *d_y16 = ao_dev_alloc(dev, 2 * nc), *d_cast = ao_dev_alloc(dev, 2 * nc);
+        K(ao_cuda_layernorm_forward(d_y2, d_y16, halves[t], d_mean, d_rstd, d_x, d_g, d_b, n, c,
+                                    cs()));
+        K(ao_cuda_cast(d_cast, halves[t], d_y, AO_F32, nc, cs()));
+        char name[48];
+        snprintf(name, sizeof name, "layernorm_forward y, %s", ao_dtype_name(halves[t]));
+        report_bits(name, shape, d_y2, d_y, 4 * nc);
+        snprintf(name, sizeof name, "layernorm_forward y16 %s", ao_dtype_name(halves[t]));
+        report_bits(name, shape, d_y16, d_cast, 2 * nc);
+        ao_dev_free(dev, d_y2), ao_dev_free(dev, d_y16), ao_dev_free(dev, d_cast);
+    }
     got = download_floats(d_mean, n);
     report("layernorm_forward mean", shape, check_rel_err(got, mean, n), 1e-6);
     free(got);
@@ -576,25 +610,6 @@ static size_t dtype_bytes(ao_dtype t)
     return t == AO_F32 ? 4 : 2;
 }
 
-static void *download_bytes(const void *d, size_t bytes)
-{
-    void *h = malloc(bytes ? bytes : 1);
-    download(h, d, bytes);
-    return h;
-}
-
-static void report_bits(const char *kernel, const char *shape, const void *d_got,
-                        const void *d_want, size_t bytes)
-{
-    unsigned char *got = download_bytes(d_got, bytes), *want = download_bytes(d_want, bytes);
-    size_t diff = 0;
-    for (size_t i = 0; i < bytes; i++) diff += got[i] != want[i];
-    printf("%s %-28s %-34s %zu of %zu bytes differ from the unfused chain (want 0)\n",
-           diff ? "FAIL" : "PASS", kernel, shape, diff, bytes);
-    CHECK(diff == 0, "%s %s: %zu bytes differ from the unfused chain", kernel, shape, diff);
-    free(got), free(want);
-}
-
 /* The fraction of zeros in out (as type t): about p when dropout ran, so a
  * test cannot pass with dropout silently skipped on both sides. */
 static void check_dropped(const char *kernel, const void *d_out, ao_dtype t, size_t n, float p)
@@ -725,6 +740,52 @@ static void test_dropout_cast(float p, int heads, size_t per_row, size_t offset)
     free(x);
 }
 
+/* dropout + residual add (+ 16-bit copy) against ao_cuda_dropout, ao_cuda_add
+ * and ao_cuda_cast: with and without the residual, in place (y = x) and not. */
+static void test_dropout_residual(float p, size_t per_row, size_t offset)
+{
+    const int batch = 3;
+    const size_t n = (size_t)batch * per_row;
+    const ao_cuda_dropout_key key = fused_key(p, 0, AO_DROP_FFN_OUT);
+    char shape[96];
+    snprintf(shape, sizeof shape, "p=%.2f %d x %zu +%zu", p, batch, per_row, offset);
+    float *x = random_floats(n + offset, -2, 2), *r = random_floats(n + offset, -2, 2);
+    float *d_x = upload(x, 4 * (n + offset)), *d_r = upload(r, 4 * (n + offset));
+    float *d_ref = ao_dev_alloc(dev, 4 * n), *d_y = ao_dev_alloc(dev, 4 * (n + offset));
+    char *d_ref16 = ao_dev_alloc(dev, 2 * n), *d_y16 = ao_dev_alloc(dev, 2 * (n + offset));
+    for (int with_res = 0; with_res < 2; with_res++) {
+        K(ao_cuda_dropout(d_ref, d_x + offset, batch, per_row, &key, cs()));
+        if (with_res) K(ao_cuda_add(d_ref, d_ref, d_r + offset, n, cs()));
+        for (int t = 0; t < 2; t++) {
+            const ao_dtype ht = t ? AO_F16 : AO_BF16;
+            K(ao_cuda_cast(d_ref16, ht, d_ref, AO_F32, n, cs()));
+            /* in place on a copy of x, as the model's forward does */
+            ao_copy_async(dev, d_y + offset, d_x + offset, 4 * n, AO_D2D, stream);
+            K(ao_cuda_dropout_residual(d_y + offset, t ? d_y16 + 2 * offset : NULL, ht,
+                                       d_y + offset, with_res ? d_r + offset : NULL, batch, per_row,
+                                       &key, cs()));
+            char name[64];
+            snprintf(name, sizeof name, "dropout_residual%s%s", with_res ? " +res" : "",
+                     t ? " +f16" : "");
+            report_bits(name, shape, d_y + offset, d_ref, 4 * n);
+            if (t) report_bits(name, shape, d_y16 + 2 * offset, d_ref16, 2 * n);
+            if (t == 0) { /* out of place, with the bf16 copy */
+                K(ao_cuda_dropout_residual(d_y + offset, d_y16 + 2 * offset, ht, d_x + offset,
+                                           with_res ? d_r + offset : NULL, batch, per_row, &key,
+                                           cs()));
+                report_bits(name, shape, d_y + offset, d_ref, 4 * n);
+                report_bits(name, shape, d_y16 + 2 * offset, d_ref16, 2 * n);
+            }
+        }
+    }
+    const int bad = ao_cuda_dropout_residual(d_y, d_y16, AO_F32, d_x, NULL, batch, per_row, &key,
+                                             cs()) == cudaErrorInvalidValue;
+    CHECK(bad, "dropout_residual accepted an fp32 16-bit copy");
+    ao_dev_free(dev, d_x), ao_dev_free(dev, d_r), ao_dev_free(dev, d_ref), ao_dev_free(dev, d_y);
+    ao_dev_free(dev, d_ref16), ao_dev_free(dev, d_y16);
+    free(x), free(r);
+}
+
 static void test_gelu_dropout(float p, size_t per_row, size_t offset)
 {
     const int batch = 5;
@@ -816,6 +877,9 @@ static void test_fused(void)
         test_dropout_cast(p, 0, 1001, 0);
         test_dropout_cast(p, 4, 13 * 13, 0);
         test_dropout_cast(p, 0, 2048, 1); /* misaligned: scalar path */
+        test_dropout_residual(p, 2048, 0);
+        test_dropout_residual(p, 1001, 0);
+        test_dropout_residual(p, 2048, 1); /* misaligned: scalar path */
         test_gelu_dropout(p, 8192, 0);
         test_gelu_dropout(p, 1003, 0);
         test_gelu_dropout(p, 4096, 2); /* out 4-byte aligned only */
