@@ -117,16 +117,25 @@ struct sum2 {
 constexpr size_t kColPartials = (size_t)1 << 18;
 __device__ double column_partials[kColPartials];
 
-/* Pass 1: block (kColTile, kColLanes) at (blockIdx.x, blockIdx.y) sums rows
+/* Per column tile, how many of its row-chunk blocks have written their
+ * partials; the last one combines them and resets the count to 0. */
+constexpr int kColDoneTiles = 4096;
+__device__ unsigned int column_done[kColDoneTiles];
+
+/* Block (kColTile, kColLanes) at (blockIdx.x, blockIdx.y) sums rows
  * [blockIdx.y * chunk, + chunk) of columns blockIdx.x * kColTile + tx: lane
  * ty takes every kColLanes-th row (a warp reads 32 consecutive floats of a
  * row), then a fixed shared-memory tree over ty. With one chunk the block
- * adds straight into out; otherwise it writes the chunk's partial, output a
- * at column_partials[chunk_index * c + j], output b after all of a's. */
+ * adds straight into out. Otherwise it writes the chunk's partial (output a
+ * at column_partials[chunk_index * c + j], output b after all of a's), and
+ * the tile's last block to finish (threadFenceReduction's pattern: integer
+ * atomics, no float ones) adds the partials in chunk order, so the bits do
+ * not depend on which block was last. One launch per column sum. */
 template <class F>
 __global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c, int chunk, F f)
 {
     __shared__ double sa[kColLanes][kColTile + 1], sb[kColLanes][kColTile + 1];
+    __shared__ bool last;
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int j = blockIdx.x * kColTile + tx;
     const int r0 = blockIdx.y * chunk, r1 = min(n, r0 + chunk);
@@ -149,28 +158,34 @@ __global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c,
         }
         __syncthreads();
     }
-    if (ty != 0 || j >= c) return;
-    if (gridDim.y == 1) {
-        out_a[j] += (float)sa[0][tx];
-        if (out_b) out_b[j] += (float)sb[0][tx];
-    } else {
+    const int parts = (int)gridDim.y;
+    if (parts == 1) {
+        if (ty == 0 && j < c) {
+            out_a[j] += (float)sa[0][tx];
+            if (out_b) out_b[j] += (float)sb[0][tx];
+        }
+        return;
+    }
+    if (ty == 0 && j < c) {
         column_partials[(size_t)blockIdx.y * c + j] = sa[0][tx];
-        if (out_b) column_partials[((size_t)gridDim.y + blockIdx.y) * c + j] = sb[0][tx];
+        if (out_b) column_partials[((size_t)parts + blockIdx.y) * c + j] = sb[0][tx];
     }
-}
-
-/* Pass 2: one thread per column adds the chunks' partials in chunk order. */
-__global__ void column_combine_kernel(float *out_a, float *out_b, int parts, int c)
-{
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= c) return;
-    double a = 0.0, b = 0.0;
-    for (int k = 0; k < parts; k++) {
-        a += column_partials[(size_t)k * c + j];
-        if (out_b) b += column_partials[((size_t)parts + k) * c + j];
+    __threadfence(); /* the partials are visible before the count says so */
+    __syncthreads();
+    if (tx == 0 && ty == 0) last = atomicAdd(&column_done[blockIdx.x], 1u) == (unsigned)parts - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (ty == 0 && j < c) {
+        double a = 0.0, b = 0.0;
+        for (int k = 0; k < parts; k++) {
+            a += __ldcg(&column_partials[(size_t)k * c + j]);
+            if (out_b) b += __ldcg(&column_partials[((size_t)parts + k) * c + j]);
+        }
+        out_a[j] += (float)a;
+        if (out_b) out_b[j] += (float)b;
     }
-    out_a[j] += (float)a;
-    if (out_b) out_b[j] += (float)b;
+    if (tx == 0 && ty == 0) column_done[blockIdx.x] = 0;
 }
 
 /* out_a[j] += sum_i f(i, j).a and, when out_b is not NULL, out_b[j] += .b.
@@ -188,12 +203,10 @@ cudaError_t column_sums(float *out_a, float *out_b, int n, int c, F f, cudaStrea
     const int chunk = (int)(((size_t)n + parts - 1) / parts);
     parts = ((size_t)n + chunk - 1) / chunk; /* no empty chunk */
     const dim3 block(kColTile, kColLanes);
-    const dim3 grid((unsigned)((c + kColTile - 1) / kColTile), (unsigned)parts);
-    column_partials_kernel<<<grid, block, 0, stream>>>(out_a, out_b, n, c, chunk, f);
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess || parts == 1) return err;
-    column_combine_kernel<<<(unsigned)((c + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-        out_a, out_b, (int)parts, c);
+    const unsigned tiles = (unsigned)((c + kColTile - 1) / kColTile);
+    if (tiles > (unsigned)kColDoneTiles) return cudaErrorInvalidValue; /* c > 131072 */
+    column_partials_kernel<<<dim3(tiles, (unsigned)parts), block, 0, stream>>>(out_a, out_b, n, c,
+                                                                               chunk, f);
     return cudaGetLastError();
 }
 

@@ -114,6 +114,29 @@ static void report_same(const char *kernel, const void *a, const void *b, size_t
 
 /* ---- element-wise --------------------------------------------------------- */
 
+/* Column sums over many row chunks (the tile's last block combines them):
+ * the reference's values, and the same bits twice. */
+static void test_bias_grad_chunks(int n, int c)
+{
+    const size_t nc = (size_t)n * c;
+    float *dy = random_floats(nc, -1, 1), *db = random_floats(c, -1, 1);
+    float *x1 = random_floats(n, -1, 1), *w1 = random_floats(c, -1, 1), *dw1 = calloc(c, 4);
+    float *db_ref = malloc(sizeof(float) * c);
+    memcpy(db_ref, db, sizeof(float) * c);
+    ao_linear_backward(NULL, dw1, db_ref, dy, x1, w1, n, 1, c);
+    float *d_dy = upload(dy, 4 * nc), *d_db = upload(db, 4 * (size_t)c);
+    float *d_db2 = upload(db, 4 * (size_t)c);
+    K(ao_cuda_bias_grad(d_db, d_dy, n, c, cs()));
+    K(ao_cuda_bias_grad(d_db2, d_dy, n, c, cs()));
+    char shape[64];
+    snprintf(shape, sizeof shape, "n=%d c=%d", n, c);
+    float *got = download_floats(d_db, c), *again = download_floats(d_db2, c);
+    report("bias_grad chunks", shape, check_rel_err(got, db_ref, c), 1e-5);
+    report_same("bias_grad chunks", got, again, sizeof(float) * c);
+    ao_dev_free(dev, d_dy), ao_dev_free(dev, d_db), ao_dev_free(dev, d_db2);
+    free(dy), free(db), free(x1), free(w1), free(dw1), free(db_ref), free(got), free(again);
+}
+
 /* (The forward's bias add is cuBLASLt's epilogue: test_gemm_cuda.) */
 static void test_bias_and_add(void)
 {
@@ -968,6 +991,8 @@ int main(void)
     stream = ao_stream_create(dev, "compute", 0);
 
     test_bias_and_add();
+    test_bias_grad_chunks(5000, 300); /* 20 chunks x 10 tiles */
+    test_bias_grad_chunks(40000, 8);  /* many chunks, one tile */
     test_gelu();
     test_layernorm(300, 257);
     test_layernorm(64, 1024);
