@@ -132,12 +132,13 @@ __device__ unsigned int column_done[kColDoneTiles];
  * atomics, no float ones) adds the partials in chunk order, so the bits do
  * not depend on which block was last. One launch per column sum. */
 template <class F>
-__global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c, int chunk, F f)
+__global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c, int col0,
+                                       int chunk, F f)
 {
     __shared__ double sa[kColLanes][kColTile + 1], sb[kColLanes][kColTile + 1];
     __shared__ bool last;
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int j = blockIdx.x * kColTile + tx;
+    const int j = col0 + blockIdx.x * kColTile + tx;
     const int r0 = blockIdx.y * chunk, r1 = min(n, r0 + chunk);
     sum2 acc = {0.0, 0.0};
     if (j < c) {
@@ -203,11 +204,17 @@ cudaError_t column_sums(float *out_a, float *out_b, int n, int c, F f, cudaStrea
     const int chunk = (int)(((size_t)n + parts - 1) / parts);
     parts = ((size_t)n + chunk - 1) / chunk; /* no empty chunk */
     const dim3 block(kColTile, kColLanes);
-    const unsigned tiles = (unsigned)((c + kColTile - 1) / kColTile);
-    if (tiles > (unsigned)kColDoneTiles) return cudaErrorInvalidValue; /* c > 131072 */
-    column_partials_kernel<<<dim3(tiles, (unsigned)parts), block, 0, stream>>>(out_a, out_b, n, c,
-                                                                               chunk, f);
-    return cudaGetLastError();
+    /* a launch per kColDoneTiles column tiles (one for any layer of the configs) */
+    const int span = kColDoneTiles * kColTile;
+    for (int col0 = 0; col0 < c; col0 += span) {
+        const int cols = c - col0 < span ? c - col0 : span;
+        const unsigned tiles = (unsigned)((cols + kColTile - 1) / kColTile);
+        column_partials_kernel<<<dim3(tiles, (unsigned)parts), block, 0, stream>>>(
+            out_a, out_b, n, c, col0, chunk, f);
+        cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
+    }
+    return cudaSuccess;
 }
 
 struct bias_grad_term {
