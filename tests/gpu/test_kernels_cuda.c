@@ -991,8 +991,9 @@ int main(void)
     stream = ao_stream_create(dev, "compute", 0);
 
     test_bias_and_add();
-    test_bias_grad_chunks(5000, 300); /* 20 chunks x 10 tiles */
-    test_bias_grad_chunks(40000, 8);  /* many chunks, one tile */
+    test_bias_grad_chunks(5000, 300);   /* 20 chunks x 10 tiles */
+    test_bias_grad_chunks(40000, 8);    /* many chunks, one tile */
+    test_bias_grad_chunks(300, 140000); /* wider than one launch covers */
     test_gelu();
     test_layernorm(300, 257);
     test_layernorm(64, 1024);
