@@ -623,9 +623,13 @@ static void need_gather(ao_engine *e, int u, int do_comm, int do_compute)
     if (e->gather_type == AO_F32 || !g->fresh || !do_compute) return;
     /* only what the model reads in fp32: with 16-bit GEMMs, not the weight
      * matrices (it multiplies the wire copy itself) */
-    size_t parts[8][2] = {{0, e->lay.units[u].padded}};
-    int nparts = e->backend->fp32_parts ? e->backend->fp32_parts(e->model, u, g->buf, parts, 8) : 1;
-    if (nparts < 0) ao_fatal(AO_EXIT_FAIL, "engine", "unit %d has more than 8 fp32 parts", u);
+    size_t parts[AO_ENGINE_CAST_PARTS][2] = {{0, e->lay.units[u].padded}};
+    int nparts = e->backend->fp32_parts
+                     ? e->backend->fp32_parts(e->model, u, g->buf, parts, AO_ENGINE_CAST_PARTS)
+                     : 1;
+    if (nparts < 0)
+        ao_fatal(AO_EXIT_FAIL, "engine", "unit %d has more than %d fp32 parts", u,
+                 AO_ENGINE_CAST_PARTS);
     int op = compute_begin(e, "cast", u);
     e->backend->cast(e->compute, g->buf, AO_F32, g->wire, e->gather_type, (const size_t(*)[2])parts,
                      nparts);

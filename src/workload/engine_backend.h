@@ -18,6 +18,9 @@
 #include "workload/model.h"
 #include "workload/ops_ref.h"
 
+/* The most (offset, count) parts one cast converts. */
+#define AO_ENGINE_CAST_PARTS 8
+
 struct ao_engine_backend {
     const char *device_backend; /* ao_device_backend() of the devices it serves */
     /* Bytes of device workspace the engine allocates once and passes to
@@ -29,7 +32,7 @@ struct ao_engine_backend {
     void (*set_compute)(ao_model *m, ao_compute_mode mode);
     /* dst[i] = src[i] converted between fp32, bf16 and fp16 (round to
      * nearest even) for i in each of the nparts (offset, count) parts, in
-     * elements (at most 8): parameters gathered in fsdp.param_dtype. NULL
+     * elements (at most AO_ENGINE_CAST_PARTS): parameters gathered in fsdp.param_dtype. NULL
      * when the backend communicates in fp32 only (the engine then warns). */
     void (*cast)(ao_stream *s, void *dst, ao_dtype dst_type, const void *src, ao_dtype src_type,
                  const size_t (*parts)[2], int nparts);

@@ -27,6 +27,8 @@ static void cuda_set_compute(ao_model *m, ao_compute_mode mode)
     ao_model_cuda_set_compute(m, mode);
 }
 
+_Static_assert(AO_ENGINE_CAST_PARTS <= AO_CUDA_CAST_PARTS, "a cast's parts fit one launch");
+
 static void cuda_cast(ao_stream *s, void *dst, ao_dtype dst_type, const void *src,
                       ao_dtype src_type, const size_t (*parts)[2], int nparts)
 {

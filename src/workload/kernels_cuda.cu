@@ -698,30 +698,11 @@ __device__ ao_rng_stream dropout_row_stream(const dropout_args &a, size_t r)
  * copy and a barrier). */
 constexpr int kDropGroups = 4;
 
-/* y = x, the plain dropout's ends. A dropout kernel reads its input through
- * Map (load / load4: the value(s) at flat element i, i a multiple of 4 for
- * load4), multiplies by the mask and writes through Map (store / store4), so
- * the fused chains put their element-wise op before or after the mask. */
-struct dropout_copy_map {
-    float *y;
-    const float *x;
-    __device__ float load(size_t i) const
-    {
-        return x[i];
-    }
-    __device__ float4 load4(size_t i) const
-    {
-        return *reinterpret_cast<const float4 *>(x + i);
-    }
-    __device__ void store(size_t i, float v) const
-    {
-        y[i] = v;
-    }
-    __device__ void store4(size_t i, float4 v) const
-    {
-        *reinterpret_cast<float4 *>(y + i) = v;
-    }
-};
+/* A dropout kernel reads its input through a Map (load / load4: the
+ * value(s) at flat element i, i a multiple of 4 for load4), multiplies by
+ * the mask and writes through the Map (store / store4), so the fused chains
+ * put their element-wise op before or after the mask (dropout_out_map and
+ * the GELU maps, with the fused kernels below). */
 
 /* One block per tile: tile t covers groups [chunk * blockDim.x * kDropGroups,
  * + blockDim.x * kDropGroups) of row t / tiles_per_row, thread i the groups
@@ -1273,28 +1254,6 @@ template <ao_dtype T> struct softmax_dropout_out {
     }
 };
 
-/* dropout_kernel's Map of ao_cuda_dropout_cast: x in, out in type T. */
-template <ao_dtype T> struct dropout_cast_map {
-    typed_store<T> out;
-    const float *x;
-    __device__ float load(size_t i) const
-    {
-        return x[i];
-    }
-    __device__ float4 load4(size_t i) const
-    {
-        return *reinterpret_cast<const float4 *>(x + i);
-    }
-    __device__ void store(size_t i, float v) const
-    {
-        out.put(i, v);
-    }
-    __device__ void store4(size_t i, float4 v) const
-    {
-        out.put4(i, v);
-    }
-};
-
 /* ... of ao_cuda_gelu_dropout: gelu(h) in, out in type T. */
 template <ao_dtype T> struct gelu_dropout_map {
     typed_store<T> out;
@@ -1349,13 +1308,15 @@ template <ao_dtype T> struct dropout_gelu_backward_map {
     }
 };
 
-/* ... of ao_cuda_dropout_residual: x in; y = dropped x (+ res) as floats
- * and, when y16 is set, in half type T. The add is __fadd_rn so that the
- * compiler cannot contract the mask's product into it: the sum is the one
- * a dropout followed by ao_cuda_add stores. */
-template <ao_dtype T> struct dropout_residual_map {
+/* dropout_kernel's Map of the plain dropout and of its fused ends
+ * (ao_cuda_dropout, _cast, _residual): x in; v = dropped x (+ res) out, as
+ * floats at y unless y is NULL, and in type T at out unless out.p is NULL.
+ * The add is __fadd_rn so that the compiler cannot contract the mask's
+ * product into it: the sum is the one a dropout followed by ao_cuda_add
+ * stores. */
+template <ao_dtype T> struct dropout_out_map {
     float *y;
-    typed_store<T> y16;
+    typed_store<T> out;
     const float *x, *res;
     __device__ float load(size_t i) const
     {
@@ -1368,8 +1329,8 @@ template <ao_dtype T> struct dropout_residual_map {
     __device__ void store(size_t i, float v) const
     {
         const float o = res ? __fadd_rn(v, res[i]) : v;
-        y[i] = o;
-        if (y16.p) y16.put(i, o);
+        if (y) y[i] = o;
+        if (out.p) out.put(i, o);
     }
     __device__ void store4(size_t i, float4 v) const
     {
@@ -1378,8 +1339,8 @@ template <ao_dtype T> struct dropout_residual_map {
             v = make_float4(__fadd_rn(v.x, r.x), __fadd_rn(v.y, r.y), __fadd_rn(v.z, r.z),
                             __fadd_rn(v.w, r.w));
         }
-        *reinterpret_cast<float4 *>(y + i) = v;
-        if (y16.p) y16.put4(i, v);
+        if (y) *reinterpret_cast<float4 *>(y + i) = v;
+        if (out.p) out.put4(i, v);
     }
 };
 
@@ -1536,8 +1497,8 @@ extern "C" cudaError_t ao_cuda_dropout_residual(float *y, void *y16, ao_dtype ha
         constexpr ao_dtype T = decltype(tag)::value;
         const bool vec =
             aligned16(x) && aligned16(y) && (!res || aligned16(res)) && (!y16 || store4_ok<T>(y16));
-        return launch_dropout_map(dropout_residual_map<T>{y, typed_store<T>{y16}, x, res}, vec,
-                                  batch, per_row, *key, stream);
+        return launch_dropout_map(dropout_out_map<T>{y, typed_store<T>{y16}, x, res}, vec, batch,
+                                  per_row, *key, stream);
     });
 }
 
@@ -1551,8 +1512,8 @@ extern "C" cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size
         if (y == x) return cudaSuccess;
         return cudaMemcpyAsync(y, x, total * sizeof(float), cudaMemcpyDeviceToDevice, stream);
     }
-    return launch_dropout_map(dropout_copy_map{y, x}, aligned16(x) && aligned16(y), batch, per_row,
-                              *key, stream);
+    return launch_dropout_map(dropout_out_map<AO_F32>{y, typed_store<AO_F32>{NULL}, x, NULL},
+                              aligned16(x) && aligned16(y), batch, per_row, *key, stream);
 }
 
 extern "C" cudaError_t ao_cuda_embedding_bag_mean_forward(float *out, const int32_t *ids,
@@ -1824,7 +1785,7 @@ extern "C" cudaError_t ao_cuda_dropout_cast(void *out, ao_dtype out_type, const 
     }
     return with_dtype(out_type, [&](auto tag) {
         constexpr ao_dtype OT = decltype(tag)::value;
-        return launch_dropout_map(dropout_cast_map<OT>{typed_store<OT>{out}, x},
+        return launch_dropout_map(dropout_out_map<OT>{NULL, typed_store<OT>{out}, x, NULL},
                                   aligned16(x) && store4_ok<OT>(out), batch, per_row, *key, stream);
     });
 }

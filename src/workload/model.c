@@ -43,6 +43,15 @@ int ao_model_units(const ao_model_shape *shape)
     return shape->layers + 1;
 }
 
+void ao_model_bind_root(const ao_model_shape *shape, float *flat, ao_input_weights *iw,
+                        ao_head_weights *hw)
+{
+    const ao_input_shape is = ao_model_input_shape(shape);
+    const ao_head_shape hs = ao_model_head_shape(shape);
+    ao_input_weights_bind(iw, flat, &is);
+    ao_head_weights_bind(hw, flat + ao_model_root_head_offset(shape), &hs);
+}
+
 size_t ao_model_root_head_offset(const ao_model_shape *shape)
 {
     ao_input_shape is = ao_model_input_shape(shape);
@@ -97,18 +106,16 @@ static void init_const(init_cursor *c, float *p, size_t n, float v)
 static void init_root(const ao_model_shape *s, init_cursor *c, float *flat)
 {
     const size_t d = (size_t)s->dim;
-    ao_input_shape is = ao_model_input_shape(s);
+    const ao_input_shape is = ao_model_input_shape(s);
+    const ao_head_shape hs = ao_model_head_shape(s);
     ao_input_weights iw;
-    ao_input_weights_bind(&iw, flat, &is);
+    ao_head_weights hw;
+    ao_model_bind_root(s, flat, &iw, &hw);
     init_uniform_fan_in(c, iw.dense_w, d * is.dense_in, is.dense_in);
     init_uniform_fan_in(c, iw.dense_b, d, is.dense_in);
     init_normal(c, iw.table, (size_t)s->vocab * s->emb_dim); /* nn.Embedding */
     init_uniform_fan_in(c, iw.sparse_w, d * s->emb_dim, s->emb_dim);
     init_uniform_fan_in(c, iw.sparse_b, d, s->emb_dim);
-
-    ao_head_shape hs = ao_model_head_shape(s);
-    ao_head_weights hw;
-    ao_head_weights_bind(&hw, flat + ao_model_root_head_offset(s), &hs);
     init_const(c, hw.ln_w, d, 1.0f);
     init_const(c, hw.ln_b, d, 0.0f);
     init_uniform_fan_in(c, hw.fc1_w, (size_t)hs.hidden * d, s->dim);

@@ -89,4 +89,9 @@ ao_head_shape ao_model_head_shape(const ao_model_shape *shape);
  * follow (ao_head_weights_bind). */
 size_t ao_model_root_head_offset(const ao_model_shape *shape);
 
+/* Views of the root unit's flat buffer: its input stage and its head. (The
+ * ops_ref weight views are non-const; the forward passes only read them.) */
+void ao_model_bind_root(const ao_model_shape *shape, float *flat, ao_input_weights *iw,
+                        ao_head_weights *hw);
+
 #endif

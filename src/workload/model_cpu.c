@@ -36,16 +36,6 @@ static ao_dropout_cfg dropout_of(const ao_model *m, const pass_args *a)
     return c;
 }
 
-/* The ops_ref weight views are non-const; the forward passes only read them. */
-static void bind_root(const ao_model_shape *s, float *flat, ao_input_weights *iw,
-                      ao_head_weights *hw)
-{
-    ao_input_shape is = ao_model_input_shape(s);
-    ao_head_shape hs = ao_model_head_shape(s);
-    ao_input_weights_bind(iw, flat, &is);
-    ao_head_weights_bind(hw, flat + ao_model_root_head_offset(s), &hs);
-}
-
 static void run_pass(void *arg)
 {
     const pass_args *a = arg;
@@ -63,7 +53,7 @@ static void run_pass(void *arg)
 
     switch ((enum pass)a->pass) {
     case FWD_INPUT:
-        bind_root(s, (float *)a->params, &iw, &hw);
+        ao_model_bind_root(s, (float *)a->params, &iw, &hw);
         ao_input_forward(c->x[0], c->pooled, a->b.dense, a->b.ids, &iw, &is);
         break;
     case FWD_LAYER:
@@ -72,13 +62,13 @@ static void run_pass(void *arg)
                            &es, &drop);
         break;
     case FWD_HEAD:
-        bind_root(s, (float *)a->params, &iw, &hw);
+        ao_model_bind_root(s, (float *)a->params, &iw, &hw);
         ao_head_forward(c->z, &c->head_saved, c->x[L], &hw, &hs);
         a->loss[0] = (float)ao_bce_loss(c->z, a->b.target, a->b.weight, N, a->normalizer);
         break;
     case BWD_HEAD:
-        bind_root(s, (float *)a->params, &iw, &hw);
-        bind_root(s, a->grad, &ig, &hg);
+        ao_model_bind_root(s, (float *)a->params, &iw, &hw);
+        ao_model_bind_root(s, a->grad, &ig, &hg);
         ao_bce_loss_backward(c->dz, c->z, a->b.target, a->b.weight, N, a->normalizer);
         ao_head_backward(c->dx[L % 2], &hg, c->dz, c->x[L], &hw, &c->head_saved, &hs, c->scratch);
         break;
@@ -89,8 +79,8 @@ static void run_pass(void *arg)
                             &ew, &c->layer_saved[a->layer - 1], &es, &drop, c->scratch);
         break;
     case BWD_INPUT:
-        bind_root(s, (float *)a->params, &iw, &hw);
-        bind_root(s, a->grad, &ig, &hg);
+        ao_model_bind_root(s, (float *)a->params, &iw, &hw);
+        ao_model_bind_root(s, a->grad, &ig, &hg);
         ao_input_backward(&ig, c->dx[0], a->b.dense, a->b.ids, c->pooled, &iw, &is, c->scratch);
         break;
     }

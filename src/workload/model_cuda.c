@@ -354,6 +354,20 @@ static ao_cuda_dropout_key dropout_key(const ao_model *m, int layer, int64_t ste
     return k;
 }
 
+/* The keys of an encoder layer's four dropout sites in one micro-batch. */
+typedef struct {
+    ao_cuda_dropout_key probs, attn, hidden, ffn;
+} layer_keys;
+
+static layer_keys layer_keys_of(const ao_model *m, int layer, int64_t step, const ao_batch *b)
+{
+    layer_keys k = {dropout_key(m, layer, step, b, AO_DROP_ATTN_PROBS),
+                    dropout_key(m, layer, step, b, AO_DROP_ATTN_OUT),
+                    dropout_key(m, layer, step, b, AO_DROP_FFN_HIDDEN),
+                    dropout_key(m, layer, step, b, AO_DROP_FFN_OUT)};
+    return k;
+}
+
 static void dropout(ao_stream *s, float *y, const float *x, int batch, size_t per_row,
                     const ao_cuda_dropout_key *k)
 {
@@ -505,17 +519,14 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
     const int N = sh->batch * sh->seq, d = sh->dim, ff = sh->ff;
     const size_t nd = (size_t)N * d, nff = (size_t)N * ff;
     const size_t tok_d = (size_t)sh->seq * d, tok_ff = (size_t)sh->seq * ff;
-    const ao_cuda_dropout_key k_probs = dropout_key(m, layer, step, b, AO_DROP_ATTN_PROBS);
-    const ao_cuda_dropout_key k_attn = dropout_key(m, layer, step, b, AO_DROP_ATTN_OUT);
-    const ao_cuda_dropout_key k_hidden = dropout_key(m, layer, step, b, AO_DROP_FFN_HIDDEN);
-    const ao_cuda_dropout_key k_ffn = dropout_key(m, layer, step, b, AO_DROP_FFN_OUT);
+    const layer_keys k = layer_keys_of(m, layer, step, b);
     cudaStream_t cs = ao_cuda_stream(s);
 
-    attn_forward(m, s, sv->r1, &sv->attn, x, &w->attn, &k_probs);
+    attn_forward(m, s, sv->r1, &sv->attn, x, &w->attn, &k.probs);
     /* each branch's dropout and its residual add in one pass; each
      * LayerNorm writes its output's 16-bit copy too (the next GEMM's operand) */
     KCHECK(
-        ao_cuda_dropout_residual(sv->r1, NULL, AO_F32, sv->r1, x, sh->batch, tok_d, &k_attn, cs));
+        ao_cuda_dropout_residual(sv->r1, NULL, AO_F32, sv->r1, x, sh->batch, tok_d, &k.attn, cs));
     KCHECK(ao_cuda_layernorm_forward(sv->x1, twin_or_null(cm, sv->x1), cm->half, sv->ln1_mean,
                                      sv->ln1_rstd, sv->r1, w->ln1_w, w->ln1_b, N, d, cs));
     const int mark = cm->nprepared;
@@ -525,14 +536,14 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
      * the GEMM operand (its twin), which this layer's backward reuses */
     if (cm->half != AO_F32) {
         KCHECK(ao_cuda_gelu_dropout(twin_of(cm, sv->a), cm->half, sv->h, sh->batch, tok_ff,
-                                    &k_hidden, cs));
+                                    &k.hidden, cs));
         mark_current(cm, s, sv->a, nff, 0);
     } else {
-        KCHECK(ao_cuda_gelu_dropout(sv->a, AO_F32, sv->h, sh->batch, tok_ff, &k_hidden, cs));
+        KCHECK(ao_cuda_gelu_dropout(sv->a, AO_F32, sv->h, sh->batch, tok_ff, &k.hidden, cs));
     }
     linear_forward(m, s, sv->r2, sv->a, w->lin2_w, w->lin2_b, N, ff, d);
     cm->nprepared = mark;
-    KCHECK(ao_cuda_dropout_residual(sv->r2, NULL, AO_F32, sv->r2, sv->x1, sh->batch, tok_d, &k_ffn,
+    KCHECK(ao_cuda_dropout_residual(sv->r2, NULL, AO_F32, sv->r2, sv->x1, sh->batch, tok_d, &k.ffn,
                                     cs));
     KCHECK(ao_cuda_layernorm_forward(y, twin_or_null(cm, y), cm->half, sv->ln2_mean, sv->ln2_rstd,
                                      sv->r2, w->ln2_w, w->ln2_b, N, d, cs));
@@ -557,10 +568,7 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     const int N = sh->batch * sh->seq, d = sh->dim, ff = sh->ff;
     const size_t nd = (size_t)N * d, nff = (size_t)N * ff;
     const size_t tok_d = (size_t)sh->seq * d, tok_ff = (size_t)sh->seq * ff;
-    const ao_cuda_dropout_key k_probs = dropout_key(m, layer, step, b, AO_DROP_ATTN_PROBS);
-    const ao_cuda_dropout_key k_attn = dropout_key(m, layer, step, b, AO_DROP_ATTN_OUT);
-    const ao_cuda_dropout_key k_hidden = dropout_key(m, layer, step, b, AO_DROP_FFN_HIDDEN);
-    const ao_cuda_dropout_key k_ffn = dropout_key(m, layer, step, b, AO_DROP_FFN_OUT);
+    const layer_keys k = layer_keys_of(m, layer, step, b);
     cudaStream_t cs = ao_cuda_stream(s);
     float *dr = scratch;       /* [N, d]: dr2, later dr1 */
     float *dbranch = dr + nd;  /* [N, d]: gradient entering a residual branch */
@@ -571,18 +579,18 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     KCHECK(ao_cuda_layernorm_backward(dr, g->ln2_w, g->ln2_b, dy, sv->r2, sv->ln2_mean,
                                       sv->ln2_rstd, w->ln2_w, N, d, cs));
     /* FFN branch: its gradient in fp32 (the bias gradient) and 16 bits (the
-     * GEMMs) from one pass */
-    const int mark_branch = cm->nprepared;
+     * GEMMs) from one pass; each 16-bit copy stays current until its GEMMs
+     * are enqueued */
+    const int mark = cm->nprepared;
     KCHECK(ao_cuda_dropout_residual(dbranch, twin_or_null(cm, dbranch), cm->half, dr, NULL,
-                                    sh->batch, tok_d, &k_ffn, cs));
+                                    sh->batch, tok_d, &k.ffn, cs));
     mark_current(cm, s, dbranch, nd, 0);
     linear_backward(m, s, da, g->lin2_w, g->lin2_b, dbranch, sv->a, w->lin2_w, N, ff, d);
-    cm->nprepared = mark_branch;
+    cm->nprepared = mark;
     /* dropout and GELU backward in one pass, writing da's 16-bit copy too
      * (both lin1 GEMMs read it; the bias gradient reads the fp32 da) */
-    const int mark = cm->nprepared;
-    KCHECK(ao_cuda_dropout_gelu_backward(da, cm->half != AO_F32 ? twin_of(cm, da) : NULL, cm->half,
-                                         da, sv->h, sh->batch, tok_ff, &k_hidden, cs));
+    KCHECK(ao_cuda_dropout_gelu_backward(da, twin_or_null(cm, da), cm->half, da, sv->h, sh->batch,
+                                         tok_ff, &k.hidden, cs));
     mark_current(cm, s, da, nff, 0);
     linear_backward(m, s, dx1, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff);
     cm->nprepared = mark;
@@ -592,24 +600,14 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
                                       sv->ln1_rstd, w->ln1_w, N, d, cs));
     /* attention branch */
     KCHECK(ao_cuda_dropout_residual(dbranch, twin_or_null(cm, dbranch), cm->half, dr, NULL,
-                                    sh->batch, tok_d, &k_attn, cs));
+                                    sh->batch, tok_d, &k.attn, cs));
     mark_current(cm, s, dbranch, nd, 0);
-    attn_backward(m, s, dx, &g->attn, dbranch, x, &w->attn, &sv->attn, &k_probs, attn_scratch);
-    cm->nprepared = mark_branch;
+    attn_backward(m, s, dx, &g->attn, dbranch, x, &w->attn, &sv->attn, &k.probs, attn_scratch);
+    cm->nprepared = mark;
     KCHECK(ao_cuda_add(dx, dx, dr, nd, cs)); /* the residual around attention */
 }
 
 /* ---- binding ------------------------------------------------------------------------- */
-
-/* The ops_ref weight views are non-const; the forward passes only read them. */
-static void bind_root(const ao_model_shape *s, float *flat, ao_input_weights *iw,
-                      ao_head_weights *hw)
-{
-    ao_input_shape is = ao_model_input_shape(s);
-    ao_head_shape hs = ao_model_head_shape(s);
-    ao_input_weights_bind(iw, flat, &is);
-    ao_head_weights_bind(hw, flat + ao_model_root_head_offset(s), &hs);
-}
 
 /* The weight matrices each pass multiplies, staged in 16 bits at its start:
  * an encoder layer's whole unit (its matrices and the small vectors between
@@ -702,7 +700,7 @@ static void cuda_forward_input(ao_model *m, ao_stream *s, const float *root, con
     const ao_input_shape is = ao_model_input_shape(&m->shape);
     ao_input_weights iw;
     ao_head_weights hw;
-    bind_root(&m->shape, (float *)root, &iw, &hw);
+    ao_model_bind_root(&m->shape, (float *)root, &iw, &hw);
     stage_input(c, s, &is, &iw, 1);
     cudaStream_t cs = ao_cuda_stream(s);
     /* ao_input_forward: dense projection, pooled embeddings, sparse projection */
@@ -737,7 +735,7 @@ static void cuda_forward_head(ao_model *m, ao_stream *s, const float *root, cons
     const ao_head_saved *sv = &c->a.head_saved;
     ao_input_weights iw;
     ao_head_weights hw;
-    bind_root(&m->shape, (float *)root, &iw, &hw);
+    ao_model_bind_root(&m->shape, (float *)root, &iw, &hw);
     stage_head(c, s, &hs, &hw);
     cudaStream_t cs = ao_cuda_stream(s);
     /* ao_head_forward, then the loss */
@@ -760,8 +758,8 @@ static void cuda_backward_head(ao_model *m, ao_stream *s, const float *root, flo
     const ao_head_saved *sv = &c->a.head_saved;
     ao_input_weights iw, ig;
     ao_head_weights hw, hg;
-    bind_root(&m->shape, (float *)root, &iw, &hw);
-    bind_root(&m->shape, root_grad, &ig, &hg);
+    ao_model_bind_root(&m->shape, (float *)root, &iw, &hw);
+    ao_model_bind_root(&m->shape, root_grad, &ig, &hg);
     stage_head(c, s, &hs, &hw);
     cudaStream_t cs = ao_cuda_stream(s);
     float *dact = c->a.scratch, *dln = c->a.scratch + (size_t)hs.n * hs.hidden;
@@ -805,8 +803,8 @@ static void cuda_backward_input(ao_model *m, ao_stream *s, const float *root, fl
     const ao_input_shape is = ao_model_input_shape(&m->shape);
     ao_input_weights iw, ig;
     ao_head_weights hw, hg;
-    bind_root(&m->shape, (float *)root, &iw, &hw);
-    bind_root(&m->shape, root_grad, &ig, &hg);
+    ao_model_bind_root(&m->shape, (float *)root, &iw, &hw);
+    ao_model_bind_root(&m->shape, root_grad, &ig, &hg);
     stage_input(c, s, &is, &iw, 0); /* dense_w's input gradient is not computed */
     float *dpooled = c->a.scratch;
     /* ao_input_backward */
@@ -898,7 +896,7 @@ int ao_model_cuda_fp32_parts(const ao_model *m, int unit, const float *params, s
         const ao_head_shape hs = ao_model_head_shape(sh);
         ao_input_weights iw;
         ao_head_weights hw;
-        bind_root(sh, (float *)params, &iw, &hw);
+        ao_model_bind_root(sh, (float *)params, &iw, &hw);
         w[0] = (weight_range){iw.dense_w, (size_t)is.dim * is.dense_in};
         w[1] = (weight_range){iw.sparse_w, (size_t)is.dim * is.emb_dim};
         w[2] = (weight_range){hw.fc1_w, (size_t)hs.hidden * hs.dim};

@@ -201,31 +201,24 @@ int main(void)
         }
         for (int ta = 0; ta < 2; ta++) {
             for (int tb = 0; tb < 2; tb++) {
-                struct gemm_case odd = {ta,
-                                        tb,
-                                        127,
-                                        65,
-                                        33,
-                                        1,
-                                        types[t].ab,
-                                        types[t].c,
-                                        types[t].mode,
-                                        1.0f,
-                                        0.0f,
-                                        1,
-                                        0,
-                                        types[t].tol,
-                                        0,
-                                        0};
+                const struct gemm_case base = {.ta = ta,
+                                               .tb = tb,
+                                               .batch = 1,
+                                               .ab = types[t].ab,
+                                               .c = types[t].c,
+                                               .mode = types[t].mode,
+                                               .alpha = 1.0f,
+                                               .chunks = 1,
+                                               .tol = types[t].tol};
+                struct gemm_case odd = base;
+                odd.m = 127, odd.n = 65, odd.k = 33;
                 run_case(dev, s, &odd);
-                struct gemm_case big = {ta,    tb,          256,        192,           512,
-                                        1,     types[t].ab, types[t].c, types[t].mode, 0.5f,
-                                        0.75f, 1,           0,          types[t].tol,  0,
-                                        0};
+                struct gemm_case big = base;
+                big.m = 256, big.n = 192, big.k = 512, big.alpha = 0.5f, big.beta = 0.75f;
                 run_case(dev, s, &big);
-                struct gemm_case batched = {
-                    ta,   tb, 64, 48,           40, 3, types[t].ab, types[t].c, types[t].mode, 1.0f,
-                    1.0f, 1,  0,  types[t].tol, 0,  0};
+                struct gemm_case batched = base;
+                batched.m = 64, batched.n = 48, batched.k = 40, batched.batch = 3;
+                batched.beta = 1.0f;
                 run_case(dev, s, &batched);
                 /* attention's shape of batch: heads within samples, once in
                  * one launch and once chunked (a launch per group) */
@@ -235,22 +228,9 @@ int main(void)
                 two.chunks = 2;
                 run_case(dev, s, &two);
                 /* 127 rows in 3 launches (43 + 42 + 42), each on 32 SMs */
-                struct gemm_case chunked = {ta,
-                                            tb,
-                                            127,
-                                            65,
-                                            33,
-                                            2,
-                                            types[t].ab,
-                                            types[t].c,
-                                            types[t].mode,
-                                            1.0f,
-                                            0.5f,
-                                            3,
-                                            32,
-                                            types[t].tol,
-                                            0,
-                                            0};
+                struct gemm_case chunked = odd;
+                chunked.batch = 2, chunked.beta = 0.5f, chunked.chunks = 3;
+                chunked.sm_target = 32;
                 run_case(dev, s, &chunked);
                 if (types[t].c == AO_F32) { /* the model's linear layers */
                     odd.bias = chunked.bias = big.bias = 1;
@@ -263,8 +243,16 @@ int main(void)
         }
     }
     /* The same shape again: served from the algorithm cache, fresh data. */
-    struct gemm_case again = {0,    0,    127, 65, 33,   1, AO_F32, AO_F32, AO_COMPUTE_DEFAULT,
-                              1.0f, 0.0f, 1,   0,  1e-5, 0, 0};
+    struct gemm_case again = {.m = 127,
+                              .n = 65,
+                              .k = 33,
+                              .batch = 1,
+                              .ab = AO_F32,
+                              .c = AO_F32,
+                              .mode = AO_COMPUTE_DEFAULT,
+                              .alpha = 1.0f,
+                              .chunks = 1,
+                              .tol = 1e-5};
     run_case(dev, s, &again);
 
     ao_stream_destroy(s);
