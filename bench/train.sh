@@ -5,7 +5,8 @@
 # overlap ratio, exposed comm, idle, and the decomposition when baselines ran).
 #   train.tsv            the table printed last
 #   train/NAME.log       each run's stdout (rank 0) and summary.json
-# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace | single | hold (default smoke)
+# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace | single | hold | host
+#   (default smoke)
 #   env: AORTA=path/to/aorta (default build-device/aorta); OUT=dir (default ./out);
 #        NPROC=ranks (default every visible GPU); STEPS=steps per run (default per matrix);
 #        EXTRA="key=value ..." overrides added to every run, SUFFIX appended to its name
@@ -133,12 +134,29 @@ trace)
         r=${c}_trace$suffix
         if [ -d "$runs_dir/$r" ]; then
             python3 "$(dirname "$0")/kernel_check.py" "$runs_dir/$r" 40 | tee "$out/train/${r}_kernels.txt"
+            python3 "$(dirname "$0")/overlap_gaps.py" "$runs_dir/$r" 25 | tee "$out/train/${r}_gaps.txt"
             cp "$runs_dir/$r/trace.json" "$out/train/$r.trace.json" 2>/dev/null || true
+            cp "$runs_dir/$r/rank_00_metrics.jsonl" "$out/train/$r.rank_00_metrics.jsonl" 2>/dev/null || true
         fi
     done
     ;;
+host)
+    # Where the host thread's time goes on the host-bound default config, and
+    # what timing costs it: bench/api_cost's per-call prices, then each run
+    # with timing on and off, the timed one sampled by bench/hostprof
+    # (train/hostprof/NAME.<pid>; bench/hostprof/report.py reads them).
+    bin=$(dirname "$aorta")/bench
+    "$bin/api_cost" --backend cuda --json "$out/train/api_cost.json" | tee "$out/train/api_cost.txt"
+    mkdir -p "$out/train/hostprof"
+    for np in 1 "$nproc"; do
+        HOSTPROF_OUT="$out/train/hostprof/default_x${np}" LD_PRELOAD="$bin/libhostprof.so" \
+            one "default_x${np}" "$d" "$np" "${STEPS:-200}" dataset.placement=device
+        one "default_x${np}_notiming" "$d" "$np" "${STEPS:-200}" dataset.placement=device \
+            profiling.timing=false
+    done
+    ;;
 *)
-    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling, trace, single)" >&2
+    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling, trace, single, hold, host)" >&2
     exit 2
     ;;
 esac

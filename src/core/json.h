@@ -71,6 +71,9 @@ yajl_gen ao_json_gen_new(int pretty);
 /* The shortest "%.{15,16,17}g" that strtod reads back bit-exact; null for
  * NAN and ±inf (JSON has no such numbers). */
 yajl_gen_status ao_json_gen_double(yajl_gen g, double d);
+/* That text for a finite d, into buf; returns its length. */
+enum { AO_JSON_DOUBLE_MAX = 32 };
+int ao_json_format_double(double d, char buf[AO_JSON_DOUBLE_MAX]);
 yajl_gen_status ao_json_gen_u64(yajl_gen g, uint64_t v);
 /* A C string (NULL writes null). */
 yajl_gen_status ao_json_gen_str(yajl_gen g, const char *s);

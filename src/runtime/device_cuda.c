@@ -761,6 +761,12 @@ static struct gemm_plan *find_plan(ao_device *dev, const struct gemm_key *key, i
     }
     dev->plans[dev->nplans] = p;
     dev->nplans++;
+    if (ao_log_level() <= AO_LEVEL_DEBUG) {
+        char shape[256];
+        ao_debug("cuBLASLt plan %d: %s align %d/%d/%d bias %d pointers %d%s", dev->nplans,
+                 gemm_shape_text(key, shape, sizeof shape), key->align_a, key->align_b,
+                 key->align_c, key->bias, key->pointers, p.none ? " (none)" : "");
+    }
     return p.none ? NULL : &dev->plans[dev->nplans - 1];
 }
 

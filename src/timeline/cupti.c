@@ -50,11 +50,13 @@ int ao_cupti_lane(ao_cupti_lanes *l, uint32_t stream_id)
     return l->n++;
 }
 
-void ao_cupti_record_to_op(const ao_cupti_record *r, uint64_t anchor_ns, int lane, ao_op *op)
+void ao_cupti_record_to_op(const ao_cupti_record *r, uint64_t anchor_ns, int lane, int on_compute,
+                           ao_op *op)
 {
     ao_coll_kind kind = AO_KIND_NONE;
-    ao_op_class cls =
-        r->kind == AO_CUPTI_KERNEL ? ao_cupti_classify(r->name, &kind) : AO_CLASS_COPY;
+    ao_op_class cls = r->kind == AO_CUPTI_KERNEL ? ao_cupti_classify(r->name, &kind)
+                      : on_compute               ? AO_CLASS_COMPUTE
+                                                 : AO_CLASS_COPY;
     /* signed differences: an activity may precede the anchor */
     op->start_us = (double)(int64_t)(r->start_ns - anchor_ns) / 1000.0;
     op->end_us = (double)(int64_t)(r->end_ns - anchor_ns) / 1000.0;
@@ -88,7 +90,9 @@ size_t ao_cupti_split(ao_cupti_record *recs, size_t *n, uint64_t t0, uint64_t t1
             *cap = *cap ? 2 * *cap : 256;
             *ops = ao_realloc(*ops, *cap * sizeof **ops);
         }
-        ao_cupti_record_to_op(r, anchor_ns, ao_cupti_lane(lanes, r->stream_id), &(*ops)[nops++]);
+        const int on_compute = lanes->compute_known && r->stream_id == lanes->compute_stream;
+        ao_cupti_record_to_op(r, anchor_ns, ao_cupti_lane(lanes, r->stream_id), on_compute,
+                              &(*ops)[nops++]);
     }
     *n = kept;
     if (nops) qsort(*ops, nops, sizeof **ops, by_start);
@@ -112,13 +116,20 @@ void ao_cupti_set_anchor(ao_cupti *c, uint64_t anchor_ns)
     (void)c;
     (void)anchor_ns;
 }
-int ao_cupti_marker(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint64_t *end_ns)
+int ao_cupti_marker(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint64_t *end_ns,
+                    uint32_t *stream_id)
 {
     (void)c;
     (void)name_part;
     (void)start_ns;
     (void)end_ns;
+    (void)stream_id;
     return 0;
+}
+void ao_cupti_set_compute_stream(ao_cupti *c, uint32_t stream_id)
+{
+    (void)c;
+    (void)stream_id;
 }
 size_t ao_cupti_take(ao_cupti *c, uint64_t t0_ns, uint64_t t1_ns, ao_op **ops)
 {

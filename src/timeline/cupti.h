@@ -24,8 +24,15 @@
  *
  * Classes: kernels whose name starts with ncclDevKernel or ncclKernel
  * (mangled or not) are communication, with the collective read from the name;
- * memcpy and memset are copies; everything else is compute. A kernel's lane
- * (ao_op.stream) numbers the CUDA streams in the order they first appear. */
+ * memcpy and memset are copies, except on the compute stream, where they are
+ * compute; everything else is compute. The exception is what makes the two
+ * views comparable: every activity on the compute stream between a compute
+ * op's events is that op's (cuBLASLt zeroes its split-K counters with a
+ * 4-byte memset inside a GEMM, ~1 per large GEMM, 3-12 µs each on an H200),
+ * while copies and memsets on other streams are issued outside any
+ * collective's event pair (the engine zeroing a gradient buffer after its
+ * reduction) and stay copies. A kernel's lane (ao_op.stream) numbers the CUDA
+ * streams in the order they first appear. */
 #ifndef AORTA_TIMELINE_CUPTI_H
 #define AORTA_TIMELINE_CUPTI_H
 
@@ -45,10 +52,14 @@ uint64_t ao_cupti_now_ns(ao_cupti *c);
 void ao_cupti_set_anchor(ao_cupti *c, uint64_t anchor_ns);
 /* The latest kernel whose name contains `name_part` that CUPTI recorded,
  * after a forced flush (the device must be idle): its start and end (CUPTI
- * clock); returns 0 when there is none; the record is consumed. A marker
- * kernel bracketed by an event pair, like any timed op, ties the two clocks
- * together (train_profile.c). */
-int ao_cupti_marker(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint64_t *end_ns);
+ * clock) and its stream; returns 0 when there is none; the record is
+ * consumed. A marker kernel bracketed by an event pair, like any timed op,
+ * ties the two clocks together (train_profile.c); run on the compute stream,
+ * it also names that stream (ao_cupti_set_compute_stream). */
+int ao_cupti_marker(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint64_t *end_ns,
+                    uint32_t *stream_id);
+/* CUPTI's id of the compute stream: its memcpys and memsets are compute. */
+void ao_cupti_set_compute_stream(ao_cupti *c, uint32_t stream_id);
 /* Flush CUPTI and hand out the activities that started in [t0_ns, t1_ns)
  * (opened 50 µs early, for the clocks' residual disagreement)
  * (the device must be idle: synchronize it first, or records of work still
@@ -86,11 +97,15 @@ ao_op_class ao_cupti_classify(const char *kernel_name, ao_coll_kind *kind);
 typedef struct ao_cupti_lanes {
     uint32_t stream_ids[AO_CUPTI_MAX_LANES];
     int n;
+    int compute_known; /* compute_stream is set */
+    uint32_t compute_stream;
 } ao_cupti_lanes;
 int ao_cupti_lane(ao_cupti_lanes *l, uint32_t stream_id);
 
-/* The record as an op relative to anchor_ns, on lane `lane`. */
-void ao_cupti_record_to_op(const ao_cupti_record *r, uint64_t anchor_ns, int lane, ao_op *op);
+/* The record as an op relative to anchor_ns, on lane `lane`; on_compute: it
+ * ran on the compute stream. */
+void ao_cupti_record_to_op(const ao_cupti_record *r, uint64_t anchor_ns, int lane, int on_compute,
+                           ao_op *op);
 
 /* Keep the records that start in [t0, t1): the ones before t0 are dropped,
  * the ones at or after t1 move to the front of recs (their order kept), and

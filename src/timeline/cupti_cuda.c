@@ -275,7 +275,17 @@ void ao_cupti_set_anchor(ao_cupti *c, uint64_t anchor_ns)
     if (c) c->anchor_ns = anchor_ns;
 }
 
-int ao_cupti_marker(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint64_t *end_ns)
+void ao_cupti_set_compute_stream(ao_cupti *c, uint32_t stream_id)
+{
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    c->lanes.compute_known = 1;
+    c->lanes.compute_stream = stream_id;
+    pthread_mutex_unlock(&c->mu);
+}
+
+int ao_cupti_marker(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint64_t *end_ns,
+                    uint32_t *stream_id)
 {
     if (!c) return 0;
     c->f.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -289,6 +299,7 @@ int ao_cupti_marker(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint
         if (found && r->start_ns <= *start_ns) continue;
         *start_ns = r->start_ns;
         *end_ns = r->end_ns;
+        *stream_id = r->stream_id;
         at = i;
         found = 1;
     }

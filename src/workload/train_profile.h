@@ -40,8 +40,9 @@ typedef struct ao_train_profile ao_train_profile;
  * once and the run goes on without it. Always returns a handle. */
 ao_train_profile *ao_train_profile_start(const struct ao_config *cfg, ao_device *dev,
                                          const ao_device_info *info, int rank, int world_size);
-/* Right after ao_timeline_anchor(tl, s): the host and CUPTI clocks of the
- * anchor (with CUPTI, waits for s so that the anchor has completed). */
+/* Right after ao_timeline_anchor(tl, s), s the compute stream: the host and
+ * CUPTI clocks of the anchor (with CUPTI, waits for s so that the anchor has
+ * completed), and CUPTI's id of the compute stream (cupti.h: classes). */
 void ao_train_profile_anchored(ao_train_profile *p, const ao_timeline *tl, ao_stream *s);
 /* Opens or closes the capture range when iteration `iter` enters or leaves
  * an active window. */

@@ -290,6 +290,54 @@ static void test_json_doubles(void **state)
     yajl_gen_free(g);
 }
 
+/* The fast 15-digit path gives exactly the text of the printf search it
+ * replaces, on random bit patterns and on the kinds of numbers records hold
+ * (times from float event readings, counts, decimals, ratios). */
+static int printf_search(double d, char *buf)
+{
+    int n = 0;
+    for (int prec = 15; prec <= 17; prec++) {
+        n = snprintf(buf, AO_JSON_DOUBLE_MAX, "%.*g", prec, d);
+        if (strtod(buf, NULL) == d) break;
+    }
+    return n;
+}
+
+static void test_json_double_text(void **state)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    char want[AO_JSON_DOUBLE_MAX], got[AO_JSON_DOUBLE_MAX];
+    for (int i = 0; i < 400000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double d;
+        switch (i % 6) {
+        case 0: /* any finite bit pattern */
+            memcpy(&d, &x, sizeof d);
+            if (!isfinite(d)) continue;
+            break;
+        case 1: /* µs from a float ms reading */
+            d = 1000.0 * (double)(float)((double)(x % 100000000) * 1e-6);
+            break;
+        case 2: /* a short decimal, anywhere from 1e-12 to 1e40 */
+            d = (double)(long long)(x % 100000) * pow(10.0, (double)((int)(x >> 40) % 53 - 24));
+            break;
+        case 3: /* an integer */
+            d = (double)(long long)(x >> (x % 50));
+            break;
+        case 4: /* a ratio */
+            d = (double)(x % 1000003) / (double)(1 + (x >> 32) % 999983);
+            break;
+        default: /* at a power of two, where the gap below is half the gap above */
+            d = ldexp(1.0, (int)(x % 90) - 40);
+            if (x & 2) d = nextafter(d, (x & 4) ? 0.0 : INFINITY);
+            break;
+        }
+        if (x & 1) d = -d;
+        int nw = printf_search(d, want), ng = ao_json_format_double(d, got);
+        if (nw != ng || strcmp(want, got) != 0) fail_msg("%a: printf %s, fast %s", d, want, got);
+    }
+}
+
 /* ---- run.json --------------------------------------------------------------------- */
 
 static void test_env_filter(void **state)
@@ -900,6 +948,7 @@ int main(void)
         cmocka_unit_test(test_env_filter),
         cmocka_unit_test_setup_teardown(test_run_json, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_records_round_trip, setup, teardown),
+        cmocka_unit_test(test_json_double_text),
         cmocka_unit_test_setup_teardown(test_ops_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extra_hook, setup, teardown),
         cmocka_unit_test_setup_teardown(test_never_appends, setup, teardown),

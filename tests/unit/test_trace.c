@@ -394,7 +394,7 @@ static void test_cupti_records_to_ops(void **state)
     ao_cupti_record k = {
         AO_CUPTI_KERNEL, anchor + 1500, anchor + 4000, 7, 0, "ncclDevKernel_AllReduce_RING_LL"};
     ao_op op;
-    ao_cupti_record_to_op(&k, anchor, 3, &op);
+    ao_cupti_record_to_op(&k, anchor, 3, 0, &op);
     assert_true(op.start_us == 1.5 && op.end_us == 4.0);
     assert_int_equal(op.cls, AO_CLASS_COMM);
     assert_int_equal(op.kind, AO_KIND_ALLREDUCE);
@@ -403,7 +403,7 @@ static void test_cupti_records_to_ops(void **state)
     assert_string_equal(op.name, "ncclDevKernel_AllReduce_RING_LL");
 
     ao_cupti_record m = {AO_CUPTI_MEMCPY, anchor - 2000, anchor - 3000, 9, 1 << 20, "memcpy HtoD"};
-    ao_cupti_record_to_op(&m, anchor, 0, &op);
+    ao_cupti_record_to_op(&m, anchor, 0, 0, &op);
     assert_true(op.start_us == -2.0);      /* before the anchor: negative, not wrapped */
     assert_true(op.end_us == op.start_us); /* a reversed record is clamped */
     assert_int_equal(op.cls, AO_CLASS_COPY);
@@ -411,8 +411,16 @@ static void test_cupti_records_to_ops(void **state)
     assert_int_equal(op.bytes, 1 << 20);
 
     ao_cupti_record s = {AO_CUPTI_MEMSET, anchor, anchor + 10, 9, 64, "memset"};
-    ao_cupti_record_to_op(&s, anchor, 0, &op);
+    ao_cupti_record_to_op(&s, anchor, 0, 0, &op);
     assert_int_equal(op.cls, AO_CLASS_COPY);
+    /* on the compute stream, a memset or copy belongs to the compute op
+     * around it; a kernel keeps the class of its name */
+    ao_cupti_record_to_op(&s, anchor, 0, 1, &op);
+    assert_int_equal(op.cls, AO_CLASS_COMPUTE);
+    ao_cupti_record_to_op(&m, anchor, 0, 1, &op);
+    assert_int_equal(op.cls, AO_CLASS_COMPUTE);
+    ao_cupti_record_to_op(&k, anchor, 0, 1, &op);
+    assert_int_equal(op.cls, AO_CLASS_COMM);
 
     /* windows: before t0 dropped, in [t0,t1) taken in start order with lanes
      * by first appearance, at or after t1 kept in order */
@@ -444,6 +452,21 @@ static void test_cupti_records_to_ops(void **state)
     assert_int_equal(ops[0].stream, 2); /* stream 33: a new lane */
     assert_int_equal(ops[1].stream, 1);
     assert_int_equal(n, 0);
+    free(ops);
+    ops = NULL;
+    cap = 0;
+
+    /* with the compute stream known, its memset is compute */
+    ao_cupti_record more[] = {
+        {AO_CUPTI_MEMSET, 1100, 1110, 22, 4, "memset"},
+        {AO_CUPTI_MEMSET, 1120, 1130, 33, 4, "memset"},
+    };
+    n = 2;
+    ao_cupti_lanes known = {.n = 0, .compute_known = 1, .compute_stream = 22};
+    got = ao_cupti_split(more, &n, 1000, 2000, 1000, &known, &ops, &cap);
+    assert_int_equal(got, 2);
+    assert_int_equal(ops[0].cls, AO_CLASS_COMPUTE);
+    assert_int_equal(ops[1].cls, AO_CLASS_COPY);
     free(ops);
 
     ao_cupti_lanes many = {.n = 0};
