@@ -611,18 +611,27 @@ static int try_gather(ao_engine *e, int u, int do_comm)
     return 1;
 }
 
-/* The unit's parameters, full and fp32, for the compute stream: gathered
- * (unless prefetched) and, when gathered in a 16-bit param_dtype, cast. */
-static void need_gather(ao_engine *e, int u, int do_comm, int do_compute)
+/* The unit's parameters on the compute stream: gathered (unless prefetched)
+ * and waited for. Before the op that uses them begins, so that the wait is not
+ * in its event pair. */
+static void need_gather(ao_engine *e, int u, int do_comm)
 {
     if (!try_gather(e, u, do_comm))
         ao_fatal(AO_EXIT_FAIL, "engine", "unit %d has no free gathered buffer (schedule error)", u);
-    if (!e->sharded) return;
-    ao_stream_wait_event(e->compute, e->units[u].ag_done);
+    if (e->sharded) ao_stream_wait_event(e->compute, e->units[u].ag_done);
+}
+
+/* Inside the compute op that uses unit u, first thing: a unit gathered in a
+ * 16-bit param_dtype is cast back to fp32 once per gather, only what the
+ * model reads in fp32 (with 16-bit GEMMs the weight matrices are multiplied
+ * in their wire copy). Part of that op, as FSDP's copy-out is part of the
+ * layer: an op of its own would add an event pair and the device's latency
+ * between two ops to every unit, while a collective runs beside it. */
+static void cast_gathered(ao_engine *e, int u)
+{
+    if (!e->sharded || e->gather_type == AO_F32) return;
     gbuf *g = &e->bufs[e->units[u].cur_buf];
-    if (e->gather_type == AO_F32 || !g->fresh || !do_compute) return;
-    /* only what the model reads in fp32: with 16-bit GEMMs, not the weight
-     * matrices (it multiplies the wire copy itself) */
+    if (!g->fresh) return;
     size_t parts[AO_ENGINE_CAST_PARTS][2] = {{0, e->lay.units[u].padded}};
     int nparts = e->backend->fp32_parts
                      ? e->backend->fp32_parts(e->model, u, g->buf, parts, AO_ENGINE_CAST_PARTS)
@@ -630,10 +639,8 @@ static void need_gather(ao_engine *e, int u, int do_comm, int do_compute)
     if (nparts < 0)
         ao_fatal(AO_EXIT_FAIL, "engine", "unit %d has more than %d fp32 parts", u,
                  AO_ENGINE_CAST_PARTS);
-    int op = compute_begin(e, "cast", u);
     e->backend->cast(e->compute, g->buf, AO_F32, g->wire, e->gather_type, (const size_t(*)[2])parts,
                      nparts);
-    ao_timeline_op_end(e->tl, op);
     g->fresh = 0;
 }
 
@@ -749,18 +756,20 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
     int op;
 
     /* forward */
-    need_gather(e, 0, x->do_comm, x->do_compute);
+    need_gather(e, 0, x->do_comm);
     if (fwd_pf && L >= 1) try_gather(e, 1, x->do_comm);
     if (x->do_compute) {
         op = compute_begin(e, "forward", 0);
+        cast_gathered(e, 0);
         ao_model_forward_input(e->model, cs, e->units[0].params, b, x->data_step);
         ao_timeline_op_end(e->tl, op);
     }
     for (int l = 1; l <= L; l++) {
-        need_gather(e, l, x->do_comm, x->do_compute);
+        need_gather(e, l, x->do_comm);
         if (fwd_pf && l < L) try_gather(e, l + 1, x->do_comm);
         if (x->do_compute) {
             op = compute_begin(e, "forward", l);
+            cast_gathered(e, l);
             ao_model_forward_layer(e->model, cs, l, e->units[l].params, b, x->data_step);
             ao_timeline_op_end(e->tl, op);
         }
@@ -785,12 +794,13 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
     }
     if (bp == AO_PREFETCH_BACKWARD_POST && L >= 1) try_gather(e, L, x->do_comm);
     for (int l = L; l >= 1; l--) {
-        need_gather(e, l, x->do_comm, x->do_compute);
+        need_gather(e, l, x->do_comm);
         if (bp == AO_PREFETCH_BACKWARD_PRE && l > 1) try_gather(e, l - 1, x->do_comm);
         int g = e->units[l].group;
         ao_stream_wait_event(cs, e->groups[g].done);
         if (x->do_compute) {
             op = compute_begin(e, "backward", l);
+            cast_gathered(e, l);
             ao_model_backward_layer(e->model, cs, l, e->units[l].params,
                                     e->GFULL + e->lay.units[l].full_offset, b, x->data_step);
             ao_timeline_op_end(e->tl, op);
