@@ -86,7 +86,7 @@ struct ao_stream {
     uint32_t *gate;
     void *gate_dev;
     uint32_t gate_next;
-    int held; /* nesting depth */
+    int held;
 };
 
 struct ao_event {
@@ -402,10 +402,7 @@ static void cuda_stream_release(ao_stream *s);
 static void cuda_stream_destroy(ao_stream *s)
 {
     if (!s) return;
-    if (s->held) { /* a held stream would never drain */
-        s->held = 1;
-        cuda_stream_release(s);
-    }
+    cuda_stream_release(s); /* a held stream would never drain */
     use_device(s->dev);
     AO_CUDA_CHECK(cudaStreamSynchronize(s->s)); /* its GEMMs may still use the workspace */
     if (s->workspace) AO_CUDA_CHECK(cudaFree(s->workspace));
@@ -461,10 +458,7 @@ static void cuda_stream_hold(ao_stream *s)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, find_wait_value32);
-    if (s->held) { /* nested: the outermost release opens the gate */
-        s->held++;
-        return;
-    }
+    if (s->held) ao_fatal(AO_EXIT_FAIL, "stream", "%s held twice", s->name);
     if (!wait_value32 || __atomic_load_n(&hold_broken, __ATOMIC_RELAXED)) return;
     use_device(s->dev);
     if (!s->gate) {
@@ -487,8 +481,9 @@ static void cuda_stream_hold(ao_stream *s)
 
 static void cuda_stream_release(ao_stream *s)
 {
-    if (!s->held || --s->held > 0) return;
+    if (!s->held) return;
     __atomic_store_n(s->gate, s->gate_next, __ATOMIC_RELEASE);
+    s->held = 0;
 }
 #else
 #define cuda_stream_hold NULL

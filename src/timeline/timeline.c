@@ -59,8 +59,6 @@ struct ao_timeline {
     struct slot *delivering; /* inside ao_timeline_collect's callback */
     size_t max_ops;          /* most ops any iteration had */
     size_t nevents;          /* events created, anchor included */
-    int start_queue;         /* ao_timeline_set_start_queue */
-    int holding, queue_left; /* the streams are held until queue_left more ops */
     /* profiling.nvtx: the op ranges open, innermost last (op -1: untimed) */
     int nvtx;
     int step_range_open;
@@ -150,26 +148,6 @@ size_t ao_timeline_event_count(const ao_timeline *t)
     return t->nevents;
 }
 
-void ao_timeline_set_start_queue(ao_timeline *t, int ops)
-{
-    if (t->open)
-        ao_fatal(AO_EXIT_FAIL, "timeline", "the start queue is set between iterations only");
-    t->start_queue = ops > 0 ? ops : 0;
-}
-
-static void hold_streams(ao_timeline *t, int hold)
-{
-    for (int i = 0; i < AO_NSTREAMS; i++)
-        if (t->streams[i]) (hold ? ao_stream_hold : ao_stream_release)(t->streams[i]);
-}
-
-static void let_go(ao_timeline *t)
-{
-    if (!t->holding) return;
-    t->holding = 0;
-    hold_streams(t, 0);
-}
-
 /* Time zero for every stream: the other streams wait for the anchor (once, at
  * start), so that no op issued after it can start before it, even on a stream
  * that nothing else orders after `s`; times are then never negative.
@@ -250,11 +228,6 @@ void ao_timeline_begin(ao_timeline *t, int64_t step, const char *phase)
     for (int i = 0; i < AO_NSTREAMS; i++) s->newest_end[i] = -1;
     if (t->enabled) {
         slot_reserve(t, s, t->max_ops);
-        if (t->start_queue && t->anchor) {
-            hold_streams(t, 1);
-            t->holding = 1;
-            t->queue_left = t->start_queue;
-        }
     } else {
         ao_stream *cs = frame_stream(t);
         for (int i = 0; i < 2 && cs; i++)
@@ -314,7 +287,6 @@ int ao_timeline_op_begin(ao_timeline *t, ao_stream_id sid, ao_op_class cls, ao_c
      * already behind it (device.h, ao_stream_hold). */
     if (cls == AO_CLASS_COMM) ao_stream_hold(t->streams[sid]);
     ao_event_record(s->start[i], t->streams[sid]);
-    if (t->holding && --t->queue_left == 0) let_go(t);
     return (int)i;
 }
 
@@ -344,7 +316,6 @@ void ao_timeline_end(ao_timeline *t)
             ao_fatal(AO_EXIT_FAIL, "timeline", "iteration %lld ended with op \"%s\" still open",
                      (long long)s->step, s->ops[i].name);
     if (!t->enabled && frame_stream(t)) ao_event_record(s->frame[1], frame_stream(t));
-    let_go(t);
     t->open = NULL;
     t->closed++;
     if (t->step_range_open) {

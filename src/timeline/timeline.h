@@ -46,15 +46,6 @@ void ao_timeline_set_nvtx(ao_timeline *t, int on);
 /* Events this timeline has created, anchor included: constant in steady state
  * (for tests and debug logs). */
 size_t ao_timeline_event_count(const ao_timeline *t);
-/* With ops > 0, every stream is held (ao_stream_hold) at each iteration's
- * begin and let go once `ops` of its ops are enqueued, or at its end. For a
- * device drained between iterations (profiling.kernel_trace): the iteration
- * then starts from a queue of work, as it does when the host runs ahead in an
- * untraced run, not from launches arriving one by one, whose gaps would
- * appear between kernels but not between events. 0 (the default): no holds.
- * `ops` bounds how much is queued behind a hold (CUDA blocks the host when a
- * stream's launch queue is full). */
-void ao_timeline_set_start_queue(ao_timeline *t, int ops);
 
 /* Records the anchor event on `s` (once per timeline, before any timed op),
  * makes the other streams wait for it (so no op time is negative), and reads

@@ -326,10 +326,6 @@ static int setup(trainer *t)
     ao_timeline_anchor(t->tl, t->streams[AO_STREAM_COMPUTE]);
     clock_gettime(CLOCK_MONOTONIC, &t->anchor_mono);
     ao_train_profile_anchored(t->prof, t->tl, t->streams[AO_STREAM_COMPUTE]);
-    /* Drained after every iteration, the device would otherwise start each
-     * one from the host's launches as they come (timeline.h). 16 ops: a few
-     * layers' worth of work, far from a full launch queue. */
-    if (ao_train_profile_drains(t->prof)) ao_timeline_set_start_queue(t->tl, 16);
 
     ao_engine_setup es = {.cfg = cfg,
                           .ri = ri,

@@ -101,11 +101,6 @@ static uint64_t cupti_anchor(ao_train_profile *p, const ao_timeline *tl, ao_stre
     return at;
 }
 
-int ao_train_profile_drains(const ao_train_profile *p)
-{
-    return p && p->cupti;
-}
-
 void ao_train_profile_anchored(ao_train_profile *p, const ao_timeline *tl, ao_stream *s)
 {
     struct timespec a = ao_timeline_anchor_realtime(tl);

@@ -44,9 +44,6 @@ ao_train_profile *ao_train_profile_start(const struct ao_config *cfg, ao_device 
  * CUPTI clocks of the anchor (with CUPTI, waits for s so that the anchor has
  * completed), and CUPTI's id of the compute stream (cupti.h: classes). */
 void ao_train_profile_anchored(ao_train_profile *p, const ao_timeline *tl, ao_stream *s);
-/* Whether the device is drained after every iteration (the kernel trace:
- * CUPTI hands out only records of finished work). */
-int ao_train_profile_drains(const ao_train_profile *p);
 /* Opens or closes the capture range when iteration `iter` enters or leaves
  * an active window. */
 void ao_train_profile_issue(ao_train_profile *p, int64_t iter);

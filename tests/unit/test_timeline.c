@@ -170,38 +170,6 @@ static void test_two_streams(void **state)
     ao_timeline_destroy(t);
 }
 
-/* A start queue holds the streams (a no-op on cpu, checked on the GPU by
- * test_streams_cuda) and lets them go after its ops or at the end: the
- * iterations, shorter or longer than the queue, come out as without it. */
-static void test_start_queue(void **state)
-{
-    struct fixture *f = *state;
-    ao_stream *compute = f->streams[AO_STREAM_COMPUTE], *ag = f->streams[AO_STREAM_ALLGATHER];
-    ao_timeline *t = ao_timeline_create(f->dev, f->streams, 1);
-    ao_timeline_anchor(t, compute);
-    ao_timeline_set_start_queue(t, 2);
-    for (int it = 0; it < 2; it++) {
-        ao_timeline_begin(t, it, "train");
-        timed_sleep(t, compute, AO_STREAM_COMPUTE, "forward", 2);
-        if (it == 1) {
-            int g = ao_timeline_op_begin(t, AO_STREAM_ALLGATHER, AO_CLASS_COMM, AO_KIND_ALLGATHER,
-                                         "allgather", 0, 64);
-            enqueue_sleep(ag, 2);
-            ao_timeline_op_end(t, g);
-            timed_sleep(t, compute, AO_STREAM_COMPUTE, "backward", 2);
-        }
-        ao_timeline_end(t);
-    }
-    struct delivered d = {0};
-    ao_timeline_collect(t, 1, record, &d);
-    assert_int_equal(d.n, 2);
-    assert_int_equal(d.nops[0], 1);
-    assert_int_equal(d.nops[1], 3);
-    assert_string_equal(d.ops[1][1].name, "allgather");
-    assert_true(d.ops[1][2].start_us >= d.ops[1][0].end_us);
-    ao_timeline_destroy(t);
-}
-
 static void test_cross_stream_wait(void **state)
 {
     struct fixture *f = *state;
@@ -794,7 +762,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_two_streams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cross_stream_wait, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_start_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_anchor_realtime, setup, teardown),
         cmocka_unit_test_setup_teardown(test_order_exactly_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_collect_does_not_block, setup, teardown),
