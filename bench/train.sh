@@ -5,7 +5,7 @@
 # overlap ratio, exposed comm, idle, and the decomposition when baselines ran).
 #   train.tsv            the table printed last
 #   train/NAME.log       each run's stdout (rank 0) and summary.json
-# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace | single | hold | host
+# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace | single | hold | host | prefetch
 #   (default smoke)
 #   env: AORTA=path/to/aorta (default build-device/aorta); OUT=dir (default ./out);
 #        NPROC=ranks (default every visible GPU); STEPS=steps per run (default per matrix);
@@ -159,8 +159,18 @@ host)
             one "default_x${np}_sampled" "$d" "$np" "${STEPS:-200}" dataset.placement=device
     done
     ;;
+prefetch)
+    # Prefetch on against off, with data generated on the device (the host
+    # loader's noise on default is larger than the difference).
+    for c in default large; do
+        one "${c}_prefetch" "config/$c.yaml" "$nproc" "${STEPS:-40}" dataset.placement=device \
+            training.baseline_steps=5
+        one "${c}_noprefetch" "config/$c.yaml" "$nproc" "${STEPS:-40}" dataset.placement=device \
+            fsdp.forward_prefetch=false fsdp.backward_prefetch=NONE training.baseline_steps=5
+    done
+    ;;
 *)
-    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling, trace, single, hold, host)" >&2
+    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling, trace, single, hold, host, prefetch)" >&2
     exit 2
     ;;
 esac

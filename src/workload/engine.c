@@ -110,7 +110,8 @@ struct ao_engine {
     rgroup *groups;
     int ngroups;
     ao_event *opt_done, *sq_ready, *sum_ready;
-    ao_event *fetch_go; /* compute's point where the next batch is fetched */
+    ao_event *fetch_go;  /* compute's point where the next batch is fetched */
+    ao_event *gather_go; /* compute's point where an all-gather is issued */
     scal *scal_dev;
     scal *scal_host;
     float *loss_dev; /* [SLOTS][accumulation] */
@@ -512,6 +513,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     make_groups(e);
     e->opt_done = ao_event_create(e->dev);
     e->fetch_go = ao_event_create(e->dev);
+    e->gather_go = ao_event_create(e->dev);
     e->sq_ready = ao_event_create(e->dev);
     e->sum_ready = ao_event_create(e->dev);
     int G = cfg->training.gradient_accumulation;
@@ -562,7 +564,7 @@ void ao_engine_destroy(ao_engine *e)
         ao_event_destroy(e->groups[g].done);
     }
     free(e->groups);
-    ao_event *evs[] = {e->opt_done, e->sq_ready, e->sum_ready, e->fetch_go};
+    ao_event *evs[] = {e->opt_done, e->sq_ready, e->sum_ready, e->fetch_go, e->gather_go};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i]) ao_event_destroy(evs[i]);
     for (int i = 0; i < AO_ENGINE_SCALAR_SLOTS; i++)
@@ -598,6 +600,14 @@ static int try_gather(ao_engine *e, int u, int do_comm)
     lane *ln = &e->lanes[LANE_AG];
     const ao_unit_span *sp = &e->lay.units[u];
     ao_stream_wait_event(ln->s, g->free_ev);
+    /* Not before the compute stream reaches the point where the gather is
+     * issued: the host runs far ahead of the device, and a gather free to
+     * start whenever a buffer is would be prefetched whatever the prefetch
+     * settings say. This makes them mean on the device what they say on
+     * the host: with prefetch, unit u's gather runs beside the compute
+     * before its use; without, it starts when that compute is done. */
+    ao_event_record(e->gather_go, e->compute);
+    ao_stream_wait_event(ln->s, e->gather_go);
     ao_comm *c = shard_comm(e, LANE_AG);
     uint64_t bytes = ao_coll_bytes(AO_ALLGATHER, sp->shard, e->gather_type, ao_comm_size(c));
     int op = op_begin(e, ln->sid, AO_CLASS_COMM, AO_KIND_ALLGATHER, "allgather", u, bytes);
