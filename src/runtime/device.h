@@ -185,6 +185,11 @@ typedef struct ao_gemm_desc {
      * linear layer's bias, in cuBLASLt's epilogue instead of a pass over C);
      * fp32 C and batch_count 1 only. */
     const float *bias;
+    /* NULL: the result overwrites C. Otherwise the result goes to `d` (same
+     * type and ldc as C) and C is only read: alpha op(A) op(B) + beta C
+     * lands elsewhere, a residual add in the GEMM's epilogue instead of a
+     * pass of its own. batch_count 1 only. */
+    void *d;
 } ao_gemm_desc;
 
 /* Device-wide GEMM policy (compute.gemm_chunks, compute.sm_count_target):

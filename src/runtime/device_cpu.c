@@ -49,7 +49,7 @@
 #include "core/error.h"
 #include "runtime/device.h"
 
-enum { CPU_INLINE_ARG = 160, CPU_PRIORITY_LEAST = 0, CPU_PRIORITY_GREATEST = -5 };
+enum { CPU_INLINE_ARG = 176, CPU_PRIORITY_LEAST = 0, CPU_PRIORITY_GREATEST = -5 };
 
 struct cpu_task {
     void (*fn)(void *);
@@ -569,6 +569,12 @@ static void run_gemm(void *arg)
     const ao_gemm_desc *d = arg;
     const float *a = d->a, *b = d->b;
     float *c = d->c;
+    if (d->d) { /* D = C first, then the product accumulates into D */
+        float *dst = d->d;
+        for (int r = 0; r < d->m && d->beta != 0.0f; r++)
+            memcpy(dst + (size_t)r * d->ldc, c + (size_t)r * d->ldc, (size_t)d->n * sizeof *c);
+        c = dst;
+    }
     const int outer = d->batch_outer > 1 ? d->batch_outer : 1;
     for (int o = 0; o < outer; o++)
         for (int i = 0; i < d->batch_count; i++) {
@@ -609,6 +615,8 @@ static void cpu_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d)
         ao_fatal(AO_EXIT_FAIL, "gemm", "batch_outer=%d: must be >= 0", d->batch_outer);
     if (d->bias && (d->batch_count != 1 || d->batch_outer > 1))
         ao_fatal(AO_EXIT_FAIL, "gemm", "a bias needs batch_count 1 (got %d)", d->batch_count);
+    if (d->d && (d->batch_count != 1 || d->batch_outer > 1))
+        ao_fatal(AO_EXIT_FAIL, "gemm", "a separate D needs batch_count 1 (got %d)", d->batch_count);
     if (d->m == 0 || d->n == 0) return;
     cpu_launch_host(s, run_gemm, d, sizeof *d);
 }

@@ -796,6 +796,9 @@ static void check_gemm_desc(const ao_gemm_desc *d)
     if (d->bias && (d->batch_count != 1 || d->c_type != AO_F32))
         ao_fatal(AO_EXIT_USAGE, "gemm", "a bias needs batch_count 1 and an fp32 C (got %d, %s)",
                  d->batch_count, ao_dtype_name(d->c_type));
+    if (d->d && (d->batch_count != 1 || d->batch_outer > 1))
+        ao_fatal(AO_EXIT_USAGE, "gemm", "a separate D needs batch_count 1 (got %d, outer %d)",
+                 d->batch_count, d->batch_outer);
 }
 
 /* The key of a GEMM's plan, the alignments from the given base addresses. */
@@ -830,6 +833,11 @@ static struct gemm_key gemm_key_of(const ao_device *dev, const ao_gemm_desc *d, 
     return key;
 }
 
+static int min_int(int a, int b)
+{
+    return a < b ? a : b;
+}
+
 /* Outer group o of a batch (the whole GEMM when single-level): one strided
  * batch, split into compute.gemm_chunks launches along m. */
 static void gemm_group(ao_device *dev, ao_stream *s, const ao_gemm_desc *d, int o, void *ws)
@@ -838,6 +846,7 @@ static void gemm_group(ao_device *dev, ao_stream *s, const ao_gemm_desc *d, int 
     const unsigned char *a0 = (const unsigned char *)d->a + (size_t)o * d->outer_stride_a * asz;
     const unsigned char *b = (const unsigned char *)d->b + (size_t)o * d->outer_stride_b * asz;
     unsigned char *c0 = (unsigned char *)d->c + (size_t)o * d->outer_stride_c * csz;
+    unsigned char *d0 = d->d ? (unsigned char *)d->d : c0; /* batch 1 when separate */
     const int chunks = dev->gemm_chunks < d->m ? dev->gemm_chunks : d->m;
     /* Chunks split the rows of C (= rows of op(A)) as evenly as possible. */
     int row = 0;
@@ -845,20 +854,17 @@ static void gemm_group(ao_device *dev, ao_stream *s, const ao_gemm_desc *d, int 
         const int rows = d->m / chunks + (i < d->m % chunks ? 1 : 0);
         const unsigned char *a = a0 + (size_t)row * (d->trans_a ? 1 : (size_t)d->lda) * asz;
         unsigned char *c = c0 + (size_t)row * (size_t)d->ldc * csz;
-        const struct gemm_key key = gemm_key_of(dev, d, rows, a, b, c);
+        unsigned char *dd = d0 + (size_t)row * (size_t)d->ldc * csz;
+        struct gemm_key key = gemm_key_of(dev, d, rows, a, b, c);
+        key.align_c = min_int(key.align_c, pointer_alignment(dd));
         struct gemm_plan *p = find_plan(dev, &key, 0);
         if (d->bias)
             BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                       &d->bias, sizeof d->bias));
         BLAS_CHECK(cublasLtMatmul(dev->lt, p->op, &d->alpha, b, p->la, a, p->lb, &d->beta, c, p->lc,
-                                  c, p->lc, &p->algo, ws, p->workspace, ao_cuda_stream(s)));
+                                  dd, p->lc, &p->algo, ws, p->workspace, ao_cuda_stream(s)));
         row += rows;
     }
-}
-
-static int min_int(int a, int b)
-{
-    return a < b ? a : b;
 }
 
 /* The device pointer arrays of a two-level batch, built on first use. */

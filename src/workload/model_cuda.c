@@ -259,9 +259,10 @@ static size_t operand_span(int rows, int cols, int ld, int batch, long long stri
            (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
 }
 
+/* out: NULL, or where the result goes with c only read (ao_gemm_desc.d). */
 static void gemm_bias(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
                       float alpha, const float *a, int lda, const float *b, int ldb, float beta,
-                      float *c, int ldc, gemm_batch bt, const float *bias)
+                      float *c, int ldc, gemm_batch bt, const float *bias, float *out)
 {
     const cuda_model *cm = m->impl;
     ao_gemm_desc d = {
@@ -290,6 +291,7 @@ static void gemm_bias(ao_model *m, ao_stream *s, int ta, int tb, int rows, int c
         .outer_stride_b = bt.outer_b,
         .outer_stride_c = bt.outer_c,
         .bias = bias,
+        .d = out,
     };
     if (cm->half != AO_F32 && rows > 0 && cols > 0) {
         size_t outside_used = 0;
@@ -311,7 +313,7 @@ static void gemm(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, 
                  float alpha, const float *a, int lda, const float *b, int ldb, float beta,
                  float *c, int ldc, gemm_batch bt)
 {
-    gemm_bias(m, s, ta, tb, rows, cols, inner, alpha, a, lda, b, ldb, beta, c, ldc, bt, NULL);
+    gemm_bias(m, s, ta, tb, rows, cols, inner, alpha, a, lda, b, ldb, beta, c, ldc, bt, NULL, NULL);
 }
 
 /* ao_linear_forward: y[n, out] = x[n, in] w[out, in]^T + b, the bias added
@@ -320,21 +322,34 @@ static void gemm(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, 
 static void linear_forward(ao_model *m, ao_stream *s, float *y, const float *x, const float *w,
                            const float *b, int n, int in, int out)
 {
-    gemm_bias(m, s, 0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, single, b);
+    gemm_bias(m, s, 0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, single, b, NULL);
 }
 
-/* ao_linear_backward: dx = dy w (when dx), dw += dy^T x, db += column sums.
- * dy feeds both GEMMs: cast once. */
-static void linear_backward(ao_model *m, ao_stream *s, float *dx, float *dw, float *db,
-                            const float *dy, const float *x, const float *w, int n, int in, int out)
+/* ao_linear_backward: dx = dy w (+ residual, when not NULL: the gradient
+ * reaching x around the layer, added in the GEMM's epilogue instead of a
+ * pass of its own) when dx, dw += dy^T x, db += column sums. dy feeds both
+ * GEMMs: cast once. */
+static void linear_backward_plus(ao_model *m, ao_stream *s, float *dx, const float *residual,
+                                 float *dw, float *db, const float *dy, const float *x,
+                                 const float *w, int n, int in, int out)
 {
     cuda_model *cm = m->impl;
     const int mark = cm->nprepared;
     if (dx) prepare(cm, s, dy, (size_t)n * out);
-    if (dx) gemm(m, s, 0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, single);
+    if (dx && residual)
+        gemm_bias(m, s, 0, 0, n, in, out, 1.0f, dy, out, w, in, 1.0f, (float *)residual, in, single,
+                  NULL, dx);
+    else if (dx)
+        gemm(m, s, 0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, single);
     gemm(m, s, 1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in, single);
     cm->nprepared = mark;
     if (db) KCHECK(ao_cuda_bias_grad(db, dy, n, out, ao_cuda_stream(s)));
+}
+
+static void linear_backward(ao_model *m, ao_stream *s, float *dx, float *dw, float *db,
+                            const float *dy, const float *x, const float *w, int n, int in, int out)
+{
+    linear_backward_plus(m, s, dx, NULL, dw, db, dy, x, w, n, in, out);
 }
 
 /* ---- dropout keys ----------------------------------------------------------------- */
@@ -455,9 +470,11 @@ static size_t attn_scratch_floats(const ao_model_shape *sh)
 
 /* ao_attn_backward; the dropped probabilities are recomputed from the saved
  * ones (the masks are a function of their keys). */
-static void attn_backward(ao_model *m, ao_stream *s, float *dx, const ao_attn_weights *g,
-                          const float *dout, const float *x, const ao_attn_weights *w,
-                          const ao_attn_saved *sv, const ao_cuda_dropout_key *kp, float *scratch)
+/* dx = the input gradient + residual (the gradient around the branch). */
+static void attn_backward(ao_model *m, ao_stream *s, float *dx, const float *residual,
+                          const ao_attn_weights *g, const float *dout, const float *x,
+                          const ao_attn_weights *w, const ao_attn_saved *sv,
+                          const ao_cuda_dropout_key *kp, float *scratch)
 {
     cuda_model *cm = m->impl;
     const attn_dims a = attn_dims_of(&m->shape);
@@ -505,7 +522,7 @@ static void attn_backward(ao_model *m, ao_stream *s, float *dx, const ao_attn_we
     gemm(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, dp, a.T, sv->qkv, a.d3, 0.0f, dqkv + a.d, a.d3,
          heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td3));
     cm->nprepared = mark;
-    linear_backward(m, s, dx, g->in_w, g->in_b, dqkv, x, w->in_w, N, a.d, a.d3);
+    linear_backward_plus(m, s, dx, residual, g->in_w, g->in_b, dqkv, x, w->in_w, N, a.d, a.d3);
 }
 
 /* ---- encoder layer ------------------------------------------------------------------- */
@@ -592,9 +609,9 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     KCHECK(ao_cuda_dropout_gelu_backward(da, twin_or_null(cm, da), cm->half, da, sv->h, sh->batch,
                                          tok_ff, &k.hidden, cs));
     mark_current(cm, s, da, nff, 0);
-    linear_backward(m, s, dx1, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff);
+    /* with the residual around the FFN */
+    linear_backward_plus(m, s, dx1, dr, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff);
     cm->nprepared = mark;
-    KCHECK(ao_cuda_add(dx1, dx1, dr, nd, cs)); /* the residual around the FFN */
 
     KCHECK(ao_cuda_layernorm_backward(dr, g->ln1_w, g->ln1_b, dx1, sv->r1, sv->ln1_mean,
                                       sv->ln1_rstd, w->ln1_w, N, d, cs));
@@ -602,9 +619,9 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     KCHECK(ao_cuda_dropout_residual(dbranch, twin_or_null(cm, dbranch), cm->half, dr, NULL,
                                     sh->batch, tok_d, &k.attn, cs));
     mark_current(cm, s, dbranch, nd, 0);
-    attn_backward(m, s, dx, &g->attn, dbranch, x, &w->attn, &sv->attn, &k.probs, attn_scratch);
+    /* with the residual around attention */
+    attn_backward(m, s, dx, dr, &g->attn, dbranch, x, &w->attn, &sv->attn, &k.probs, attn_scratch);
     cm->nprepared = mark;
-    KCHECK(ao_cuda_add(dx, dx, dr, nd, cs)); /* the residual around attention */
 }
 
 /* ---- binding ------------------------------------------------------------------------- */
@@ -708,7 +725,7 @@ static void cuda_forward_input(ao_model *m, ao_stream *s, const float *root, con
     KCHECK(ao_cuda_embedding_bag_mean_forward(c->a.pooled, b->ids, iw.table, is.n, is.sparse,
                                               is.emb_dim, cs));
     gemm_bias(m, s, 0, 1, is.n, is.dim, is.emb_dim, 1.0f, c->a.pooled, is.emb_dim, iw.sparse_w,
-              is.emb_dim, 1.0f, c->a.x[0], is.dim, single, iw.sparse_b);
+              is.emb_dim, 1.0f, c->a.x[0], is.dim, single, iw.sparse_b, NULL);
 }
 
 static void cuda_forward_layer(ao_model *m, ao_stream *s, int layer, const float *params,

@@ -51,6 +51,7 @@ struct gemm_case {
     double tol;
     int bias;  /* an epilogue bias of n random floats (fp32 C only) */
     int outer; /* > 1: a two-level batch of outer groups of `batch` */
+    int sep_d; /* the result into a separate D, C only read (batch 1) */
 };
 
 static const char *mode_name(const struct gemm_case *gc)
@@ -86,10 +87,11 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
     for (int j = 0; j < gc->n; j++) hbias[j] = uniform();
 
     void *da = ao_dev_alloc(dev, na * esz), *db = ao_dev_alloc(dev, nb * esz);
-    void *dc = ao_dev_alloc(dev, nc * csz);
+    void *dc = ao_dev_alloc(dev, nc * csz), *dd = gc->sep_d ? ao_dev_alloc(dev, nc * csz) : NULL;
     ao_copy_async(dev, da, ha, na * esz, AO_H2D, s);
     ao_copy_async(dev, db, hb, nb * esz, AO_H2D, s);
     ao_copy_async(dev, dc, hc, nc * csz, AO_H2D, s);
+    if (dd) ao_copy_async(dev, dd, hc, nc * csz, AO_H2D, s); /* its padding, to check */
     float *dbias = ao_dev_alloc(dev, (size_t)gc->n * sizeof *dbias);
     ao_copy_async(dev, dbias, hbias, (size_t)gc->n * sizeof *dbias, AO_H2D, s);
 
@@ -120,9 +122,18 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
         .outer_stride_a = osa,
         .outer_stride_b = osb,
         .outer_stride_c = osc,
+        .d = dd,
     };
     ao_gemm(dev, s, &d);
-    ao_copy_async(dev, out, dc, nc * csz, AO_D2H, s);
+    ao_copy_async(dev, out, dd ? dd : dc, nc * csz, AO_D2H, s);
+    int c_changed = 0;
+    if (dd) { /* C only read */
+        void *c_after = calloc(nc, csz);
+        ao_copy_async(dev, c_after, dc, nc * csz, AO_D2H, s);
+        ao_stream_sync(s);
+        c_changed = memcmp(c_after, hc, nc * csz) != 0;
+        free(c_after);
+    }
     ao_stream_sync(s);
     ao_gemm_set_policy(dev, 1, 0);
 
@@ -155,9 +166,11 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
     }
     const double rel = max_ref > 0 ? max_err / max_ref : max_err;
     printf("%s->%s ta=%d tb=%d m=%d n=%d k=%d batch=%d outer=%d chunks=%d sm_target=%d "
-           "beta=%g%s: rel err %.3g (bound %.0e)\n",
+           "beta=%g%s%s: rel err %.3g (bound %.0e)\n",
            mode_name(gc), ao_dtype_name(gc->c), gc->ta, gc->tb, gc->m, gc->n, gc->k, gc->batch,
-           outer, gc->chunks, gc->sm_target, gc->beta, gc->bias ? " bias" : "", rel, gc->tol);
+           outer, gc->chunks, gc->sm_target, gc->beta, gc->bias ? " bias" : "",
+           gc->sep_d ? " separate D" : "", rel, gc->tol);
+    CHECK(!c_changed, "a GEMM into a separate D wrote C");
     CHECK(rel <= gc->tol, "%s ta=%d tb=%d m=%d n=%d k=%d: %.3g > %.0e", mode_name(gc), gc->ta,
           gc->tb, gc->m, gc->n, gc->k, rel, gc->tol);
     CHECK(max_ref > 0, "reference is all zeros: the test data is degenerate");
@@ -166,6 +179,7 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
     ao_dev_free(dev, da);
     ao_dev_free(dev, db);
     ao_dev_free(dev, dc);
+    if (dd) ao_dev_free(dev, dd);
     ao_dev_free(dev, dbias);
     free(hbias);
     free(ha), free(hb), free(hc), free(out), free(ra), free(rb), free(rc);
@@ -238,6 +252,13 @@ int main(void)
                     run_case(dev, s, &odd);
                     run_case(dev, s, &big);
                     run_case(dev, s, &chunked);
+                    /* a residual added in the epilogue, into another
+                     * buffer (the model's backward), chunked too */
+                    struct gemm_case plus = odd;
+                    plus.bias = 0, plus.beta = 1.0f, plus.sep_d = 1;
+                    run_case(dev, s, &plus);
+                    plus.chunks = 3;
+                    run_case(dev, s, &plus);
                 }
             }
         }

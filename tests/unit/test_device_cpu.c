@@ -565,6 +565,47 @@ static void test_gemm_bias(void **state)
     ao_stream_destroy(s);
 }
 
+/* D = A B^T + C into a separate D: C only read. */
+static void test_gemm_separate_d(void **state)
+{
+    ao_device *dev = *state;
+    ao_stream *s = ao_stream_create(dev, "compute", 0);
+    float *a = ao_dev_alloc(dev, 4 * sizeof *a), *b = ao_dev_alloc(dev, 6 * sizeof *b);
+    float *c = ao_dev_alloc(dev, 6 * sizeof *c), *d = ao_dev_alloc(dev, 6 * sizeof *d);
+    const float av[4] = {1, 2, 3, 4}, bv[6] = {1, 0, 0, 1, 1, 1}, cv[6] = {1, 2, 3, 4, 5, 6};
+    memcpy(a, av, sizeof av);
+    memcpy(b, bv, sizeof bv);
+    memcpy(c, cv, sizeof cv);
+    ao_gemm_desc g = {.trans_b = 1,
+                      .m = 2,
+                      .n = 3,
+                      .k = 2,
+                      .alpha = 1,
+                      .beta = 1,
+                      .a = a,
+                      .lda = 2,
+                      .b = b,
+                      .ldb = 2,
+                      .c = c,
+                      .ldc = 3,
+                      .ab_type = AO_F32,
+                      .c_type = AO_F32,
+                      .batch_count = 1,
+                      .d = d};
+    ao_gemm(dev, s, &g);
+    ao_stream_sync(s);
+    const float want[6] = {2, 4, 6, 7, 9, 13};
+    for (int i = 0; i < 6; i++) {
+        assert_float_equal(d[i], want[i], 0);
+        assert_float_equal(c[i], cv[i], 0);
+    }
+    ao_dev_free(dev, a);
+    ao_dev_free(dev, b);
+    ao_dev_free(dev, c);
+    ao_dev_free(dev, d);
+    ao_stream_destroy(s);
+}
+
 static void test_gemm(void **state)
 {
     ao_device *dev = *state;
@@ -717,6 +758,7 @@ int main(void)
         cmocka_unit_test(test_fatal_paths),
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_gemm_bias),
+        cmocka_unit_test(test_gemm_separate_d),
         cmocka_unit_test(test_gemm_two_level),
         cmocka_unit_test(test_hold_is_noop),
         cmocka_unit_test(test_memset_copy),
