@@ -347,11 +347,20 @@ __global__ void layernorm_forward_kernel(float *y, void *y16, float *mean, float
 /* One warp per row. Vec (c % 4 == 0, every pointer 16-byte aligned): lanes
  * move float4s, a quarter of the load instructions; the per-element math is
  * the same, only the order of each lane's partial sums differs (double
- * rounding). */
-template <bool Vec>
+ * rounding). Tail (Vec only) also gets every float4 of dx as it is stored:
+ * no_ln_tail, or ln_dropout_tail (the dropout of dx, fused). */
+struct no_ln_tail {
+    __device__ int begin_row(int) const
+    {
+        return 0;
+    }
+    __device__ void put4(int, int, int, float4) const {}
+};
+
+template <bool Vec, class Tail>
 __global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const float *x,
                                              const float *mean, const float *rstd,
-                                             const float *gamma, int n, int c)
+                                             const float *gamma, int n, int c, Tail tail)
 {
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
@@ -377,6 +386,7 @@ __global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const f
         }
         const double mean_dxhat = warp_sum(sum_dxhat) / c;
         const double mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) / c;
+        const auto row_state = tail.begin_row(row);
         for (int q = lane; q < c4; q += 32) {
             const float4 xv = x4[q], dv = dy4[q], gv = g4[q];
             const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, ds[4] = {dv.x, dv.y, dv.z, dv.w};
@@ -387,7 +397,9 @@ __global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const f
                 const double xhat = (xs[l] - m) * rs, dxhat = (double)ds[l] * gs[l];
                 out[l] = (float)(rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
             }
-            reinterpret_cast<float4 *>(dxr)[q] = make_float4(out[0], out[1], out[2], out[3]);
+            const float4 o4 = make_float4(out[0], out[1], out[2], out[3]);
+            reinterpret_cast<float4 *>(dxr)[q] = o4;
+            tail.put4(row_state, row, q, o4);
         }
     } else {
         for (int j = lane; j < c; j += 32) {
@@ -691,6 +703,37 @@ __device__ ao_rng_stream dropout_row_stream(const dropout_args &a, size_t r)
     if (a.heads > 0) s = ao_rng_child(s, (uint64_t)(r % (size_t)a.heads));
     return s;
 }
+
+/* The dropout of LayerNorm backward's dx, fused (ao_cuda_layernorm_backward_
+ * dropout): dx's row `row` of c is token row % tokens of sample row / tokens,
+ * whose dropout row is tokens * c long, so float4 q of dx's row is group
+ * ((row % tokens) * c) / 4 + q of the sample's mask stream (c % 4 == 0): the
+ * mask, product and stores of dropout_kernel's Vec path with
+ * dropout_out_map, element for element. */
+template <ao_dtype T> struct ln_dropout_tail {
+    float *y;
+    typed_store<T> out;
+    dropout_args k;
+    int tokens, c;
+    __device__ ao_rng_stream begin_row(int row) const
+    {
+        return k.p > 0.0f ? dropout_row_stream(k, (size_t)(row / tokens)) : k.site;
+    }
+    __device__ void put4(ao_rng_stream s, int row, int q, float4 v) const
+    {
+        if (k.p > 0.0f) {
+            const size_t g = (size_t)(row % tokens) * (size_t)c / 4 + (size_t)q;
+            const ao_u32x4 w = ao_rng_block(s, g);
+            v.x *= ao_dropout_factor_from_word(w.v[0], k.p);
+            v.y *= ao_dropout_factor_from_word(w.v[1], k.p);
+            v.z *= ao_dropout_factor_from_word(w.v[2], k.p);
+            v.w *= ao_dropout_factor_from_word(w.v[3], k.p);
+        }
+        const size_t i = (size_t)row * (size_t)c + 4 * (size_t)q;
+        if (y) *reinterpret_cast<float4 *>(y + i) = v;
+        if (out.p) out.put4(i, v);
+    }
+};
 
 /* Philox blocks (4 elements each) one dropout thread applies: their
  * independent Philox evaluations overlap, and they amortize the thread's
@@ -1464,14 +1507,44 @@ extern "C" cudaError_t ao_cuda_layernorm_backward(float *dx, float *dgamma, floa
     const bool vec =
         c % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned16(x) && aligned16(gamma);
     if (vec)
-        layernorm_backward_dx_kernel<true>
-            <<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dy, x, mean, rstd, gamma, n, c);
+        layernorm_backward_dx_kernel<true><<<row_warp_blocks(n), kThreads, 0, stream>>>(
+            dx, dy, x, mean, rstd, gamma, n, c, no_ln_tail{});
     else
-        layernorm_backward_dx_kernel<false>
-            <<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dy, x, mean, rstd, gamma, n, c);
+        layernorm_backward_dx_kernel<false><<<row_warp_blocks(n), kThreads, 0, stream>>>(
+            dx, dy, x, mean, rstd, gamma, n, c, no_ln_tail{});
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     return column_sums(dgamma, dbeta, n, c, layernorm_param_term{dy, x, mean, rstd, c}, stream);
+}
+
+extern "C" cudaError_t ao_cuda_layernorm_backward_dropout(
+    float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *mean,
+    const float *rstd, const float *gamma, int n, int c, float *y, void *y16, ao_dtype half_type,
+    int batch, const ao_cuda_dropout_key *key, cudaStream_t stream)
+{
+    if (y16 && half_type != AO_BF16 && half_type != AO_F16) return cudaErrorInvalidValue;
+    if (n <= 0 || c <= 0) return cudaSuccess;
+    if (batch <= 0 || n % batch != 0) return cudaErrorInvalidValue;
+    const int tokens = n / batch;
+    return with_dtype(y16 ? half_type : AO_F32, [&](auto tag) {
+        constexpr ao_dtype T = decltype(tag)::value;
+        const bool fused = key->heads <= 0 && c % 4 == 0 && aligned16(dx) && aligned16(dy) &&
+                           aligned16(x) && aligned16(gamma) && (!y || aligned16(y)) &&
+                           (!y16 || store4_ok<T>(y16));
+        if (!fused) { /* the chain it fuses */
+            cudaError_t e = ao_cuda_layernorm_backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma,
+                                                       n, c, stream);
+            if (e != cudaSuccess) return e;
+            return ao_cuda_dropout_residual(y, y16, half_type, dx, NULL, batch,
+                                            (size_t)tokens * (size_t)c, key, stream);
+        }
+        const ln_dropout_tail<T> tail{y, typed_store<T>{y16}, dropout_args_of(*key), tokens, c};
+        layernorm_backward_dx_kernel<true>
+            <<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dy, x, mean, rstd, gamma, n, c, tail);
+        cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
+        return column_sums(dgamma, dbeta, n, c, layernorm_param_term{dy, x, mean, rstd, c}, stream);
+    });
 }
 
 extern "C" cudaError_t ao_cuda_softmax_forward(float *y, const float *x, int n, int c,

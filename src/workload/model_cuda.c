@@ -584,7 +584,7 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     const ao_model_shape *sh = &m->shape;
     const int N = sh->batch * sh->seq, d = sh->dim, ff = sh->ff;
     const size_t nd = (size_t)N * d, nff = (size_t)N * ff;
-    const size_t tok_d = (size_t)sh->seq * d, tok_ff = (size_t)sh->seq * ff;
+    const size_t tok_ff = (size_t)sh->seq * ff;
     const layer_keys k = layer_keys_of(m, layer, step, b);
     cudaStream_t cs = ao_cuda_stream(s);
     float *dr = scratch;       /* [N, d]: dr2, later dr1 */
@@ -593,14 +593,13 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     float *da = dx1 + nd;      /* [N, ff] */
     float *attn_scratch = da + nff;
 
-    KCHECK(ao_cuda_layernorm_backward(dr, g->ln2_w, g->ln2_b, dy, sv->r2, sv->ln2_mean,
-                                      sv->ln2_rstd, w->ln2_w, N, d, cs));
-    /* FFN branch: its gradient in fp32 (the bias gradient) and 16 bits (the
-     * GEMMs) from one pass; each 16-bit copy stays current until its GEMMs
-     * are enqueued */
+    /* LayerNorm's backward and the FFN branch's gradient through its dropout,
+     * in fp32 (the bias gradient) and 16 bits (the GEMMs), in one pass; each
+     * 16-bit copy stays current until its GEMMs are enqueued */
     const int mark = cm->nprepared;
-    KCHECK(ao_cuda_dropout_residual(dbranch, twin_or_null(cm, dbranch), cm->half, dr, NULL,
-                                    sh->batch, tok_d, &k.ffn, cs));
+    KCHECK(ao_cuda_layernorm_backward_dropout(
+        dr, g->ln2_w, g->ln2_b, dy, sv->r2, sv->ln2_mean, sv->ln2_rstd, w->ln2_w, N, d, dbranch,
+        twin_or_null(cm, dbranch), cm->half, sh->batch, &k.ffn, cs));
     mark_current(cm, s, dbranch, nd, 0);
     linear_backward(m, s, da, g->lin2_w, g->lin2_b, dbranch, sv->a, w->lin2_w, N, ff, d);
     cm->nprepared = mark;
@@ -613,11 +612,10 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     linear_backward_plus(m, s, dx1, dr, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff);
     cm->nprepared = mark;
 
-    KCHECK(ao_cuda_layernorm_backward(dr, g->ln1_w, g->ln1_b, dx1, sv->r1, sv->ln1_mean,
-                                      sv->ln1_rstd, w->ln1_w, N, d, cs));
-    /* attention branch */
-    KCHECK(ao_cuda_dropout_residual(dbranch, twin_or_null(cm, dbranch), cm->half, dr, NULL,
-                                    sh->batch, tok_d, &k.attn, cs));
+    /* attention branch, its gradient as the FFN's */
+    KCHECK(ao_cuda_layernorm_backward_dropout(
+        dr, g->ln1_w, g->ln1_b, dx1, sv->r1, sv->ln1_mean, sv->ln1_rstd, w->ln1_w, N, d, dbranch,
+        twin_or_null(cm, dbranch), cm->half, sh->batch, &k.attn, cs));
     mark_current(cm, s, dbranch, nd, 0);
     /* with the residual around attention */
     attn_backward(m, s, dx, dr, &g->attn, dbranch, x, &w->attn, &sv->attn, &k.probs, attn_scratch);

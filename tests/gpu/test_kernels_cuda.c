@@ -809,6 +809,64 @@ static void test_dropout_residual(float p, size_t per_row, size_t offset)
     free(x), free(r);
 }
 
+/* LayerNorm backward + the dropout of its dx (+ 16-bit copy) against
+ * ao_cuda_layernorm_backward then ao_cuda_dropout_residual: dx, dgamma,
+ * dbeta, y and y16 the same bytes; c = 1001 takes the unfused path. */
+static void test_layernorm_backward_dropout(float p, int c)
+{
+    const int batch = 3, tokens = 5, n = batch * tokens;
+    const size_t nc = (size_t)n * (size_t)c;
+    const ao_cuda_dropout_key key = fused_key(p, 0, AO_DROP_FFN_OUT);
+    char shape[96];
+    snprintf(shape, sizeof shape, "p=%.2f %d x %d", p, n, c);
+    float *x = random_floats(nc, -2, 2), *dy = random_floats(nc, -1, 1);
+    float *g = random_floats((size_t)c, 0.5f, 1.5f), *b = random_floats((size_t)c, -1, 1);
+    float *d_x = upload(x, 4 * nc), *d_dy = upload(dy, 4 * nc), *d_g = upload(g, 4 * (size_t)c);
+    float *d_b = upload(b, 4 * (size_t)c), *d_ln = ao_dev_alloc(dev, 4 * nc);
+    float *d_mean = ao_dev_alloc(dev, 4 * (size_t)n), *d_rstd = ao_dev_alloc(dev, 4 * (size_t)n);
+    K(ao_cuda_layernorm_forward(d_ln, NULL, AO_F32, d_mean, d_rstd, d_x, d_g, d_b, n, c, cs()));
+    float *d_dx[2], *d_dg[2], *d_db[2], *d_y[2];
+    char *d_y16[2];
+    for (int v = 0; v < 2; v++) {
+        d_dx[v] = ao_dev_alloc(dev, 4 * nc), d_y[v] = ao_dev_alloc(dev, 4 * nc);
+        d_dg[v] = ao_dev_alloc(dev, 4 * (size_t)c), d_db[v] = ao_dev_alloc(dev, 4 * (size_t)c);
+        d_y16[v] = ao_dev_alloc(dev, 2 * nc);
+    }
+    for (int t = 0; t < 2; t++) {
+        const ao_dtype ht = t ? AO_F16 : AO_BF16;
+        for (int v = 0; v < 2; v++) {
+            ao_memset_async(dev, d_dg[v], 0, 4 * (size_t)c, stream);
+            ao_memset_async(dev, d_db[v], 0, 4 * (size_t)c, stream);
+        }
+        K(ao_cuda_layernorm_backward(d_dx[0], d_dg[0], d_db[0], d_dy, d_x, d_mean, d_rstd, d_g, n,
+                                     c, cs()));
+        K(ao_cuda_dropout_residual(d_y[0], d_y16[0], ht, d_dx[0], NULL, batch,
+                                   (size_t)tokens * (size_t)c, &key, cs()));
+        K(ao_cuda_layernorm_backward_dropout(d_dx[1], d_dg[1], d_db[1], d_dy, d_x, d_mean, d_rstd,
+                                             d_g, n, c, d_y[1], d_y16[1], ht, batch, &key, cs()));
+        char name[64];
+        snprintf(name, sizeof name, "layernorm_backward_dropout %s", ao_dtype_name(ht));
+        report_bits(name, shape, d_dx[1], d_dx[0], 4 * nc);
+        report_bits(name, shape, d_dg[1], d_dg[0], 4 * (size_t)c);
+        report_bits(name, shape, d_db[1], d_db[0], 4 * (size_t)c);
+        report_bits(name, shape, d_y[1], d_y[0], 4 * nc);
+        report_bits(name, shape, d_y16[1], d_y16[0], 2 * nc);
+        if (t == 0) check_dropped(name, d_y[1], AO_F32, nc, p);
+    }
+    const int bad = ao_cuda_layernorm_backward_dropout(d_dx[1], d_dg[1], d_db[1], d_dy, d_x, d_mean,
+                                                       d_rstd, d_g, n, c, d_y[1], NULL, AO_F32, 4,
+                                                       &key, cs()) == cudaErrorInvalidValue;
+    (void)cudaGetLastError();
+    CHECK(bad, "layernorm_backward_dropout accepted rows that are not whole samples");
+    for (int v = 0; v < 2; v++) {
+        ao_dev_free(dev, d_dx[v]), ao_dev_free(dev, d_y[v]), ao_dev_free(dev, d_y16[v]);
+        ao_dev_free(dev, d_dg[v]), ao_dev_free(dev, d_db[v]);
+    }
+    ao_dev_free(dev, d_x), ao_dev_free(dev, d_dy), ao_dev_free(dev, d_g), ao_dev_free(dev, d_b);
+    ao_dev_free(dev, d_ln), ao_dev_free(dev, d_mean), ao_dev_free(dev, d_rstd);
+    free(x), free(dy), free(g), free(b);
+}
+
 static void test_gelu_dropout(float p, size_t per_row, size_t offset)
 {
     const int batch = 5;
@@ -903,6 +961,9 @@ static void test_fused(void)
         test_dropout_residual(p, 2048, 0);
         test_dropout_residual(p, 1001, 0);
         test_dropout_residual(p, 2048, 1); /* misaligned: scalar path */
+        test_layernorm_backward_dropout(p, 768);
+        test_layernorm_backward_dropout(p, 2048);
+        test_layernorm_backward_dropout(p, 1001); /* the unfused chain */
         test_gelu_dropout(p, 8192, 0);
         test_gelu_dropout(p, 1003, 0);
         test_gelu_dropout(p, 4096, 2); /* out 4-byte aligned only */
