@@ -569,10 +569,11 @@ static void run_gemm(void *arg)
     const ao_gemm_desc *d = arg;
     const float *a = d->a, *b = d->b;
     float *c = d->c;
-    if (d->d) { /* D = C first, then the product accumulates into D */
+    if (d->d) { /* D = C first (what beta scales), then the product accumulates into D */
         float *dst = d->d;
-        for (int r = 0; r < d->m && d->beta != 0.0f; r++)
-            memcpy(dst + (size_t)r * d->ldc, c + (size_t)r * d->ldc, (size_t)d->n * sizeof *c);
+        if (d->beta != 0.0f)
+            for (int r = 0; r < d->m; r++)
+                memcpy(dst + (size_t)r * d->ldc, c + (size_t)r * d->ldc, (size_t)d->n * sizeof *c);
         c = dst;
     }
     const int outer = d->batch_outer > 1 ? d->batch_outer : 1;

@@ -856,7 +856,7 @@ static void gemm_group(ao_device *dev, ao_stream *s, const ao_gemm_desc *d, int 
         unsigned char *c = c0 + (size_t)row * (size_t)d->ldc * csz;
         unsigned char *dd = d0 + (size_t)row * (size_t)d->ldc * csz;
         struct gemm_key key = gemm_key_of(dev, d, rows, a, b, c);
-        key.align_c = min_int(key.align_c, pointer_alignment(dd));
+        if (d->d) key.align_c = min_int(key.align_c, pointer_alignment(dd)); /* C's and D's */
         struct gemm_plan *p = find_plan(dev, &key, 0);
         if (d->bias)
             BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,

@@ -704,36 +704,17 @@ __device__ ao_rng_stream dropout_row_stream(const dropout_args &a, size_t r)
     return s;
 }
 
-/* The dropout of LayerNorm backward's dx, fused (ao_cuda_layernorm_backward_
- * dropout): dx's row `row` of c is token row % tokens of sample row / tokens,
- * whose dropout row is tokens * c long, so float4 q of dx's row is group
- * ((row % tokens) * c) / 4 + q of the sample's mask stream (c % 4 == 0): the
- * mask, product and stores of dropout_kernel's Vec path with
- * dropout_out_map, element for element. */
-template <ao_dtype T> struct ln_dropout_tail {
-    float *y;
-    typed_store<T> out;
-    dropout_args k;
-    int tokens, c;
-    __device__ ao_rng_stream begin_row(int row) const
-    {
-        return k.p > 0.0f ? dropout_row_stream(k, (size_t)(row / tokens)) : k.site;
-    }
-    __device__ void put4(ao_rng_stream s, int row, int q, float4 v) const
-    {
-        if (k.p > 0.0f) {
-            const size_t g = (size_t)(row % tokens) * (size_t)c / 4 + (size_t)q;
-            const ao_u32x4 w = ao_rng_block(s, g);
-            v.x *= ao_dropout_factor_from_word(w.v[0], k.p);
-            v.y *= ao_dropout_factor_from_word(w.v[1], k.p);
-            v.z *= ao_dropout_factor_from_word(w.v[2], k.p);
-            v.w *= ao_dropout_factor_from_word(w.v[3], k.p);
-        }
-        const size_t i = (size_t)row * (size_t)c + 4 * (size_t)q;
-        if (y) *reinterpret_cast<float4 *>(y + i) = v;
-        if (out.p) out.put4(i, v);
-    }
-};
+/* v times the dropout factors of block g of stream s: group g's four
+ * elements, the product every float4 dropout path makes. */
+__device__ float4 drop4(float4 v, ao_rng_stream s, size_t g, float p)
+{
+    const ao_u32x4 w = ao_rng_block(s, g);
+    v.x *= ao_dropout_factor_from_word(w.v[0], p);
+    v.y *= ao_dropout_factor_from_word(w.v[1], p);
+    v.z *= ao_dropout_factor_from_word(w.v[2], p);
+    v.w *= ao_dropout_factor_from_word(w.v[3], p);
+    return v;
+}
 
 /* Philox blocks (4 elements each) one dropout thread applies: their
  * independent Philox evaluations overlap, and they amortize the thread's
@@ -777,13 +758,7 @@ __global__ void dropout_kernel(Map m, size_t per_row, size_t tiles_per_row, size
             for (int i = 0; i < kDropGroups; i++) {
                 const size_t g = first + (size_t)i * blockDim.x;
                 if (g >= groups) break;
-                if (drop) {
-                    const ao_u32x4 w = ao_rng_block(s, g);
-                    v[i].x *= ao_dropout_factor_from_word(w.v[0], k.p);
-                    v[i].y *= ao_dropout_factor_from_word(w.v[1], k.p);
-                    v[i].z *= ao_dropout_factor_from_word(w.v[2], k.p);
-                    v[i].w *= ao_dropout_factor_from_word(w.v[3], k.p);
-                }
+                if (drop) v[i] = drop4(v[i], s, g, k.p);
                 m.store4(off + 4 * g, v[i]);
             }
         } else {
@@ -1387,6 +1362,27 @@ template <ao_dtype T> struct dropout_out_map {
     }
 };
 
+/* The dropout of LayerNorm backward's dx, fused (ao_cuda_layernorm_backward_
+ * dropout): dx's row `row` of c is token row % tokens of sample row / tokens,
+ * whose dropout row is tokens * c long, so float4 q of dx's row is group
+ * ((row % tokens) * c) / 4 + q of the sample's mask stream (c % 4 == 0): the
+ * mask, product and stores of dropout_kernel's Vec path with
+ * dropout_out_map (its x unused: dx arrives as the kernel computes it). */
+template <ao_dtype T> struct ln_dropout_tail {
+    dropout_out_map<T> m;
+    dropout_args k;
+    int tokens, c;
+    __device__ ao_rng_stream begin_row(int row) const
+    {
+        return k.p > 0.0f ? dropout_row_stream(k, (size_t)(row / tokens)) : k.site;
+    }
+    __device__ void put4(ao_rng_stream s, int row, int q, float4 v) const
+    {
+        if (k.p > 0.0f) v = drop4(v, s, (size_t)(row % tokens) * (size_t)c / 4 + (size_t)q, k.p);
+        m.store4((size_t)row * (size_t)c + 4 * (size_t)q, v);
+    }
+};
+
 /* ---- synthetic data ------------------------------------------------------------- */
 
 /* grid.y walks the batch's samples; the block derives sample b's stream of
@@ -1538,7 +1534,8 @@ extern "C" cudaError_t ao_cuda_layernorm_backward_dropout(
             return ao_cuda_dropout_residual(y, y16, half_type, dx, NULL, batch,
                                             (size_t)tokens * (size_t)c, key, stream);
         }
-        const ln_dropout_tail<T> tail{y, typed_store<T>{y16}, dropout_args_of(*key), tokens, c};
+        const ln_dropout_tail<T> tail{dropout_out_map<T>{y, typed_store<T>{y16}, dx, NULL},
+                                      dropout_args_of(*key), tokens, c};
         layernorm_backward_dx_kernel<true>
             <<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dy, x, mean, rstd, gamma, n, c, tail);
         cudaError_t err = cudaGetLastError();

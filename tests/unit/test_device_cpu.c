@@ -528,39 +528,61 @@ static void test_hold_is_noop(void **state)
     ao_stream_destroy(s);
 }
 
-/* C = A B^T + bias on a 2x3 result, exact small values. */
+/* The epilogue tests' GEMM: C[2x3] = A[2x2] B[3x2]^T on exact small values
+ * (A B^T = {1, 2, 3, 3, 4, 7}), in buffers of the cpu device. */
+struct small_gemm {
+    float *a, *b, *c;
+    ao_gemm_desc d;
+};
+
+static struct small_gemm small_gemm_new(ao_device *dev)
+{
+    struct small_gemm g;
+    g.a = ao_dev_alloc(dev, 4 * sizeof *g.a);
+    g.b = ao_dev_alloc(dev, 6 * sizeof *g.b);
+    g.c = ao_dev_alloc(dev, 6 * sizeof *g.c);
+    const float av[4] = {1, 2, 3, 4}, bv[6] = {1, 0, 0, 1, 1, 1};
+    memcpy(g.a, av, sizeof av);
+    memcpy(g.b, bv, sizeof bv);
+    g.d = (ao_gemm_desc){.trans_b = 1,
+                         .m = 2,
+                         .n = 3,
+                         .k = 2,
+                         .alpha = 1,
+                         .a = g.a,
+                         .lda = 2,
+                         .b = g.b,
+                         .ldb = 2,
+                         .c = g.c,
+                         .ldc = 3,
+                         .ab_type = AO_F32,
+                         .c_type = AO_F32,
+                         .batch_count = 1};
+    return g;
+}
+
+static void small_gemm_free(ao_device *dev, struct small_gemm *g)
+{
+    ao_dev_free(dev, g->a);
+    ao_dev_free(dev, g->b);
+    ao_dev_free(dev, g->c);
+}
+
+/* C = A B^T + bias. */
 static void test_gemm_bias(void **state)
 {
     ao_device *dev = *state;
     ao_stream *s = ao_stream_create(dev, "compute", 0);
-    float *a = ao_dev_alloc(dev, 4 * sizeof *a), *b = ao_dev_alloc(dev, 6 * sizeof *b);
-    float *c = ao_dev_alloc(dev, 6 * sizeof *c), *bias = ao_dev_alloc(dev, 3 * sizeof *bias);
-    const float av[4] = {1, 2, 3, 4}, bv[6] = {1, 0, 0, 1, 1, 1}, biasv[3] = {0.5f, -1, 2};
-    memcpy(a, av, sizeof av);
-    memcpy(b, bv, sizeof bv);
+    struct small_gemm g = small_gemm_new(dev);
+    float *bias = ao_dev_alloc(dev, 3 * sizeof *bias);
+    const float biasv[3] = {0.5f, -1, 2};
     memcpy(bias, biasv, sizeof biasv);
-    ao_gemm_desc d = {.trans_b = 1,
-                      .m = 2,
-                      .n = 3,
-                      .k = 2,
-                      .alpha = 1,
-                      .a = a,
-                      .lda = 2,
-                      .b = b,
-                      .ldb = 2,
-                      .c = c,
-                      .ldc = 3,
-                      .ab_type = AO_F32,
-                      .c_type = AO_F32,
-                      .batch_count = 1,
-                      .bias = bias};
-    ao_gemm(dev, s, &d);
+    g.d.bias = bias;
+    ao_gemm(dev, s, &g.d);
     ao_stream_sync(s);
     const float want[6] = {1.5f, 1, 5, 3.5f, 3, 9};
-    for (int i = 0; i < 6; i++) assert_float_equal(c[i], want[i], 0);
-    ao_dev_free(dev, a);
-    ao_dev_free(dev, b);
-    ao_dev_free(dev, c);
+    for (int i = 0; i < 6; i++) assert_float_equal(g.c[i], want[i], 0);
+    small_gemm_free(dev, &g);
     ao_dev_free(dev, bias);
     ao_stream_destroy(s);
 }
@@ -570,38 +592,20 @@ static void test_gemm_separate_d(void **state)
 {
     ao_device *dev = *state;
     ao_stream *s = ao_stream_create(dev, "compute", 0);
-    float *a = ao_dev_alloc(dev, 4 * sizeof *a), *b = ao_dev_alloc(dev, 6 * sizeof *b);
-    float *c = ao_dev_alloc(dev, 6 * sizeof *c), *d = ao_dev_alloc(dev, 6 * sizeof *d);
-    const float av[4] = {1, 2, 3, 4}, bv[6] = {1, 0, 0, 1, 1, 1}, cv[6] = {1, 2, 3, 4, 5, 6};
-    memcpy(a, av, sizeof av);
-    memcpy(b, bv, sizeof bv);
-    memcpy(c, cv, sizeof cv);
-    ao_gemm_desc g = {.trans_b = 1,
-                      .m = 2,
-                      .n = 3,
-                      .k = 2,
-                      .alpha = 1,
-                      .beta = 1,
-                      .a = a,
-                      .lda = 2,
-                      .b = b,
-                      .ldb = 2,
-                      .c = c,
-                      .ldc = 3,
-                      .ab_type = AO_F32,
-                      .c_type = AO_F32,
-                      .batch_count = 1,
-                      .d = d};
-    ao_gemm(dev, s, &g);
+    struct small_gemm g = small_gemm_new(dev);
+    float *d = ao_dev_alloc(dev, 6 * sizeof *d);
+    const float cv[6] = {1, 2, 3, 4, 5, 6};
+    memcpy(g.c, cv, sizeof cv);
+    g.d.beta = 1;
+    g.d.d = d;
+    ao_gemm(dev, s, &g.d);
     ao_stream_sync(s);
     const float want[6] = {2, 4, 6, 7, 9, 13};
     for (int i = 0; i < 6; i++) {
         assert_float_equal(d[i], want[i], 0);
-        assert_float_equal(c[i], cv[i], 0);
+        assert_float_equal(g.c[i], cv[i], 0);
     }
-    ao_dev_free(dev, a);
-    ao_dev_free(dev, b);
-    ao_dev_free(dev, c);
+    small_gemm_free(dev, &g);
     ao_dev_free(dev, d);
     ao_stream_destroy(s);
 }
