@@ -260,6 +260,7 @@ void ao_comm_destroy(ao_comm *c)
     if (!c) return;
     struct ao_comm_base *b = base_of(c);
     /* Let outstanding ops finish while the watchdog still guards them. */
+    if (b->watch) ao_watch_mark(b->watch);
     ao_stream_sync(b->stream);
     if (b->watch) ao_watch_remove(b->watch);
     b->watch = NULL;
@@ -307,8 +308,22 @@ static void enqueue(ao_comm *c, ao_coll op, const void *send, void *recv, size_t
 {
     struct ao_comm_base *b = base_of(c);
     check_args(b, op, t, r, peer, recv_peer);
+    int defer = b->defer_mark;
+    b->defer_mark = 0;
+    if (b->watch) ao_watch_mark(b->watch); /* a deferred mark nobody made */
     b->ops->coll(c, op, send, recv, count, t, r, peer, recv_peer);
-    if (b->watch) ao_watch_op(b->watch, op, ao_coll_bytes(op, count, t, b->size));
+    if (b->watch) ao_watch_op(b->watch, op, ao_coll_bytes(op, count, t, b->size), !defer);
+}
+
+void ao_comm_defer_mark(ao_comm *c)
+{
+    base_of(c)->defer_mark = 1;
+}
+
+void ao_comm_mark(ao_comm *c)
+{
+    struct ao_comm_base *b = base_of(c);
+    if (b->watch) ao_watch_mark(b->watch);
 }
 
 void ao_allgather(ao_comm *c, const void *send, void *recv, size_t count, ao_dtype t)

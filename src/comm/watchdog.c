@@ -5,7 +5,9 @@
  * communicators is the one piece of global state here (guarded by wd.mu).
  *
  * Each communicator keeps a ring of pending ops, each with a completion event
- * recorded right after it on the comm's stream. Events belong to ring slots and
+ * recorded after it on the comm's stream (right after it, or deferred past the
+ * caller's own end event: ao_comm_defer_mark); an op whose event is not
+ * recorded yet is pending whatever a query of that event says. Events belong to ring slots and
  * are reused once their op has retired; the ring (and its event pool) only
  * grows when more ops are in flight than ever before. An op's clock starts when
  * it is enqueued or, if later, when the op before it was seen complete (by
@@ -27,12 +29,14 @@ struct pending_op {
     ao_coll op;
     size_t bytes;
     int64_t enqueued_ns;
+    int marked; /* its event is recorded */
 };
 
 struct ao_watch {
     ao_comm *comm;
     struct pending_op *ring; /* every slot owns an event, pending or not */
     size_t cap, head, count;
+    size_t unmarked;       /* the newest `unmarked` ops wait for ao_watch_mark */
     int64_t head_since_ns; /* when the current oldest op became the oldest */
     struct ao_watch *next;
 };
@@ -60,7 +64,7 @@ static struct ao_comm_base *base_of(ao_comm *c)
 
 static void retire_completed(struct ao_watch *w)
 {
-    while (w->count > 0 && ao_event_query(w->ring[w->head].done)) {
+    while (w->count > 0 && w->ring[w->head].marked && ao_event_query(w->ring[w->head].done)) {
         w->head = (w->head + 1) % w->cap;
         w->count--;
         w->head_since_ns = now_ns();
@@ -168,7 +172,26 @@ struct ao_watch *ao_watch_add(ao_comm *c)
     return w;
 }
 
-void ao_watch_op(struct ao_watch *w, ao_coll op, size_t bytes)
+static void mark_locked(struct ao_watch *w)
+{
+    for (size_t i = w->count - w->unmarked; i < w->count; i++) {
+        struct pending_op *p = &w->ring[(w->head + i) % w->cap];
+        ao_event_record(p->done, base_of(w->comm)->stream);
+        p->marked = 1;
+    }
+    w->unmarked = 0;
+}
+
+void ao_watch_mark(struct ao_watch *w)
+{
+    /* unmarked is written by the issuing thread only: read it unlocked */
+    if (!w->unmarked) return;
+    pthread_mutex_lock(&wd.mu);
+    mark_locked(w);
+    pthread_mutex_unlock(&wd.mu);
+}
+
+void ao_watch_op(struct ao_watch *w, ao_coll op, size_t bytes, int mark)
 {
     pthread_mutex_lock(&wd.mu);
     /* Retired by the thread only: a query costs the thread that issues the
@@ -179,9 +202,11 @@ void ao_watch_op(struct ao_watch *w, ao_coll op, size_t bytes)
     p->op = op;
     p->bytes = bytes;
     p->enqueued_ns = now_ns();
+    p->marked = 0;
     if (w->count == 0) w->head_since_ns = p->enqueued_ns;
     w->count++;
-    ao_event_record(p->done, base_of(w->comm)->stream);
+    w->unmarked++;
+    if (mark) mark_locked(w);
     pthread_mutex_unlock(&wd.mu);
 }
 

@@ -15,9 +15,11 @@ struct ao_watch;
 /* Start watching `c` (its base's timeout_s, which must be > 0); starts the
  * watchdog thread on first use. */
 struct ao_watch *ao_watch_add(ao_comm *c);
-/* Register the op just enqueued on c's stream: records a completion event
- * after it. */
-void ao_watch_op(struct ao_watch *w, ao_coll op, size_t bytes);
+/* Register the op just enqueued on c's stream; `mark`: record its completion
+ * event now, else at the next ao_watch_mark. */
+void ao_watch_op(struct ao_watch *w, ao_coll op, size_t bytes, int mark);
+/* Record the completion events of the ops registered unmarked. */
+void ao_watch_mark(struct ao_watch *w);
 /* Stop watching; stops the thread when it was the last communicator. */
 void ao_watch_remove(struct ao_watch *w);
 

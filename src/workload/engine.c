@@ -182,6 +182,22 @@ static int op_begin(ao_engine *e, ao_stream_id sid, ao_op_class cls, ao_coll_kin
     return ao_timeline_op_begin(e->tl, sid, cls, kind, name, unit, bytes);
 }
 
+/* A collective's event pair: the watchdog's completion record goes after the
+ * pair's end event, not inside it (ao_comm_defer_mark). */
+static int coll_begin(ao_engine *e, ao_comm *c, ao_stream_id sid, ao_coll_kind kind,
+                      const char *name, int unit, uint64_t bytes)
+{
+    int op = op_begin(e, sid, AO_CLASS_COMM, kind, name, unit, bytes);
+    ao_comm_defer_mark(c);
+    return op;
+}
+
+static void coll_end(ao_engine *e, ao_comm *c, int op)
+{
+    ao_timeline_op_end(e->tl, op);
+    ao_comm_mark(c);
+}
+
 static int compute_begin(ao_engine *e, const char *name, int unit)
 {
     return op_begin(e, AO_STREAM_COMPUTE, AO_CLASS_COMPUTE, AO_KIND_NONE, name, unit, 0);
@@ -610,13 +626,13 @@ static int try_gather(ao_engine *e, int u, int do_comm)
     ao_stream_wait_event(ln->s, e->gather_go);
     ao_comm *c = shard_comm(e, LANE_AG);
     uint64_t bytes = ao_coll_bytes(AO_ALLGATHER, sp->shard, e->gather_type, ao_comm_size(c));
-    int op = op_begin(e, ln->sid, AO_CLASS_COMM, AO_KIND_ALLGATHER, "allgather", u, bytes);
+    int op = coll_begin(e, c, ln->sid, AO_KIND_ALLGATHER, "allgather", u, bytes);
     if (e->gather_type == AO_F32)
         ao_allgather(c, e->P + sp->shard_offset, g->buf, sp->shard, AO_F32);
     else
         ao_allgather(c, (char *)e->Pw + sp->shard_offset * ao_dtype_size(e->gather_type), g->wire,
                      sp->shard, e->gather_type);
-    ao_timeline_op_end(e->tl, op);
+    coll_end(e, c, op);
     ao_event_record(us->ag_done, ln->s);
     return 1;
 }
@@ -686,29 +702,29 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase)
         ao_stream_wait_event(rs->s, G->done); /* RED is free again */
         ao_comm *c = shard_comm(e, LANE_RS);
         uint64_t bytes = ao_coll_bytes(AO_REDUCESCATTER, G->shard_len, AO_F32, ao_comm_size(c));
-        int op = op_begin(e, rs->sid, AO_CLASS_COMM, AO_KIND_REDUCESCATTER, "reducescatter",
-                          G->first_unit, bytes);
+        int op =
+            coll_begin(e, c, rs->sid, AO_KIND_REDUCESCATTER, "reducescatter", G->first_unit, bytes);
         ao_reducescatter(c, gfull, red, G->shard_len, AO_F32, AO_SUM);
-        ao_timeline_op_end(e->tl, op);
+        coll_end(e, c, op);
         last = rs->s;
         if (e->hybrid && e->replicas > 1) {
             lane *ar = &e->lanes[LANE_AR];
             ao_event_record(G->mid, rs->s);
             ao_stream_wait_event(ar->s, G->mid);
             uint64_t b2 = ao_coll_bytes(AO_ALLREDUCE, G->shard_len, AO_F32, e->replicas);
-            op = op_begin(e, ar->sid, AO_CLASS_COMM, AO_KIND_ALLREDUCE, "allreduce", G->first_unit,
-                          b2);
+            op = coll_begin(e, ar->group, ar->sid, AO_KIND_ALLREDUCE, "allreduce", G->first_unit,
+                            b2);
             ao_allreduce(ar->group, red, red, G->shard_len, AO_F32, AO_SUM);
-            ao_timeline_op_end(e->tl, op);
+            coll_end(e, ar->group, op);
             last = ar->s;
         }
     } else {
         lane *ar = &e->lanes[LANE_AR];
         ao_stream_wait_event(ar->s, G->grad_ready);
         uint64_t bytes = ao_coll_bytes(AO_ALLREDUCE, G->full_len, AO_F32, e->world);
-        int op = op_begin(e, ar->sid, AO_CLASS_COMM, AO_KIND_ALLREDUCE, "allreduce", g, bytes);
+        int op = coll_begin(e, ar->world, ar->sid, AO_KIND_ALLREDUCE, "allreduce", g, bytes);
         ao_allreduce(ar->world, gfull, red, G->full_len, AO_F32, AO_SUM);
-        ao_timeline_op_end(e->tl, op);
+        coll_end(e, ar->world, op);
         last = ar->s;
     }
     if (phase == AO_PHASE_TRAIN) accumulate(e, last, G, first);
@@ -855,9 +871,9 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
         ao_event_record(e->sq_ready, cs);
         ao_stream_wait_event(ar->s, e->sq_ready);
         uint64_t bytes = ao_coll_bytes(AO_ALLREDUCE, 3, AO_F64, e->world);
-        int op = op_begin(e, ar->sid, AO_CLASS_COMM, AO_KIND_ALLREDUCE, "allreduce", -1, bytes);
+        int op = coll_begin(e, ar->world, ar->sid, AO_KIND_ALLREDUCE, "allreduce", -1, bytes);
         ao_allreduce(ar->world, sd->local, sd->global, 3, AO_F64, AO_SUM);
-        ao_timeline_op_end(e->tl, op);
+        coll_end(e, ar->world, op);
         ao_event_record(e->sum_ready, ar->s);
         ao_stream_wait_event(cs, e->sum_ready);
     }

@@ -275,6 +275,47 @@ static void hang_allreduce(void)
     ao_stream_sync(s);
 }
 
+/* A 10 ms op, then 1 s of the caller's own work on the stream (where the
+ * engine records its end event), then the caller's mark. */
+static void op_then_caller_work(int defer)
+{
+    ao_device *dev = ao_device_open("cpu", 0);
+    ao_stream *s = ao_stream_create(dev, "allgather", 0);
+    struct fake_comm f;
+    fake_init(&f, dev, s, 0.3);
+    f.op_ms = 10;
+    int work_ms = 1000;
+    float buf[1];
+    if (defer) ao_comm_defer_mark((ao_comm *)&f);
+    ao_allgather((ao_comm *)&f, buf, buf, 1, AO_F32);
+    ao_launch_host(s, run_op, &work_ms, sizeof work_ms);
+    ao_comm_mark((ao_comm *)&f);
+    ao_stream_sync(s);
+}
+
+static void deferred_mark(void)
+{
+    op_then_caller_work(1);
+}
+
+static void immediate_mark(void)
+{
+    op_then_caller_work(0);
+}
+
+/* Where the completion record sits: right after the op, the op is seen done
+ * in 10 ms; deferred, only after the caller's 1 s of work, past the 0.3 s
+ * timeout (what shows that the record moved, not that it vanished). */
+static void test_watchdog_deferred_mark(void **state)
+{
+    char err[4096];
+    int64_t ms;
+    assert_int_equal(run_child(immediate_mark, err, sizeof err, &ms), 0);
+    assert_null(strstr(err, "did not complete"));
+    assert_int_equal(run_child(deferred_mark, err, sizeof err, &ms), 1);
+    assert_non_null(strstr(err, "allgather of 8 bytes on stream \"allgather\" did not complete"));
+}
+
 static void async_error(void)
 {
     ao_device *dev = ao_device_open("cpu", 0);
@@ -358,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_watchdog_quiet_when_ops_progress),
         cmocka_unit_test(test_watchdog_fires_on_hang),
+        cmocka_unit_test(test_watchdog_deferred_mark),
         cmocka_unit_test(test_watchdog_fires_on_async_error),
         cmocka_unit_test(test_bad_root_is_fatal),
         cmocka_unit_test(test_create_without_backend),
