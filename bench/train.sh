@@ -5,7 +5,7 @@
 # overlap ratio, exposed comm, idle, and the decomposition when baselines ran).
 #   train.tsv            the table printed last
 #   train/NAME.log       each run's stdout (rank 0) and summary.json
-# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace | single | hold | host | graphs | prefetch
+# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace | single | hold | host | prefetch
 #   (default smoke)
 #   env: AORTA=path/to/aorta (default build-device/aorta); OUT=dir (default ./out);
 #        NPROC=ranks (default every visible GPU); STEPS=steps per run (default per matrix);
@@ -159,28 +159,6 @@ host)
             one "default_x${np}_sampled" "$d" "$np" "${STEPS:-200}" dataset.placement=device
     done
     ;;
-graphs)
-    # What replaying repeated GEMMs from CUDA graphs saves the host (device.h,
-    # AORTA_GEMM_GRAPHS=0 turns them off): bench/api_cost's GEMM call both
-    # ways, then the host-bound default config (1 GPU and every GPU) and the
-    # device-bound large one (1 GPU), each with graphs on and off, default
-    # with timing on and off too (the timing-cost target).
-    bin=$(dirname "$aorta")/bench
-    "$bin/api_cost" --backend cuda --json "$out/train/api_cost.json" | tee "$out/train/api_cost.txt"
-    AORTA_GEMM_GRAPHS=0 "$bin/api_cost" --backend cuda --json "$out/train/api_cost_nographs.json" |
-        tee "$out/train/api_cost_nographs.txt"
-    for np in 1 "$nproc"; do
-        for g in "" _nographs; do
-            [ -n "$g" ] && export AORTA_GEMM_GRAPHS=0
-            one "default_x${np}$g" "$d" "$np" "${STEPS:-200}" dataset.placement=device
-            one "default_x${np}${g}_notiming" "$d" "$np" "${STEPS:-200}" dataset.placement=device \
-                profiling.timing=false
-            unset AORTA_GEMM_GRAPHS
-        done
-    done
-    one large_1gpu "$l" 1 "${STEPS:-30}"
-    AORTA_GEMM_GRAPHS=0 one large_1gpu_nographs "$l" 1 "${STEPS:-30}"
-    ;;
 prefetch)
     # Prefetch on against off, with data generated on the device (the host
     # loader's noise on default is larger than the difference).
@@ -192,7 +170,7 @@ prefetch)
     done
     ;;
 *)
-    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling, trace, single, hold, host, graphs, prefetch)" >&2
+    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling, trace, single, hold, host, prefetch)" >&2
     exit 2
     ;;
 esac

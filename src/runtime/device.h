@@ -198,10 +198,6 @@ typedef struct ao_gemm_desc {
  * (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET). Ignored by the cpu backend, which
  * says so once. */
 void ao_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target);
-/* On the cuda backend, a call repeated with the same arguments is replayed
- * from a CUDA graph captured at its second sighting (device_cuda.c, "GEMM
- * graphs"); AORTA_GEMM_GRAPHS=0 in the environment turns that off, for
- * measuring what it saves. */
 void ao_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d);
 
 /* ---- profiler ranges ----------------------------------------------------- */

@@ -58,21 +58,6 @@ struct ptr_arrays {
 };
 #define MAX_PTR_ARRAYS 256 /* then all are dropped (after a device sync) and rebuilt */
 
-/* A cublasLtMatmul call replayed from a CUDA graph (see "GEMM graphs"): the
- * key is everything the call is given. */
-struct graph_key {
-    int plan; /* index in dev->plans: its descriptors and algorithm */
-    float alpha, beta;
-    const void *a, *b, *c, *d, *bias, *ws;
-};
-struct graph_slot {
-    struct graph_key key;
-    int state; /* GRAPH_* */
-    cudaGraphExec_t exec;
-};
-enum { GRAPH_EMPTY, GRAPH_NEW, GRAPH_SEEN, GRAPH_READY, GRAPH_DIRECT };
-#define GRAPH_SLOTS 4096 /* a power of two; when full, calls stay direct */
-
 struct ao_device {
     struct ao_device_base base;
     int ordinal;
@@ -86,10 +71,7 @@ struct ao_device {
     void *null_stream_workspace; /* for GEMMs on the legacy default stream */
     struct ptr_arrays ptrs[MAX_PTR_ARRAYS];
     int nptrs;
-    int gemm_graphs;           /* AORTA_GEMM_GRAPHS=0 turns them off (device.h) */
-    struct graph_slot *graphs; /* GRAPH_SLOTS, allocated on first use */
-    int ngraphs;               /* slots in use */
-    uint64_t peers_done;       /* ordinals whose peer access was set up */
+    uint64_t peers_done; /* ordinals whose peer access was set up */
 };
 
 struct ao_stream {
@@ -224,8 +206,6 @@ static ao_device *cuda_open(int ordinal)
     AO_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&dev->prio_least, &dev->prio_greatest));
     BLAS_CHECK(cublasLtCreate(&dev->lt));
     pthread_mutex_init(&dev->lock, NULL);
-    const char *graphs = getenv("AORTA_GEMM_GRAPHS");
-    dev->gemm_graphs = !(graphs && strcmp(graphs, "0") == 0);
     return dev;
 }
 
@@ -242,10 +222,6 @@ static void cuda_close(ao_device *dev)
     if (!dev) return;
     use_device(dev);
     AO_CUDA_CHECK(cudaDeviceSynchronize());
-    for (int i = 0; dev->graphs && i < GRAPH_SLOTS; i++)
-        if (dev->graphs[i].state == GRAPH_READY)
-            AO_CUDA_CHECK(cudaGraphExecDestroy(dev->graphs[i].exec));
-    free(dev->graphs);
     for (int i = 0; i < dev->nplans; i++) destroy_plan(&dev->plans[i]);
     free(dev->plans);
     for (int i = 0; i < dev->nptrs; i++) AO_CUDA_CHECK(cudaFree(dev->ptrs[i].dev));
@@ -862,107 +838,6 @@ static int min_int(int a, int b)
     return a < b ? a : b;
 }
 
-/* ---- GEMM graphs ----------------------------------------------------------------
- * cuBLASLt's own host path costs ~7-12 us a call on the H200 machines' hosts
- * (bench/api_cost), most of the issuing time of a host-bound step, and a
- * training step makes the same calls with the same addresses every step. A
- * call seen a second time is captured into a CUDA graph, and from then on the
- * graph is launched in its place: one cudaGraphLaunch instead of cuBLASLt's
- * path and its launches. The key is everything cublasLtMatmul is given (the
- * plan's descriptors and algorithm, alpha and beta by value, every address,
- * the bias set on the descriptor, the workspace); a graph reads memory only
- * when it runs, so the same key enqueues the same work whatever the buffers
- * then hold. A call that cannot be captured is remembered and stays direct.
- * AORTA_GEMM_GRAPHS=0 turns graphs off (measuring what they save). */
-
-static uint64_t graph_hash(const struct graph_key *k)
-{
-    const unsigned char *p = (const unsigned char *)k;
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < sizeof *k; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
-/* The key's slot, claimed if new; NULL when graphs are off or the table is
- * full (a caller cycling through addresses). */
-static struct graph_slot *graph_slot(ao_device *dev, const struct graph_key *k)
-{
-    if (!dev->graphs) dev->graphs = ao_calloc(GRAPH_SLOTS, sizeof *dev->graphs);
-    for (uint64_t i = graph_hash(k) & (GRAPH_SLOTS - 1);; i = (i + 1) & (GRAPH_SLOTS - 1)) {
-        struct graph_slot *g = &dev->graphs[i];
-        if (g->state == GRAPH_EMPTY) {
-            if (dev->ngraphs >= GRAPH_SLOTS / 2) return NULL; /* short probes */
-            dev->ngraphs++;
-            g->key = *k;
-            g->state = GRAPH_NEW;
-            return g;
-        }
-        if (memcmp(&g->key, k, sizeof *k) == 0) return g;
-    }
-}
-
-/* Capture the call into g (the stream records it, nothing runs); 0 when the
- * stream cannot capture it: g stays direct and the caller makes the call. */
-static int graph_capture(ao_device *dev, struct graph_slot *g, const struct gemm_plan *p,
-                         cudaStream_t cs)
-{
-    const struct graph_key *k = &g->key;
-    g->state = GRAPH_DIRECT;
-    if (cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    cublasStatus_t st =
-        cublasLtMatmul(dev->lt, p->op, &k->alpha, k->a, p->la, k->b, p->lb, &k->beta, k->c, p->lc,
-                       (void *)k->d, p->lc, &p->algo, (void *)k->ws, p->workspace, cs);
-    cudaGraph_t graph = NULL;
-    cudaError_t err = cudaStreamEndCapture(cs, &graph);
-    if (st == CUBLAS_STATUS_SUCCESS && err == cudaSuccess && graph)
-        err = cudaGraphInstantiateWithFlags(&g->exec, graph, 0);
-    if (graph) AO_CUDA_CHECK(cudaGraphDestroy(graph));
-    if (st != CUBLAS_STATUS_SUCCESS || err != cudaSuccess || !graph) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    g->state = GRAPH_READY;
-    return 1;
-}
-
-/* cublasLtMatmul with plan p (cuBLASLt's roles: a is its A), through a graph
- * where one is (or can now be) made. Called with the device lock held. */
-static void lt_matmul(ao_device *dev, ao_stream *s, const struct gemm_plan *p, float alpha,
-                      const void *a, const void *b, float beta, const void *c, void *d,
-                      const float *bias, void *ws)
-{
-    cudaStream_t cs = ao_cuda_stream(s);
-    struct graph_slot *g = NULL;
-    if (dev->gemm_graphs && cs) { /* the legacy stream cannot capture */
-        struct graph_key k;
-        memset(&k, 0, sizeof k); /* the padding too: the key is hashed and compared as bytes */
-        k.plan = (int)(p - dev->plans);
-        k.alpha = alpha;
-        k.beta = beta;
-        k.a = a, k.b = b, k.c = c, k.d = d, k.bias = bias, k.ws = ws;
-        g = graph_slot(dev, &k);
-        if (g && g->state == GRAPH_READY) {
-            AO_CUDA_CHECK(cudaGraphLaunch(g->exec, cs));
-            return;
-        }
-    }
-    if (bias)
-        BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                  sizeof bias));
-    /* the first sighting is direct: one-off calls never pay for a capture */
-    if (g && g->state == GRAPH_NEW)
-        g->state = GRAPH_SEEN;
-    else if (g && g->state == GRAPH_SEEN && graph_capture(dev, g, p, cs)) {
-        AO_CUDA_CHECK(cudaGraphLaunch(g->exec, cs));
-        return;
-    }
-    BLAS_CHECK(cublasLtMatmul(dev->lt, p->op, &alpha, a, p->la, b, p->lb, &beta, c, p->lc, d, p->lc,
-                              &p->algo, ws, p->workspace, cs));
-}
-
 /* Outer group o of a batch (the whole GEMM when single-level): one strided
  * batch, split into compute.gemm_chunks launches along m. */
 static void gemm_group(ao_device *dev, ao_stream *s, const ao_gemm_desc *d, int o, void *ws)
@@ -983,7 +858,11 @@ static void gemm_group(ao_device *dev, ao_stream *s, const ao_gemm_desc *d, int 
         struct gemm_key key = gemm_key_of(dev, d, rows, a, b, c);
         if (d->d) key.align_c = min_int(key.align_c, pointer_alignment(dd)); /* C's and D's */
         struct gemm_plan *p = find_plan(dev, &key, 0);
-        lt_matmul(dev, s, p, d->alpha, b, a, d->beta, c, dd, d->bias, ws);
+        if (d->bias)
+            BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      &d->bias, sizeof d->bias));
+        BLAS_CHECK(cublasLtMatmul(dev->lt, p->op, &d->alpha, b, p->la, a, p->lb, &d->beta, c, p->lc,
+                                  dd, p->lc, &p->algo, ws, p->workspace, ao_cuda_stream(s)));
         row += rows;
     }
 }
@@ -1045,8 +924,9 @@ static int gemm_pointer_array(ao_device *dev, ao_stream *s, const ao_gemm_desc *
     if (!p) return 0;
     void **arrays = pointer_arrays(dev, d);
     const size_t count = (size_t)all.batch_count;
-    lt_matmul(dev, s, p, d->alpha, arrays + count, arrays, d->beta, arrays + 2 * count,
-              arrays + 2 * count, NULL, ws);
+    BLAS_CHECK(cublasLtMatmul(dev->lt, p->op, &d->alpha, arrays + count, p->la, arrays, p->lb,
+                              &d->beta, arrays + 2 * count, p->lc, arrays + 2 * count, p->lc,
+                              &p->algo, ws, p->workspace, ao_cuda_stream(s)));
     return 1;
 }
 

@@ -75,15 +75,6 @@
 #define cudaEventQuery                    hipEventQuery
 #define cudaEventElapsedTime              hipEventElapsedTime
 #define cudaLaunchHostFunc                hipLaunchHostFunc
-#define cudaGraph_t                       hipGraph_t
-#define cudaGraphExec_t                   hipGraphExec_t
-#define cudaStreamBeginCapture            hipStreamBeginCapture
-#define cudaStreamEndCapture              hipStreamEndCapture
-#define cudaStreamCaptureModeThreadLocal  hipStreamCaptureModeThreadLocal
-#define cudaGraphInstantiateWithFlags     hipGraphInstantiateWithFlags
-#define cudaGraphLaunch                   hipGraphLaunch
-#define cudaGraphDestroy                  hipGraphDestroy
-#define cudaGraphExecDestroy              hipGraphExecDestroy
 #define cudaMemsetAsync                   hipMemsetAsync
 #define cudaMemcpyAsync                   hipMemcpyAsync
 #define cudaMemcpyPeerAsync               hipMemcpyPeerAsync

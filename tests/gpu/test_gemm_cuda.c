@@ -49,10 +49,9 @@ struct gemm_case {
     float alpha, beta;
     int chunks, sm_target;
     double tol;
-    int bias;   /* an epilogue bias of n random floats (fp32 C only) */
-    int outer;  /* > 1: a two-level batch of outer groups of `batch` */
-    int sep_d;  /* the result into a separate D, C only read (batch 1) */
-    int rounds; /* > 1: that many rounds of fresh data through the same call */
+    int bias;  /* an epilogue bias of n random floats (fp32 C only) */
+    int outer; /* > 1: a two-level batch of outer groups of `batch` */
+    int sep_d; /* the result into a separate D, C only read (batch 1) */
 };
 
 static const char *mode_name(const struct gemm_case *gc)
@@ -81,105 +80,101 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
     void *out = calloc(nc, csz);
     double *ra = calloc(na, sizeof(double)), *rb = calloc(nb, sizeof(double));
     double *rc = calloc(nc, sizeof(double));
+    for (size_t i = 0; i < na; i++) ra[i] = store(ha, i, gc->ab, uniform());
+    for (size_t i = 0; i < nb; i++) rb[i] = store(hb, i, gc->ab, uniform());
+    for (size_t i = 0; i < nc; i++) rc[i] = store(hc, i, gc->c, uniform());
     float *hbias = calloc((size_t)gc->n, sizeof *hbias);
+    for (int j = 0; j < gc->n; j++) hbias[j] = uniform();
+
     void *da = ao_dev_alloc(dev, na * esz), *db = ao_dev_alloc(dev, nb * esz);
     void *dc = ao_dev_alloc(dev, nc * csz), *dd = gc->sep_d ? ao_dev_alloc(dev, nc * csz) : NULL;
+    ao_copy_async(dev, da, ha, na * esz, AO_H2D, s);
+    ao_copy_async(dev, db, hb, nb * esz, AO_H2D, s);
+    ao_copy_async(dev, dc, hc, nc * csz, AO_H2D, s);
+    if (dd) ao_copy_async(dev, dd, hc, nc * csz, AO_H2D, s); /* its padding, to check */
     float *dbias = ao_dev_alloc(dev, (size_t)gc->n * sizeof *dbias);
-    /* Rounds of fresh data through the same buffers: the same call made
-     * directly, then captured into a graph, then replayed from it (device.h) */
-    for (int round = 0; round < (gc->rounds > 1 ? gc->rounds : 1); round++) {
-        for (size_t i = 0; i < na; i++) ra[i] = store(ha, i, gc->ab, uniform());
-        for (size_t i = 0; i < nb; i++) rb[i] = store(hb, i, gc->ab, uniform());
-        for (size_t i = 0; i < nc; i++) rc[i] = store(hc, i, gc->c, uniform());
-        for (int j = 0; j < gc->n; j++) hbias[j] = uniform();
-        ao_copy_async(dev, da, ha, na * esz, AO_H2D, s);
-        ao_copy_async(dev, db, hb, nb * esz, AO_H2D, s);
-        ao_copy_async(dev, dc, hc, nc * csz, AO_H2D, s);
-        if (dd) ao_copy_async(dev, dd, hc, nc * csz, AO_H2D, s); /* its padding, to check */
-        ao_copy_async(dev, dbias, hbias, (size_t)gc->n * sizeof *dbias, AO_H2D, s);
+    ao_copy_async(dev, dbias, hbias, (size_t)gc->n * sizeof *dbias, AO_H2D, s);
 
-        ao_gemm_set_policy(dev, gc->chunks, gc->sm_target);
-        ao_gemm_desc d = {
-            .trans_a = gc->ta,
-            .trans_b = gc->tb,
-            .m = gc->m,
-            .n = gc->n,
-            .k = gc->k,
-            .alpha = gc->alpha,
-            .beta = gc->beta,
-            .a = da,
-            .lda = lda,
-            .b = db,
-            .ldb = ldb,
-            .c = dc,
-            .ldc = ldc,
-            .ab_type = gc->ab,
-            .c_type = gc->c,
-            .compute = gc->mode,
-            .batch_count = gc->batch,
-            .stride_a = gc->batch > 1 ? sa : 0,
-            .stride_b = gc->batch > 1 ? sb : 0,
-            .stride_c = gc->batch > 1 ? sc : 0,
-            .bias = gc->bias ? dbias : NULL,
-            .batch_outer = gc->outer,
-            .outer_stride_a = osa,
-            .outer_stride_b = osb,
-            .outer_stride_c = osc,
-            .d = dd,
-        };
-        ao_gemm(dev, s, &d);
-        ao_copy_async(dev, out, dd ? dd : dc, nc * csz, AO_D2H, s);
-        int c_changed = 0;
-        if (dd) { /* C only read */
-            void *c_after = calloc(nc, csz);
-            ao_copy_async(dev, c_after, dc, nc * csz, AO_D2H, s);
-            ao_stream_sync(s);
-            c_changed = memcmp(c_after, hc, nc * csz) != 0;
-            free(c_after);
-        }
+    ao_gemm_set_policy(dev, gc->chunks, gc->sm_target);
+    ao_gemm_desc d = {
+        .trans_a = gc->ta,
+        .trans_b = gc->tb,
+        .m = gc->m,
+        .n = gc->n,
+        .k = gc->k,
+        .alpha = gc->alpha,
+        .beta = gc->beta,
+        .a = da,
+        .lda = lda,
+        .b = db,
+        .ldb = ldb,
+        .c = dc,
+        .ldc = ldc,
+        .ab_type = gc->ab,
+        .c_type = gc->c,
+        .compute = gc->mode,
+        .batch_count = gc->batch,
+        .stride_a = gc->batch > 1 ? sa : 0,
+        .stride_b = gc->batch > 1 ? sb : 0,
+        .stride_c = gc->batch > 1 ? sc : 0,
+        .bias = gc->bias ? dbias : NULL,
+        .batch_outer = gc->outer,
+        .outer_stride_a = osa,
+        .outer_stride_b = osb,
+        .outer_stride_c = osc,
+        .d = dd,
+    };
+    ao_gemm(dev, s, &d);
+    ao_copy_async(dev, out, dd ? dd : dc, nc * csz, AO_D2H, s);
+    int c_changed = 0;
+    if (dd) { /* C only read */
+        void *c_after = calloc(nc, csz);
+        ao_copy_async(dev, c_after, dc, nc * csz, AO_D2H, s);
         ao_stream_sync(s);
-        ao_gemm_set_policy(dev, 1, 0);
+        c_changed = memcmp(c_after, hc, nc * csz) != 0;
+        free(c_after);
+    }
+    ao_stream_sync(s);
+    ao_gemm_set_policy(dev, 1, 0);
 
-        double max_err = 0, max_ref = 0;
-        int pad_changed = 0;
-        for (int g = 0; g < outer * gc->batch; g++) {
-            const int o = g / gc->batch, b = g % gc->batch;
-            const double *A = ra + (size_t)(o * osa + b * sa), *B = rb + (size_t)(o * osb + b * sb);
-            for (int i = 0; i < gc->m; i++) {
-                for (int j = 0; j < ldc; j++) {
-                    const size_t ci =
-                        (size_t)(o * osc + b * sc) + (size_t)i * (size_t)ldc + (size_t)j;
-                    const double got = load(out, ci, gc->c);
-                    if (j >= gc->n) {
-                        if (got != rc[ci]) pad_changed++;
-                        continue;
-                    }
-                    double acc = 0;
-                    for (int p = 0; p < gc->k; p++) {
-                        const double av = gc->ta ? A[(size_t)p * lda + i] : A[(size_t)i * lda + p];
-                        const double bv = gc->tb ? B[(size_t)j * ldb + p] : B[(size_t)p * ldb + j];
-                        acc += av * bv;
-                    }
-                    const double ref =
-                        gc->alpha * acc + gc->beta * rc[ci] + (gc->bias ? hbias[j] : 0.0);
-                    const double err = isnan(got) ? INFINITY : fabs(got - ref);
-                    if (err > max_err) max_err = err;
-                    if (fabs(ref) > max_ref) max_ref = fabs(ref);
+    double max_err = 0, max_ref = 0;
+    int pad_changed = 0;
+    for (int g = 0; g < outer * gc->batch; g++) {
+        const int o = g / gc->batch, b = g % gc->batch;
+        const double *A = ra + (size_t)(o * osa + b * sa), *B = rb + (size_t)(o * osb + b * sb);
+        for (int i = 0; i < gc->m; i++) {
+            for (int j = 0; j < ldc; j++) {
+                const size_t ci = (size_t)(o * osc + b * sc) + (size_t)i * (size_t)ldc + (size_t)j;
+                const double got = load(out, ci, gc->c);
+                if (j >= gc->n) {
+                    if (got != rc[ci]) pad_changed++;
+                    continue;
                 }
+                double acc = 0;
+                for (int p = 0; p < gc->k; p++) {
+                    const double av = gc->ta ? A[(size_t)p * lda + i] : A[(size_t)i * lda + p];
+                    const double bv = gc->tb ? B[(size_t)j * ldb + p] : B[(size_t)p * ldb + j];
+                    acc += av * bv;
+                }
+                const double ref =
+                    gc->alpha * acc + gc->beta * rc[ci] + (gc->bias ? hbias[j] : 0.0);
+                const double err = isnan(got) ? INFINITY : fabs(got - ref);
+                if (err > max_err) max_err = err;
+                if (fabs(ref) > max_ref) max_ref = fabs(ref);
             }
         }
-        const double rel = max_ref > 0 ? max_err / max_ref : max_err;
-        printf("%s->%s ta=%d tb=%d m=%d n=%d k=%d batch=%d outer=%d chunks=%d sm_target=%d "
-               "beta=%g%s%s round %d: rel err %.3g (bound %.0e)\n",
-               mode_name(gc), ao_dtype_name(gc->c), gc->ta, gc->tb, gc->m, gc->n, gc->k, gc->batch,
-               outer, gc->chunks, gc->sm_target, gc->beta, gc->bias ? " bias" : "",
-               gc->sep_d ? " separate D" : "", round, rel, gc->tol);
-        CHECK(!c_changed, "a GEMM into a separate D wrote C");
-        CHECK(rel <= gc->tol, "%s ta=%d tb=%d m=%d n=%d k=%d: %.3g > %.0e", mode_name(gc), gc->ta,
-              gc->tb, gc->m, gc->n, gc->k, rel, gc->tol);
-        CHECK(max_ref > 0, "reference is all zeros: the test data is degenerate");
-        CHECK(pad_changed == 0, "%d padding elements of C (beyond n) were written", pad_changed);
     }
+    const double rel = max_ref > 0 ? max_err / max_ref : max_err;
+    printf("%s->%s ta=%d tb=%d m=%d n=%d k=%d batch=%d outer=%d chunks=%d sm_target=%d "
+           "beta=%g%s%s: rel err %.3g (bound %.0e)\n",
+           mode_name(gc), ao_dtype_name(gc->c), gc->ta, gc->tb, gc->m, gc->n, gc->k, gc->batch,
+           outer, gc->chunks, gc->sm_target, gc->beta, gc->bias ? " bias" : "",
+           gc->sep_d ? " separate D" : "", rel, gc->tol);
+    CHECK(!c_changed, "a GEMM into a separate D wrote C");
+    CHECK(rel <= gc->tol, "%s ta=%d tb=%d m=%d n=%d k=%d: %.3g > %.0e", mode_name(gc), gc->ta,
+          gc->tb, gc->m, gc->n, gc->k, rel, gc->tol);
+    CHECK(max_ref > 0, "reference is all zeros: the test data is degenerate");
+    CHECK(pad_changed == 0, "%d padding elements of C (beyond n) were written", pad_changed);
 
     ao_dev_free(dev, da);
     ao_dev_free(dev, db);
@@ -228,8 +223,7 @@ int main(void)
                                                .mode = types[t].mode,
                                                .alpha = 1.0f,
                                                .chunks = 1,
-                                               .tol = types[t].tol,
-                                               .rounds = 3};
+                                               .tol = types[t].tol};
                 struct gemm_case odd = base;
                 odd.m = 127, odd.n = 65, odd.k = 33;
                 run_case(dev, s, &odd);
@@ -279,8 +273,7 @@ int main(void)
                               .mode = AO_COMPUTE_DEFAULT,
                               .alpha = 1.0f,
                               .chunks = 1,
-                              .tol = 1e-5,
-                              .rounds = 3};
+                              .tol = 1e-5};
     run_case(dev, s, &again);
 
     ao_stream_destroy(s);
