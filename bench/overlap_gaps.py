@@ -16,6 +16,7 @@ and after, and any copy/memset activity inside), A's by head (pair start to
 first kernel) and tail (last kernel to pair end). TOP groups are printed.
 """
 import collections
+import re
 import json
 import os
 import statistics
@@ -73,6 +74,15 @@ def short(name, n=48):
     for p in ("void ", "_Z"):
         if name.startswith(p):
             name = name[len(p):]
+    # aorta's own kernels live in an anonymous namespace whose mangled
+    # prefix says nothing: N48_GLOBAL__N__<48 chars>, then the kernel's
+    # length-prefixed name
+    m = re.match(r"^N(\d+)_GLOBAL__N__", name)
+    if m:
+        rest = name[len(m.group(0)) - len("_GLOBAL__N__") + int(m.group(1)):]
+        k = re.match(r"^(\d+)", rest)
+        if k:
+            name = rest[len(k.group(1)):len(k.group(1)) + int(k.group(1))]
     return name[:n]
 
 

@@ -60,8 +60,12 @@ int ao_cupti_marker(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint
                     uint32_t *stream_id);
 /* CUPTI's id of the compute stream: its memcpys and memsets are compute. */
 void ao_cupti_set_compute_stream(ao_cupti *c, uint32_t stream_id);
-/* Flush CUPTI and hand out the activities that started in [t0_ns, t1_ns)
- * (opened 50 µs early, for the clocks' residual disagreement)
+/* Flush CUPTI and hand out the activities whose midpoint lies in
+ * [t0_ns, t1_ns) (opened 50 µs early, for the clocks' residual disagreement).
+ * The midpoint, not the start: the clocks agree to a few µs, and where one
+ * iteration's work follows the last one's at once, its first kernel starts
+ * µs after the window's end and could, by its start, fall into the window
+ * before; by its midpoint only when it is shorter than that disagreement
  * (the device must be idle: synchronize it first, or records of work still
  * running are lost)
  * (CUPTI clock) as ops relative to the anchor, ordered by start. Earlier
@@ -107,8 +111,8 @@ int ao_cupti_lane(ao_cupti_lanes *l, uint32_t stream_id);
 void ao_cupti_record_to_op(const ao_cupti_record *r, uint64_t anchor_ns, int lane, int on_compute,
                            ao_op *op);
 
-/* Keep the records that start in [t0, t1): the ones before t0 are dropped,
- * the ones at or after t1 move to the front of recs (their order kept), and
+/* Keep the records whose midpoint is in [t0, t1): the ones before t0 are
+ * dropped, the ones at or after t1 move to the front of recs (order kept), and
  * the ones in the window become ops (lane per stream, ordered by start)
  * appended to *ops (capacity *cap, grown as needed). Returns how many ops;
  * *n becomes the number of records kept. */

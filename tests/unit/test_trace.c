@@ -422,14 +422,15 @@ static void test_cupti_records_to_ops(void **state)
     ao_cupti_record_to_op(&k, anchor, 0, 1, &op);
     assert_int_equal(op.cls, AO_CLASS_COMM);
 
-    /* windows: before t0 dropped, in [t0,t1) taken in start order with lanes
-     * by first appearance, at or after t1 kept in order */
+    /* windows by midpoint: before t0 dropped, in [t0,t1) taken in start
+     * order with lanes by first appearance, at or after t1 kept in order; a
+     * kernel that starts just before t1 but runs past it is the next one's */
     ao_cupti_record recs[] = {
         {AO_CUPTI_KERNEL, 100, 150, 11, 0, "old"},
         {AO_CUPTI_KERNEL, 1300, 1400, 22, 0, "gemm_b"},
         {AO_CUPTI_KERNEL, 1000, 1200, 11, 0, "gemm_a"},
-        {AO_CUPTI_KERNEL, 2000, 2100, 33, 0, "next_1"},
-        {AO_CUPTI_MEMSET, 1999, 2050, 22, 8, "memset"},
+        {AO_CUPTI_KERNEL, 1995, 2100, 33, 0, "next_1"},
+        {AO_CUPTI_MEMSET, 1990, 2004, 22, 8, "memset"},
         {AO_CUPTI_KERNEL, 2500, 2600, 11, 0, "next_2"},
     };
     size_t n = sizeof recs / sizeof recs[0], cap = 0;
