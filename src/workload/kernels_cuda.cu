@@ -42,6 +42,45 @@ constexpr int kColTile = 32;       /* columns per block of a column sum: one war
 constexpr int kColLanes = 8;       /* warps per block, each summing every 8th row of the chunk */
 constexpr int kColChunkRows = 256; /* rows one block sums (before the cap below) */
 
+/* Programmatic dependent launch (sm_90): a kernel launched through launch()
+ * may be scheduled while the kernel before it on its stream still runs, and
+ * waits at its first statement (pdl_wait) until that kernel has finished and
+ * its writes are visible. It saves the device's latency between two kernels
+ * of one stream (~2-3 us each on an H200 under a kernel trace,
+ * bench/RESULTS.md): idle time in a small step, and time an op's event pair
+ * spans beyond its kernels. Every kernel here waits first, so a kernel
+ * never sees an older kernel's output unfinished. After anything that is not
+ * a kernel (an event record, a memset, a wait) a launch is ordered as usual.
+ * HIP launches plainly. */
+__device__ __forceinline__ void pdl_wait()
+{
+#if !defined(AO_GPU_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+            Args... args)
+{
+#if defined(AO_GPU_HIP)
+    kernel<<<grid, block, smem, stream>>>(args...);
+#else
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    /* an error is left for the caller's cudaGetLastError, as a <<<>>> launch's */
+    (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+#endif
+}
+
 unsigned elem_blocks(size_t n, size_t per_thread = 1)
 {
     size_t items = (n + per_thread - 1) / per_thread;
@@ -135,6 +174,7 @@ template <class F>
 __global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c, int col0,
                                        int chunk, F f)
 {
+    pdl_wait();
     __shared__ double sa[kColLanes][kColTile + 1], sb[kColLanes][kColTile + 1];
     __shared__ bool last;
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -209,8 +249,8 @@ cudaError_t column_sums(float *out_a, float *out_b, int n, int c, F f, cudaStrea
     for (int col0 = 0; col0 < c; col0 += span) {
         const int cols = c - col0 < span ? c - col0 : span;
         const unsigned tiles = (unsigned)((cols + kColTile - 1) / kColTile);
-        column_partials_kernel<<<dim3(tiles, (unsigned)parts), block, 0, stream>>>(
-            out_a, out_b, n, c, col0, chunk, f);
+        launch(column_partials_kernel<F>, dim3(tiles, (unsigned)parts), block, 0, stream, out_a,
+               out_b, n, c, col0, chunk, f);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
     }
@@ -246,6 +286,7 @@ struct layernorm_param_term {
 template <class Op>
 __global__ void map_kernel(float *y, const float *a, const float *b, size_t n, bool vec, Op op)
 {
+    pdl_wait();
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t tail = 0;
@@ -273,7 +314,7 @@ cudaError_t launch_map(float *y, const float *a, const float *b, size_t n, Op op
 {
     if (n == 0) return cudaSuccess;
     const bool vec = aligned16(y) && aligned16(a) && (b == nullptr || aligned16(b));
-    map_kernel<<<elem_blocks(n, vec ? 4 : 1), kThreads, 0, stream>>>(y, a, b, n, vec, op);
+    launch(map_kernel<Op>, elem_blocks(n, vec ? 4 : 1), kThreads, 0, stream, y, a, b, n, vec, op);
     return cudaGetLastError();
 }
 
@@ -322,6 +363,7 @@ __global__ void layernorm_forward_kernel(float *y, void *y16, float *mean, float
                                          const float *x, const float *gamma, const float *beta,
                                          int n, int c)
 {
+    pdl_wait();
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
     const float *xr = x + (size_t)row * c;
@@ -362,6 +404,7 @@ __global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const f
                                              const float *mean, const float *rstd,
                                              const float *gamma, int n, int c, Tail tail)
 {
+    pdl_wait();
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
     const float *xr = x + (size_t)row * c, *dyr = dy + (size_t)row * c;
@@ -450,6 +493,7 @@ struct softmax_plain_out {
 
 template <class Out> __global__ void softmax_forward_kernel(Out out, const float *x, int n, int c)
 {
+    pdl_wait();
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
     const float *xr = x + (size_t)row * c;
@@ -480,6 +524,7 @@ template <class Out> __global__ void softmax_forward_kernel(Out out, const float
 template <int V, class Out>
 __global__ void softmax_forward_vec_kernel(Out out, const float *x, int n, int c)
 {
+    pdl_wait();
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
     const int c4 = c / 4;
@@ -527,11 +572,14 @@ cudaError_t launch_softmax_forward(Out out, const float *y, const float *x, int 
     if (n <= 0 || c <= 0) return cudaSuccess;
     const bool vec = c % 4 == 0 && aligned16(x) && aligned16(y);
     if (vec && c <= 128 * 4)
-        softmax_forward_vec_kernel<4><<<row_warp_blocks(n), kThreads, 0, stream>>>(out, x, n, c);
+        launch(softmax_forward_vec_kernel<4, decltype(out)>, row_warp_blocks(n), kThreads, 0,
+               stream, out, x, n, c);
     else if (vec && c <= 128 * 8)
-        softmax_forward_vec_kernel<8><<<row_warp_blocks(n), kThreads, 0, stream>>>(out, x, n, c);
+        launch(softmax_forward_vec_kernel<8, decltype(out)>, row_warp_blocks(n), kThreads, 0,
+               stream, out, x, n, c);
     else
-        softmax_forward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(out, x, n, c);
+        launch(softmax_forward_kernel<decltype(out)>, row_warp_blocks(n), kThreads, 0, stream, out,
+               x, n, c);
     return cudaGetLastError();
 }
 
@@ -560,6 +608,7 @@ template <class Dx, class Drop>
 __global__ void softmax_backward_kernel(Dx dx, const float *dy, const float *y, float scale, int n,
                                         int c, Drop drop)
 {
+    pdl_wait();
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
     const float *yr = y + (size_t)row * c, *dyr = dy + (size_t)row * c;
@@ -599,6 +648,7 @@ template <int V, class Dx, class Drop>
 __global__ void softmax_backward_vec_kernel(Dx dx, bool dx4, const float *dy, const float *y,
                                             float scale, int n, int c, Drop drop)
 {
+    pdl_wait();
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
     const int c4 = c / 4;
@@ -660,14 +710,14 @@ cudaError_t launch_softmax_backward(Dx dx, bool dx4, const float *dy, const floa
     if (n <= 0 || c <= 0) return cudaSuccess;
     const bool vec = c % 4 == 0 && aligned16(dy) && aligned16(y);
     if (vec && c <= 128 * 4)
-        softmax_backward_vec_kernel<4>
-            <<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dx4, dy, y, scale, n, c, drop);
+        launch(softmax_backward_vec_kernel<4, decltype(dx), decltype(drop)>, row_warp_blocks(n),
+               kThreads, 0, stream, dx, dx4, dy, y, scale, n, c, drop);
     else if (vec && c <= 128 * 8)
-        softmax_backward_vec_kernel<8>
-            <<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dx4, dy, y, scale, n, c, drop);
+        launch(softmax_backward_vec_kernel<8, decltype(dx), decltype(drop)>, row_warp_blocks(n),
+               kThreads, 0, stream, dx, dx4, dy, y, scale, n, c, drop);
     else
-        softmax_backward_kernel<<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dy, y, scale, n, c,
-                                                                             drop);
+        launch(softmax_backward_kernel<decltype(dx), decltype(drop)>, row_warp_blocks(n), kThreads,
+               0, stream, dx, dy, y, scale, n, c, drop);
     return cudaGetLastError();
 }
 
@@ -739,6 +789,7 @@ template <bool Vec, class Map>
 __global__ void dropout_kernel(Map m, size_t per_row, size_t tiles_per_row, size_t tiles,
                                dropout_args k)
 {
+    pdl_wait();
     const size_t groups = (per_row + 3) / 4;
     const size_t tile_groups = (size_t)blockDim.x * kDropGroups;
     const bool drop = k.p > 0.0f;
@@ -800,9 +851,11 @@ cudaError_t launch_dropout_map(Map m, bool vec, int batch, size_t per_row,
     const unsigned grid = (unsigned)(tiles < (size_t)INT32_MAX ? tiles : (size_t)INT32_MAX);
     const dropout_args args = dropout_args_of(key);
     if (vec && per_row % 4 == 0)
-        dropout_kernel<true><<<grid, threads, 0, stream>>>(m, per_row, tiles_per_row, tiles, args);
+        launch(dropout_kernel<true, Map>, grid, threads, 0, stream, m, per_row, tiles_per_row,
+               tiles, args);
     else
-        dropout_kernel<false><<<grid, threads, 0, stream>>>(m, per_row, tiles_per_row, tiles, args);
+        launch(dropout_kernel<false, Map>, grid, threads, 0, stream, m, per_row, tiles_per_row,
+               tiles, args);
     return cudaGetLastError();
 }
 
@@ -811,6 +864,7 @@ cudaError_t launch_dropout_map(Map m, bool vec, int batch, size_t per_row,
 __global__ void embedding_bag_forward_kernel(float *out, const int32_t *ids, const float *table,
                                              int n, int s, int e)
 {
+    pdl_wait();
     const size_t total = (size_t)n * e, stride = (size_t)gridDim.x * blockDim.x;
     for (size_t at = (size_t)blockIdx.x * blockDim.x + threadIdx.x; at < total; at += stride) {
         const size_t i = at / (size_t)e, c = at % (size_t)e;
@@ -824,6 +878,7 @@ __global__ void embedding_bag_forward_kernel(float *out, const int32_t *ids, con
 __global__ void embedding_sort_input_kernel(uint32_t *keys, uint32_t *positions, const int32_t *ids,
                                             size_t count)
 {
+    pdl_wait();
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x; p < count; p += stride) {
         keys[p] = (uint32_t)ids[p];
@@ -837,6 +892,7 @@ __global__ void embedding_sort_input_kernel(uint32_t *keys, uint32_t *positions,
 __global__ void embedding_segment_add_kernel(float *dtable, const float *dout, const uint32_t *keys,
                                              const uint32_t *positions, size_t count, int s, int e)
 {
+    pdl_wait();
     const size_t p = (size_t)blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     if (p >= count) return;
@@ -873,6 +929,7 @@ constexpr int kLossThreads = 1024;
 __global__ void bce_loss_kernel(float *loss, const float *z, const float *y, const float *w, int n,
                                 double normalizer)
 {
+    pdl_wait();
     double acc = 0.0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         const double zi = z[i];
@@ -885,6 +942,7 @@ __global__ void bce_loss_kernel(float *loss, const float *z, const float *y, con
 __global__ void bce_loss_backward_kernel(float *dz, const float *z, const float *y, const float *w,
                                          int n, double normalizer)
 {
+    pdl_wait();
     const int stride = gridDim.x * blockDim.x;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const double sig = 1.0 / (1.0 + exp(-(double)z[i]));
@@ -898,6 +956,7 @@ constexpr int kReduceThreads = 512;
 
 __global__ void sum_squares_partial_kernel(double *partials, const float *x, size_t n)
 {
+    pdl_wait();
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     double acc = 0.0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
@@ -908,6 +967,7 @@ __global__ void sum_squares_partial_kernel(double *partials, const float *x, siz
 
 __global__ void sum_partials_kernel(double *out, const double *partials, int count)
 {
+    pdl_wait();
     double acc = 0.0;
     for (int i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
     acc = block_sum(acc);
@@ -916,6 +976,7 @@ __global__ void sum_partials_kernel(double *out, const double *partials, int cou
 
 __global__ void has_nonfinite_kernel(int *flag, const float *x, size_t n)
 {
+    pdl_wait();
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     int found = 0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
@@ -925,6 +986,7 @@ __global__ void has_nonfinite_kernel(int *flag, const float *x, size_t n)
 
 __global__ void clip_coef_kernel(float *coef, const double *sq_norm, float max_norm, float extra)
 {
+    pdl_wait();
     if (!isfinite(sq_norm[0])) { /* overflow: 0 tells adamw_kernel to skip the step */
         coef[0] = 0.0f;
         return;
@@ -940,6 +1002,7 @@ __global__ void clip_coef_kernel(float *coef, const double *sq_norm, float max_n
 __global__ void step_scalars_kernel(double *out, double norm_scale, const float *loss, int nloss,
                                     double stop)
 {
+    pdl_wait();
     double sum = 0.0;
     for (int i = 0; i < nloss; i++) sum += loss[i];
     out[0] *= norm_scale;
@@ -949,6 +1012,7 @@ __global__ void step_scalars_kernel(double *out, double norm_scale, const float 
 
 __global__ void norm_result_kernel(double *result, const double *sq_norm, const float *coef)
 {
+    pdl_wait();
     result[0] = sqrt(sq_norm[0]);
     result[1] = coef[0];
 }
@@ -963,6 +1027,7 @@ struct adamw_scalars {
 __global__ void adamw_kernel(float *param, const float *grad, float *m, float *v, size_t n,
                              adamw_scalars k, const float *grad_scale_dev)
 {
+    pdl_wait();
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     const float extra = grad_scale_dev ? grad_scale_dev[0] : 1.0f;
     if (grad_scale_dev && extra == 0.0f) return; /* clip_coef_kernel's skip */
@@ -1067,6 +1132,7 @@ __device__ void store_from_float(void *dst, ao_dtype t, size_t i, float v)
 __global__ void cast_kernel(void *dst, ao_dtype dst_type, const void *src, ao_dtype src_type,
                             size_t n)
 {
+    pdl_wait();
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
         store_from_float(dst, dst_type, i, load_as_float(src, src_type, i));
@@ -1079,6 +1145,7 @@ template <ao_dtype T>
 __global__ void cast_down4_kernel(uint2 *__restrict__ dst, const float4 *__restrict__ src,
                                   size_t n4)
 {
+    pdl_wait();
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride)
         dst[i] = narrow4<T>(src[i]);
@@ -1089,6 +1156,7 @@ __global__ void cast_down4_kernel(uint2 *__restrict__ dst, const float4 *__restr
 template <ao_dtype T>
 __global__ void cast_up4_kernel(float4 *__restrict__ dst, const uint2 *__restrict__ src, size_t n4)
 {
+    pdl_wait();
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) {
         const uint2 v = src[i];
@@ -1110,6 +1178,7 @@ struct cast_parts_arg {
 __global__ void cast_parts_kernel(void *dst, ao_dtype dst_type, const void *src, ao_dtype src_type,
                                   cast_parts_arg a)
 {
+    pdl_wait();
     const size_t total = a.first[a.n], stride = (size_t)gridDim.x * blockDim.x;
     for (size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += stride) {
         int p = 0;
@@ -1398,6 +1467,7 @@ struct data_fill_args {
 
 __global__ void data_field_kernel(data_fill_args a, uint32_t purpose)
 {
+    pdl_wait();
     __shared__ ao_rng_stream sample_stream;
     const size_t per_sample = purpose == AO_RNG_DATA_DENSE ? a.dense_per_sample
                               : purpose == AO_RNG_DATA_IDS ? a.ids_per_sample
@@ -1438,6 +1508,7 @@ __global__ void data_field_kernel(data_fill_args a, uint32_t purpose)
 __global__ void teacher_target_kernel(data_fill_args a, int num_dense, int dense_dim,
                                       int num_sparse)
 {
+    pdl_wait();
     const size_t total = (size_t)a.batch * a.tokens, stride = (size_t)gridDim.x * blockDim.x;
     for (size_t tok = (size_t)blockIdx.x * blockDim.x + threadIdx.x; tok < total; tok += stride)
         a.target[tok] =
@@ -1487,8 +1558,8 @@ extern "C" cudaError_t ao_cuda_layernorm_forward(float *y, void *y16, ao_dtype h
     if (n <= 0 || c <= 0) return cudaSuccess;
     return with_dtype(y16 ? half_type : AO_F32, [&](auto tag) {
         constexpr ao_dtype H = decltype(tag)::value;
-        layernorm_forward_kernel<H>
-            <<<row_warp_blocks(n), kThreads, 0, stream>>>(y, y16, mean, rstd, x, gamma, beta, n, c);
+        launch(layernorm_forward_kernel<H>, row_warp_blocks(n), kThreads, 0, stream, y, y16, mean,
+               rstd, x, gamma, beta, n, c);
         return cudaGetLastError();
     });
 }
@@ -1503,11 +1574,11 @@ extern "C" cudaError_t ao_cuda_layernorm_backward(float *dx, float *dgamma, floa
     const bool vec =
         c % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned16(x) && aligned16(gamma);
     if (vec)
-        layernorm_backward_dx_kernel<true><<<row_warp_blocks(n), kThreads, 0, stream>>>(
-            dx, dy, x, mean, rstd, gamma, n, c, no_ln_tail{});
+        launch(layernorm_backward_dx_kernel<true, no_ln_tail>, row_warp_blocks(n), kThreads, 0,
+               stream, dx, dy, x, mean, rstd, gamma, n, c, no_ln_tail{});
     else
-        layernorm_backward_dx_kernel<false><<<row_warp_blocks(n), kThreads, 0, stream>>>(
-            dx, dy, x, mean, rstd, gamma, n, c, no_ln_tail{});
+        launch(layernorm_backward_dx_kernel<false, no_ln_tail>, row_warp_blocks(n), kThreads, 0,
+               stream, dx, dy, x, mean, rstd, gamma, n, c, no_ln_tail{});
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     return column_sums(dgamma, dbeta, n, c, layernorm_param_term{dy, x, mean, rstd, c}, stream);
@@ -1536,8 +1607,8 @@ extern "C" cudaError_t ao_cuda_layernorm_backward_dropout(
         }
         const ln_dropout_tail<T> tail{dropout_out_map<T>{y, typed_store<T>{y16}, dx, NULL},
                                       dropout_args_of(*key), tokens, c};
-        layernorm_backward_dx_kernel<true>
-            <<<row_warp_blocks(n), kThreads, 0, stream>>>(dx, dy, x, mean, rstd, gamma, n, c, tail);
+        launch(layernorm_backward_dx_kernel<true, decltype(tail)>, row_warp_blocks(n), kThreads, 0,
+               stream, dx, dy, x, mean, rstd, gamma, n, c, tail);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
         return column_sums(dgamma, dbeta, n, c, layernorm_param_term{dy, x, mean, rstd, c}, stream);
@@ -1592,8 +1663,8 @@ extern "C" cudaError_t ao_cuda_embedding_bag_mean_forward(float *out, const int3
 {
     const size_t total = (size_t)(n > 0 ? n : 0) * (size_t)(e > 0 ? e : 0);
     if (total == 0) return cudaSuccess;
-    embedding_bag_forward_kernel<<<elem_blocks(total), kThreads, 0, stream>>>(out, ids, table, n, s,
-                                                                              e);
+    launch(embedding_bag_forward_kernel, elem_blocks(total), kThreads, 0, stream, out, ids, table,
+           n, s, e);
     return cudaGetLastError();
 }
 
@@ -1631,23 +1702,23 @@ extern "C" cudaError_t ao_cuda_embedding_bag_mean_backward(float *dtable, const 
     void *temp = ws + 4 * arr;
     size_t temp_bytes = embedding_sort_temp_bytes(count, vocab);
 
-    embedding_sort_input_kernel<<<elem_blocks(count), kThreads, 0, stream>>>(keys_in, pos_in, ids,
-                                                                             count);
+    launch(embedding_sort_input_kernel, elem_blocks(count), kThreads, 0, stream, keys_in, pos_in,
+           ids, count);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     err = cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, pos_in, pos_out,
                                           (int)count, 0, key_bits(vocab), stream);
     if (err != cudaSuccess) return err;
     const unsigned blocks = (unsigned)((count + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    embedding_segment_add_kernel<<<blocks, kThreads, 0, stream>>>(dtable, dout, keys_out, pos_out,
-                                                                  count, s, e);
+    launch(embedding_segment_add_kernel, blocks, kThreads, 0, stream, dtable, dout, keys_out,
+           pos_out, count, s, e);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t ao_cuda_bce_loss(float *loss, const float *z, const float *y, const float *w,
                                         int n, double normalizer, cudaStream_t stream)
 {
-    bce_loss_kernel<<<1, kLossThreads, 0, stream>>>(loss, z, y, w, n > 0 ? n : 0, normalizer);
+    launch(bce_loss_kernel, 1, kLossThreads, 0, stream, loss, z, y, w, n > 0 ? n : 0, normalizer);
     return cudaGetLastError();
 }
 
@@ -1656,20 +1727,20 @@ extern "C" cudaError_t ao_cuda_bce_loss_backward(float *dz, const float *z, cons
                                                  cudaStream_t stream)
 {
     if (n <= 0) return cudaSuccess;
-    bce_loss_backward_kernel<<<elem_blocks((size_t)n), kThreads, 0, stream>>>(dz, z, y, w, n,
-                                                                              normalizer);
+    launch(bce_loss_backward_kernel, elem_blocks((size_t)n), kThreads, 0, stream, dz, z, y, w, n,
+           normalizer);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t ao_cuda_sum_squares(double *out, const float *x, size_t n, double *partials,
                                            cudaStream_t stream)
 {
-    sum_squares_partial_kernel<<<AO_CUDA_REDUCE_PARTIALS, kReduceThreads, 0, stream>>>(partials, x,
-                                                                                       n);
+    launch(sum_squares_partial_kernel, AO_CUDA_REDUCE_PARTIALS, kReduceThreads, 0, stream, partials,
+           x, n);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
-    sum_partials_kernel<<<1, AO_CUDA_REDUCE_PARTIALS, 0, stream>>>(out, partials,
-                                                                   AO_CUDA_REDUCE_PARTIALS);
+    launch(sum_partials_kernel, 1, AO_CUDA_REDUCE_PARTIALS, 0, stream, out, partials,
+           AO_CUDA_REDUCE_PARTIALS);
     return cudaGetLastError();
 }
 
@@ -1677,28 +1748,28 @@ extern "C" cudaError_t ao_cuda_has_nonfinite(int *flag, const float *x, size_t n
                                              cudaStream_t stream)
 {
     if (n == 0) return cudaSuccess;
-    has_nonfinite_kernel<<<elem_blocks(n), kThreads, 0, stream>>>(flag, x, n);
+    launch(has_nonfinite_kernel, elem_blocks(n), kThreads, 0, stream, flag, x, n);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t ao_cuda_clip_coef(float *coef, const double *sq_norm, float max_norm,
                                          float extra, cudaStream_t stream)
 {
-    clip_coef_kernel<<<1, 1, 0, stream>>>(coef, sq_norm, max_norm, extra);
+    launch(clip_coef_kernel, 1, 1, 0, stream, coef, sq_norm, max_norm, extra);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t ao_cuda_step_scalars(double *out, double norm_scale, const float *loss,
                                             int nloss, double stop, cudaStream_t stream)
 {
-    step_scalars_kernel<<<1, 1, 0, stream>>>(out, norm_scale, loss, nloss, stop);
+    launch(step_scalars_kernel, 1, 1, 0, stream, out, norm_scale, loss, nloss, stop);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t ao_cuda_norm_result(double *result, const double *sq_norm, const float *coef,
                                            cudaStream_t stream)
 {
-    norm_result_kernel<<<1, 1, 0, stream>>>(result, sq_norm, coef);
+    launch(norm_result_kernel, 1, 1, 0, stream, result, sq_norm, coef);
     return cudaGetLastError();
 }
 
@@ -1720,7 +1791,8 @@ extern "C" cudaError_t ao_cuda_adamw_step(float *param, const float *grad, float
     k.beta2 = h->beta2;
     k.eps = h->eps;
     k.grad_scale = grad_scale;
-    adamw_kernel<<<elem_blocks(n), kThreads, 0, stream>>>(param, grad, m, v, n, k, grad_scale_dev);
+    launch(adamw_kernel, elem_blocks(n), kThreads, 0, stream, param, grad, m, v, n, k,
+           grad_scale_dev);
     return cudaGetLastError();
 }
 
@@ -1743,8 +1815,8 @@ extern "C" cudaError_t ao_cuda_cast_parts(void *dst, ao_dtype dst_type, const vo
         a.first[p + 1] = a.first[p] + parts[p][1];
     }
     if (a.first[nparts] == 0) return cudaSuccess;
-    cast_parts_kernel<<<elem_blocks(a.first[nparts]), kThreads, 0, stream>>>(dst, dst_type, src,
-                                                                             src_type, a);
+    launch(cast_parts_kernel, elem_blocks(a.first[nparts]), kThreads, 0, stream, dst, dst_type, src,
+           src_type, a);
     return cudaGetLastError();
 }
 
@@ -1763,27 +1835,27 @@ extern "C" cudaError_t ao_cuda_cast(void *dst, ao_dtype dst_type, const void *sr
         (uintptr_t)narrow % 8 == 0) {
         const size_t g = elem_blocks(n4);
         if (dst_type == AO_BF16)
-            cast_down4_kernel<AO_BF16>
-                <<<g, kThreads, 0, stream>>>((uint2 *)dst, (const float4 *)src, n4);
+            launch(cast_down4_kernel<AO_BF16>, g, kThreads, 0, stream, (uint2 *)dst,
+                   (const float4 *)src, n4);
         else if (dst_type == AO_F16)
-            cast_down4_kernel<AO_F16>
-                <<<g, kThreads, 0, stream>>>((uint2 *)dst, (const float4 *)src, n4);
+            launch(cast_down4_kernel<AO_F16>, g, kThreads, 0, stream, (uint2 *)dst,
+                   (const float4 *)src, n4);
         else if (src_type == AO_BF16)
-            cast_up4_kernel<AO_BF16>
-                <<<g, kThreads, 0, stream>>>((float4 *)dst, (const uint2 *)src, n4);
+            launch(cast_up4_kernel<AO_BF16>, g, kThreads, 0, stream, (float4 *)dst,
+                   (const uint2 *)src, n4);
         else
-            cast_up4_kernel<AO_F16>
-                <<<g, kThreads, 0, stream>>>((float4 *)dst, (const uint2 *)src, n4);
+            launch(cast_up4_kernel<AO_F16>, g, kThreads, 0, stream, (float4 *)dst,
+                   (const uint2 *)src, n4);
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess || n4 * 4 == n) return e;
         /* the tail: fewer than 4 elements */
         const size_t done = n4 * 4;
-        cast_kernel<<<1, kThreads, 0, stream>>>(
-            (char *)dst + done * (dst_type == AO_F32 ? 4 : 2), dst_type,
-            (const char *)src + done * (src_type == AO_F32 ? 4 : 2), src_type, n - done);
+        launch(cast_kernel, 1, kThreads, 0, stream,
+               (char *)dst + done * (dst_type == AO_F32 ? 4 : 2), dst_type,
+               (const char *)src + done * (src_type == AO_F32 ? 4 : 2), src_type, n - done);
         return cudaGetLastError();
     }
-    cast_kernel<<<elem_blocks(n), kThreads, 0, stream>>>(dst, dst_type, src, src_type, n);
+    launch(cast_kernel, elem_blocks(n), kThreads, 0, stream, dst, dst_type, src, src_type, n);
     return cudaGetLastError();
 }
 
@@ -1814,13 +1886,13 @@ extern "C" cudaError_t ao_cuda_data_fill(const ao_data_shape *shape, uint64_t se
     for (int f = 0; f < nfields; f++) {
         const size_t groups = (values[f] + per_block[f] - 1) / per_block[f];
         const dim3 grid(elem_blocks(groups), grid_y((size_t)batch));
-        data_field_kernel<<<grid, kThreads, 0, stream>>>(a, fields[f]);
+        launch(data_field_kernel, grid, kThreads, 0, stream, a, fields[f]);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
     }
     if (target_kind == AO_TARGET_TEACHER) {
-        teacher_target_kernel<<<elem_blocks((size_t)batch * a.tokens), kThreads, 0, stream>>>(
-            a, shape->num_dense, shape->dense_dim, shape->num_sparse);
+        launch(teacher_target_kernel, elem_blocks((size_t)batch * a.tokens), kThreads, 0, stream, a,
+               shape->num_dense, shape->dense_dim, shape->num_sparse);
         return cudaGetLastError();
     }
     return cudaSuccess;
