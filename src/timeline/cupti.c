@@ -82,8 +82,8 @@ size_t ao_cupti_split(ao_cupti_record *recs, size_t *n, uint64_t t0, uint64_t t1
     for (size_t i = 0; i < *n; i++) {
         ao_cupti_record *r = &recs[i];
         /* by its midpoint (cupti.h): end >= start is not guaranteed here */
-        const uint64_t mid = r->end_ns > r->start_ns ? r->start_ns + (r->end_ns - r->start_ns) / 2
-                                                     : r->start_ns;
+        const uint64_t mid =
+            r->end_ns > r->start_ns ? r->start_ns + (r->end_ns - r->start_ns) / 2 : r->start_ns;
         if (mid < t0) continue;
         if (mid >= t1) {
             recs[kept++] = *r;

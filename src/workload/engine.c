@@ -499,6 +499,10 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     e->nunits = ao_model_units(&e->shape);
     e->nlayers = e->nunits - 1;
     e->pend_step = -1;
+    /* Dependent launches hold SMs a collective beside the compute would
+     * wait for (kernels_cuda.h): only where none runs beside it. */
+    if (e->backend->set_dependent_launch)
+        e->backend->set_dependent_launch(e->world == 1 || !cfg->distributed.enable_overlap);
     e->hp = (ao_adamw_hparams){.beta1 = (float)cfg->optimizer.betas[0],
                                .beta2 = (float)cfg->optimizer.betas[1],
                                .eps = (float)cfg->optimizer.eps,

@@ -30,6 +30,9 @@ struct ao_engine_backend {
      * bf16 or fp16 products of fp32 operands, fp32 accumulation. NULL when
      * the backend computes in plain fp32 only (the engine then warns). */
     void (*set_compute)(ao_model *m, ao_compute_mode mode);
+    /* Whether the backend may schedule a kernel while the one before it runs
+     * (kernels_cuda.h, ao_cuda_set_dependent_launch); NULL where it cannot. */
+    void (*set_dependent_launch)(int on);
     /* dst[i] = src[i] converted between fp32, bf16 and fp16 (round to
      * nearest even) for i in each of the nparts (offset, count) parts, in
      * elements (at most AO_ENGINE_CAST_PARTS): parameters gathered in fsdp.param_dtype. NULL

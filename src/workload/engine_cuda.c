@@ -70,6 +70,7 @@ const struct ao_engine_backend ao_engine_cuda_backend = {
     .device_backend = AO_GPU_BACKEND,
     .workspace_bytes = PARTIALS_BYTES + sizeof(float),
     .set_compute = cuda_set_compute,
+    .set_dependent_launch = ao_cuda_set_dependent_launch,
     .cast = cuda_cast,
     .share_params16 = ao_model_cuda_share_params16,
     .fp32_parts = ao_model_cuda_fp32_parts,

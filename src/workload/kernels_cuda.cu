@@ -59,6 +59,8 @@ __device__ __forceinline__ void pdl_wait()
 #endif
 }
 
+int dependent_launch = 1; /* ao_cuda_set_dependent_launch */
+
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
             Args... args)
@@ -68,7 +70,7 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
 #else
     cudaLaunchAttribute attr;
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
+    attr.val.programmaticStreamSerializationAllowed = dependent_launch;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
@@ -1519,6 +1521,11 @@ __global__ void teacher_target_kernel(data_fill_args a, int num_dense, int dense
 } // namespace
 
 /* ---- launchers ------------------------------------------------------------------- */
+
+extern "C" void ao_cuda_set_dependent_launch(int on)
+{
+    dependent_launch = on != 0;
+}
 
 extern "C" cudaError_t ao_cuda_bias_grad(float *db, const float *dy, int n, int c,
                                          cudaStream_t stream)
