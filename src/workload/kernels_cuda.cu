@@ -164,54 +164,75 @@ constexpr int kColDoneTiles = 4096;
 __device__ unsigned int column_done[kColDoneTiles];
 
 /* Block (kColTile, kColLanes) at (blockIdx.x, blockIdx.y) sums rows
- * [blockIdx.y * chunk, + chunk) of columns blockIdx.x * kColTile + tx: lane
- * ty takes every kColLanes-th row (a warp reads 32 consecutive floats of a
- * row), then a fixed shared-memory tree over ty. With one chunk the block
- * adds straight into out. Otherwise it writes the chunk's partial (output a
- * at column_partials[chunk_index * c + j], output b after all of a's), and
- * the tile's last block to finish (threadFenceReduction's pattern: integer
+ * [blockIdx.y * chunk, + chunk) of W columns per thread, columns
+ * (blockIdx.x * kColTile + tx) * W + l: lane ty takes every kColLanes-th row
+ * (a warp reads 32 * W consecutive floats of a row), then a fixed
+ * shared-memory tree over ty. With one chunk the block adds straight into
+ * out. Otherwise it writes the chunk's partial (output a at
+ * column_partials[chunk_index * c + j], output b after all of a's), and the
+ * tile's last block to finish (threadFenceReduction's pattern: integer
  * atomics, no float ones) adds the partials in chunk order, so the bits do
- * not depend on which block was last. One launch per column sum. */
-template <class F>
+ * not depend on which block was last. W = 4 (float4 loads, four independent
+ * sums per thread: more loads in flight) adds every column's terms in the
+ * same order as W = 1, so the bits do not depend on W either. One launch per
+ * column sum. */
+template <class F, int W>
 __global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c, int col0,
                                        int chunk, F f)
 {
     pdl_wait();
-    __shared__ double sa[kColLanes][kColTile + 1], sb[kColLanes][kColTile + 1];
+    __shared__ double sa[kColLanes][kColTile * W + 1], sb[kColLanes][kColTile * W + 1];
     __shared__ bool last;
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int j = col0 + blockIdx.x * kColTile + tx;
+    const int j = col0 + (blockIdx.x * kColTile + tx) * W; /* W == 4: c % 4 == 0 */
     const int r0 = blockIdx.y * chunk, r1 = min(n, r0 + chunk);
-    sum2 acc = {0.0, 0.0};
+    sum2 acc[W];
+#pragma unroll
+    for (int l = 0; l < W; l++) acc[l] = sum2{0.0, 0.0};
     if (j < c) {
 #pragma unroll 4
         for (int i = r0 + ty; i < r1; i += kColLanes) {
-            const sum2 v = f(i, j);
-            acc.a += v.a;
-            acc.b += v.b;
+            sum2 v[W];
+            f.get(i, j, v);
+#pragma unroll
+            for (int l = 0; l < W; l++) {
+                acc[l].a += v[l].a;
+                acc[l].b += v[l].b;
+            }
         }
     }
-    sa[ty][tx] = acc.a;
-    sb[ty][tx] = acc.b;
+#pragma unroll
+    for (int l = 0; l < W; l++) {
+        sa[ty][tx * W + l] = acc[l].a;
+        sb[ty][tx * W + l] = acc[l].b;
+    }
     __syncthreads();
     for (int s = kColLanes / 2; s > 0; s >>= 1) {
         if (ty < s) {
-            sa[ty][tx] += sa[ty + s][tx];
-            sb[ty][tx] += sb[ty + s][tx];
+#pragma unroll
+            for (int l = 0; l < W; l++) {
+                sa[ty][tx * W + l] += sa[ty + s][tx * W + l];
+                sb[ty][tx * W + l] += sb[ty + s][tx * W + l];
+            }
         }
         __syncthreads();
     }
     const int parts = (int)gridDim.y;
     if (parts == 1) {
         if (ty == 0 && j < c) {
-            out_a[j] += (float)sa[0][tx];
-            if (out_b) out_b[j] += (float)sb[0][tx];
+            for (int l = 0; l < W; l++) {
+                out_a[j + l] += (float)sa[0][tx * W + l];
+                if (out_b) out_b[j + l] += (float)sb[0][tx * W + l];
+            }
         }
         return;
     }
     if (ty == 0 && j < c) {
-        column_partials[(size_t)blockIdx.y * c + j] = sa[0][tx];
-        if (out_b) column_partials[((size_t)parts + blockIdx.y) * c + j] = sb[0][tx];
+        for (int l = 0; l < W; l++) {
+            column_partials[(size_t)blockIdx.y * c + j + l] = sa[0][tx * W + l];
+            if (out_b)
+                column_partials[((size_t)parts + blockIdx.y) * c + j + l] = sb[0][tx * W + l];
+        }
     }
     __threadfence(); /* the partials are visible before the count says so */
     __syncthreads();
@@ -220,20 +241,24 @@ __global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c,
     if (!last) return;
     __threadfence();
     if (ty == 0 && j < c) {
-        double a = 0.0, b = 0.0;
-        for (int k = 0; k < parts; k++) {
-            a += __ldcg(&column_partials[(size_t)k * c + j]);
-            if (out_b) b += __ldcg(&column_partials[((size_t)parts + k) * c + j]);
+        for (int l = 0; l < W; l++) {
+            double a = 0.0, b = 0.0;
+            for (int k = 0; k < parts; k++) {
+                a += __ldcg(&column_partials[(size_t)k * c + j + l]);
+                if (out_b) b += __ldcg(&column_partials[((size_t)parts + k) * c + j + l]);
+            }
+            out_a[j + l] += (float)a;
+            if (out_b) out_b[j + l] += (float)b;
         }
-        out_a[j] += (float)a;
-        if (out_b) out_b[j] += (float)b;
     }
     if (tx == 0 && ty == 0) column_done[blockIdx.x] = 0;
 }
 
 /* out_a[j] += sum_i f(i, j).a and, when out_b is not NULL, out_b[j] += .b.
  * The chunking depends only on (n, c, outputs), so the order of the sums, and
- * hence the bits, are the same on every device and every run. */
+ * hence the bits, are the same on every device and every run. f.get(i, j, v)
+ * fills v[0..W) with the terms of columns j..j+W-1 of row i; f.vec() says
+ * whether W = 4 may be used (c % 4 == 0, its pointers 16-byte aligned). */
 template <class F>
 cudaError_t column_sums(float *out_a, float *out_b, int n, int c, F f, cudaStream_t stream)
 {
@@ -246,25 +271,49 @@ cudaError_t column_sums(float *out_a, float *out_b, int n, int c, F f, cudaStrea
     const int chunk = (int)(((size_t)n + parts - 1) / parts);
     parts = ((size_t)n + chunk - 1) / chunk; /* no empty chunk */
     const dim3 block(kColTile, kColLanes);
+    const int w = f.vec() ? 4 : 1;
     /* a launch per kColDoneTiles column tiles (one for any layer of the configs) */
-    const int span = kColDoneTiles * kColTile;
+    const int span = kColDoneTiles * kColTile * w;
     for (int col0 = 0; col0 < c; col0 += span) {
         const int cols = c - col0 < span ? c - col0 : span;
-        const unsigned tiles = (unsigned)((cols + kColTile - 1) / kColTile);
-        launch(column_partials_kernel<F>, dim3(tiles, (unsigned)parts), block, 0, stream, out_a,
-               out_b, n, c, col0, chunk, f);
+        const unsigned tiles = (unsigned)((cols + kColTile * w - 1) / (kColTile * w));
+        const dim3 grid(tiles, (unsigned)parts);
+        if (w == 4)
+            launch(column_partials_kernel<F, 4>, grid, block, 0, stream, out_a, out_b, n, c, col0,
+                   chunk, f);
+        else
+            launch(column_partials_kernel<F, 1>, grid, block, 0, stream, out_a, out_b, n, c, col0,
+                   chunk, f);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
     }
     return cudaSuccess;
 }
 
+/* Row i, columns j..j+W-1 of a row-major [*, c] matrix, as floats. */
+template <int W> __device__ void load_row(const float *m, int c, int i, int j, float (&v)[W])
+{
+    const float *p = m + (size_t)i * c + j;
+    if (W == 4) {
+        const float4 q = *reinterpret_cast<const float4 *>(p);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    } else {
+        for (int l = 0; l < W; l++) v[l] = p[l];
+    }
+}
+
 struct bias_grad_term {
     const float *dy;
     int c;
-    __device__ sum2 operator()(int i, int j) const
+    template <int W> __device__ void get(int i, int j, sum2 (&v)[W]) const
     {
-        return sum2{(double)dy[(size_t)i * c + j], 0.0};
+        float d[W];
+        load_row<W>(dy, c, i, j, d);
+        for (int l = 0; l < W; l++) v[l] = sum2{(double)d[l], 0.0};
+    }
+    bool vec() const
+    {
+        return c % 4 == 0 && aligned16(dy);
     }
 };
 
@@ -272,11 +321,20 @@ struct bias_grad_term {
 struct layernorm_param_term {
     const float *dy, *x, *mean, *rstd;
     int c;
-    __device__ sum2 operator()(int i, int j) const
+    template <int W> __device__ void get(int i, int j, sum2 (&v)[W]) const
     {
-        const size_t at = (size_t)i * c + j;
-        const double xhat = (x[at] - (double)mean[i]) * rstd[i];
-        return sum2{(double)dy[at] * xhat, (double)dy[at]};
+        float d[W], xs[W];
+        load_row<W>(dy, c, i, j, d);
+        load_row<W>(x, c, i, j, xs);
+        const double m = mean[i], rs = rstd[i];
+        for (int l = 0; l < W; l++) {
+            const double xhat = (xs[l] - m) * rs;
+            v[l] = sum2{(double)d[l] * xhat, (double)d[l]};
+        }
+    }
+    bool vec() const
+    {
+        return c % 4 == 0 && aligned16(dy) && aligned16(x);
     }
 };
 

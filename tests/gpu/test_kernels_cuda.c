@@ -133,8 +133,19 @@ static void test_bias_grad_chunks(int n, int c)
     float *got = download_floats(d_db, c), *again = download_floats(d_db2, c);
     report("bias_grad chunks", shape, check_rel_err(got, db_ref, c), 1e-5);
     report_same("bias_grad chunks", got, again, sizeof(float) * c);
+    /* dy one float off 16-byte alignment: one column per thread instead of a
+     * float4, the same terms in the same order, hence the same bits */
+    float *shifted = malloc(sizeof(float) * (nc + 1));
+    shifted[0] = 0.0f;
+    memcpy(shifted + 1, dy, sizeof(float) * nc);
+    float *d_shifted = upload(shifted, 4 * (nc + 1)), *d_db3 = upload(db, 4 * (size_t)c);
+    K(ao_cuda_bias_grad(d_db3, d_shifted + 1, n, c, cs()));
+    float *scalar = download_floats(d_db3, c);
+    report_same("bias_grad float4 vs scalar", got, scalar, sizeof(float) * c);
     ao_dev_free(dev, d_dy), ao_dev_free(dev, d_db), ao_dev_free(dev, d_db2);
+    ao_dev_free(dev, d_shifted), ao_dev_free(dev, d_db3);
     free(dy), free(db), free(x1), free(w1), free(dw1), free(db_ref), free(got), free(again);
+    free(shifted), free(scalar);
 }
 
 /* (The forward's bias add is cuBLASLt's epilogue: test_gemm_cuda.) */
@@ -1054,7 +1065,8 @@ int main(void)
     test_bias_and_add();
     test_bias_grad_chunks(5000, 300);   /* 20 chunks x 10 tiles */
     test_bias_grad_chunks(40000, 8);    /* many chunks, one tile */
-    test_bias_grad_chunks(300, 140000); /* wider than one launch covers */
+    test_bias_grad_chunks(300, 140001); /* wider than one launch covers (a column a thread) */
+    test_bias_grad_chunks(8, 600000);   /* wider than one launch covers (float4s) */
     test_gelu();
     test_layernorm(300, 257);
     test_layernorm(64, 1024);
