@@ -311,9 +311,12 @@ struct bias_grad_term {
         load_row<W>(dy, c, i, j, d);
         for (int l = 0; l < W; l++) v[l] = sum2{(double)d[l], 0.0};
     }
+    /* One column a thread: float4s made the bias sums slower (large, 2
+     * ranks: 2.45 against 2.13 ms a step, visit 6), a quarter of the blocks
+     * for a single output; the LayerNorm sums (two outputs) got faster. */
     bool vec() const
     {
-        return c % 4 == 0 && aligned16(dy);
+        return false;
     }
 };
 
