@@ -43,6 +43,7 @@ struct sample {
 
 static struct sample *samples;
 static volatile long nsamples;
+static volatile sig_atomic_t in_sample; /* on_sigprof is unwinding */
 static long dropped;
 static timer_t timer;
 static int running;
@@ -65,8 +66,33 @@ static void on_sigprof(int sig, siginfo_t *si, void *uc_)
 #else
     (void)uc_;
 #endif
+    in_sample = 1;
     s->n = backtrace(s->frames, MAX_FRAMES);
+    in_sample = 0;
     nsamples = i + 1;
+}
+
+/* A crash says where it happened, and whether inside the sampler's own
+ * unwinding (backtrace is not async-signal-safe), then takes its default
+ * course (a core, the exit status). */
+static void on_segv(int sig, siginfo_t *info, void *uc_)
+{
+    char line[160];
+    uintptr_t pc = 0;
+#if defined(__x86_64__)
+    pc = (uintptr_t)((const ucontext_t *)uc_)->uc_mcontext.gregs[REG_RIP];
+#else
+    (void)uc_;
+#endif
+    int n = snprintf(line, sizeof line, "hostprof: signal %d at address %p, pc %p, %s\n", sig,
+                     info->si_addr, (void *)pc,
+                     in_sample ? "inside the sampler's backtrace" : "outside the sampler");
+    if (n > 0) (void)!write(2, line, (size_t)n);
+    void *frames[MAX_FRAMES];
+    int depth = backtrace(frames, MAX_FRAMES);
+    backtrace_symbols_fd(frames, depth, 2);
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 static void copy_maps(FILE *out)
@@ -99,6 +125,12 @@ __attribute__((constructor)) static void hostprof_start(void)
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGPROF, &sa, NULL) != 0) return;
+    struct sigaction segv;
+    memset(&segv, 0, sizeof segv);
+    segv.sa_sigaction = on_segv;
+    segv.sa_flags = SA_SIGINFO | SA_RESETHAND;
+    sigemptyset(&segv.sa_mask);
+    sigaction(SIGSEGV, &segv, NULL);
     struct sigevent sev;
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
