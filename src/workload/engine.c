@@ -657,21 +657,18 @@ static void need_gather(ao_engine *e, int u, int do_comm)
  * in their wire copy). Part of that op, as FSDP's copy-out is part of the
  * layer: an op of its own would add an event pair and the device's latency
  * between two ops to every unit, while a collective runs beside it. */
-static void cast_gathered(ao_engine *e, int u, int backward)
+static void cast_gathered(ao_engine *e, int u)
 {
     if (!e->sharded || e->gather_type == AO_F32) return;
     gbuf *g = &e->bufs[e->units[u].cur_buf];
     if (!g->fresh) return;
     size_t parts[AO_ENGINE_CAST_PARTS][2] = {{0, e->lay.units[u].padded}};
-    int nparts = e->backend->fp32_parts ? e->backend->fp32_parts(e->model, u, g->buf, backward,
-                                                                 parts, AO_ENGINE_CAST_PARTS)
-                                        : 1;
+    int nparts = e->backend->fp32_parts
+                     ? e->backend->fp32_parts(e->model, u, g->buf, parts, AO_ENGINE_CAST_PARTS)
+                     : 1;
     if (nparts < 0)
         ao_fatal(AO_EXIT_FAIL, "engine", "unit %d has more than %d fp32 parts", u,
                  AO_ENGINE_CAST_PARTS);
-    /* nothing read in fp32 (a layer's backward): no cast, and a later pass
-     * over this gather would still cast what it reads */
-    if (nparts == 0) return;
     e->backend->cast(e->compute, g->buf, AO_F32, g->wire, e->gather_type, (const size_t(*)[2])parts,
                      nparts);
     g->fresh = 0;
@@ -793,7 +790,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
     if (fwd_pf && L >= 1) try_gather(e, 1, x->do_comm);
     if (x->do_compute) {
         op = compute_begin(e, "forward", 0);
-        cast_gathered(e, 0, 0);
+        cast_gathered(e, 0);
         ao_model_forward_input(e->model, cs, e->units[0].params, b, x->data_step);
         ao_timeline_op_end(e->tl, op);
     }
@@ -802,7 +799,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
         if (fwd_pf && l < L) try_gather(e, l + 1, x->do_comm);
         if (x->do_compute) {
             op = compute_begin(e, "forward", l);
-            cast_gathered(e, l, 0);
+            cast_gathered(e, l);
             ao_model_forward_layer(e->model, cs, l, e->units[l].params, b, x->data_step);
             ao_timeline_op_end(e->tl, op);
         }
@@ -833,7 +830,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
         ao_stream_wait_event(cs, e->groups[g].done);
         if (x->do_compute) {
             op = compute_begin(e, "backward", l);
-            cast_gathered(e, l, 1);
+            cast_gathered(e, l);
             ao_model_backward_layer(e->model, cs, l, e->units[l].params,
                                     e->GFULL + e->lay.units[l].full_offset, b, x->data_step);
             ao_timeline_op_end(e->tl, op);

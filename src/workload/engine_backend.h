@@ -46,11 +46,10 @@ struct ao_engine_backend {
     void (*share_params16)(ao_model *m, const float *fp32, const void *half, ao_dtype type,
                            size_t n);
     /* The parts of unit u's full parameters at `params` the model reads in
-     * fp32 in a forward (backward = 0) or backward pass (model_cuda.h's
-     * ao_model_cuda_fp32_parts): the engine casts only those back from a
-     * 16-bit gather. NULL: all of them. */
-    int (*fp32_parts)(const ao_model *m, int unit, const float *params, int backward,
-                      size_t (*parts)[2], int max);
+     * fp32 (model_cuda.h's ao_model_cuda_fp32_parts): the engine casts only
+     * those back from a 16-bit gather. NULL: all of them. */
+    int (*fp32_parts)(const ao_model *m, int unit, const float *params, size_t (*parts)[2],
+                      int max);
     /* acc := red (first) or acc += red, n floats. */
     void (*accumulate)(ao_stream *s, float *acc, const float *red, size_t n, int first);
     /* out[0] = scale * sum of g[i]^2, out[1] = sum of loss[0..nloss) (in

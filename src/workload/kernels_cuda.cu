@@ -453,8 +453,7 @@ __global__ void layernorm_forward_kernel(float *y, void *y16, float *mean, float
  * move float4s, a quarter of the load instructions; the per-element math is
  * the same, only the order of each lane's partial sums differs (double
  * rounding). Tail (Vec only) also gets every float4 of dx as it is stored:
- * no_ln_tail, or ln_dropout_tail (the dropout of dx, fused). Gamma is read
- * through gamma_in (fp32, or its 16-bit copy). */
+ * no_ln_tail, or ln_dropout_tail (the dropout of dx, fused). */
 struct no_ln_tail {
     __device__ int begin_row(int) const
     {
@@ -463,10 +462,10 @@ struct no_ln_tail {
     __device__ void put4(int, int, int, float4) const {}
 };
 
-template <bool Vec, class Tail, class Gamma>
+template <bool Vec, class Tail>
 __global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const float *x,
-                                             const float *mean, const float *rstd, Gamma gamma,
-                                             int n, int c, Tail tail)
+                                             const float *mean, const float *rstd,
+                                             const float *gamma, int n, int c, Tail tail)
 {
     pdl_wait();
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
@@ -479,8 +478,9 @@ __global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const f
         const int c4 = c / 4;
         const float4 *x4 = reinterpret_cast<const float4 *>(xr);
         const float4 *dy4 = reinterpret_cast<const float4 *>(dyr);
+        const float4 *g4 = reinterpret_cast<const float4 *>(gamma);
         for (int q = lane; q < c4; q += 32) {
-            const float4 xv = x4[q], dv = dy4[q], gv = gamma.at4(q);
+            const float4 xv = x4[q], dv = dy4[q], gv = g4[q];
             const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, ds[4] = {dv.x, dv.y, dv.z, dv.w};
             const float gs[4] = {gv.x, gv.y, gv.z, gv.w};
 #pragma unroll
@@ -494,7 +494,7 @@ __global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const f
         const double mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) / c;
         const auto row_state = tail.begin_row(row);
         for (int q = lane; q < c4; q += 32) {
-            const float4 xv = x4[q], dv = dy4[q], gv = gamma.at4(q);
+            const float4 xv = x4[q], dv = dy4[q], gv = g4[q];
             const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, ds[4] = {dv.x, dv.y, dv.z, dv.w};
             const float gs[4] = {gv.x, gv.y, gv.z, gv.w};
             float out[4];
@@ -509,14 +509,14 @@ __global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const f
         }
     } else {
         for (int j = lane; j < c; j += 32) {
-            const double xhat = (xr[j] - m) * rs, dxhat = (double)dyr[j] * gamma.at(j);
+            const double xhat = (xr[j] - m) * rs, dxhat = (double)dyr[j] * gamma[j];
             sum_dxhat += dxhat;
             sum_dxhat_xhat += dxhat * xhat;
         }
         const double mean_dxhat = warp_sum(sum_dxhat) / c;
         const double mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) / c;
         for (int j = lane; j < c; j += 32) {
-            const double xhat = (xr[j] - m) * rs, dxhat = (double)dyr[j] * gamma.at(j);
+            const double xhat = (xr[j] - m) * rs, dxhat = (double)dyr[j] * gamma[j];
             dxr[j] = (float)(rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
         }
     }
@@ -1192,27 +1192,6 @@ __device__ void store_from_float(void *dst, ao_dtype t, size_t i, float v)
     }
 }
 
-/* LayerNorm's gamma as its backward reads it: fp32 (G = AO_F32), or the
- * 16-bit copy of an fp32 gamma that holds exactly its values (a unit
- * gathered in fsdp.param_dtype and cast up from it): widened, the same
- * floats, so the same bits out, and no fp32 copy of the unit needed. */
-template <ao_dtype G> struct gamma_in {
-    const void *p;
-    __device__ float at(int j) const
-    {
-        return G == AO_F32 ? static_cast<const float *>(p)[j] : load_as_float(p, G, (size_t)j);
-    }
-    __device__ float4 at4(int q) const
-    {
-        if (G == AO_F32) return reinterpret_cast<const float4 *>(p)[q];
-        return make_float4(at(4 * q), at(4 * q + 1), at(4 * q + 2), at(4 * q + 3));
-    }
-    bool vec_ok() const /* at4's float4 load */
-    {
-        return G != AO_F32 || aligned16(p);
-    }
-};
-
 __global__ void cast_kernel(void *dst, ao_dtype dst_type, const void *src, ao_dtype src_type,
                             size_t n)
 {
@@ -1653,69 +1632,54 @@ extern "C" cudaError_t ao_cuda_layernorm_forward(float *y, void *y16, ao_dtype h
     });
 }
 
-/* LayerNorm backward with gamma read through g: dx, then the parameter sums. */
-template <ao_dtype G>
-cudaError_t layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy,
-                               const float *x, const float *mean, const float *rstd, gamma_in<G> g,
-                               int n, int c, cudaStream_t stream)
-{
-    if (n <= 0 || c <= 0) return cudaSuccess;
-    const bool vec = c % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned16(x) && g.vec_ok();
-    if (vec)
-        launch(layernorm_backward_dx_kernel<true, no_ln_tail, gamma_in<G>>, row_warp_blocks(n),
-               kThreads, 0, stream, dx, dy, x, mean, rstd, g, n, c, no_ln_tail{});
-    else
-        launch(layernorm_backward_dx_kernel<false, no_ln_tail, gamma_in<G>>, row_warp_blocks(n),
-               kThreads, 0, stream, dx, dy, x, mean, rstd, g, n, c, no_ln_tail{});
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    return column_sums(dgamma, dbeta, n, c, layernorm_param_term{dy, x, mean, rstd, c}, stream);
-}
-
 extern "C" cudaError_t ao_cuda_layernorm_backward(float *dx, float *dgamma, float *dbeta,
                                                   const float *dy, const float *x,
                                                   const float *mean, const float *rstd,
                                                   const float *gamma, int n, int c,
                                                   cudaStream_t stream)
 {
-    return layernorm_backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma_in<AO_F32>{gamma}, n, c,
-                              stream);
+    if (n <= 0 || c <= 0) return cudaSuccess;
+    const bool vec =
+        c % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned16(x) && aligned16(gamma);
+    if (vec)
+        launch(layernorm_backward_dx_kernel<true, no_ln_tail>, row_warp_blocks(n), kThreads, 0,
+               stream, dx, dy, x, mean, rstd, gamma, n, c, no_ln_tail{});
+    else
+        launch(layernorm_backward_dx_kernel<false, no_ln_tail>, row_warp_blocks(n), kThreads, 0,
+               stream, dx, dy, x, mean, rstd, gamma, n, c, no_ln_tail{});
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    return column_sums(dgamma, dbeta, n, c, layernorm_param_term{dy, x, mean, rstd, c}, stream);
 }
 
 extern "C" cudaError_t ao_cuda_layernorm_backward_dropout(
     float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *mean,
-    const float *rstd, const float *gamma, const void *gamma16, int n, int c, float *y, void *y16,
-    ao_dtype half_type, int batch, const ao_cuda_dropout_key *key, cudaStream_t stream)
+    const float *rstd, const float *gamma, int n, int c, float *y, void *y16, ao_dtype half_type,
+    int batch, const ao_cuda_dropout_key *key, cudaStream_t stream)
 {
-    if ((y16 || gamma16) && half_type != AO_BF16 && half_type != AO_F16)
-        return cudaErrorInvalidValue;
+    if (y16 && half_type != AO_BF16 && half_type != AO_F16) return cudaErrorInvalidValue;
     if (n <= 0 || c <= 0) return cudaSuccess;
     if (batch <= 0 || n % batch != 0) return cudaErrorInvalidValue;
     const int tokens = n / batch;
-    /* T: the type of y16 (and of gamma16); G: how gamma is read */
-    return with_dtype(y16 || gamma16 ? half_type : AO_F32, [&](auto tag) {
+    return with_dtype(y16 ? half_type : AO_F32, [&](auto tag) {
         constexpr ao_dtype T = decltype(tag)::value;
-        auto run = [&](auto g) {
-            const bool fused = key->heads <= 0 && c % 4 == 0 && aligned16(dx) && aligned16(dy) &&
-                               aligned16(x) && g.vec_ok() && (!y || aligned16(y)) &&
-                               (!y16 || store4_ok<T>(y16));
-            if (!fused) { /* the chain it fuses */
-                cudaError_t e =
-                    layernorm_backward(dx, dgamma, dbeta, dy, x, mean, rstd, g, n, c, stream);
-                if (e != cudaSuccess) return e;
-                return ao_cuda_dropout_residual(y, y16, half_type, dx, NULL, batch,
-                                                (size_t)tokens * (size_t)c, key, stream);
-            }
-            const ln_dropout_tail<T> tail{dropout_out_map<T>{y, typed_store<T>{y16}, dx, NULL},
-                                          dropout_args_of(*key), tokens, c};
-            launch(layernorm_backward_dx_kernel<true, decltype(tail), decltype(g)>,
-                   row_warp_blocks(n), kThreads, 0, stream, dx, dy, x, mean, rstd, g, n, c, tail);
-            cudaError_t err = cudaGetLastError();
-            if (err != cudaSuccess) return err;
-            return column_sums(dgamma, dbeta, n, c, layernorm_param_term{dy, x, mean, rstd, c},
-                               stream);
-        };
-        return gamma16 && T != AO_F32 ? run(gamma_in<T>{gamma16}) : run(gamma_in<AO_F32>{gamma});
+        const bool fused = key->heads <= 0 && c % 4 == 0 && aligned16(dx) && aligned16(dy) &&
+                           aligned16(x) && aligned16(gamma) && (!y || aligned16(y)) &&
+                           (!y16 || store4_ok<T>(y16));
+        if (!fused) { /* the chain it fuses */
+            cudaError_t e = ao_cuda_layernorm_backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma,
+                                                       n, c, stream);
+            if (e != cudaSuccess) return e;
+            return ao_cuda_dropout_residual(y, y16, half_type, dx, NULL, batch,
+                                            (size_t)tokens * (size_t)c, key, stream);
+        }
+        const ln_dropout_tail<T> tail{dropout_out_map<T>{y, typed_store<T>{y16}, dx, NULL},
+                                      dropout_args_of(*key), tokens, c};
+        launch(layernorm_backward_dx_kernel<true, decltype(tail)>, row_warp_blocks(n), kThreads, 0,
+               stream, dx, dy, x, mean, rstd, gamma, n, c, tail);
+        cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
+        return column_sums(dgamma, dbeta, n, c, layernorm_param_term{dy, x, mean, rstd, c}, stream);
     });
 }
 

@@ -108,15 +108,11 @@ cudaError_t ao_cuda_dropout_residual(float *y, void *y16, ao_dtype half_type, co
  * y16 unless NULL) as ao_cuda_dropout_residual(y, y16, half_type, dx, NULL,
  * batch, (n / batch) * c, key) would make it, in the same pass over dx's rows
  * where the shapes allow (c % 4 == 0, aligned, no heads), bit for bit; the
- * two calls otherwise. n must be a multiple of batch (tokens per sample).
- * gamma16, unless NULL, is read instead of gamma: its half_type copy, which
- * must hold gamma's values exactly (a unit gathered in 16 bits): the same
- * bits out, and gamma itself is not read. */
+ * two calls otherwise. n must be a multiple of batch (tokens per sample). */
 cudaError_t ao_cuda_layernorm_backward_dropout(float *dx, float *dgamma, float *dbeta,
                                                const float *dy, const float *x, const float *mean,
-                                               const float *rstd, const float *gamma,
-                                               const void *gamma16, int n, int c, float *y,
-                                               void *y16, ao_dtype half_type, int batch,
+                                               const float *rstd, const float *gamma, int n, int c,
+                                               float *y, void *y16, ao_dtype half_type, int batch,
                                                const ao_cuda_dropout_key *key, cudaStream_t stream);
 
 /* ---- fused chains ------------------------------------------------------------ */

@@ -136,14 +136,6 @@ static const void *shared_copy(const cuda_model *cm, const float *p, size_t n)
     return NULL;
 }
 
-/* A LayerNorm gamma's 16-bit copy where the engine gathered its unit in the
- * GEMMs' type (the fp32 gamma is then not cast back for a backward pass:
- * ao_model_cuda_fp32_parts), else NULL: the fp32 gamma is read. */
-static const void *gamma16(const cuda_model *cm, const float *gamma, size_t n)
-{
-    return cm->half != AO_F32 ? shared_copy(cm, gamma, n) : NULL;
-}
-
 /* Finds or makes a 16-bit copy of a unit's weight matrices (the ones its pass
  * multiplies): the engine's gathered copy where it registered one, else a
  * cast into w16. Called at the start of each pass (no-op in fp32 modes). */
@@ -606,9 +598,8 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
      * 16-bit copy stays current until its GEMMs are enqueued */
     const int mark = cm->nprepared;
     KCHECK(ao_cuda_layernorm_backward_dropout(
-        dr, g->ln2_w, g->ln2_b, dy, sv->r2, sv->ln2_mean, sv->ln2_rstd, w->ln2_w,
-        gamma16(cm, w->ln2_w, (size_t)d), N, d, dbranch, twin_or_null(cm, dbranch), cm->half,
-        sh->batch, &k.ffn, cs));
+        dr, g->ln2_w, g->ln2_b, dy, sv->r2, sv->ln2_mean, sv->ln2_rstd, w->ln2_w, N, d, dbranch,
+        twin_or_null(cm, dbranch), cm->half, sh->batch, &k.ffn, cs));
     mark_current(cm, s, dbranch, nd, 0);
     linear_backward(m, s, da, g->lin2_w, g->lin2_b, dbranch, sv->a, w->lin2_w, N, ff, d);
     cm->nprepared = mark;
@@ -623,9 +614,8 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
 
     /* attention branch, its gradient as the FFN's */
     KCHECK(ao_cuda_layernorm_backward_dropout(
-        dr, g->ln1_w, g->ln1_b, dx1, sv->r1, sv->ln1_mean, sv->ln1_rstd, w->ln1_w,
-        gamma16(cm, w->ln1_w, (size_t)d), N, d, dbranch, twin_or_null(cm, dbranch), cm->half,
-        sh->batch, &k.attn, cs));
+        dr, g->ln1_w, g->ln1_b, dx1, sv->r1, sv->ln1_mean, sv->ln1_rstd, w->ln1_w, N, d, dbranch,
+        twin_or_null(cm, dbranch), cm->half, sh->batch, &k.attn, cs));
     mark_current(cm, s, dbranch, nd, 0);
     /* with the residual around attention */
     attn_backward(m, s, dx, dr, &g->attn, dbranch, x, &w->attn, &sv->attn, &k.probs, attn_scratch);
@@ -893,8 +883,8 @@ void ao_model_cuda_share_params16(ao_model *m, const float *fp32, const void *ha
     c->shared[c->nshared++] = (shared_range){(uintptr_t)fp32, n, half, type};
 }
 
-int ao_model_cuda_fp32_parts(const ao_model *m, int unit, const float *params, int backward,
-                             size_t (*parts)[2], int max)
+int ao_model_cuda_fp32_parts(const ao_model *m, int unit, const float *params, size_t (*parts)[2],
+                             int max)
 {
     const cuda_model *cm = m->impl;
     const ao_model_shape *sh = &m->shape;
@@ -904,9 +894,6 @@ int ao_model_cuda_fp32_parts(const ao_model *m, int unit, const float *params, i
         parts[0][0] = 0, parts[0][1] = n;
         return 1;
     }
-    /* encoder_backward: GEMM operands and LayerNorm gammas from the copy
-     * (gamma16), biases not read */
-    if (backward && unit > 0) return 0;
     /* The matrices the passes multiply (stage_layer, stage_input,
      * stage_head), in layout order: only their 16-bit copy is read. */
     weight_range w[4];

@@ -34,15 +34,13 @@ void ao_model_cuda_share_params16(ao_model *m, const float *fp32, const void *ha
                                   size_t n);
 
 /* The parts of unit `unit`'s flat parameters at `params` that the model
- * reads in fp32 in a forward (backward = 0) or backward pass: all of them,
- * unless its GEMMs are 16-bit and `params` lies in a shared 16-bit copy of
- * their type, whose weight matrices it then reads from that copy only; an
- * encoder layer's backward then reads nothing in fp32 (its LayerNorms read
- * gamma's 16-bit copy too). Writes (offset, count) pairs in floats from
- * params, in order, at most `max`; returns how many (-1: more than max). The
- * engine casts only these parts of a gathered unit back to fp32. */
-int ao_model_cuda_fp32_parts(const ao_model *m, int unit, const float *params, int backward,
-                             size_t (*parts)[2], int max);
+ * reads in fp32: all of them, unless its GEMMs are 16-bit and `params` lies
+ * in a shared 16-bit copy of their type, whose weight matrices it then reads
+ * from that copy only. Writes (offset, count) pairs in floats from params, in
+ * order, at most `max`; returns how many (-1: more than max). The engine
+ * casts only these parts of a gathered unit back to fp32. */
+int ao_model_cuda_fp32_parts(const ao_model *m, int unit, const float *params, size_t (*parts)[2],
+                             int max);
 
 /* ao_data_fill on the device (dataset.placement: device), enqueued on `s`
  * (a cuda stream). The shape must have passed ao_data_shape_check and the

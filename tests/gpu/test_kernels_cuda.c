@@ -828,9 +828,7 @@ static void test_dropout_residual(float p, size_t per_row, size_t offset)
 
 /* LayerNorm backward + the dropout of its dx (+ 16-bit copy) against
  * ao_cuda_layernorm_backward then ao_cuda_dropout_residual: dx, dgamma,
- * dbeta, y and y16 the same bytes, with gamma read in fp32 and from its
- * 16-bit copy (gamma's values are exact in both 16-bit types: k / 64);
- * c = 1001 takes the unfused path. */
+ * dbeta, y and y16 the same bytes; c = 1001 takes the unfused path. */
 static void test_layernorm_backward_dropout(float p, int c)
 {
     const int batch = 3, tokens = 5, n = batch * tokens;
@@ -840,64 +838,49 @@ static void test_layernorm_backward_dropout(float p, int c)
     snprintf(shape, sizeof shape, "p=%.2f %d x %d", p, n, c);
     float *x = random_floats(nc, -2, 2), *dy = random_floats(nc, -1, 1);
     float *g = random_floats((size_t)c, 0.5f, 1.5f), *b = random_floats((size_t)c, -1, 1);
-    for (int j = 0; j < c; j++) g[j] = roundf(g[j] * 64.0f) / 64.0f;
     float *d_x = upload(x, 4 * nc), *d_dy = upload(dy, 4 * nc), *d_g = upload(g, 4 * (size_t)c);
     float *d_b = upload(b, 4 * (size_t)c), *d_ln = ao_dev_alloc(dev, 4 * nc);
     float *d_mean = ao_dev_alloc(dev, 4 * (size_t)n), *d_rstd = ao_dev_alloc(dev, 4 * (size_t)n);
-    void *d_g16 = ao_dev_alloc(dev, 2 * (size_t)c);
     K(ao_cuda_layernorm_forward(d_ln, NULL, AO_F32, d_mean, d_rstd, d_x, d_g, d_b, n, c, cs()));
-    /* [0] the chain, [1] fused with the fp32 gamma, [2] fused with gamma's 16-bit copy */
-    float *d_dx[3], *d_dg[3], *d_db[3], *d_y[3];
-    char *d_y16[3];
-    for (int v = 0; v < 3; v++) {
+    float *d_dx[2], *d_dg[2], *d_db[2], *d_y[2];
+    char *d_y16[2];
+    for (int v = 0; v < 2; v++) {
         d_dx[v] = ao_dev_alloc(dev, 4 * nc), d_y[v] = ao_dev_alloc(dev, 4 * nc);
         d_dg[v] = ao_dev_alloc(dev, 4 * (size_t)c), d_db[v] = ao_dev_alloc(dev, 4 * (size_t)c);
         d_y16[v] = ao_dev_alloc(dev, 2 * nc);
     }
     for (int t = 0; t < 2; t++) {
         const ao_dtype ht = t ? AO_F16 : AO_BF16;
-        for (int v = 0; v < 3; v++) {
+        for (int v = 0; v < 2; v++) {
             ao_memset_async(dev, d_dg[v], 0, 4 * (size_t)c, stream);
             ao_memset_async(dev, d_db[v], 0, 4 * (size_t)c, stream);
         }
-        K(ao_cuda_cast(d_g16, ht, d_g, AO_F32, (size_t)c, cs()));
         K(ao_cuda_layernorm_backward(d_dx[0], d_dg[0], d_db[0], d_dy, d_x, d_mean, d_rstd, d_g, n,
                                      c, cs()));
         K(ao_cuda_dropout_residual(d_y[0], d_y16[0], ht, d_dx[0], NULL, batch,
                                    (size_t)tokens * (size_t)c, &key, cs()));
-        for (int v = 1; v < 3; v++)
-            K(ao_cuda_layernorm_backward_dropout(d_dx[v], d_dg[v], d_db[v], d_dy, d_x, d_mean,
-                                                 d_rstd, d_g, v == 2 ? d_g16 : NULL, n, c, d_y[v],
-                                                 d_y16[v], ht, batch, &key, cs()));
-        for (int v = 1; v < 3; v++) {
-            char name[80];
-            snprintf(name, sizeof name, "layernorm_backward_dropout %s%s", ao_dtype_name(ht),
-                     v == 2 ? ", 16-bit gamma" : "");
-            report_bits(name, shape, d_dx[v], d_dx[0], 4 * nc);
-            report_bits(name, shape, d_dg[v], d_dg[0], 4 * (size_t)c);
-            report_bits(name, shape, d_db[v], d_db[0], 4 * (size_t)c);
-            report_bits(name, shape, d_y[v], d_y[0], 4 * nc);
-            report_bits(name, shape, d_y16[v], d_y16[0], 2 * nc);
-            if (t == 0 && v == 1) check_dropped(name, d_y[v], AO_F32, nc, p);
-        }
+        K(ao_cuda_layernorm_backward_dropout(d_dx[1], d_dg[1], d_db[1], d_dy, d_x, d_mean, d_rstd,
+                                             d_g, n, c, d_y[1], d_y16[1], ht, batch, &key, cs()));
+        char name[64];
+        snprintf(name, sizeof name, "layernorm_backward_dropout %s", ao_dtype_name(ht));
+        report_bits(name, shape, d_dx[1], d_dx[0], 4 * nc);
+        report_bits(name, shape, d_dg[1], d_dg[0], 4 * (size_t)c);
+        report_bits(name, shape, d_db[1], d_db[0], 4 * (size_t)c);
+        report_bits(name, shape, d_y[1], d_y[0], 4 * nc);
+        report_bits(name, shape, d_y16[1], d_y16[0], 2 * nc);
+        if (t == 0) check_dropped(name, d_y[1], AO_F32, nc, p);
     }
-    const int bad = ao_cuda_layernorm_backward_dropout(
-                        d_dx[1], d_dg[1], d_db[1], d_dy, d_x, d_mean, d_rstd, d_g, NULL, n, c,
-                        d_y[1], NULL, AO_F32, 4, &key, cs()) == cudaErrorInvalidValue;
+    const int bad = ao_cuda_layernorm_backward_dropout(d_dx[1], d_dg[1], d_db[1], d_dy, d_x, d_mean,
+                                                       d_rstd, d_g, n, c, d_y[1], NULL, AO_F32, 4,
+                                                       &key, cs()) == cudaErrorInvalidValue;
     (void)cudaGetLastError();
     CHECK(bad, "layernorm_backward_dropout accepted rows that are not whole samples");
-    const int bad16 = ao_cuda_layernorm_backward_dropout(
-                          d_dx[1], d_dg[1], d_db[1], d_dy, d_x, d_mean, d_rstd, d_g, d_g16, n, c,
-                          d_y[1], NULL, AO_F32, batch, &key, cs()) == cudaErrorInvalidValue;
-    (void)cudaGetLastError();
-    CHECK(bad16, "layernorm_backward_dropout accepted a 16-bit gamma of type fp32");
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < 2; v++) {
         ao_dev_free(dev, d_dx[v]), ao_dev_free(dev, d_y[v]), ao_dev_free(dev, d_y16[v]);
         ao_dev_free(dev, d_dg[v]), ao_dev_free(dev, d_db[v]);
     }
     ao_dev_free(dev, d_x), ao_dev_free(dev, d_dy), ao_dev_free(dev, d_g), ao_dev_free(dev, d_b);
     ao_dev_free(dev, d_ln), ao_dev_free(dev, d_mean), ao_dev_free(dev, d_rstd);
-    ao_dev_free(dev, d_g16);
     free(x), free(dy), free(g), free(b);
 }
 
