@@ -6,13 +6,12 @@
  *
  * Each communicator keeps a ring of pending ops, each with a completion event
  * recorded after it on the comm's stream (right after it, or deferred past the
- * caller's own end event: ao_comm_defer_mark); an op whose event is not
- * recorded yet is pending whatever a query of that event says. Events belong to ring slots and
- * are reused once their op has retired; the ring (and its event pool) only
- * grows when more ops are in flight than ever before. An op's clock starts when
- * it is enqueued or, if later, when the op before it was seen complete (by
- * the thread's poll, up to AO_WATCH_POLL_MS late), so ops queued behind a long
- * one are not blamed for its time. */
+ * caller's own end event: ao_comm_defer_mark); the newest `unmarked` ops have
+ * no event recorded yet and are pending whatever a query of their event
+ * says. Events belong to ring slots and are reused once their op has retired; the ring (and its
+ * event pool) only grows when more ops are in flight than ever before. An op's clock starts when it
+ * is enqueued or, if later, when the op before it was seen complete (by the thread's poll, up to
+ * AO_WATCH_POLL_MS late), so ops queued behind a long one are not blamed for its time. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,7 +28,6 @@ struct pending_op {
     ao_coll op;
     size_t bytes;
     int64_t enqueued_ns;
-    int marked; /* its event is recorded */
 };
 
 struct ao_watch {
@@ -64,7 +62,7 @@ static struct ao_comm_base *base_of(ao_comm *c)
 
 static void retire_completed(struct ao_watch *w)
 {
-    while (w->count > 0 && w->ring[w->head].marked && ao_event_query(w->ring[w->head].done)) {
+    while (w->count > w->unmarked && ao_event_query(w->ring[w->head].done)) {
         w->head = (w->head + 1) % w->cap;
         w->count--;
         w->head_since_ns = now_ns();
@@ -174,11 +172,8 @@ struct ao_watch *ao_watch_add(ao_comm *c)
 
 static void mark_locked(struct ao_watch *w)
 {
-    for (size_t i = w->count - w->unmarked; i < w->count; i++) {
-        struct pending_op *p = &w->ring[(w->head + i) % w->cap];
-        ao_event_record(p->done, base_of(w->comm)->stream);
-        p->marked = 1;
-    }
+    for (size_t i = w->count - w->unmarked; i < w->count; i++)
+        ao_event_record(w->ring[(w->head + i) % w->cap].done, base_of(w->comm)->stream);
     w->unmarked = 0;
 }
 
@@ -202,7 +197,6 @@ void ao_watch_op(struct ao_watch *w, ao_coll op, size_t bytes, int mark)
     p->op = op;
     p->bytes = bytes;
     p->enqueued_ns = now_ns();
-    p->marked = 0;
     if (w->count == 0) w->head_since_ns = p->enqueued_ns;
     w->count++;
     w->unmarked++;

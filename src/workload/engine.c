@@ -298,6 +298,13 @@ static float *dev_zeros(ao_engine *e, size_t n)
     return p;
 }
 
+/* The 16-bit wire copy Pw of the fp32 shards p (all of them), on s. */
+static void cast_wire(ao_engine *e, ao_stream *s, const float *p)
+{
+    const size_t all[1][2] = {{0, e->lay.shard_total}};
+    e->backend->cast(s, e->Pw, e->gather_type, p, AO_F32, all, 1);
+}
+
 static void make_buffers(ao_engine *e)
 {
     const struct ao_config *cfg = e->cfg;
@@ -377,8 +384,7 @@ static void make_buffers(ao_engine *e)
     }
     if (e->gather_type != AO_F32) {
         e->Pw = ao_dev_alloc(e->dev, (S ? S : 1) * ao_dtype_size(e->gather_type));
-        const size_t all[1][2] = {{0, S}};
-        e->backend->cast(e->compute, e->Pw, e->gather_type, e->P, AO_F32, all, 1);
+        cast_wire(e, e->compute, e->P);
     }
     e->units[0].own_buf = 0;
     for (int u = 1; u < e->nunits; u++) e->units[u].own_buf = pooled ? -1 : u;
@@ -896,10 +902,7 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
     int op = compute_begin(e, "optimizer", -1);
     e->backend->adamw(cs, p, m, v, e->ACC, S, &e->hp, lr, (float)cfg->training.grad_clip_norm,
                       1.0f / loss_scale, data_step + 1, global, sd->result, e->workspace);
-    if (e->Pw && phase == AO_PHASE_TRAIN) {
-        const size_t all[1][2] = {{0, S}};
-        e->backend->cast(cs, e->Pw, e->gather_type, p, AO_F32, all, 1);
-    }
+    if (e->Pw && phase == AO_PHASE_TRAIN) cast_wire(e, cs, p);
     ao_timeline_op_end(e->tl, op);
     if (phase == AO_PHASE_COMPUTE_ONLY)
         ao_memset_async(e->dev, e->GFULL, 0, e->lay.full_total * sizeof(float), cs);

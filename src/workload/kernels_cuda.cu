@@ -1428,20 +1428,25 @@ template <ao_dtype T> struct gelu_dropout_map {
     }
 };
 
-/* ... of ao_cuda_dropout_gelu_backward: dy in, dx = gelu'(h) * dropped dy out
- * as floats and, when dx16 is set, in half type T. */
-template <ao_dtype T> struct dropout_gelu_backward_map {
-    float *dx;
-    typed_store<T> dx16;
-    const float *dy, *h;
+/* The input of a Map that reads plain floats: the value(s) at flat element i. */
+struct fp32_load {
+    const float *x;
     __device__ float load(size_t i) const
     {
-        return dy[i];
+        return x[i];
     }
     __device__ float4 load4(size_t i) const
     {
-        return *reinterpret_cast<const float4 *>(dy + i);
+        return *reinterpret_cast<const float4 *>(x + i);
     }
+};
+
+/* ... of ao_cuda_dropout_gelu_backward: dy in (fp32_load), dx = gelu'(h) *
+ * dropped dy out as floats and, when dx16 is set, in half type T. */
+template <ao_dtype T> struct dropout_gelu_backward_map : fp32_load {
+    float *dx;
+    typed_store<T> dx16;
+    const float *h;
     __device__ void store(size_t i, float v) const
     {
         const float g = gelu_backward_op{}(v, h[i]);
@@ -1459,23 +1464,15 @@ template <ao_dtype T> struct dropout_gelu_backward_map {
 };
 
 /* dropout_kernel's Map of the plain dropout and of its fused ends
- * (ao_cuda_dropout, _cast, _residual): x in; v = dropped x (+ res) out, as
+ * (ao_cuda_dropout, _cast, _residual): x in (fp32_load); v = dropped x (+ res) out, as
  * floats at y unless y is NULL, and in type T at out unless out.p is NULL.
  * The add is __fadd_rn so that the compiler cannot contract the mask's
  * product into it: the sum is the one a dropout followed by ao_cuda_add
  * stores. */
-template <ao_dtype T> struct dropout_out_map {
+template <ao_dtype T> struct dropout_out_map : fp32_load {
     float *y;
     typed_store<T> out;
-    const float *x, *res;
-    __device__ float load(size_t i) const
-    {
-        return x[i];
-    }
-    __device__ float4 load4(size_t i) const
-    {
-        return *reinterpret_cast<const float4 *>(x + i);
-    }
+    const float *res;
     __device__ void store(size_t i, float v) const
     {
         const float o = res ? __fadd_rn(v, res[i]) : v;
@@ -1673,7 +1670,7 @@ extern "C" cudaError_t ao_cuda_layernorm_backward_dropout(
             return ao_cuda_dropout_residual(y, y16, half_type, dx, NULL, batch,
                                             (size_t)tokens * (size_t)c, key, stream);
         }
-        const ln_dropout_tail<T> tail{dropout_out_map<T>{y, typed_store<T>{y16}, dx, NULL},
+        const ln_dropout_tail<T> tail{dropout_out_map<T>{{dx}, y, typed_store<T>{y16}, NULL},
                                       dropout_args_of(*key), tokens, c};
         launch(layernorm_backward_dx_kernel<true, decltype(tail)>, row_warp_blocks(n), kThreads, 0,
                stream, dx, dy, x, mean, rstd, gamma, n, c, tail);
@@ -1706,7 +1703,7 @@ extern "C" cudaError_t ao_cuda_dropout_residual(float *y, void *y16, ao_dtype ha
         constexpr ao_dtype T = decltype(tag)::value;
         const bool vec =
             aligned16(x) && aligned16(y) && (!res || aligned16(res)) && (!y16 || store4_ok<T>(y16));
-        return launch_dropout_map(dropout_out_map<T>{y, typed_store<T>{y16}, x, res}, vec, batch,
+        return launch_dropout_map(dropout_out_map<T>{{x}, y, typed_store<T>{y16}, res}, vec, batch,
                                   per_row, *key, stream);
     });
 }
@@ -1721,7 +1718,7 @@ extern "C" cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size
         if (y == x) return cudaSuccess;
         return cudaMemcpyAsync(y, x, total * sizeof(float), cudaMemcpyDeviceToDevice, stream);
     }
-    return launch_dropout_map(dropout_out_map<AO_F32>{y, typed_store<AO_F32>{NULL}, x, NULL},
+    return launch_dropout_map(dropout_out_map<AO_F32>{{x}, y, typed_store<AO_F32>{NULL}, NULL},
                               aligned16(x) && aligned16(y), batch, per_row, *key, stream);
 }
 
@@ -1995,7 +1992,7 @@ extern "C" cudaError_t ao_cuda_dropout_cast(void *out, ao_dtype out_type, const 
     }
     return with_dtype(out_type, [&](auto tag) {
         constexpr ao_dtype OT = decltype(tag)::value;
-        return launch_dropout_map(dropout_out_map<OT>{NULL, typed_store<OT>{out}, x, NULL},
+        return launch_dropout_map(dropout_out_map<OT>{{x}, NULL, typed_store<OT>{out}, NULL},
                                   aligned16(x) && store4_ok<OT>(out), batch, per_row, *key, stream);
     });
 }
@@ -2041,7 +2038,7 @@ extern "C" cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_d
         if (HT == AO_F32) return cudaErrorInvalidValue; /* excluded above */
         const bool vec = aligned16(dx) && aligned16(dy) && aligned16(h) &&
                          (dx16 == nullptr || store4_ok<HT>(dx16));
-        return launch_dropout_map(dropout_gelu_backward_map<HT>{dx, typed_store<HT>{dx16}, dy, h},
+        return launch_dropout_map(dropout_gelu_backward_map<HT>{{dy}, dx, typed_store<HT>{dx16}, h},
                                   vec, batch, per_row, *key, stream);
     });
 }
