@@ -177,15 +177,13 @@ __device__ unsigned int column_done[kColDoneTiles];
  * same order as W = 1, so the bits do not depend on W either. One launch per
  * column sum. */
 template <class F, int W>
-__global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c, int col0,
-                                       int chunk, F f)
+__device__ void column_partials_block(float *out_a, float *out_b, int n, int c, int col0, int chunk,
+                                      const F &f, int tile, int part, int parts, int tx, int ty)
 {
-    pdl_wait();
     __shared__ double sa[kColLanes][kColTile * W + 1], sb[kColLanes][kColTile * W + 1];
     __shared__ bool last;
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int j = col0 + (blockIdx.x * kColTile + tx) * W; /* W == 4: c % 4 == 0 */
-    const int r0 = blockIdx.y * chunk, r1 = min(n, r0 + chunk);
+    const int j = col0 + (tile * kColTile + tx) * W; /* W == 4: c % 4 == 0 */
+    const int r0 = part * chunk, r1 = min(n, r0 + chunk);
     sum2 acc[W];
 #pragma unroll
     for (int l = 0; l < W; l++) acc[l] = sum2{0.0, 0.0};
@@ -217,7 +215,6 @@ __global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c,
         }
         __syncthreads();
     }
-    const int parts = (int)gridDim.y;
     if (parts == 1) {
         if (ty == 0 && j < c) {
             for (int l = 0; l < W; l++) {
@@ -229,14 +226,13 @@ __global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c,
     }
     if (ty == 0 && j < c) {
         for (int l = 0; l < W; l++) {
-            column_partials[(size_t)blockIdx.y * c + j + l] = sa[0][tx * W + l];
-            if (out_b)
-                column_partials[((size_t)parts + blockIdx.y) * c + j + l] = sb[0][tx * W + l];
+            column_partials[(size_t)part * c + j + l] = sa[0][tx * W + l];
+            if (out_b) column_partials[((size_t)parts + part) * c + j + l] = sb[0][tx * W + l];
         }
     }
     __threadfence(); /* the partials are visible before the count says so */
     __syncthreads();
-    if (tx == 0 && ty == 0) last = atomicAdd(&column_done[blockIdx.x], 1u) == (unsigned)parts - 1;
+    if (tx == 0 && ty == 0) last = atomicAdd(&column_done[tile], 1u) == (unsigned)parts - 1;
     __syncthreads();
     if (!last) return;
     __threadfence();
@@ -251,7 +247,36 @@ __global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c,
             if (out_b) out_b[j + l] += (float)b;
         }
     }
-    if (tx == 0 && ty == 0) column_done[blockIdx.x] = 0;
+    if (tx == 0 && ty == 0) column_done[tile] = 0;
+}
+
+template <class F, int W>
+__global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c, int col0,
+                                       int chunk, F f)
+{
+    pdl_wait();
+    column_partials_block<F, W>(out_a, out_b, n, c, col0, chunk, f, (int)blockIdx.x,
+                                (int)blockIdx.y, (int)gridDim.y, (int)threadIdx.x,
+                                (int)threadIdx.y);
+}
+
+/* How column_sums splits an [n, c] sum: `parts` row chunks of `chunk` rows,
+ * `tiles` column tiles of kColTile * w columns per launch of at most `span`
+ * columns. A function of (n, c, outputs, w) only: the bits of the sums. */
+struct column_split {
+    int chunk, parts, w, span;
+};
+
+column_split split_columns(int n, int c, size_t outputs, bool vec)
+{
+    size_t parts = ((size_t)n + kColChunkRows - 1) / kColChunkRows;
+    const size_t fit = kColPartials / ((size_t)c * outputs);
+    if (parts > fit) parts = fit > 0 ? fit : 1;
+    if (parts > (size_t)kMaxGrid) parts = kMaxGrid;
+    const int chunk = (int)(((size_t)n + parts - 1) / parts);
+    parts = ((size_t)n + chunk - 1) / chunk; /* no empty chunk */
+    const int w = vec ? 4 : 1;
+    return column_split{chunk, (int)parts, w, kColDoneTiles * kColTile * w};
 }
 
 /* out_a[j] += sum_i f(i, j).a and, when out_b is not NULL, out_b[j] += .b.
@@ -263,17 +288,11 @@ template <class F>
 cudaError_t column_sums(float *out_a, float *out_b, int n, int c, F f, cudaStream_t stream)
 {
     if (n <= 0 || c <= 0) return cudaSuccess;
-    const size_t outputs = out_b ? 2 : 1;
-    size_t parts = ((size_t)n + kColChunkRows - 1) / kColChunkRows;
-    const size_t fit = kColPartials / ((size_t)c * outputs);
-    if (parts > fit) parts = fit > 0 ? fit : 1;
-    if (parts > (size_t)kMaxGrid) parts = kMaxGrid;
-    const int chunk = (int)(((size_t)n + parts - 1) / parts);
-    parts = ((size_t)n + chunk - 1) / chunk; /* no empty chunk */
+    const column_split sp = split_columns(n, c, out_b ? 2 : 1, f.vec());
+    const int chunk = sp.chunk, w = sp.w, span = sp.span;
+    const size_t parts = (size_t)sp.parts;
     const dim3 block(kColTile, kColLanes);
-    const int w = f.vec() ? 4 : 1;
     /* a launch per kColDoneTiles column tiles (one for any layer of the configs) */
-    const int span = kColDoneTiles * kColTile * w;
     for (int col0 = 0; col0 < c; col0 += span) {
         const int cols = c - col0 < span ? c - col0 : span;
         const unsigned tiles = (unsigned)((cols + kColTile * w - 1) / (kColTile * w));
@@ -463,13 +482,10 @@ struct no_ln_tail {
 };
 
 template <bool Vec, class Tail>
-__global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const float *x,
-                                             const float *mean, const float *rstd,
-                                             const float *gamma, int n, int c, Tail tail)
+__device__ void layernorm_backward_row(float *dx, const float *dy, const float *x,
+                                       const float *mean, const float *rstd, const float *gamma,
+                                       int c, const Tail &tail, int row, int lane)
 {
-    pdl_wait();
-    const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (row >= n) return;
     const float *xr = x + (size_t)row * c, *dyr = dy + (size_t)row * c;
     float *dxr = dx + (size_t)row * c;
     const double m = mean[row], rs = rstd[row];
@@ -520,6 +536,69 @@ __global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const f
             dxr[j] = (float)(rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
         }
     }
+}
+
+template <bool Vec, class Tail>
+__global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const float *x,
+                                             const float *mean, const float *rstd,
+                                             const float *gamma, int n, int c, Tail tail)
+{
+    pdl_wait();
+    const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+    if (row < n)
+        layernorm_backward_row<Vec>(dx, dy, x, mean, rstd, gamma, c, tail, row, threadIdx.x & 31);
+}
+
+/* LayerNorm backward whole, in one launch (Vec only): dx (+ Tail) and the
+ * parameter sums, by blocks of two roles. Row chunk p of column_split is
+ * blocks p * (dx_blocks + tiles) + r: r < dx_blocks computes the dx of rows
+ * p * chunk + r * kWarpsPerBlock + warp, a warp a row as
+ * layernorm_backward_dx_kernel; the others sum column tile r - dx_blocks of
+ * the chunk as column_sums does. The bits are those of the two launches it
+ * replaces (the same functions in the same order); it saves a launch and the
+ * device's latency between the two, and a chunk's sums run just after its
+ * rows' dx blocks read the same dy and x (which L2 then still holds). */
+template <class Tail>
+__global__ void layernorm_backward_fused_kernel(float *dx, float *dgamma, float *dbeta,
+                                                const float *dy, const float *x, const float *mean,
+                                                const float *rstd, const float *gamma, int n, int c,
+                                                int chunk, int parts, int dx_blocks, int tiles,
+                                                Tail tail)
+{
+    pdl_wait();
+    const int per = dx_blocks + tiles;
+    const int part = (int)blockIdx.x / per, r = (int)blockIdx.x % per;
+    const int tid = (int)threadIdx.x;
+    if (r < dx_blocks) {
+        const int in_chunk = r * kWarpsPerBlock + (tid >> 5), row = part * chunk + in_chunk;
+        if (in_chunk < chunk && row < n)
+            layernorm_backward_row<true>(dx, dy, x, mean, rstd, gamma, c, tail, row, tid & 31);
+        return;
+    }
+    column_partials_block<layernorm_param_term, 4>(dgamma, dbeta, n, c, 0, chunk,
+                                                   layernorm_param_term{dy, x, mean, rstd, c},
+                                                   r - dx_blocks, part, parts, tid & 31, tid >> 5);
+}
+
+/* Launches layernorm_backward_fused_kernel where it applies (the Vec path, a
+ * column sum of one launch); false: launch the two kernels instead. */
+template <class Tail>
+bool launch_layernorm_backward_fused(float *dx, float *dgamma, float *dbeta, const float *dy,
+                                     const float *x, const float *mean, const float *rstd,
+                                     const float *gamma, int n, int c, const Tail &tail,
+                                     cudaStream_t stream)
+{
+    const layernorm_param_term f{dy, x, mean, rstd, c};
+    if (!f.vec()) return false;
+    const column_split sp = split_columns(n, c, 2, true);
+    if (c > sp.span) return false;
+    const int dx_blocks = (sp.chunk + kWarpsPerBlock - 1) / kWarpsPerBlock;
+    const int tiles = (c + kColTile * 4 - 1) / (kColTile * 4);
+    const size_t blocks = (size_t)sp.parts * (size_t)(dx_blocks + tiles);
+    if (blocks > (size_t)INT32_MAX) return false;
+    launch(layernorm_backward_fused_kernel<Tail>, (unsigned)blocks, kThreads, 0, stream, dx, dgamma,
+           dbeta, dy, x, mean, rstd, gamma, n, c, sp.chunk, sp.parts, dx_blocks, tiles, tail);
+    return true;
 }
 
 /* ---- softmax: one warp per row (in place: each lane rewrites what it read) */
@@ -1638,6 +1717,9 @@ extern "C" cudaError_t ao_cuda_layernorm_backward(float *dx, float *dgamma, floa
     if (n <= 0 || c <= 0) return cudaSuccess;
     const bool vec =
         c % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned16(x) && aligned16(gamma);
+    if (vec && launch_layernorm_backward_fused(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, n, c,
+                                               no_ln_tail{}, stream))
+        return cudaGetLastError();
     if (vec)
         launch(layernorm_backward_dx_kernel<true, no_ln_tail>, row_warp_blocks(n), kThreads, 0,
                stream, dx, dy, x, mean, rstd, gamma, n, c, no_ln_tail{});
@@ -1672,6 +1754,9 @@ extern "C" cudaError_t ao_cuda_layernorm_backward_dropout(
         }
         const ln_dropout_tail<T> tail{dropout_out_map<T>{{dx}, y, typed_store<T>{y16}, NULL},
                                       dropout_args_of(*key), tokens, c};
+        if (launch_layernorm_backward_fused(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, n, c, tail,
+                                            stream))
+            return cudaGetLastError();
         launch(layernorm_backward_dx_kernel<true, decltype(tail)>, row_warp_blocks(n), kThreads, 0,
                stream, dx, dy, x, mean, rstd, gamma, n, c, tail);
         cudaError_t err = cudaGetLastError();
