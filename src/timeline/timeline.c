@@ -290,12 +290,12 @@ int ao_timeline_op_begin(ao_timeline *t, ao_stream_id sid, ao_op_class cls, ao_c
     return (int)i;
 }
 
-void ao_timeline_op_end(ao_timeline *t, int op)
+ao_event *ao_timeline_op_end(ao_timeline *t, int op)
 {
     struct slot *s = open_slot(t, "op_end");
     if (op < 0 && !t->enabled) {
         if (t->nvtx) nvtx_close(t, -1);
-        return;
+        return NULL;
     }
     if (op < 0 || (size_t)op >= s->nops || s->ended[op])
         ao_fatal(AO_EXIT_FAIL, "timeline", "op_end(%d): not an open op of iteration %lld", op,
@@ -306,6 +306,7 @@ void ao_timeline_op_end(ao_timeline *t, int op)
     if (s->ops[op].cls == AO_CLASS_COMM) ao_stream_release(t->streams[sid]);
     s->newest_end[sid] = op;
     if (t->nvtx) nvtx_close(t, op);
+    return s->end[op];
 }
 
 void ao_timeline_end(ao_timeline *t)

@@ -63,7 +63,11 @@ void ao_timeline_begin(ao_timeline *t, int64_t step, const char *phase);
  * (-1 when timing is off). `name` must be a static string. */
 int ao_timeline_op_begin(ao_timeline *t, ao_stream_id sid, ao_op_class cls, ao_coll_kind kind,
                          const char *name, int unit, uint64_t bytes);
-void ao_timeline_op_end(ao_timeline *t, int op);
+/* Records the end event; returns it (NULL when timing is off) for the caller
+ * to make another stream wait for this point right away: it is recorded
+ * again only nslots (>= 3) iterations later, so a wait enqueued before the
+ * next iteration ends waits for this op. */
+ao_event *ao_timeline_op_end(ao_timeline *t, int op);
 void ao_timeline_end(ao_timeline *t);
 
 /* One finished iteration: its ops (µs from the anchor), in issue order. */

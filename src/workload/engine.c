@@ -13,9 +13,11 @@
  *
  * Reductions are "groups": one unit each when sharded, buckets of consecutive
  * units (up to bucket_cap_mb) with no_shard. A group's chain (reduce-scatter,
- * then the cross-replica all-reduce for hybrid_shard, then ACC (+)= RED and
- * GFULL := 0) ends with its `done` event, which the next backward writing the
- * same gradients and the next reduction writing RED wait on.
+ * then the cross-replica all-reduce for hybrid_shard; the first reduction of
+ * a step writes ACC itself, a later one RED, then ACC += RED) ends with its
+ * `done` event, which the optimizer and the next reduction writing RED wait
+ * on; then GFULL := 0 (op "zero_grad", a copy) and its `zeroed` event, which
+ * the next backward writing the same gradients waits on.
  *
  * Pool slots and deferral: an all-gather into a slot waits on the device for
  * the event that frees the slot, which must already be recorded when the wait
@@ -45,11 +47,10 @@ typedef struct lane {
 } lane;
 
 typedef struct gbuf {
-    float *buf;        /* the unit's full parameters, fp32, what compute reads */
-    void *wire;        /* gather_type != fp32: what the all-gather writes, cast into buf */
-    ao_event *free_ev; /* recorded on compute after the last read of the current owner */
-    int busy;          /* host: the owner has not been released */
-    int fresh;         /* host: gathered into wire, not yet cast into buf */
+    float *buf; /* the unit's full parameters, fp32, what compute reads */
+    void *wire; /* gather_type != fp32: what the all-gather writes, cast into buf */
+    int busy;   /* host: the owner has not been released */
+    int fresh;  /* host: gathered into wire, not yet cast into buf */
 } gbuf;
 
 typedef struct unit_state {
@@ -65,7 +66,7 @@ typedef struct rgroup {
     int first_unit, last_unit; /* placement order: first is completed first in backward */
     int trigger;               /* the unit whose backward completes the group */
     size_t full_off, full_len, shard_off, shard_len;
-    ao_event *grad_ready, *mid, *done;
+    ao_event *grad_ready, *mid, *done, *zeroed;
     int reductions; /* host: reductions issued in the current step */
 } rgroup;
 
@@ -112,6 +113,9 @@ struct ao_engine {
     ao_event *opt_done, *sq_ready, *sum_ready;
     ao_event *fetch_go;  /* compute's point where the next batch is fetched */
     ao_event *gather_go; /* compute's point where an all-gather is issued */
+    /* The event recorded at the compute stream's current point, NULL once
+     * anything is enqueued there after it (compute_point). */
+    ao_event *here;
     scal *scal_dev;
     scal *scal_host;
     float *loss_dev; /* [SLOTS][accumulation] */
@@ -200,7 +204,44 @@ static void coll_end(ao_engine *e, ao_comm *c, int op)
 
 static int compute_begin(ao_engine *e, const char *name, int unit)
 {
+    e->here = NULL;
     return op_begin(e, AO_STREAM_COMPUTE, AO_CLASS_COMPUTE, AO_KIND_NONE, name, unit, 0);
+}
+
+/* ---- points on the compute stream --------------------------------------- */
+
+/* Between two compute ops the engine tells other streams that compute got
+ * there: a buffer is free, gradients are ready, a gather or a fetch may go.
+ * One event marks one point for all of them: each further record there would
+ * add its own latency to the op boundary on the device (bench/api_cost's
+ * device table), while the GPU idles. `own` is recorded unless an event
+ * already marks the point; the event returned may be re-recorded later, so
+ * only a wait enqueued right away may use it. */
+static ao_event *compute_point(ao_engine *e, ao_event *own)
+{
+    if (!e->here) {
+        ao_event_record(own, e->compute);
+        e->here = own;
+    }
+    return e->here;
+}
+
+/* A compute op's end event marks the point after it (NULL: timing off). */
+static void compute_end(ao_engine *e, int op)
+{
+    e->here = ao_timeline_op_end(e->tl, op);
+}
+
+/* Anything enqueued on the compute stream outside an op moves its point. */
+static void compute_moved(ao_engine *e)
+{
+    e->here = NULL;
+}
+
+static void compute_wait(ao_engine *e, ao_event *ev)
+{
+    ao_stream_wait_event(e->compute, ev);
+    compute_moved(e);
 }
 
 /* ---- communicators ------------------------------------------------------- */
@@ -287,6 +328,7 @@ static void make_groups(ao_engine *e)
         e->groups[i].grad_ready = ao_event_create(e->dev);
         e->groups[i].mid = ao_event_create(e->dev);
         e->groups[i].done = ao_event_create(e->dev);
+        e->groups[i].zeroed = ao_event_create(e->dev);
     }
 }
 
@@ -375,12 +417,11 @@ static void make_buffers(ao_engine *e)
         if (e->gather_type != AO_F32) {
             e->bufs[b].wire = ao_dev_alloc(e->dev, n * ao_dtype_size(e->gather_type));
             /* buf is cast from wire before each unit's compute and both are
-             * freed together (free_ev): the model's 16-bit GEMMs read wire */
+             * freed together (release): the model's 16-bit GEMMs read wire */
             if (e->backend->share_params16)
                 e->backend->share_params16(e->model, e->bufs[b].buf, e->bufs[b].wire,
                                            e->gather_type, n);
         }
-        e->bufs[b].free_ev = ao_event_create(e->dev);
     }
     if (e->gather_type != AO_F32) {
         e->Pw = ao_dev_alloc(e->dev, (S ? S : 1) * ao_dtype_size(e->gather_type));
@@ -576,7 +617,6 @@ void ao_engine_destroy(ao_engine *e)
     for (int b = 0; b < e->nbufs; b++) {
         ao_dev_free(e->dev, e->bufs[b].buf);
         if (e->bufs[b].wire) ao_dev_free(e->dev, e->bufs[b].wire);
-        ao_event_destroy(e->bufs[b].free_ev);
     }
     if (e->Pw) ao_dev_free(e->dev, e->Pw);
     free(e->bufs);
@@ -588,6 +628,7 @@ void ao_engine_destroy(ao_engine *e)
         ao_event_destroy(e->groups[g].grad_ready);
         ao_event_destroy(e->groups[g].mid);
         ao_event_destroy(e->groups[g].done);
+        ao_event_destroy(e->groups[g].zeroed);
     }
     free(e->groups);
     ao_event *evs[] = {e->opt_done, e->sq_ready, e->sum_ready, e->fetch_go, e->gather_go};
@@ -625,15 +666,15 @@ static int try_gather(ao_engine *e, int u, int do_comm)
     if (!do_comm) return 1; /* compute_only: the buffer is reused as it is */
     lane *ln = &e->lanes[LANE_AG];
     const ao_unit_span *sp = &e->lay.units[u];
-    ao_stream_wait_event(ln->s, g->free_ev);
     /* Not before the compute stream reaches the point where the gather is
      * issued: the host runs far ahead of the device, and a gather free to
      * start whenever a buffer is would be prefetched whatever the prefetch
      * settings say. This makes them mean on the device what they say on
      * the host: with prefetch, unit u's gather runs beside the compute
-     * before its use; without, it starts when that compute is done. */
-    ao_event_record(e->gather_go, e->compute);
-    ao_stream_wait_event(ln->s, e->gather_go);
+     * before its use; without, it starts when that compute is done. It also
+     * frees g: its previous owner was released earlier in the host's order,
+     * so the compute stream is past that owner's last read. */
+    ao_stream_wait_event(ln->s, compute_point(e, e->gather_go));
     ao_comm *c = shard_comm(e, LANE_AG);
     uint64_t bytes = ao_coll_bytes(AO_ALLGATHER, sp->shard, e->gather_type, ao_comm_size(c));
     int op = coll_begin(e, c, ln->sid, AO_KIND_ALLGATHER, "allgather", u, bytes);
@@ -647,14 +688,20 @@ static int try_gather(ao_engine *e, int u, int do_comm)
     return 1;
 }
 
-/* The unit's parameters on the compute stream: gathered (unless prefetched)
- * and waited for. Before the op that uses them begins, so that the wait is not
- * in its event pair. */
+/* Unit u's gather issued unless prefetched (need_gather), then, once the
+ * gathers to prefetch are issued too, waited for on the compute stream
+ * (wait_gather): before the op that uses it begins, so that the wait is not
+ * in its event pair, and after every gather's go, so that they share the op
+ * boundary's point (compute_point). */
 static void need_gather(ao_engine *e, int u, int do_comm)
 {
     if (!try_gather(e, u, do_comm))
         ao_fatal(AO_EXIT_FAIL, "engine", "unit %d has no free gathered buffer (schedule error)", u);
-    if (e->sharded) ao_stream_wait_event(e->compute, e->units[u].ag_done);
+}
+
+static void wait_gather(ao_engine *e, int u)
+{
+    if (e->sharded) compute_wait(e, e->units[u].ag_done);
 }
 
 /* Inside the compute op that uses unit u, first thing: a unit gathered in a
@@ -685,7 +732,9 @@ static void release(ao_engine *e, int u)
     unit_state *us = &e->units[u];
     if (!e->sharded || !us->valid) return;
     gbuf *g = &e->bufs[us->cur_buf];
-    ao_event_record(g->free_ev, e->compute);
+    /* No event: the next gather into g waits for the compute stream to reach
+     * the point where it is issued (try_gather), which comes after this
+     * release in the host's order, hence after the owner's last read. */
     g->busy = 0;
     us->valid = 0;
     us->cur_buf = -1;
@@ -693,30 +742,29 @@ static void release(ao_engine *e, int u)
 
 /* ---- reductions ---------------------------------------------------------- */
 
-static void accumulate(ao_engine *e, ao_stream *s, rgroup *G, int first)
-{
-    e->backend->accumulate(s, e->ACC + G->shard_off, e->RED + G->shard_off, G->shard_len, first);
-}
-
 static void reduce_group(ao_engine *e, int g, ao_phase phase)
 {
     rgroup *G = &e->groups[g];
-    ao_event_record(G->grad_ready, e->compute);
     if (phase == AO_PHASE_COMPUTE_ONLY) return;
+    ao_event *ready = compute_point(e, G->grad_ready);
     int first = G->reductions++ == 0;
     float *gfull = e->GFULL + G->full_off, *red = e->RED + G->shard_off;
+    /* the step's first sum goes straight into ACC: no copy after it */
+    float *out = phase == AO_PHASE_TRAIN && first ? e->ACC + G->shard_off : red;
     ao_stream *last;
+    ao_stream_id last_sid;
     if (e->sharded) {
         lane *rs = &e->lanes[LANE_RS];
-        ao_stream_wait_event(rs->s, G->grad_ready);
+        ao_stream_wait_event(rs->s, ready);
         ao_stream_wait_event(rs->s, G->done); /* RED is free again */
         ao_comm *c = shard_comm(e, LANE_RS);
         uint64_t bytes = ao_coll_bytes(AO_REDUCESCATTER, G->shard_len, AO_F32, ao_comm_size(c));
         int op =
             coll_begin(e, c, rs->sid, AO_KIND_REDUCESCATTER, "reducescatter", G->first_unit, bytes);
-        ao_reducescatter(c, gfull, red, G->shard_len, AO_F32, AO_SUM);
+        ao_reducescatter(c, gfull, out, G->shard_len, AO_F32, AO_SUM);
         coll_end(e, c, op);
         last = rs->s;
+        last_sid = rs->sid;
         if (e->hybrid && e->replicas > 1) {
             lane *ar = &e->lanes[LANE_AR];
             ao_event_record(G->mid, rs->s);
@@ -724,22 +772,31 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase)
             uint64_t b2 = ao_coll_bytes(AO_ALLREDUCE, G->shard_len, AO_F32, e->replicas);
             op = coll_begin(e, ar->group, ar->sid, AO_KIND_ALLREDUCE, "allreduce", G->first_unit,
                             b2);
-            ao_allreduce(ar->group, red, red, G->shard_len, AO_F32, AO_SUM);
+            ao_allreduce(ar->group, out, out, G->shard_len, AO_F32, AO_SUM);
             coll_end(e, ar->group, op);
             last = ar->s;
+            last_sid = ar->sid;
         }
     } else {
         lane *ar = &e->lanes[LANE_AR];
-        ao_stream_wait_event(ar->s, G->grad_ready);
+        ao_stream_wait_event(ar->s, ready);
         uint64_t bytes = ao_coll_bytes(AO_ALLREDUCE, G->full_len, AO_F32, e->world);
         int op = coll_begin(e, ar->world, ar->sid, AO_KIND_ALLREDUCE, "allreduce", g, bytes);
-        ao_allreduce(ar->world, gfull, red, G->full_len, AO_F32, AO_SUM);
+        ao_allreduce(ar->world, gfull, out, G->full_len, AO_F32, AO_SUM);
         coll_end(e, ar->world, op);
         last = ar->s;
+        last_sid = ar->sid;
     }
-    if (phase == AO_PHASE_TRAIN) accumulate(e, last, G, first);
-    ao_memset_async(e->dev, gfull, 0, G->full_len * sizeof *gfull, last);
+    if (phase == AO_PHASE_TRAIN && !first)
+        e->backend->accumulate(last, e->ACC + G->shard_off, red, G->shard_len);
     ao_event_record(G->done, last);
+    /* After `done`, so that the optimizer does not wait for it; timed, so
+     * that the step's idle time is not this memset's. */
+    size_t bytes = G->full_len * sizeof *gfull;
+    int op = op_begin(e, last_sid, AO_CLASS_COPY, AO_KIND_NONE, "zero_grad", G->first_unit, bytes);
+    ao_memset_async(e->dev, gfull, 0, bytes, last);
+    ao_timeline_op_end(e->tl, op);
+    ao_event_record(G->zeroed, last);
 }
 
 /* ---- data ---------------------------------------------------------------- */
@@ -750,8 +807,7 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase)
  * (first op start .. last op end) would reach back into it. */
 static void fetch(ao_engine *e, int64_t step, int micro)
 {
-    ao_event_record(e->fetch_go, e->compute);
-    ao_stream_wait_event(e->streams[AO_STREAM_H2D], e->fetch_go);
+    ao_stream_wait_event(e->streams[AO_STREAM_H2D], compute_point(e, e->fetch_go));
     int op = op_begin(e, AO_STREAM_H2D, AO_CLASS_COPY, AO_KIND_NONE, "h2d", -1, e->batch_bytes);
     e->pend_batch = ao_loader_next(e->loader, step, micro, &e->pend_ready);
     ao_timeline_op_end(e->tl, op);
@@ -763,7 +819,7 @@ static const ao_batch *take_batch(ao_engine *e, int64_t step, int micro)
 {
     if (e->pend_step != step || e->pend_micro != micro) fetch(e, step, micro);
     const ao_batch *b = e->pend_batch;
-    if (e->pend_ready) ao_stream_wait_event(e->compute, e->pend_ready);
+    if (e->pend_ready) compute_wait(e, e->pend_ready);
     e->pend_step = -1;
     return b;
 }
@@ -794,52 +850,55 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
     /* forward */
     need_gather(e, 0, x->do_comm);
     if (fwd_pf && L >= 1) try_gather(e, 1, x->do_comm);
+    wait_gather(e, 0);
     if (x->do_compute) {
         op = compute_begin(e, "forward", 0);
         cast_gathered(e, 0);
         ao_model_forward_input(e->model, cs, e->units[0].params, b, x->data_step);
-        ao_timeline_op_end(e->tl, op);
+        compute_end(e, op);
     }
     for (int l = 1; l <= L; l++) {
         need_gather(e, l, x->do_comm);
         if (fwd_pf && l < L) try_gather(e, l + 1, x->do_comm);
+        wait_gather(e, l);
         if (x->do_compute) {
             op = compute_begin(e, "forward", l);
             cast_gathered(e, l);
             ao_model_forward_layer(e->model, cs, l, e->units[l].params, b, x->data_step);
-            ao_timeline_op_end(e->tl, op);
+            compute_end(e, op);
         }
         if (e->reshard_after_forward) release(e, l);
     }
     if (x->do_compute) {
         op = compute_begin(e, "forward", 0);
         ao_model_forward_head(e->model, cs, e->units[0].params, b, x->normalizer, x->loss_slot);
-        ao_timeline_op_end(e->tl, op);
+        compute_end(e, op);
     }
     if (x->do_compute && x->next_step >= 0) fetch(e, x->next_step, x->next_micro);
 
     /* backward: head, layers L..1, input; unit i-1's gather as prefetch says */
     int reduce_now = cfg->fsdp.reduce_every_microbatch || x->last_micro;
     if (bp == AO_PREFETCH_BACKWARD_PRE && L >= 1) try_gather(e, L, x->do_comm);
-    ao_stream_wait_event(cs, e->groups[e->units[0].group].done);
+    compute_wait(e, e->groups[e->units[0].group].zeroed);
     if (x->do_compute) {
         op = compute_begin(e, "backward", 0);
         ao_model_backward_head(e->model, cs, e->units[0].params,
                                e->GFULL + e->lay.units[0].full_offset, b, x->grad_normalizer);
-        ao_timeline_op_end(e->tl, op);
+        compute_end(e, op);
     }
     if (bp == AO_PREFETCH_BACKWARD_POST && L >= 1) try_gather(e, L, x->do_comm);
     for (int l = L; l >= 1; l--) {
         need_gather(e, l, x->do_comm);
         if (bp == AO_PREFETCH_BACKWARD_PRE && l > 1) try_gather(e, l - 1, x->do_comm);
+        wait_gather(e, l);
         int g = e->units[l].group;
-        ao_stream_wait_event(cs, e->groups[g].done);
+        compute_wait(e, e->groups[g].zeroed);
         if (x->do_compute) {
             op = compute_begin(e, "backward", l);
             cast_gathered(e, l);
             ao_model_backward_layer(e->model, cs, l, e->units[l].params,
                                     e->GFULL + e->lay.units[l].full_offset, b, x->data_step);
-            ao_timeline_op_end(e->tl, op);
+            compute_end(e, op);
         }
         release(e, l);
         if (bp == AO_PREFETCH_BACKWARD_POST && l > 1) try_gather(e, l - 1, x->do_comm);
@@ -849,11 +908,14 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
         op = compute_begin(e, "backward", 0);
         ao_model_backward_input(e->model, cs, e->units[0].params,
                                 e->GFULL + e->lay.units[0].full_offset, b);
-        ao_timeline_op_end(e->tl, op);
-        ao_loader_release(e->loader, b, cs);
+        compute_end(e, op);
     }
     if (x->last_micro) release(e, 0);
     if (reduce_now) reduce_group(e, e->units[0].group, x->phase);
+    if (x->do_compute) { /* after the reduction's go, which shares the op's end event */
+        ao_loader_release(e->loader, b, cs);
+        compute_moved(e);
+    }
 }
 
 /* ---- the optimizer ------------------------------------------------------- */
@@ -867,25 +929,24 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
     int G = cfg->training.gradient_accumulation;
     size_t S = e->lay.shard_total;
     if (phase != AO_PHASE_COMM_ONLY) {
-        for (int g = 0; g < e->ngroups; g++) ao_stream_wait_event(cs, e->groups[g].done);
+        for (int g = 0; g < e->ngroups; g++) compute_wait(e, e->groups[g].done);
         int op = compute_begin(e, "clip", -1);
         /* the squared norm of the unscaled gradients, summed over replicas */
         double unscale = 1.0 / ((double)loss_scale * loss_scale);
         e->backend->step_scalars(cs, sd->local, e->ACC, S, unscale / e->replicas,
                                  e->loss_dev + (size_t)slot * G, G, stop_vote ? 1.0 : 0.0,
                                  e->workspace);
-        ao_timeline_op_end(e->tl, op);
+        compute_end(e, op);
     }
     if (phase != AO_PHASE_COMPUTE_ONLY) {
         lane *ar = &e->lanes[LANE_AR];
-        ao_event_record(e->sq_ready, cs);
-        ao_stream_wait_event(ar->s, e->sq_ready);
+        ao_stream_wait_event(ar->s, compute_point(e, e->sq_ready));
         uint64_t bytes = ao_coll_bytes(AO_ALLREDUCE, 3, AO_F64, e->world);
         int op = coll_begin(e, ar->world, ar->sid, AO_KIND_ALLREDUCE, "allreduce", -1, bytes);
         ao_allreduce(ar->world, sd->local, sd->global, 3, AO_F64, AO_SUM);
         coll_end(e, ar->world, op);
         ao_event_record(e->sum_ready, ar->s);
-        ao_stream_wait_event(cs, e->sum_ready);
+        compute_wait(e, e->sum_ready);
     }
     if (phase == AO_PHASE_COMM_ONLY) return;
     float *p = e->P, *m = e->M, *v = e->V;
@@ -897,15 +958,18 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
         ao_copy_async(e->dev, p, e->P, S * sizeof *p, AO_D2D, cs);
         ao_copy_async(e->dev, m, e->M, S * sizeof *m, AO_D2D, cs);
         ao_copy_async(e->dev, v, e->V, S * sizeof *v, AO_D2D, cs);
+        compute_moved(e);
         global = sd->local;
     }
     int op = compute_begin(e, "optimizer", -1);
     e->backend->adamw(cs, p, m, v, e->ACC, S, &e->hp, lr, (float)cfg->training.grad_clip_norm,
                       1.0f / loss_scale, data_step + 1, global, sd->result, e->workspace);
     if (e->Pw && phase == AO_PHASE_TRAIN) cast_wire(e, cs, p);
-    ao_timeline_op_end(e->tl, op);
-    if (phase == AO_PHASE_COMPUTE_ONLY)
+    compute_end(e, op);
+    if (phase == AO_PHASE_COMPUTE_ONLY) {
         ao_memset_async(e->dev, e->GFULL, 0, e->lay.full_total * sizeof(float), cs);
+        compute_moved(e);
+    }
 }
 
 void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t data_step,
@@ -917,6 +981,7 @@ void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t dat
     float lr = ao_lr_at((float)cfg->optimizer.lr, data_step, cfg->scheduler.warmup_steps,
                         cfg->scheduler.total_steps);
     for (int g = 0; g < e->ngroups; g++) e->groups[g].reductions = 0;
+    compute_moved(e); /* whatever ran before */
     /* Gathers read the shards the previous update wrote. */
     ao_stream_wait_event(e->lanes[LANE_AG].s, e->opt_done);
     micro_ctx x = {.phase = phase,
@@ -936,6 +1001,7 @@ void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t dat
     }
     optimizer(e, phase, slot, data_step, lr, scale, stop_vote);
     ao_event_record(e->opt_done, e->compute);
+    compute_moved(e);
     e->slot_iter[slot] = iter;
     e->slot_lr[slot] = lr;
     e->slot_scale[slot] = scale;

@@ -50,8 +50,8 @@ struct ao_engine_backend {
      * those back from a 16-bit gather. NULL: all of them. */
     int (*fp32_parts)(const ao_model *m, int unit, const float *params, size_t (*parts)[2],
                       int max);
-    /* acc := red (first) or acc += red, n floats. */
-    void (*accumulate)(ao_stream *s, float *acc, const float *red, size_t n, int first);
+    /* acc += red, n floats (a step's later reductions: the first writes acc). */
+    void (*accumulate)(ao_stream *s, float *acc, const float *red, size_t n);
     /* out[0] = scale * sum of g[i]^2, out[1] = sum of loss[0..nloss) (in
      * order), out[2] = stop, all in double. */
     void (*step_scalars)(ao_stream *s, double *out, const float *g, size_t n, double scale,

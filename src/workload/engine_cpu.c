@@ -2,7 +2,6 @@
  * ops_ref.h reference (engine_backend.h). The closures read the device
  * scalars when they run, in stream order, as a GPU kernel would. */
 #include <math.h>
-#include <string.h>
 
 #include "workload/engine_backend.h"
 #include "workload/ops_ref.h"
@@ -11,20 +10,16 @@ struct k_accum {
     float *acc;
     const float *red;
     size_t n;
-    int first;
 };
 static void run_accum(void *arg)
 {
     struct k_accum *a = arg;
-    if (a->first)
-        memcpy(a->acc, a->red, a->n * sizeof *a->acc);
-    else
-        for (size_t i = 0; i < a->n; i++) a->acc[i] += a->red[i];
+    for (size_t i = 0; i < a->n; i++) a->acc[i] += a->red[i];
 }
 
-static void cpu_accumulate(ao_stream *s, float *acc, const float *red, size_t n, int first)
+static void cpu_accumulate(ao_stream *s, float *acc, const float *red, size_t n)
 {
-    struct k_accum a = {acc, red, n, first};
+    struct k_accum a = {acc, red, n};
     ao_launch_host(s, run_accum, &a, sizeof a);
 }
 

@@ -36,12 +36,9 @@ static void cuda_cast(ao_stream *s, void *dst, ao_dtype dst_type, const void *sr
         ao_cuda_cast_parts(dst, dst_type, src, src_type, parts, nparts, ao_cuda_stream(s)));
 }
 
-static void cuda_accumulate(ao_stream *s, float *acc, const float *red, size_t n, int first)
+static void cuda_accumulate(ao_stream *s, float *acc, const float *red, size_t n)
 {
-    if (first)
-        ao_copy_async(ao_cuda_stream_device(s), acc, red, n * sizeof *acc, AO_D2D, s);
-    else
-        AO_CUDA_CHECK(ao_cuda_add(acc, acc, red, n, ao_cuda_stream(s)));
+    AO_CUDA_CHECK(ao_cuda_add(acc, acc, red, n, ao_cuda_stream(s)));
 }
 
 static void cuda_step_scalars(ao_stream *s, double *out, const float *g, size_t n, double scale,

@@ -92,8 +92,8 @@ static void run_side(side *x, const float *red1, const float *red2, const float 
     float *p = upload(x, p0, fb), *m = upload(x, m0, fb), *v = upload(x, v0, fb);
     ao_adamw_hparams h = {0.9f, 0.98f, 1e-8f, 0.01f};
 
-    x->be->accumulate(x->s, acc, r1, N, 1);
-    x->be->accumulate(x->s, acc, r2, N, 0);
+    ao_copy_async(x->dev, acc, r1, fb, AO_D2D, x->s); /* a step's first reduction */
+    x->be->accumulate(x->s, acc, r2, N);
     x->be->step_scalars(x->s, scal, acc, N, 0.5, l, nloss, 1.0, x->ws);
     x->be->adamw(x->s, p, m, v, acc, N, &h, 1e-3f, max_norm, grad_scale, 7, gsq, result, x->ws);
     download(x, o->acc, acc, fb);
