@@ -8,7 +8,16 @@
  * Each call is timed in batches of 100 on CLOCK_MONOTONIC; the table gives the
  * median and the 90th percentile of the per-call mean over the batches, in ns.
  * The stream is drained between batches, so records and launches queue behind
- * at most a batch of work (the host is never blocked by a full launch queue). */
+ * at most a batch of work (the host is never blocked by a full launch queue).
+ *
+ * A second table gives what the same calls cost the device: the time a stream
+ * takes per step of a small SM kernel followed by event records and waits,
+ * the shape of an op boundary (an op's end event, the engine's cross-stream
+ * events, the next op's start event). The stream is kept busy with large
+ * memsets while the host queues a batch, so the device runs it from a full
+ * queue and the host's pace is out of it. The step of the kernel alone is the
+ * device's latency between two kernels; what each record or wait adds to it
+ * is what an op boundary pays for it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +42,9 @@ typedef struct ctx {
     ao_event *ev[2 * BATCH];
     void *buf;
     float *a, *b, *c;
+    ao_stream *other; /* where `done` was recorded, long complete */
+    ao_event *done;
+    void *big; /* BUSY_BYTES, memset while the host queues a device batch */
 } ctx;
 
 typedef void (*call_fn)(ctx *x, int i);
@@ -97,6 +109,61 @@ static const struct {
     {"gemm_64", "ao_gemm 64x64x64 fp32", call_gemm, 0},
 };
 
+/* ---- device side: a step = an SM kernel, then `records` event records and
+ * `waits` waits on a complete event of another stream ---- */
+
+enum { DEV_STEPS = 50, DEV_BATCHES = 40, BUSY_MEMSETS = 4 };
+#define BUSY_BYTES ((size_t)1 << 30) /* 4 memsets: ~1 ms of an H200, a batch's queueing */
+
+static const struct {
+    const char *name;
+    int records, waits;
+} dev_steps[] = {
+    {"kernel", 0, 0},           {"kernel+record", 1, 0}, {"kernel+2_records", 2, 0},
+    {"kernel+4_records", 4, 0}, {"kernel+wait", 0, 1},   {"kernel+2_records+wait", 2, 1},
+};
+
+/* Median device µs per step over DEV_BATCHES batches. */
+static double device_step_us(ctx *x, int records, int waits)
+{
+    double per[DEV_BATCHES];
+    for (int b = 0; b < DEV_BATCHES; b++) {
+        for (int m = 0; m < BUSY_MEMSETS; m++) ao_memset_async(x->dev, x->big, 0, BUSY_BYTES, x->s);
+        ao_event_record(x->ev[0], x->s);
+        for (int i = 0; i < DEV_STEPS; i++) {
+            ao_copy_sm_async(x->dev, (char *)x->buf + 128, x->buf, 128, x->s);
+            for (int r = 0; r < records; r++) ao_event_record(x->ev[2 + r], x->s);
+            for (int w = 0; w < waits; w++) ao_stream_wait_event(x->s, x->done);
+        }
+        ao_event_record(x->ev[1], x->s);
+        ao_stream_sync(x->s);
+        per[b] = ao_event_elapsed_us(x->ev[0], x->ev[1]) / DEV_STEPS;
+    }
+    ao_stats_summary sm;
+    ao_stats_summarize(per, DEV_BATCHES, &sm);
+    return sm.p50;
+}
+
+static void device_table(ctx *x, FILE *jf)
+{
+    const int n = (int)(sizeof dev_steps / sizeof dev_steps[0]);
+    printf("\n# device time per step of a held stream (%d steps a batch, median of %d)\n",
+           DEV_STEPS, DEV_BATCHES);
+    printf("%-22s %10s %12s\n", "step", "step_us", "vs_kernel_us");
+    double base = 0;
+    if (jf) fprintf(jf, ",\"device\":{");
+    for (int i = 0; i < n; i++) {
+        device_step_us(x, dev_steps[i].records, dev_steps[i].waits); /* warm */
+        double us = device_step_us(x, dev_steps[i].records, dev_steps[i].waits);
+        if (i == 0) base = us;
+        printf("%-22s %10.2f %12.2f\n", dev_steps[i].name, us, us - base);
+        if (jf)
+            fprintf(jf, "%s\"%s\":{\"step_us\":%.3f,\"vs_kernel_us\":%.3f}", i ? "," : "",
+                    dev_steps[i].name, us, us - base);
+    }
+    if (jf) fprintf(jf, "}");
+}
+
 int main(int argc, char **argv)
 {
     const char *backend = NULL, *json = NULL;
@@ -152,8 +219,20 @@ int main(int argc, char **argv)
             fprintf(jf, "%s\"%s\":{\"median_ns\":%.1f,\"p90_ns\":%.1f}", c ? "," : "",
                     calls[c].name, sm.p50, sm.p90);
     }
+    if (jf) fprintf(jf, "}");
+    if (!strcmp(backend, "cuda")) {
+        x.other = ao_stream_create(x.dev, "other", 0);
+        x.done = ao_event_create(x.dev);
+        ao_event_record(x.done, x.other);
+        ao_stream_sync(x.other);
+        x.big = ao_dev_alloc(x.dev, BUSY_BYTES);
+        device_table(&x, jf);
+        ao_dev_free(x.dev, x.big);
+        ao_event_destroy(x.done);
+        ao_stream_destroy(x.other);
+    }
     if (jf) {
-        fprintf(jf, "}}\n");
+        fprintf(jf, "}\n");
         fclose(jf);
     }
     free(per);

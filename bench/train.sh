@@ -5,7 +5,7 @@
 # overlap ratio, exposed comm, idle, and the decomposition when baselines ran).
 #   train.tsv            the table printed last
 #   train/NAME.log       each run's stdout (rank 0) and summary.json
-# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace | single | hold | host | prefetch
+# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace | single | hold | host | idle | prefetch
 #   (default smoke)
 #   env: AORTA=path/to/aorta (default build-device/aorta); OUT=dir (default ./out);
 #        NPROC=ranks (default every visible GPU); STEPS=steps per run (default per matrix);
@@ -159,6 +159,21 @@ host)
             one "default_x${np}_sampled" "$d" "$np" "${STEPS:-200}" dataset.placement=device
     done
     ;;
+idle)
+    # Where the default step's idle time goes, op boundary by op boundary
+    # (bench/idle_gaps.py over 20 steps of per-op intervals), beside what the
+    # records at an op boundary cost the device (bench/api_cost's device table).
+    bin=$(dirname "$aorta")/bench
+    timeout 120 "$bin/api_cost" --backend cuda --calls 2000 --json "$out/train/api_cost.json" |
+        tee "$out/train/api_cost.txt" || true
+    for np in 1 "$nproc"; do
+        r=default_idle_x$np
+        one "$r" "$d" "$np" "${STEPS:-200}" dataset.placement=device profiling.enabled=true \
+            profiling.wait=150 profiling.warmup=0 profiling.active=20 profiling.repeat=1
+        [ -d "$runs_dir/$r$suffix" ] &&
+            python3 "$(dirname "$0")/idle_gaps.py" "$runs_dir/$r$suffix" 15 | tee "$out/train/$r${suffix}_gaps.txt"
+    done
+    ;;
 prefetch)
     # Prefetch on against off, with data generated on the device (the host
     # loader's noise on default is larger than the difference).
@@ -170,7 +185,7 @@ prefetch)
     done
     ;;
 *)
-    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling, trace, single, hold, host, prefetch)" >&2
+    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling, trace, single, hold, host, idle, prefetch)" >&2
     exit 2
     ;;
 esac
