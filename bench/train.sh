@@ -5,7 +5,7 @@
 # overlap ratio, exposed comm, idle, and the decomposition when baselines ran).
 #   train.tsv            the table printed last
 #   train/NAME.log       each run's stdout (rank 0) and summary.json
-# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace | single | hold | host | idle | prefetch
+# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace | single | hold | host | idle | timing | prefetch
 #   (default smoke)
 #   env: AORTA=path/to/aorta (default build-device/aorta); OUT=dir (default ./out);
 #        NPROC=ranks (default every visible GPU); STEPS=steps per run (default per matrix);
@@ -174,6 +174,21 @@ idle)
             python3 "$(dirname "$0")/idle_gaps.py" "$runs_dir/$r$suffix" 15 | tee "$out/train/$r${suffix}_gaps.txt"
     done
     ;;
+timing)
+    # What timing costs (profiling.timing on against off), each pair run twice
+    # in turn, since one pair of the host-bound default config moves by a few
+    # %: default on 1 GPU and on every GPU (200 steps), then large full_shard
+    # (80 steps, baselines for step / ideal).
+    for round in 1 2; do
+        for np in 1 "$nproc"; do
+            one "default_x${np}_on$round" "$d" "$np" "${STEPS:-200}" dataset.placement=device
+            one "default_x${np}_off$round" "$d" "$np" "${STEPS:-200}" dataset.placement=device \
+                profiling.timing=false
+        done
+    done
+    one large_on "$l" "$nproc" 80 training.baseline_steps=6
+    one large_off "$l" "$nproc" 80 profiling.timing=false
+    ;;
 prefetch)
     # Prefetch on against off, with data generated on the device (the host
     # loader's noise on default is larger than the difference).
@@ -185,7 +200,7 @@ prefetch)
     done
     ;;
 *)
-    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling, trace, single, hold, host, idle, prefetch)" >&2
+    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling, trace, single, hold, host, idle, timing, prefetch)" >&2
     exit 2
     ;;
 esac
