@@ -20,10 +20,11 @@
  * the next backward writing the same gradients waits on.
  *
  * Pool slots and deferral: an all-gather into a slot waits on the device for
- * the event that frees the slot, which must already be recorded when the wait
- * is enqueued. A prefetch into a slot whose owner the host has not released
- * yet is therefore deferred (tried again when the unit is needed), the same
- * decision on every rank, so collectives stay in the same order everywhere. */
+ * the compute stream to reach the point where the host issued it, which comes
+ * after the slot's release, hence after its owner's last read. A prefetch
+ * into a slot whose owner the host has not released yet is therefore
+ * deferred (tried again when the unit is needed), the same decision on every
+ * rank, so collectives stay in the same order everywhere. */
 #include "workload/engine.h"
 
 #include <math.h>
@@ -211,7 +212,8 @@ static int compute_begin(ao_engine *e, const char *name, int unit)
 /* ---- points on the compute stream --------------------------------------- */
 
 /* Between two compute ops the engine tells other streams that compute got
- * there: a buffer is free, gradients are ready, a gather or a fetch may go.
+ * there: gradients are ready, a gather or a fetch may go, the clip's sums
+ * are ready.
  * One event marks one point for all of them: each further record there would
  * add its own latency to the op boundary on the device (bench/api_cost's
  * device table), while the GPU idles. `own` is recorded unless an event
