@@ -2,7 +2,8 @@
 # Profiling in aorta train on the cpu backend: the Chrome trace of a 2-rank
 # run (valid JSON, one thread per stream with ops per rank, an event per op),
 # profiling windows that keep per-op intervals on exactly the steps of the
-# torch.profiler schedule (three schedules, baselines counted as steps), and
+# torch.profiler schedule (three schedules, baselines counted as steps),
+# bench/idle_gaps.py giving back each record's idle_ms from its ops, and
 # telemetry / kernel trace requested where there is no GPU: one warning each,
 # the run succeeds, no telemetry or kernels in the records; profiling.timing
 # off still gives each record its step time, and null for what needs the ops.
@@ -95,6 +96,23 @@ for rank in (0, 1):
     assert Counter(e["name"] for e in op_events) == Counter(op["name"] for op in ops)
     steps = [e for e in ev if e.get("ph") == "X" and e["pid"] == rank and e["tid"] == 50]
     assert len(steps) == len(recs), (len(steps), len(recs))
+print("ok")
+PY
+
+# bench/idle_gaps.py splits each profiled record's idle_ms into gaps between
+# ops: its own union of the ops (an implementation independent of the C
+# metrics) must give idle_ms back, record by record.
+python3 "$src/bench/idle_gaps.py" "$out/a" >"$tmp/gaps.out" 2>&1 || { fail "idle_gaps.py"; cat "$tmp/gaps.out"; }
+python3 - "$src/bench/idle_gaps.py" "$out/a" >"$tmp/gaps.check" 2>&1 <<'PY' || { fail "idle gaps of run a"; cat "$tmp/gaps.check"; }
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("idle_gaps", sys.argv[1])
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+recs = m.load(sys.argv[2])
+assert recs, "no record with ops"
+for r in recs:
+    idle = sum(b - a for a, b, _, _ in m.gaps(r["ops"], r["window_start_us"], r["window_end_us"]))
+    assert abs(idle - 1e3 * r["idle_ms"]) < 1e-2, (r["step"], idle, r["idle_ms"])
 print("ok")
 PY
 
