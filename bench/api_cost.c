@@ -147,7 +147,8 @@ static double device_step_us(ctx *x, int records, int waits)
 static void device_table(ctx *x, FILE *jf)
 {
     const int n = (int)(sizeof dev_steps / sizeof dev_steps[0]);
-    printf("\n# device time per step of a held stream (%d steps a batch, median of %d)\n",
+    printf("\n# device time per step of a stream running from a full queue (%d steps a batch, "
+           "median of %d)\n",
            DEV_STEPS, DEV_BATCHES);
     printf("%-22s %10s %12s\n", "step", "step_us", "vs_kernel_us");
     double base = 0;
