@@ -99,9 +99,9 @@ ao_stream *ao_comm_stream(ao_comm *c);
  * A caller that times an op with an event pair of its own defers that record
  * past its pair's end event: ao_comm_defer_mark(c) before the op, then
  * ao_comm_mark(c) after the end event. Otherwise the pair would hold the
- * watchdog's record too (~1.6 us of device time per collective on an H200,
- * counted as communication while compute runs). c's next op or its destroy
- * marks what was left unmarked. */
+ * watchdog's record too: an event record, ~3 us of device time on an H200
+ * (bench/api_cost's device table), counted as communication while compute
+ * runs. c's next op or its destroy marks what was left unmarked. */
 void ao_comm_defer_mark(ao_comm *c);
 void ao_comm_mark(ao_comm *c);
 

@@ -27,11 +27,11 @@
  * memcpy and memset are copies, except on the compute stream, where they are
  * compute; everything else is compute. The exception is what makes the two
  * views comparable: every activity on the compute stream between a compute
- * op's events is that op's (cuBLASLt zeroes its split-K counters with a
- * 4-byte memset inside a GEMM, ~1 per large GEMM, 3-12 µs each on an H200),
+ * op's events is that op's (cuBLASLt issues a 4-byte memset of its
+ * workspace before most GEMMs, 3-12 µs each on an H200; not split-K's),
  * while copies and memsets on other streams are issued outside any
- * collective's event pair (the engine zeroing a gradient buffer after its
- * reduction) and stay copies. A kernel's lane (ao_op.stream) numbers the CUDA
+ * collective's event pair (the engine's zero_grad, a copy op of its own,
+ * after a reduction) and stay copies. A kernel's lane (ao_op.stream) numbers the CUDA
  * streams in the order they first appear. */
 #ifndef AORTA_TIMELINE_CUPTI_H
 #define AORTA_TIMELINE_CUPTI_H

@@ -580,8 +580,9 @@ __global__ void layernorm_backward_fused_kernel(float *dx, float *dgamma, float 
                                                    r - dx_blocks, part, parts, tid & 31, tid >> 5);
 }
 
-/* Launches layernorm_backward_fused_kernel where it applies (the Vec path, a
- * column sum of one launch); false: launch the two kernels instead. */
+/* Launches layernorm_backward_fused_kernel where it applies (the Vec path,
+ * whose dx and gamma alignment the caller has checked, and a column sum of
+ * one launch); false: launch the two kernels instead. */
 template <class Tail>
 bool launch_layernorm_backward_fused(float *dx, float *dgamma, float *dbeta, const float *dy,
                                      const float *x, const float *mean, const float *rstd,
@@ -593,7 +594,7 @@ bool launch_layernorm_backward_fused(float *dx, float *dgamma, float *dbeta, con
     const column_split sp = split_columns(n, c, 2, true);
     if (c > sp.span) return false;
     const int dx_blocks = (sp.chunk + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    const int tiles = (c + kColTile * 4 - 1) / (kColTile * 4);
+    const int tiles = (c + kColTile * sp.w - 1) / (kColTile * sp.w);
     const size_t blocks = (size_t)sp.parts * (size_t)(dx_blocks + tiles);
     if (blocks > (size_t)INT32_MAX) return false;
     launch(layernorm_backward_fused_kernel<Tail>, (unsigned)blocks, kThreads, 0, stream, dx, dgamma,
