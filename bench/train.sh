@@ -5,7 +5,7 @@
 # overlap ratio, exposed comm, idle, and the decomposition when baselines ran).
 #   train.tsv            the table printed last
 #   train/NAME.log       each run's stdout (rank 0) and summary.json
-# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace | single | hold | host | idle | timing | prefetch
+# Usage: bench/train.sh [MATRIX]   MATRIX = smoke | engine | scaling | trace | single | hold | host | idle | timing | prefetch | kernels
 #   (default smoke)
 #   env: AORTA=path/to/aorta (default build-device/aorta); OUT=dir (default ./out);
 #        NPROC=ranks (default every visible GPU); STEPS=steps per run (default per matrix);
@@ -188,6 +188,23 @@ timing)
     done
     one large_on "$l" "$nproc" 80 training.baseline_steps=6
     one large_off "$l" "$nproc" 80 profiling.timing=false
+    ;;
+kernels)
+    # Why aorta's own kernels of the large step take what they take: Nsight
+    # Compute (clocks left alone) over one training step's worth of them on
+    # one GPU, after the first step; bench/ncu_table.py prints, per kernel,
+    # duration, DRAM and SM throughput, occupancy and registers.
+    rk=$runs_dir/ncu
+    timeout 240 ncu --clock-control none --kernel-name-base function \
+        --kernel-name "regex:softmax|dropout|layernorm|cast_|column_partials|adamw|map_kernel|teacher|sum_squares|embedding|bce_" \
+        --launch-skip 260 --launch-count 150 \
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+        -f -o "$rk.report" \
+        "$aorta" train --backend cuda --nproc 1 --config "$l" --run-name ncu \
+        --override training.output_dir="$rk" training.max_steps=4 training.summary_skip_steps=1 scheduler.total_steps=4 \
+        scheduler.warmup_steps=1 >"$out/train/large_ncu.log" 2>&1 || true
+    ncu --import "$rk.report.ncu-rep" --csv --page details >"$out/train/large_ncu.csv" 2>>"$out/train/large_ncu.log" || true
+    python3 "$(dirname "$0")/ncu_table.py" "$out/train/large_ncu.csv" | tee "$out/train/large_ncu.txt"
     ;;
 prefetch)
     # Prefetch on against off, with data generated on the device (the host
