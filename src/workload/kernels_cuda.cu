@@ -101,7 +101,7 @@ unsigned grid_y(size_t rows)
     return (unsigned)(rows < (size_t)kMaxGrid ? rows : (size_t)kMaxGrid);
 }
 
-bool aligned16(const void *p)
+__host__ __device__ bool aligned16(const void *p)
 {
     return ((uintptr_t)p & 15u) == 0;
 }
@@ -438,9 +438,19 @@ struct gelu_backward_op {
 
 template <ao_dtype T> struct typed_store; /* the conversions, below */
 
+/* One element of layernorm's output, as the reference computes it. */
+__device__ float layernorm_out(float x, double m, double rs, float g, float b)
+{
+    return (float)((x - m) * rs) * g + b;
+}
+
 /* H != AO_F32: y's values are also stored in half type H at y16 (the next
- * GEMM's operand), from the same float. */
-template <ao_dtype H>
+ * GEMM's operand), from the same float. Vec (c % 4 == 0; x, y, gamma, beta
+ * 16-byte aligned, y16 8-byte): lanes move float4s, four to a loop trip so
+ * that several are in flight (the scalar loop waited on one load at a time,
+ * at half the memory bandwidth); the per-element math is the same, only the
+ * order of each lane's partial sums differs (double rounding). */
+template <ao_dtype H, bool Vec>
 __global__ void layernorm_forward_kernel(float *y, void *y16, float *mean, float *rstd,
                                          const float *x, const float *gamma, const float *beta,
                                          int n, int c)
@@ -449,18 +459,45 @@ __global__ void layernorm_forward_kernel(float *y, void *y16, float *mean, float
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
     const float *xr = x + (size_t)row * c;
-    double s = 0.0;
-    for (int j = lane; j < c; j += 32) s += xr[j];
-    const double m = warp_sum(s) / c;
-    double var = 0.0;
-    for (int j = lane; j < c; j += 32) var += (xr[j] - m) * (xr[j] - m);
-    var = warp_sum(var) / c;
-    const double rs = 1.0 / sqrt(var + (double)AO_LN_EPS);
     float *yr = y + (size_t)row * c;
-    for (int j = lane; j < c; j += 32) {
-        const float v = (float)((xr[j] - m) * rs) * gamma[j] + beta[j];
-        yr[j] = v;
-        if (H != AO_F32) typed_store<H>{y16}.put((size_t)row * c + j, v);
+    double s = 0.0, var = 0.0, m, rs;
+    if (Vec) {
+        const int c4 = c / 4;
+        const float4 *x4 = reinterpret_cast<const float4 *>(xr);
+#pragma unroll 4
+        for (int q = lane; q < c4; q += 32) {
+            const float4 v = x4[q];
+            s += (double)v.x + v.y + v.z + v.w;
+        }
+        m = warp_sum(s) / c;
+#pragma unroll 4
+        for (int q = lane; q < c4; q += 32) {
+            const float4 v = x4[q];
+            var += (v.x - m) * (v.x - m) + (v.y - m) * (v.y - m) + (v.z - m) * (v.z - m) +
+                   (v.w - m) * (v.w - m);
+        }
+        rs = 1.0 / sqrt(warp_sum(var) / c + (double)AO_LN_EPS);
+        const float4 *g4 = reinterpret_cast<const float4 *>(gamma);
+        const float4 *b4 = reinterpret_cast<const float4 *>(beta);
+#pragma unroll 4
+        for (int q = lane; q < c4; q += 32) {
+            const float4 v = x4[q], g = g4[q], b = b4[q];
+            const float4 o = make_float4(
+                layernorm_out(v.x, m, rs, g.x, b.x), layernorm_out(v.y, m, rs, g.y, b.y),
+                layernorm_out(v.z, m, rs, g.z, b.z), layernorm_out(v.w, m, rs, g.w, b.w));
+            reinterpret_cast<float4 *>(yr)[q] = o;
+            if (H != AO_F32) typed_store<H>{y16}.put4((size_t)row * c + 4 * (size_t)q, o);
+        }
+    } else {
+        for (int j = lane; j < c; j += 32) s += xr[j];
+        m = warp_sum(s) / c;
+        for (int j = lane; j < c; j += 32) var += (xr[j] - m) * (xr[j] - m);
+        rs = 1.0 / sqrt(warp_sum(var) / c + (double)AO_LN_EPS);
+        for (int j = lane; j < c; j += 32) {
+            const float v = layernorm_out(xr[j], m, rs, gamma[j], beta[j]);
+            yr[j] = v;
+            if (H != AO_F32) typed_store<H>{y16}.put((size_t)row * c + j, v);
+        }
     }
     if (lane == 0) {
         mean[row] = (float)m;
@@ -634,6 +671,17 @@ struct softmax_plain_out {
     }
 };
 
+/* exp(x - max) in float, the element-wise half of a softmax: the row's sum
+ * of them accumulates in double and its reciprocal scales them. The
+ * reference does all of it in double; float keeps each probability within a
+ * few ulp of it (|x - max| is exact to half an ulp, expf within 2) while the
+ * double version made the forward compute-bound (2x its memory time on the
+ * large config's T x T rows, bench/RESULTS.md). */
+__device__ float softmax_exp(float x, float mx)
+{
+    return expf(x - mx);
+}
+
 template <class Out> __global__ void softmax_forward_kernel(Out out, const float *x, int n, int c)
 {
     pdl_wait();
@@ -644,8 +692,8 @@ template <class Out> __global__ void softmax_forward_kernel(Out out, const float
     for (int j = lane; j < c; j += 32) mx = fmaxf(mx, xr[j]);
     mx = warp_max(mx);
     double s = 0.0;
-    for (int j = lane; j < c; j += 32) s += exp((double)xr[j] - mx);
-    s = warp_sum(s);
+    for (int j = lane; j < c; j += 32) s += softmax_exp(xr[j], mx);
+    const float inv = (float)(1.0 / warp_sum(s));
     const auto w = out.row(row, c);
     for (int j0 = 0; j0 < c; j0 += kChunk) {
         float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
@@ -653,7 +701,7 @@ template <class Out> __global__ void softmax_forward_kernel(Out out, const float
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const int j = j0 + lane + 32 * k;
-            if (j < c) w.put(j, (float)(exp((double)xr[j] - mx) / s), f[k]);
+            if (j < c) w.put(j, softmax_exp(xr[j], mx) * inv, f[k]);
         }
     }
 }
@@ -661,9 +709,9 @@ template <class Out> __global__ void softmax_forward_kernel(Out out, const float
 /* softmax_forward_kernel for rows of at most 128 * V floats with c % 4 == 0
  * and x, y 16-byte aligned (attention's T x T scores): lane l keeps float4s
  * l, l + 32, ... of its row and their exps in registers, so the row is read
- * once and each exp (in double, as the reference) is computed once. Only the
- * order of the per-lane sum differs from the generic kernel (double rounding,
- * far below the float result's). */
+ * once and each exp is computed once. Only the order of the per-lane sum
+ * differs from the generic kernel (double rounding, far below the float
+ * result's). */
 template <int V, class Out>
 __global__ void softmax_forward_vec_kernel(Out out, const float *x, int n, int c)
 {
@@ -683,26 +731,21 @@ __global__ void softmax_forward_vec_kernel(Out out, const float *x, int n, int c
         }
     }
     mx = warp_max(mx);
-    double e[V][4];
     double s = 0.0;
 #pragma unroll
     for (int i = 0; i < V; i++) {
         if (lane + 32 * i < c4) {
-            e[i][0] = exp((double)v[i].x - mx);
-            e[i][1] = exp((double)v[i].y - mx);
-            e[i][2] = exp((double)v[i].z - mx);
-            e[i][3] = exp((double)v[i].w - mx);
-            s += e[i][0] + e[i][1] + e[i][2] + e[i][3];
+            v[i] = make_float4(softmax_exp(v[i].x, mx), softmax_exp(v[i].y, mx),
+                               softmax_exp(v[i].z, mx), softmax_exp(v[i].w, mx));
+            s += (double)v[i].x + v[i].y + v[i].z + v[i].w;
         }
     }
-    s = warp_sum(s);
+    const float inv = (float)(1.0 / warp_sum(s));
     const auto w = out.row(row, c);
 #pragma unroll
     for (int i = 0; i < V; i++) {
         const int q = lane + 32 * i;
-        if (q < c4)
-            w.put4(q, make_float4((float)(e[i][0] / s), (float)(e[i][1] / s), (float)(e[i][2] / s),
-                                  (float)(e[i][3] / s)));
+        if (q < c4) w.put4(q, make_float4(v[i].x * inv, v[i].y * inv, v[i].z * inv, v[i].w * inv));
     }
 }
 
@@ -743,6 +786,16 @@ struct no_drop_rows {
     }
 };
 
+/* One element of softmax's backward, scale * y * (g - dot), in float: the
+ * row's dot accumulates in double, as the reference's, and is rounded once.
+ * __fsub_rn: a fused dropout's g is a product, which the compiler would
+ * otherwise contract into the subtraction, and the fused kernel would no
+ * longer match the unfused chain bit for bit. */
+__device__ float softmax_grad(float y, float g, float dot, float scale)
+{
+    return __fmul_rn(__fmul_rn(y, __fsub_rn(g, dot)), scale);
+}
+
 /* dx = scale * y * (g - sum_j y_j g_j) with g = drop(dy) (Drop: no_drop_rows or
  * the fused drop_rows), stored through Dx (typed_store). The factors are
  * drawn again for the second pass rather than kept: cheaper than registers
@@ -766,7 +819,7 @@ __global__ void softmax_backward_kernel(Dx dx, const float *dy, const float *y, 
             if (j < c) dot += (double)yr[j] * d.apply(dyr[j], f[k]);
         }
     }
-    dot = warp_sum(dot);
+    const float dotf = (float)warp_sum(dot);
     const size_t off = (size_t)row * c;
     for (int j0 = 0; j0 < c; j0 += kChunk) {
         float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
@@ -774,9 +827,7 @@ __global__ void softmax_backward_kernel(Dx dx, const float *dy, const float *y, 
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const int j = j0 + lane + 32 * k;
-            if (j < c)
-                dx.put(off + j,
-                       (float)((double)yr[j] * (d.apply(dyr[j], f[k]) - dot) * (double)scale));
+            if (j < c) dx.put(off + j, softmax_grad(yr[j], d.apply(dyr[j], f[k]), dotf, scale));
         }
     }
 }
@@ -822,16 +873,16 @@ __global__ void softmax_backward_vec_kernel(Dx dx, bool dx4, const float *dy, co
             dot += (double)yv[i].w * gv[i].w;
         }
     }
-    dot = warp_sum(dot);
+    const float dotf = (float)warp_sum(dot);
     const size_t off = (size_t)row * c;
 #pragma unroll
     for (int i = 0; i < V; i++) {
         const int q = lane + 32 * i;
         if (q >= c4) continue;
-        const float4 o = make_float4((float)((double)yv[i].x * (gv[i].x - dot) * (double)scale),
-                                     (float)((double)yv[i].y * (gv[i].y - dot) * (double)scale),
-                                     (float)((double)yv[i].z * (gv[i].z - dot) * (double)scale),
-                                     (float)((double)yv[i].w * (gv[i].w - dot) * (double)scale));
+        const float4 o = make_float4(softmax_grad(yv[i].x, gv[i].x, dotf, scale),
+                                     softmax_grad(yv[i].y, gv[i].y, dotf, scale),
+                                     softmax_grad(yv[i].z, gv[i].z, dotf, scale),
+                                     softmax_grad(yv[i].w, gv[i].w, dotf, scale));
         const size_t at = off + 4 * (size_t)q;
         if (dx4) {
             dx.put4(at, o);
@@ -929,8 +980,8 @@ constexpr int kDropGroups = 4;
  * With p <= 0 (only the fused chains launch that) no mask is drawn or
  * applied: the values pass through unchanged, as a skipped dropout. */
 template <bool Vec, class Map>
-__global__ void dropout_kernel(Map m, size_t per_row, size_t tiles_per_row, size_t tiles,
-                               dropout_args k)
+__global__ void __launch_bounds__(kThreads, 4)
+    dropout_kernel(Map m, size_t per_row, size_t tiles_per_row, size_t tiles, dropout_args k)
 {
     pdl_wait();
     const size_t groups = (per_row + 3) / 4;
@@ -1095,15 +1146,35 @@ __global__ void bce_loss_backward_kernel(float *dz, const float *z, const float 
 
 /* ---- norms, flags, optimizer ------------------------------------------------ */
 
-constexpr int kReduceThreads = 512;
+/* The first pass of a two-pass reduction: AO_CUDA_REDUCE_PARTIALS blocks of
+ * this many threads, about one resident wave on an H100/H200 (132 SMs x 8
+ * blocks), so no block starts after the others have finished. */
+constexpr int kReduceThreads = 256;
 
+/* Each thread sums the squares of float4s i, i + stride, ... two at a time
+ * (two loads in flight: one scalar load per thread left this kernel waiting
+ * on memory at under a third of its bandwidth), then the scalars of the
+ * tail (all of x when it is not 16-byte aligned). The order depends only on
+ * n, x's alignment and the grid, never on timing. */
 __global__ void sum_squares_partial_kernel(double *partials, const float *x, size_t n)
 {
     pdl_wait();
+    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
+    const size_t n4 = aligned16(x) ? n / 4 : 0;
+    const float4 *x4 = reinterpret_cast<const float4 *>(x);
     double acc = 0.0;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        acc += (double)x[i] * x[i];
+    size_t i = tid;
+    for (; i + stride < n4; i += 2 * stride) {
+        const float4 a = x4[i], b = x4[i + stride];
+        acc += (double)a.x * a.x + (double)a.y * a.y + (double)a.z * a.z + (double)a.w * a.w;
+        acc += (double)b.x * b.x + (double)b.y * b.y + (double)b.z * b.z + (double)b.w * b.w;
+    }
+    if (i < n4) {
+        const float4 a = x4[i];
+        acc += (double)a.x * a.x + (double)a.y * a.y + (double)a.z * a.z + (double)a.w * a.w;
+    }
+    for (size_t j = 4 * n4 + tid; j < n; j += stride) acc += (double)x[j] * x[j];
     acc = block_sum(acc);
     if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
@@ -1164,29 +1235,54 @@ struct adamw_scalars {
     float step_size, bc2_sqrt, decay, one_minus_b1, one_minus_b2, beta2, eps, grad_scale;
 };
 
-/* ao_adamw_step, operation for operation; __f*_rn keep the compiler from
- * fusing multiply-adds the reference does not fuse, so the update matches the
- * reference bit for bit. */
+/* ao_adamw_step, operation for operation, on one element; __f*_rn keep the
+ * compiler from fusing multiply-adds the reference does not fuse, so the
+ * update matches the reference bit for bit. */
+struct adamw_elem {
+    adamw_scalars k;
+    float extra;
+    bool has_extra;
+    __device__ void operator()(float &param, float grad, float &m, float &v) const
+    {
+        float g = __fmul_rn(grad, k.grad_scale);
+        if (has_extra) g = __fmul_rn(g, extra);
+        float p = __fmul_rn(param, k.decay);
+        const float mi = __fadd_rn(m, __fmul_rn(k.one_minus_b1, __fsub_rn(g, m)));
+        const float vi =
+            __fadd_rn(__fmul_rn(v, k.beta2), __fmul_rn(__fmul_rn(k.one_minus_b2, g), g));
+        const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), k.bc2_sqrt), k.eps);
+        p = __fsub_rn(p, __fmul_rn(k.step_size, __fdiv_rn(mi, denom)));
+        m = mi;
+        v = vi;
+        param = p;
+    }
+};
+
+/* Float4s when all four arrays are 16-byte aligned (a 7-array stream at
+ * ~77 % of the memory bandwidth with scalars), then the scalar tail. */
 __global__ void adamw_kernel(float *param, const float *grad, float *m, float *v, size_t n,
                              adamw_scalars k, const float *grad_scale_dev)
 {
     pdl_wait();
+    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    const float extra = grad_scale_dev ? grad_scale_dev[0] : 1.0f;
-    if (grad_scale_dev && extra == 0.0f) return; /* clip_coef_kernel's skip */
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float g = __fmul_rn(grad[i], k.grad_scale);
-        if (grad_scale_dev) g = __fmul_rn(g, extra);
-        float p = __fmul_rn(param[i], k.decay);
-        const float mi = __fadd_rn(m[i], __fmul_rn(k.one_minus_b1, __fsub_rn(g, m[i])));
-        const float vi =
-            __fadd_rn(__fmul_rn(v[i], k.beta2), __fmul_rn(__fmul_rn(k.one_minus_b2, g), g));
-        const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), k.bc2_sqrt), k.eps);
-        p = __fsub_rn(p, __fmul_rn(k.step_size, __fdiv_rn(mi, denom)));
-        m[i] = mi;
-        v[i] = vi;
-        param[i] = p;
+    const adamw_elem op{k, grad_scale_dev ? grad_scale_dev[0] : 1.0f, grad_scale_dev != nullptr};
+    if (op.has_extra && op.extra == 0.0f) return; /* clip_coef_kernel's skip */
+    const bool vec = aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v);
+    const size_t n4 = vec ? n / 4 : 0;
+    for (size_t i = tid; i < n4; i += stride) {
+        float4 p = reinterpret_cast<float4 *>(param)[i], mm = reinterpret_cast<float4 *>(m)[i],
+               vv = reinterpret_cast<float4 *>(v)[i];
+        const float4 g = reinterpret_cast<const float4 *>(grad)[i];
+        op(p.x, g.x, mm.x, vv.x);
+        op(p.y, g.y, mm.y, vv.y);
+        op(p.z, g.z, mm.z, vv.z);
+        op(p.w, g.w, mm.w, vv.w);
+        reinterpret_cast<float4 *>(param)[i] = p;
+        reinterpret_cast<float4 *>(m)[i] = mm;
+        reinterpret_cast<float4 *>(v)[i] = vv;
     }
+    for (size_t i = 4 * n4 + tid; i < n; i += stride) op(param[i], grad[i], m[i], v[i]);
 }
 
 /* ---- casts --------------------------------------------------------------------- */
@@ -1290,8 +1386,14 @@ __global__ void cast_down4_kernel(uint2 *__restrict__ dst, const float4 *__restr
 {
     pdl_wait();
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride)
-        dst[i] = narrow4<T>(src[i]);
+    /* two loads in flight per thread: one left it at ~70 % of the bandwidth */
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + stride < n4; i += 2 * stride) {
+        const float4 a = src[i], b = src[i + stride];
+        dst[i] = narrow4<T>(a);
+        dst[i + stride] = narrow4<T>(b);
+    }
+    if (i < n4) dst[i] = narrow4<T>(src[i]);
 }
 
 /* 16 bits -> fp32, the gathered parameters' cast: 4 halves in (8 bytes), 4
@@ -1703,8 +1805,14 @@ extern "C" cudaError_t ao_cuda_layernorm_forward(float *y, void *y16, ao_dtype h
     if (n <= 0 || c <= 0) return cudaSuccess;
     return with_dtype(y16 ? half_type : AO_F32, [&](auto tag) {
         constexpr ao_dtype H = decltype(tag)::value;
-        launch(layernorm_forward_kernel<H>, row_warp_blocks(n), kThreads, 0, stream, y, y16, mean,
-               rstd, x, gamma, beta, n, c);
+        const bool vec = c % 4 == 0 && aligned16(x) && aligned16(y) && aligned16(gamma) &&
+                         aligned16(beta) && (!y16 || aligned8(y16));
+        if (vec)
+            launch(layernorm_forward_kernel<H, true>, row_warp_blocks(n), kThreads, 0, stream, y,
+                   y16, mean, rstd, x, gamma, beta, n, c);
+        else
+            launch(layernorm_forward_kernel<H, false>, row_warp_blocks(n), kThreads, 0, stream, y,
+                   y16, mean, rstd, x, gamma, beta, n, c);
         return cudaGetLastError();
     });
 }
@@ -1942,7 +2050,7 @@ extern "C" cudaError_t ao_cuda_adamw_step(float *param, const float *grad, float
     k.beta2 = h->beta2;
     k.eps = h->eps;
     k.grad_scale = grad_scale;
-    launch(adamw_kernel, elem_blocks(n), kThreads, 0, stream, param, grad, m, v, n, k,
+    launch(adamw_kernel, elem_blocks(n, 4), kThreads, 0, stream, param, grad, m, v, n, k,
            grad_scale_dev);
     return cudaGetLastError();
 }
@@ -2063,23 +2171,6 @@ extern "C" cudaError_t ao_cuda_softmax_dropout_forward(float *att, void *out, ao
         constexpr ao_dtype OT = decltype(tag)::value;
         const softmax_dropout_out<OT> o = {att, typed_store<OT>{out}, drop, store4_ok<OT>(out)};
         return launch_softmax_forward(o, att, scores, n, T, stream);
-    });
-}
-
-extern "C" cudaError_t ao_cuda_dropout_cast(void *out, ao_dtype out_type, const float *x, int batch,
-                                            size_t per_row, const ao_cuda_dropout_key *key,
-                                            cudaStream_t stream)
-{
-    if (!castable(out_type)) return cudaErrorInvalidValue;
-    if (key->p <= 0.0f) { /* the plain dropout copies: the cast alone */
-        const size_t rows =
-            (size_t)(batch > 0 ? batch : 0) * (size_t)(key->heads > 0 ? key->heads : 1);
-        return ao_cuda_cast(out, out_type, x, AO_F32, rows * per_row, stream);
-    }
-    return with_dtype(out_type, [&](auto tag) {
-        constexpr ao_dtype OT = decltype(tag)::value;
-        return launch_dropout_map(dropout_out_map<OT>{{x}, NULL, typed_store<OT>{out}, NULL},
-                                  aligned16(x) && store4_ok<OT>(out), batch, per_row, *key, stream);
     });
 }
 

@@ -132,10 +132,6 @@ cudaError_t ao_cuda_layernorm_backward_dropout(float *dx, float *dgamma, float *
 cudaError_t ao_cuda_softmax_dropout_forward(float *att, void *out, ao_dtype out_type,
                                             const float *scores, int batch, int heads, int T,
                                             const ao_cuda_dropout_key *key, cudaStream_t stream);
-/* out = dropout(x) in out_type (any keying): ao_cuda_dropout, ao_cuda_cast. */
-cudaError_t ao_cuda_dropout_cast(void *out, ao_dtype out_type, const float *x, int batch,
-                                 size_t per_row, const ao_cuda_dropout_key *key,
-                                 cudaStream_t stream);
 /* out = softmax_backward(dropout(dp), att, scale) in out_type; dp is not
  * modified (key->heads must equal heads): ao_cuda_dropout(dp, dp),
  * ao_cuda_softmax_backward(dp, dp, att, scale), ao_cuda_cast. */
@@ -182,7 +178,7 @@ cudaError_t ao_cuda_bce_loss_backward(float *dz, const float *z, const float *y,
 /* ---- optimizer and norms --------------------------------------------------- */
 
 /* Doubles of workspace the two-pass reductions below need. */
-#define AO_CUDA_REDUCE_PARTIALS 256
+#define AO_CUDA_REDUCE_PARTIALS 1024
 
 /* out[0] = sum of x[i]^2 in double (written), deterministic: a fixed grid of
  * AO_CUDA_REDUCE_PARTIALS blocks, then one block over their partials.

@@ -72,7 +72,7 @@ typedef struct {
 } prepared_range;
 
 typedef struct {
-    ao_model_acts a;     /* a.extra: [B, h, T, T] attention probabilities after dropout */
+    ao_model_acts a;     /* a.extra: [L][B, h, T, T] attention probabilities after dropout */
     void *emb_workspace; /* embedding-bag backward (sort buffers) */
     ao_compute_mode compute;
     /* 16-bit GEMM operands: half is AO_BF16 / AO_F16 when the GEMMs read
@@ -414,15 +414,23 @@ static gemm_batch heads_batch(const attn_dims *a, long long sa, long long sb, lo
     return g;
 }
 
-/* ao_attn_forward. The probabilities after dropout go to cm->a.extra (or are
- * saved->att itself when dropout is off). */
-static const float *attn_probs(const cuda_model *cm, const ao_attn_saved *sv,
+/* The probabilities after dropout, the P of P v: layer l's (1-based) slice
+ * of cm->a.extra, or saved->att itself when dropout is off. Each layer keeps
+ * its own, written by its forward (in 16-bit modes only the twin, the GEMM
+ * operand) and read by its backward: drawing the masks again there cost a
+ * Philox-bound pass over the T x T probabilities per layer (~1.2 ms of a
+ * config/large.yaml step on an H200, bench/RESULTS.md), for 3 bytes of device
+ * memory per probability. */
+static const float *attn_probs(const ao_model *m, const ao_attn_saved *sv, int layer,
                                const ao_cuda_dropout_key *k)
 {
-    return k->p > 0.0f ? cm->a.extra : sv->att;
+    const cuda_model *cm = m->impl;
+    const ao_model_shape *sh = &m->shape;
+    const size_t np = (size_t)sh->batch * sh->heads * sh->seq * sh->seq;
+    return k->p > 0.0f ? cm->a.extra + (size_t)(layer - 1) * np : sv->att;
 }
 
-static void attn_forward(ao_model *m, ao_stream *s, float *out, const ao_attn_saved *sv,
+static void attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const ao_attn_saved *sv,
                          const float *x, const ao_attn_weights *w, const ao_cuda_dropout_key *kp)
 {
     cuda_model *cm = m->impl;
@@ -442,14 +450,14 @@ static void attn_forward(ao_model *m, ao_stream *s, float *out, const ao_attn_sa
          a.T, heads_batch(&a, a.hd, a.hd, TT, Td3, Td3, HTT));
     /* softmax, dropout and (16-bit modes) the operand cast in one pass: in
      * 16-bit modes the dropped probabilities exist only as the twin */
-    const float *P = attn_probs(cm, sv, kp);
+    const float *P = attn_probs(m, sv, layer, kp);
     const size_t np = (size_t)a.B * a.H * TT;
     if (cm->half != AO_F32) {
         KCHECK(ao_cuda_softmax_dropout_forward(sv->att, twin_of(cm, P), cm->half, sv->att, a.B, a.H,
                                                a.T, kp, cs));
         mark_current(cm, s, P, np, 0);
     } else if (kp->p > 0.0f) {
-        KCHECK(ao_cuda_softmax_dropout_forward(sv->att, cm->a.extra, AO_F32, sv->att, a.B, a.H, a.T,
+        KCHECK(ao_cuda_softmax_dropout_forward(sv->att, (float *)P, AO_F32, sv->att, a.B, a.H, a.T,
                                                kp, cs));
     } else {
         KCHECK(ao_cuda_softmax_forward(sv->att, sv->att, a.B * a.H * a.T, a.T, cs));
@@ -468,10 +476,10 @@ static size_t attn_scratch_floats(const ao_model_shape *sh)
     return N * 3 * d + N * d + (size_t)sh->batch * sh->heads * sh->seq * sh->seq;
 }
 
-/* ao_attn_backward; the dropped probabilities are recomputed from the saved
- * ones (the masks are a function of their keys). */
-/* dx = the input gradient + residual (the gradient around the branch). */
-static void attn_backward(ao_model *m, ao_stream *s, float *dx, const float *residual,
+/* ao_attn_backward, with the dropped probabilities the forward kept
+ * (attn_probs); dx = the input gradient + residual (the gradient around the
+ * branch). */
+static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const float *residual,
                           const ao_attn_weights *g, const float *dout, const float *x,
                           const ao_attn_weights *w, const ao_attn_saved *sv,
                           const ao_cuda_dropout_key *kp, float *scratch)
@@ -484,20 +492,15 @@ static void attn_backward(ao_model *m, ao_stream *s, float *dx, const float *res
     float *dqkv = scratch, *dctx = dqkv + (size_t)N * a.d3, *dp = dctx + (size_t)N * a.d;
 
     linear_backward(m, s, dctx, g->out_w, g->out_b, dout, sv->ctx, w->out_w, N, a.d, a.d);
-    /* the dropped probabilities again, straight into their 16-bit copy in
-     * 16-bit modes */
-    const float *P = attn_probs(cm, sv, kp);
+    const float *P = attn_probs(m, sv, layer, kp);
     const size_t np = (size_t)a.B * a.H * TT;
-    if (cm->half != AO_F32)
-        KCHECK(ao_cuda_dropout_cast(twin_of(cm, P), cm->half, sv->att, a.B, (size_t)TT, kp, cs));
-    else if (kp->p > 0.0f)
-        dropout(s, cm->a.extra, sv->att, a.B, (size_t)TT, kp);
     /* qkv stays current through both loops (they write dP and dqkv only);
      * P and dctx through the first */
     const int mark = cm->nprepared;
     prepare(cm, s, sv->qkv, (size_t)N * a.d3);
     const int mark_qkv = cm->nprepared;
-    mark_current(cm, s, P, np, 0);
+    /* P's twin is the forward's unless that forward ran in fp32 */
+    mark_current(cm, s, P, np, !cm->saved_current[layer]);
     prepare(cm, s, dctx, (size_t)N * a.d);
     const long long Td3 = (long long)a.T * a.d3, Td = (long long)a.T * a.d, HTT = a.H * TT;
     /* d(dropped P) = dctx v^T; dv = P_dropped^T dctx */
@@ -539,7 +542,7 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
     const layer_keys k = layer_keys_of(m, layer, step, b);
     cudaStream_t cs = ao_cuda_stream(s);
 
-    attn_forward(m, s, sv->r1, &sv->attn, x, &w->attn, &k.probs);
+    attn_forward(m, s, layer, sv->r1, &sv->attn, x, &w->attn, &k.probs);
     /* each branch's dropout and its residual add in one pass; each
      * LayerNorm writes its output's 16-bit copy too (the next GEMM's operand) */
     KCHECK(
@@ -618,7 +621,8 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
         twin_or_null(cm, dbranch), cm->half, sh->batch, &k.attn, cs));
     mark_current(cm, s, dbranch, nd, 0);
     /* with the residual around attention */
-    attn_backward(m, s, dx, dr, &g->attn, dbranch, x, &w->attn, &sv->attn, &k.probs, attn_scratch);
+    attn_backward(m, s, layer, dx, dr, &g->attn, dbranch, x, &w->attn, &sv->attn, &k.probs,
+                  attn_scratch);
     cm->nprepared = mark;
 }
 
@@ -687,7 +691,8 @@ static int cuda_create(ao_model *m)
     c->half = AO_F32;
     c->saved_current = ao_calloc((size_t)L + 1, 1);
     c->input_current = ao_calloc((size_t)L + 1, 1);
-    ao_model_acts_alloc(m, &c->a, L > 0 ? probs : 0, scratch);
+    /* every layer's dropped attention probabilities (attn_probs) */
+    ao_model_acts_alloc(m, &c->a, s->dropout > 0.0f ? (size_t)L * probs : 0, scratch);
     const size_t ws = ao_cuda_embedding_bag_backward_workspace((int)N, s->sparse, s->vocab);
     c->emb_workspace = ws ? ao_dev_alloc(m->dev, ws) : NULL;
     m->impl = c;
