@@ -30,7 +30,7 @@ TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "mse
 
 
 def short(name):
-    name = re.sub(r"\(anonymous namespace\)::", "", name)
+    name = re.sub(r"\(anonymous namespace\)::|<unnamed>::", "", name)
     if name.endswith(")"):  # the parameter list: back to its matching "("
         depth = 0
         for i in range(len(name) - 1, -1, -1):

@@ -194,6 +194,10 @@ kernels)
     # Compute (clocks left alone) over one training step's worth of them on
     # one GPU, after the first step; bench/ncu_table.py prints, per kernel,
     # duration, DRAM and SM throughput, occupancy and registers.
+    command -v ncu >/dev/null 2>&1 || {
+        echo "bench/train.sh kernels: ncu (Nsight Compute) is not on PATH" >&2
+        exit 2
+    }
     rk=$runs_dir/ncu
     timeout 240 ncu --clock-control none --kernel-name-base function \
         --kernel-name "regex:softmax|dropout|layernorm|cast_|column_partials|adamw|map_kernel|teacher|sum_squares|embedding|bce_" \
@@ -201,9 +205,10 @@ kernels)
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
         -f -o "$rk.report" \
         "$aorta" train --backend cuda --nproc 1 --config "$l" --run-name ncu \
-        --override training.output_dir="$rk" training.max_steps=4 training.summary_skip_steps=1 scheduler.total_steps=4 \
-        scheduler.warmup_steps=1 >"$out/train/large_ncu.log" 2>&1 || true
-    ncu --import "$rk.report.ncu-rep" --csv --page details >"$out/train/large_ncu.csv" 2>>"$out/train/large_ncu.log" || true
+        --override training.output_dir="$rk" training.max_steps=4 training.summary_skip_steps=1 \
+        scheduler.total_steps=4 scheduler.warmup_steps=1 >"$out/train/large_ncu.log" 2>&1 || true
+    ncu --import "$rk.report.ncu-rep" --csv --page details >"$out/train/large_ncu.csv" \
+        2>>"$out/train/large_ncu.log" || true
     python3 "$(dirname "$0")/ncu_table.py" "$out/train/large_ncu.csv" | tee "$out/train/large_ncu.txt"
     ;;
 prefetch)
@@ -217,7 +222,7 @@ prefetch)
     done
     ;;
 *)
-    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling, trace, single, hold, host, idle, timing, prefetch)" >&2
+    echo "bench/train.sh: unknown matrix '$matrix' (smoke, engine, scaling, trace, single, hold, host, idle, timing, prefetch, kernels)" >&2
     exit 2
     ;;
 esac

@@ -8,10 +8,12 @@
  * recorded after it on the comm's stream (right after it, or deferred past the
  * caller's own end event: ao_comm_defer_mark); the newest `unmarked` ops have
  * no event recorded yet and are pending whatever a query of their event
- * says. Events belong to ring slots and are reused once their op has retired; the ring (and its
- * event pool) only grows when more ops are in flight than ever before. An op's clock starts when it
- * is enqueued or, if later, when the op before it was seen complete (by the thread's poll, up to
- * AO_WATCH_POLL_MS late), so ops queued behind a long one are not blamed for its time. */
+ * says. Events belong to ring slots and are reused once their op has retired;
+ * the ring (and its event pool) only grows when more ops are in flight than
+ * ever before. An op's clock starts when it is enqueued or, if later, when the
+ * op before it was seen complete (by the thread's poll, up to
+ * AO_WATCH_POLL_MS late), so ops queued behind a long one are not blamed for
+ * its time. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -978,7 +978,11 @@ constexpr int kDropGroups = 4;
  * the row's stream and elements 4g .. 4g + 3, as ops_ref's dropout_apply.
  * Vec (per_row % 4 == 0, the Map's pointers aligned): a group is one float4.
  * With p <= 0 (only the fused chains launch that) no mask is drawn or
- * applied: the values pass through unchanged, as a skipped dropout. */
+ * applied: the values pass through unchanged, as a skipped dropout.
+ * At most 64 registers (4 blocks an SM): GELU + dropout went from 72 to 62
+ * and 238 to 214 µs a large layer, dropout + GELU backward from 64 and 278
+ * to 303 µs, about a wash over a step (Nsight Compute, bench/RESULTS.md,
+ * session 7); every GPU measurement since was taken with it. */
 template <bool Vec, class Map>
 __global__ void __launch_bounds__(kThreads, 4)
     dropout_kernel(Map m, size_t per_row, size_t tiles_per_row, size_t tiles, dropout_args k)
