@@ -181,10 +181,11 @@ typedef struct ao_gemm_desc {
      * where it can. */
     int batch_outer;
     long long outer_stride_a, outer_stride_b, outer_stride_c;
-    /* NULL, or n floats added to every row of C after alpha and beta (a
-     * linear layer's bias, in cuBLASLt's epilogue instead of a pass over C);
-     * fp32 C and batch_count 1 only. */
-    const float *bias;
+    /* NULL, or n values of c_type added to every row of C after alpha and
+     * beta (a linear layer's bias, in cuBLASLt's epilogue instead of a pass
+     * over C; cuBLASLt wants the bias in the output's type); batch_count 1
+     * only. */
+    const void *bias;
     /* NULL: the result overwrites C. Otherwise the result goes to `d` (same
      * type and ldc as C) and C is only read: alpha op(A) op(B) + beta C
      * lands elsewhere, a residual add in the GEMM's epilogue instead of a

@@ -587,7 +587,7 @@ static void run_gemm(void *arg)
         }
     if (d->bias)
         for (int r = 0; r < d->m; r++)
-            for (int j = 0; j < d->n; j++) c[(size_t)r * d->ldc + j] += d->bias[j];
+            for (int j = 0; j < d->n; j++) c[(size_t)r * d->ldc + j] += ((const float *)d->bias)[j];
 }
 
 static void check_ld(const char *name, int ld, int cols)

@@ -28,8 +28,8 @@ struct gemm_key {
     int trans_a, trans_b, m, n, k, lda, ldb, ldc;
     int ab_type, c_type, compute, batch_count, sm_target;
     int align_a, align_b, align_c; /* bytes; cuBLASLt picks kernels by alignment */
-    int bias;                      /* CUBLASLT_EPILOGUE_BIAS (the pointer is set per call) */
-    int pointers;                  /* a pointer-array batch (two-level batches) */
+    int bias;     /* CUBLASLT_EPILOGUE_BIAS: the bias pointer's alignment (bytes), 0 without */
+    int pointers; /* a pointer-array batch (two-level batches) */
     long long stride_a, stride_b, stride_c;
 };
 
@@ -705,6 +705,16 @@ static struct gemm_plan *find_plan(ao_device *dev, const struct gemm_key *key, i
         const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
         BLAS_CHECK(
             cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        /* the output's type, cuBLASLt's default, said so for hipBLASLt */
+        const int32_t bias_type = (int32_t)c;
+        BLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                  &bias_type, sizeof bias_type));
+        /* The heuristic reads only the pointer's alignment (cublasLt.h), so a
+         * stand-in address of the key's alignment; each call sets the real
+         * one. */
+        const void *stand_in = (const void *)(uintptr_t)key->bias;
+        BLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                  &stand_in, sizeof stand_in));
     }
 #if AO_GPU_HAS_SM_COUNT_TARGET
     if (key->sm_target > 0) {
@@ -793,9 +803,8 @@ static void check_gemm_desc(const ao_gemm_desc *d)
     if (d->batch_outer < 0 || (d->batch_outer > 1 && d->bias))
         ao_fatal(AO_EXIT_USAGE, "gemm", "batch_outer=%d: must be >= 0, without a bias",
                  d->batch_outer);
-    if (d->bias && (d->batch_count != 1 || d->c_type != AO_F32))
-        ao_fatal(AO_EXIT_USAGE, "gemm", "a bias needs batch_count 1 and an fp32 C (got %d, %s)",
-                 d->batch_count, ao_dtype_name(d->c_type));
+    if (d->bias && d->batch_count != 1)
+        ao_fatal(AO_EXIT_USAGE, "gemm", "a bias needs batch_count 1 (got %d)", d->batch_count);
     if (d->d && (d->batch_count != 1 || d->batch_outer > 1))
         ao_fatal(AO_EXIT_USAGE, "gemm", "a separate D needs batch_count 1 (got %d, outer %d)",
                  d->batch_count, d->batch_outer);
@@ -821,7 +830,7 @@ static struct gemm_key gemm_key_of(const ao_device *dev, const ao_gemm_desc *d, 
     key.compute = d->compute;
     key.batch_count = d->batch_count;
     key.sm_target = dev->gemm_sm_target;
-    key.bias = d->bias != NULL;
+    key.bias = d->bias ? pointer_alignment(d->bias) : 0;
     key.align_a = batch_alignment(a, d->stride_a, asz, d->batch_count);
     key.align_b = batch_alignment(b, d->stride_b, asz, d->batch_count);
     key.align_c = batch_alignment(c, d->stride_c, csz, d->batch_count);

@@ -110,6 +110,7 @@
 #define CUBLASLT_MATMUL_DESC_TRANSB                 HIPBLASLT_MATMUL_DESC_TRANSB
 #define CUBLASLT_MATMUL_DESC_EPILOGUE               HIPBLASLT_MATMUL_DESC_EPILOGUE
 #define CUBLASLT_MATMUL_DESC_BIAS_POINTER           HIPBLASLT_MATMUL_DESC_BIAS_POINTER
+#define CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE         HIPBLASLT_MATMUL_DESC_BIAS_DATA_TYPE
 #define cublasLtEpilogue_t                          hipblasLtEpilogue_t
 #define CUBLASLT_EPILOGUE_BIAS                      HIPBLASLT_EPILOGUE_BIAS
 #define cublasLtMatrixLayout_t                      hipblasLtMatrixLayout_t

@@ -172,8 +172,8 @@ __device__ unsigned int column_done[kColDoneTiles];
  * column_partials[chunk_index * c + j], output b after all of a's), and the
  * tile's last block to finish (threadFenceReduction's pattern: integer
  * atomics, no float ones) adds the partials in chunk order, so the bits do
- * not depend on which block was last. W = 4 (float4 loads, four independent
- * sums per thread: more loads in flight) adds every column's terms in the
+ * not depend on which block was last. W = 2 or 4 (wider loads, W independent
+ * sums per thread: more bytes in flight) adds every column's terms in the
  * same order as W = 1, so the bits do not depend on W either. One launch per
  * column sum. */
 template <class F, int W>
@@ -182,7 +182,7 @@ __device__ void column_partials_block(float *out_a, float *out_b, int n, int c, 
 {
     __shared__ double sa[kColLanes][kColTile * W + 1], sb[kColLanes][kColTile * W + 1];
     __shared__ bool last;
-    const int j = col0 + (tile * kColTile + tx) * W; /* W == 4: c % 4 == 0 */
+    const int j = col0 + (tile * kColTile + tx) * W; /* c % W == 0 */
     const int r0 = part * chunk, r1 = min(n, r0 + chunk);
     sum2 acc[W];
 #pragma unroll
@@ -262,12 +262,13 @@ __global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c,
 
 /* How column_sums splits an [n, c] sum: `parts` row chunks of `chunk` rows,
  * `tiles` column tiles of kColTile * w columns per launch of at most `span`
- * columns. A function of (n, c, outputs, w) only: the bits of the sums. */
+ * columns. The chunks are a function of (n, c, outputs) only: the bits of
+ * the sums. */
 struct column_split {
     int chunk, parts, w, span;
 };
 
-column_split split_columns(int n, int c, size_t outputs, bool vec)
+column_split split_columns(int n, int c, size_t outputs, int w)
 {
     size_t parts = ((size_t)n + kColChunkRows - 1) / kColChunkRows;
     const size_t fit = kColPartials / ((size_t)c * outputs);
@@ -275,20 +276,20 @@ column_split split_columns(int n, int c, size_t outputs, bool vec)
     if (parts > (size_t)kMaxGrid) parts = kMaxGrid;
     const int chunk = (int)(((size_t)n + parts - 1) / parts);
     parts = ((size_t)n + chunk - 1) / chunk; /* no empty chunk */
-    const int w = vec ? 4 : 1;
     return column_split{chunk, (int)parts, w, kColDoneTiles * kColTile * w};
 }
 
 /* out_a[j] += sum_i f(i, j).a and, when out_b is not NULL, out_b[j] += .b.
  * The chunking depends only on (n, c, outputs), so the order of the sums, and
  * hence the bits, are the same on every device and every run. f.get(i, j, v)
- * fills v[0..W) with the terms of columns j..j+W-1 of row i; f.vec() says
- * whether W = 4 may be used (c % 4 == 0, its pointers 16-byte aligned). */
+ * fills v[0..W) with the terms of columns j..j+W-1 of row i; f.width() is
+ * the W it is read with (1, 2 or 4: c % W == 0, its pointers aligned for
+ * it). */
 template <class F>
 cudaError_t column_sums(float *out_a, float *out_b, int n, int c, F f, cudaStream_t stream)
 {
     if (n <= 0 || c <= 0) return cudaSuccess;
-    const column_split sp = split_columns(n, c, out_b ? 2 : 1, f.vec());
+    const column_split sp = split_columns(n, c, out_b ? 2 : 1, f.width());
     const int chunk = sp.chunk, w = sp.w, span = sp.span;
     const size_t parts = (size_t)sp.parts;
     const dim3 block(kColTile, kColLanes);
@@ -299,6 +300,9 @@ cudaError_t column_sums(float *out_a, float *out_b, int n, int c, F f, cudaStrea
         const dim3 grid(tiles, (unsigned)parts);
         if (w == 4)
             launch(column_partials_kernel<F, 4>, grid, block, 0, stream, out_a, out_b, n, c, col0,
+                   chunk, f);
+        else if (w == 2)
+            launch(column_partials_kernel<F, 2>, grid, block, 0, stream, out_a, out_b, n, c, col0,
                    chunk, f);
         else
             launch(column_partials_kernel<F, 1>, grid, block, 0, stream, out_a, out_b, n, c, col0,
@@ -333,9 +337,9 @@ struct bias_grad_term {
     /* One column a thread: float4s made the bias sums slower (large, 2
      * ranks: 2.45 against 2.13 ms a step, visit 6), a quarter of the blocks
      * for a single output; the LayerNorm sums (two outputs) got faster. */
-    bool vec() const
+    int width() const
     {
-        return false;
+        return 1;
     }
 };
 
@@ -354,9 +358,9 @@ struct layernorm_param_term {
             v[l] = sum2{(double)d[l] * xhat, (double)d[l]};
         }
     }
-    bool vec() const
+    int width() const
     {
-        return c % 4 == 0 && aligned16(dy) && aligned16(x);
+        return c % 4 == 0 && aligned16(dy) && aligned16(x) ? 4 : 1;
     }
 };
 
@@ -627,8 +631,8 @@ bool launch_layernorm_backward_fused(float *dx, float *dgamma, float *dbeta, con
                                      cudaStream_t stream)
 {
     const layernorm_param_term f{dy, x, mean, rstd, c};
-    if (!f.vec()) return false;
-    const column_split sp = split_columns(n, c, 2, true);
+    if (f.width() != 4) return false;
+    const column_split sp = split_columns(n, c, 2, 4);
     if (c > sp.span) return false;
     const int dx_blocks = (sp.chunk + kWarpsPerBlock - 1) / kWarpsPerBlock;
     const int tiles = (c + kColTile * sp.w - 1) / (kColTile * sp.w);
@@ -1628,7 +1632,8 @@ struct fp32_load {
 };
 
 /* ... of ao_cuda_dropout_gelu_backward: dy in (fp32_load), dx = gelu'(h) *
- * dropped dy out as floats and, when dx16 is set, in half type T. */
+ * dropped dy out as floats unless dx is NULL and, when dx16 is set, in half
+ * type T. */
 template <ao_dtype T> struct dropout_gelu_backward_map : fp32_load {
     float *dx;
     typed_store<T> dx16;
@@ -1636,7 +1641,7 @@ template <ao_dtype T> struct dropout_gelu_backward_map : fp32_load {
     __device__ void store(size_t i, float v) const
     {
         const float g = gelu_backward_op{}(v, h[i]);
-        dx[i] = g;
+        if (dx) dx[i] = g;
         if (dx16.p) dx16.put(i, g);
     }
     __device__ void store4(size_t i, float4 v) const
@@ -1644,7 +1649,7 @@ template <ao_dtype T> struct dropout_gelu_backward_map : fp32_load {
         const float4 x = *reinterpret_cast<const float4 *>(h + i);
         const gelu_backward_op op{};
         const float4 g = make_float4(op(v.x, x.x), op(v.y, x.y), op(v.z, x.z), op(v.w, x.w));
-        *reinterpret_cast<float4 *>(dx + i) = g;
+        if (dx) *reinterpret_cast<float4 *>(dx + i) = g;
         if (dx16.p) dx16.put4(i, g);
     }
 };
@@ -1771,10 +1776,46 @@ extern "C" void ao_cuda_set_dependent_launch(int on)
     dependent_launch = on != 0;
 }
 
-extern "C" cudaError_t ao_cuda_bias_grad(float *db, const float *dy, int n, int c,
+/* The bias gradient's terms from a 16-bit dy (the copy the GEMMs read): two
+ * columns a thread (one 4-byte load), so that a warp reads 128 bytes of a
+ * row as the fp32 sums do, from half the bytes. */
+template <ao_dtype T> struct bias_grad_term16 {
+    const uint16_t *dy;
+    int c;
+    template <int W> __device__ void get(int i, int j, sum2 (&v)[W]) const
+    {
+        const uint16_t *p = dy + (size_t)i * c + j;
+        uint16_t h[W];
+        if (W == 2) {
+            const uint32_t q = *reinterpret_cast<const uint32_t *>(p);
+            h[0] = (uint16_t)(q & 0xffffu), h[W - 1] = (uint16_t)(q >> 16);
+        } else {
+            for (int l = 0; l < W; l++) h[l] = p[l];
+        }
+        for (int l = 0; l < W; l++) v[l] = sum2{(double)load_as_float(h, T, (size_t)l), 0.0};
+    }
+    int width() const
+    {
+        return c % 2 == 0 && ((uintptr_t)dy & 3u) == 0 ? 2 : 1;
+    }
+};
+
+extern "C" cudaError_t ao_cuda_bias_grad(float *db, const void *dy, ao_dtype dy_type, int n, int c,
                                          cudaStream_t stream)
 {
-    return column_sums(db, (float *)nullptr, n, c, bias_grad_term{dy, c}, stream);
+    switch (dy_type) {
+    case AO_F32:
+        return column_sums(db, (float *)nullptr, n, c, bias_grad_term{(const float *)dy, c},
+                           stream);
+    case AO_BF16:
+        return column_sums(db, (float *)nullptr, n, c,
+                           bias_grad_term16<AO_BF16>{(const uint16_t *)dy, c}, stream);
+    case AO_F16:
+        return column_sums(db, (float *)nullptr, n, c,
+                           bias_grad_term16<AO_F16>{(const uint16_t *)dy, c}, stream);
+    default:
+        return cudaErrorInvalidValue;
+    }
 }
 
 extern "C" cudaError_t ao_cuda_add(float *y, const float *a, const float *b, size_t n,
@@ -2213,6 +2254,7 @@ extern "C" cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_d
 {
     if (key->heads != 0) return cudaErrorInvalidValue;
     if (dx16 && half_type != AO_BF16 && half_type != AO_F16) return cudaErrorInvalidValue;
+    if (!dx && !dx16) return cudaErrorInvalidValue;
     /* without dx16 the half type only picks an instantiation */
     return with_dtype(dx16 ? half_type : AO_BF16, [&](auto tag) {
         constexpr ao_dtype HT = decltype(tag)::value;

@@ -45,8 +45,13 @@ void ao_cuda_set_dependent_launch(int on);
 
 /* ---- element-wise and row-wise --------------------------------------------- */
 
-/* db[c] += sum over rows of dy[n, c] (column sums in double, fixed order). */
-cudaError_t ao_cuda_bias_grad(float *db, const float *dy, int n, int c, cudaStream_t stream);
+/* db[c] += sum over rows of dy[n, c] (column sums in double, fixed order),
+ * dy of dy_type: AO_F32, or AO_BF16 / AO_F16 (the 16-bit copy of dy that a
+ * linear layer's GEMMs read in 16-bit modes; the same sums of its values,
+ * bit for bit those of ao_cuda_bias_grad over its fp32 widening). Other
+ * types: cudaErrorInvalidValue. */
+cudaError_t ao_cuda_bias_grad(float *db, const void *dy, ao_dtype dy_type, int n, int c,
+                              cudaStream_t stream);
 /* y = a + b over n elements (y may alias a or b): residual connections. */
 cudaError_t ao_cuda_add(float *y, const float *a, const float *b, size_t n, cudaStream_t stream);
 /* y = alpha * x (y may alias x). */
@@ -105,8 +110,9 @@ cudaError_t ao_cuda_dropout_residual(float *y, void *y16, ao_dtype half_type, co
                                      const float *res, int batch, size_t per_row,
                                      const ao_cuda_dropout_key *key, cudaStream_t stream);
 /* ao_cuda_layernorm_backward, then y = dropout(dx) (+ its half_type copy at
- * y16 unless NULL) as ao_cuda_dropout_residual(y, y16, half_type, dx, NULL,
- * batch, (n / batch) * c, key) would make it, in the same pass over dx's rows
+ * y16 unless NULL; y NULL: only that copy) as ao_cuda_dropout_residual(y,
+ * y16, half_type, dx, NULL, batch, (n / batch) * c, key) would make it, in
+ * the same pass over dx's rows
  * where the shapes allow (c % 4 == 0, aligned, no heads), bit for bit; the
  * two calls otherwise. n must be a multiple of batch (tokens per sample). */
 cudaError_t ao_cuda_layernorm_backward_dropout(float *dx, float *dgamma, float *dbeta,
@@ -147,7 +153,7 @@ cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const float *h, i
 /* dx = gelu_backward(dropout(dy), h) as floats (dx may alias dy; key->heads
  * must be 0) and, when dx16 is not NULL, the same values in half_type
  * (AO_BF16 or AO_F16) in dx16: ao_cuda_dropout, ao_cuda_gelu_backward,
- * ao_cuda_cast. */
+ * ao_cuda_cast. dx may be NULL when dx16 is not (only the 16-bit copy). */
 cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_dtype half_type,
                                           const float *dy, const float *h, int batch,
                                           size_t per_row, const ao_cuda_dropout_key *key,

@@ -5,13 +5,25 @@
  * are fp32, TF32 tensor-core products of the fp32 storage, or (bf16 / fp16,
  * ao_model_cuda_set_compute) products of 16-bit operands: each GEMM operand is
  * cast from its fp32 storage into a 16-bit copy right before its use, and the
- * GEMM accumulates and writes C in fp32. Three buffers that only GEMMs read
- * are written by a fused kernel straight into their 16-bit copy and have no
- * fp32 values in 16-bit modes: attention's dropped probabilities, its dS, and
- * the FFN activation after GELU and dropout. Each equals the cast of what the
- * fp32 chain would store, bit for bit (test_kernels_cuda). A 16-bit
- * operand cast inside the GEMM (cuBLAS's COMPUTE_32F_FAST_16BF) would run at
- * TF32 speed; stored 16-bit operands run at the dense bf16 rate.
+ * GEMM accumulates in fp32. A 16-bit operand cast inside the GEMM (cuBLAS's
+ * COMPUTE_32F_FAST_16BF) would run at TF32 speed; stored 16-bit operands run
+ * at the dense bf16 rate.
+ *
+ * Buffers that only GEMMs (and a bias gradient) read have no fp32 values in
+ * 16-bit modes, only their 16-bit copy, as autocast keeps them:
+ *   - written by a fused kernel, each the cast of what the fp32 chain would
+ *     store, bit for bit (test_kernels_cuda): attention's dropped
+ *     probabilities and its dS, the FFN activation after GELU and dropout,
+ *     the gradient entering each residual branch (LayerNorm backward's
+ *     dropout) and the FFN's gradient through GELU;
+ *   - written by the GEMM that computes them (gemm_bias's out16: cuBLASLt
+ *     rounds its fp32 result once, as the cast would): attention's q, k, v
+ *     (their bias is added in 16 bits, autocast's rounding), its context and
+ *     the context's gradient, and the gradient of q, k, v.
+ * A linear layer's bias gradient sums the 16-bit copy of its output
+ * gradient, the operand its weight gradient multiplies (autocast's
+ * numbers). This saves a cast pass and half of each write and read of those
+ * buffers: config/large.yaml on an H200, bench/RESULTS.md.
  *
  * Where the 16-bit copies live:
  *   - activations and scratch (the arena a.mem): at the same offset of a
@@ -209,6 +221,24 @@ static void *twin_or_null(const cuda_model *cm, const float *p)
     return cm->half != AO_F32 ? twin_of(cm, p) : NULL;
 }
 
+/* p in fp32 modes, NULL in 16-bit modes: the fp32 output of a kernel whose
+ * readers take only the 16-bit copy there. */
+static float *fp32_or_null(const cuda_model *cm, float *p)
+{
+    return cm->half != AO_F32 ? NULL : p;
+}
+
+/* The staged 16-bit copy of weights [p, p + span floats), or NULL. */
+static const void *staged_copy(const cuda_model *cm, const float *p, size_t span)
+{
+    for (int i = 0; i < cm->nstaged; i++) {
+        const staged_range *r = &cm->staged[i];
+        if (inside(p, span, r->src, r->n))
+            return half_at((void *)r->dst, ((uintptr_t)p - r->src) / sizeof(float));
+    }
+    return NULL;
+}
+
 /* The 16-bit copy of an fp32 GEMM operand of `span` elements at p, cast now
  * unless already current. *outside_used counts the `outside` elements taken
  * by this GEMM's operands. */
@@ -222,11 +252,8 @@ static const void *operand16(const cuda_model *cm, ao_stream *s, const float *p,
         if (!is_prepared(cm, off, span)) KCHECK(ao_cuda_cast(t, cm->half, p, AO_F32, span, cs));
         return t;
     }
-    for (int i = 0; i < cm->nstaged; i++) {
-        const staged_range *r = &cm->staged[i];
-        if (inside(p, span, r->src, r->n))
-            return half_at((void *)r->dst, ((uintptr_t)p - r->src) / sizeof(float));
-    }
+    const void *w = staged_copy(cm, p, span);
+    if (w) return w;
     if (align16(span) > cm->outside_cap - *outside_used)
         ao_fatal(AO_EXIT_FAIL, "model",
                  "16-bit GEMM operand of %zu floats outside the activations and the staged "
@@ -259,10 +286,13 @@ static size_t operand_span(int rows, int cols, int ld, int batch, long long stri
            (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
 }
 
-/* out: NULL, or where the result goes with c only read (ao_gemm_desc.d). */
-static void gemm_bias(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
-                      float alpha, const float *a, int lda, const float *b, int ldb, float beta,
-                      float *c, int ldc, gemm_batch bt, const float *bias, float *out)
+/* out: NULL, or where the result goes with c only read (ao_gemm_desc.d).
+ * out16: in 16-bit modes write the result only as c's 16-bit copy (c an
+ * arena buffer that only GEMMs read; no out, beta 0), a bias then in its
+ * staged 16-bit copy. Returns whether it did: the caller marks c current. */
+static int gemm_bias(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
+                     float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                     float *c, int ldc, gemm_batch bt, const float *bias, float *out, int out16)
 {
     const cuda_model *cm = m->impl;
     ao_gemm_desc d = {
@@ -306,14 +336,38 @@ static void gemm_bias(ao_model *m, ao_stream *s, int ta, int tb, int rows, int c
         d.ab_type = cm->half;
         d.compute = AO_COMPUTE_DEFAULT; /* 16-bit products, fp32 accumulation */
     }
+    int direct = 0;
+    if (out16 && cm->half != AO_F32 && rows > 0 && cols > 0 && !out && beta == 0.0f &&
+        in_arena(cm, c,
+                 operand_span(rows, cols, ldc, bt.batch, bt.stride_c, bt.outer, bt.outer_c))) {
+        const void *bias16 = bias ? staged_copy(cm, bias, (size_t)cols) : NULL;
+        if (!bias || bias16) {
+            d.c = twin_of(cm, c);
+            d.c_type = cm->half;
+            d.bias = bias16;
+            direct = 1;
+        }
+    }
     ao_gemm(m->dev, s, &d);
+    return direct;
 }
 
 static void gemm(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
                  float alpha, const float *a, int lda, const float *b, int ldb, float beta,
                  float *c, int ldc, gemm_batch bt)
 {
-    gemm_bias(m, s, ta, tb, rows, cols, inner, alpha, a, lda, b, ldb, beta, c, ldc, bt, NULL, NULL);
+    gemm_bias(m, s, ta, tb, rows, cols, inner, alpha, a, lda, b, ldb, beta, c, ldc, bt, NULL, NULL,
+              0);
+}
+
+/* gemm into an arena buffer that only GEMMs read (gemm_bias's out16);
+ * returns whether only its 16-bit copy was written. */
+static int gemm_operand(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
+                        float alpha, const float *a, int lda, const float *b, int ldb, float *c,
+                        int ldc, gemm_batch bt)
+{
+    return gemm_bias(m, s, ta, tb, rows, cols, inner, alpha, a, lda, b, ldb, 0.0f, c, ldc, bt, NULL,
+                     NULL, 1);
 }
 
 /* ao_linear_forward: y[n, out] = x[n, in] w[out, in]^T + b, the bias added
@@ -322,34 +376,57 @@ static void gemm(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, 
 static void linear_forward(ao_model *m, ao_stream *s, float *y, const float *x, const float *w,
                            const float *b, int n, int in, int out)
 {
-    gemm_bias(m, s, 0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, single, b, NULL);
+    gemm_bias(m, s, 0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, single, b, NULL, 0);
+}
+
+/* linear_forward of a y that only GEMMs read: in 16-bit modes written only
+ * as its 16-bit copy (gemm_bias's out16), which it leaves marked current
+ * (cast when the GEMM could not write it). The caller drops the mark. */
+static void linear_forward_operand(ao_model *m, ao_stream *s, float *y, const float *x,
+                                   const float *w, const float *b, int n, int in, int out)
+{
+    const int direct =
+        gemm_bias(m, s, 0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, single, b, NULL, 1);
+    mark_current(m->impl, s, y, (size_t)n * out, !direct);
 }
 
 /* ao_linear_backward: dx = dy w (+ residual, when not NULL: the gradient
  * reaching x around the layer, added in the GEMM's epilogue instead of a
  * pass of its own) when dx, dw += dy^T x, db += column sums. dy feeds both
- * GEMMs: cast once. */
+ * GEMMs and the bias gradient: in 16-bit modes cast once (unless current),
+ * and the sums are of that copy. dx_operand: dx is read only by GEMMs (no
+ * residual), written as gemm_operand does and left marked current. */
 static void linear_backward_plus(ao_model *m, ao_stream *s, float *dx, const float *residual,
                                  float *dw, float *db, const float *dy, const float *x,
-                                 const float *w, int n, int in, int out)
+                                 const float *w, int n, int in, int out, int dx_operand)
 {
     cuda_model *cm = m->impl;
     const int mark = cm->nprepared;
-    if (dx) prepare(cm, s, dy, (size_t)n * out);
+    const size_t ndy = (size_t)n * out;
+    prepare(cm, s, dy, ndy);
+    int direct = 0;
     if (dx && residual)
         gemm_bias(m, s, 0, 0, n, in, out, 1.0f, dy, out, w, in, 1.0f, (float *)residual, in, single,
-                  NULL, dx);
+                  NULL, dx, 0);
     else if (dx)
-        gemm(m, s, 0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, single);
+        direct = gemm_bias(m, s, 0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, single, NULL,
+                           NULL, dx_operand);
     gemm(m, s, 1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in, single);
+    if (db) {
+        cudaStream_t cs = ao_cuda_stream(s);
+        if (cm->half != AO_F32 && in_arena(cm, dy, ndy))
+            KCHECK(ao_cuda_bias_grad(db, twin_of(cm, dy), cm->half, n, out, cs));
+        else
+            KCHECK(ao_cuda_bias_grad(db, dy, AO_F32, n, out, cs));
+    }
     cm->nprepared = mark;
-    if (db) KCHECK(ao_cuda_bias_grad(db, dy, n, out, ao_cuda_stream(s)));
+    if (dx && dx_operand) mark_current(cm, s, dx, (size_t)n * in, !direct);
 }
 
 static void linear_backward(ao_model *m, ao_stream *s, float *dx, float *dw, float *db,
                             const float *dy, const float *x, const float *w, int n, int in, int out)
 {
-    linear_backward_plus(m, s, dx, NULL, dw, db, dy, x, w, n, in, out);
+    linear_backward_plus(m, s, dx, NULL, dw, db, dy, x, w, n, in, out, 0);
 }
 
 /* ---- dropout keys ----------------------------------------------------------------- */
@@ -440,10 +517,10 @@ static void attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const
     cudaStream_t cs = ao_cuda_stream(s);
 
     const int mark = cm->nprepared;
-    linear_forward(m, s, sv->qkv, x, w->in_w, w->in_b, N, a.d, a.d3);
-    /* qkv stays current in 16 bits through both loops (only att, extra and
-     * ctx are written until the marks are dropped) */
-    prepare(cm, s, sv->qkv, (size_t)N * a.d3);
+    /* q, k, v (16-bit modes: only their 16-bit copy), current through both
+     * products (only att, extra, ctx and out are written until the marks
+     * are dropped) */
+    linear_forward_operand(m, s, sv->qkv, x, w->in_w, w->in_b, N, a.d, a.d3);
     const long long Td3 = (long long)a.T * a.d3, Td = (long long)a.T * a.d, HTT = a.H * TT;
     /* scores = scale q k^T */
     gemm(m, s, 0, 1, a.T, a.T, a.hd, a.scale, sv->qkv, a.d3, sv->qkv + a.d, a.d3, 0.0f, sv->att,
@@ -462,11 +539,13 @@ static void attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const
     } else {
         KCHECK(ao_cuda_softmax_forward(sv->att, sv->att, a.B * a.H * a.T, a.T, cs));
     }
-    /* ctx = P v, heads concatenated */
-    gemm(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, P, a.T, sv->qkv + 2 * a.d, a.d3, 0.0f, sv->ctx, a.d,
-         heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td));
-    cm->nprepared = mark;
+    /* ctx = P v, heads concatenated (16-bit modes: only its 16-bit copy) */
+    const int direct =
+        gemm_operand(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, P, a.T, sv->qkv + 2 * a.d, a.d3, sv->ctx,
+                     a.d, heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td));
+    mark_current(cm, s, sv->ctx, (size_t)N * a.d, !direct);
     linear_forward(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
+    cm->nprepared = mark;
 }
 
 /* Scratch of attn_backward: dqkv [N, 3d], dctx [N, d], dP [B, h, T, T]. */
@@ -491,23 +570,25 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
     cudaStream_t cs = ao_cuda_stream(s);
     float *dqkv = scratch, *dctx = dqkv + (size_t)N * a.d3, *dp = dctx + (size_t)N * a.d;
 
-    linear_backward(m, s, dctx, g->out_w, g->out_b, dout, sv->ctx, w->out_w, N, a.d, a.d);
-    const float *P = attn_probs(m, sv, layer, kp);
-    const size_t np = (size_t)a.B * a.H * TT;
     /* qkv stays current through both loops (they write dP and dqkv only);
-     * P and dctx through the first */
+     * P and dctx (16-bit modes: only its 16-bit copy) through the first */
     const int mark = cm->nprepared;
     prepare(cm, s, sv->qkv, (size_t)N * a.d3);
     const int mark_qkv = cm->nprepared;
+    linear_backward_plus(m, s, dctx, NULL, g->out_w, g->out_b, dout, sv->ctx, w->out_w, N, a.d, a.d,
+                         1);
+    const float *P = attn_probs(m, sv, layer, kp);
+    const size_t np = (size_t)a.B * a.H * TT;
     /* P's twin is the forward's unless that forward ran in fp32 */
     mark_current(cm, s, P, np, !cm->saved_current[layer]);
-    prepare(cm, s, dctx, (size_t)N * a.d);
     const long long Td3 = (long long)a.T * a.d3, Td = (long long)a.T * a.d, HTT = a.H * TT;
-    /* d(dropped P) = dctx v^T; dv = P_dropped^T dctx */
+    /* d(dropped P) = dctx v^T; dv = P_dropped^T dctx; dq, dk, dv go into
+     * dqkv's 16-bit copy alone in 16-bit modes (the three gemm_operand
+     * calls decide alike: same buffer, no bias) */
     gemm(m, s, 0, 1, a.T, a.T, a.hd, 1.0f, dctx, a.d, sv->qkv + 2 * a.d, a.d3, 0.0f, dp, a.T,
          heads_batch(&a, a.hd, a.hd, TT, Td, Td3, HTT));
-    gemm(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, P, a.T, dctx, a.d, 0.0f, dqkv + 2 * a.d, a.d3,
-         heads_batch(&a, TT, a.hd, a.hd, HTT, Td, Td3));
+    gemm_operand(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, P, a.T, dctx, a.d, dqkv + 2 * a.d, a.d3,
+                 heads_batch(&a, TT, a.hd, a.hd, HTT, Td, Td3));
     cm->nprepared = mark_qkv;
     /* through the dropout, then the softmax (scale folded in): dS, in
      * 16-bit modes written only as its 16-bit copy */
@@ -520,12 +601,14 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
         KCHECK(ao_cuda_softmax_backward(dp, dp, sv->att, a.scale, a.B * a.H * a.T, a.T, cs));
     }
     /* dq = dS k; dk = dS^T q */
-    gemm(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, dp, a.T, sv->qkv + a.d, a.d3, 0.0f, dqkv, a.d3,
-         heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td3));
-    gemm(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, dp, a.T, sv->qkv, a.d3, 0.0f, dqkv + a.d, a.d3,
-         heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td3));
+    gemm_operand(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, dp, a.T, sv->qkv + a.d, a.d3, dqkv, a.d3,
+                 heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td3));
+    const int direct =
+        gemm_operand(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, dp, a.T, sv->qkv, a.d3, dqkv + a.d, a.d3,
+                     heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td3));
     cm->nprepared = mark;
-    linear_backward_plus(m, s, dx, residual, g->in_w, g->in_b, dqkv, x, w->in_w, N, a.d, a.d3);
+    mark_current(cm, s, dqkv, (size_t)N * a.d3, !direct);
+    linear_backward_plus(m, s, dx, residual, g->in_w, g->in_b, dqkv, x, w->in_w, N, a.d, a.d3, 0);
 }
 
 /* ---- encoder layer ------------------------------------------------------------------- */
@@ -601,24 +684,24 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
      * 16-bit copy stays current until its GEMMs are enqueued */
     const int mark = cm->nprepared;
     KCHECK(ao_cuda_layernorm_backward_dropout(
-        dr, g->ln2_w, g->ln2_b, dy, sv->r2, sv->ln2_mean, sv->ln2_rstd, w->ln2_w, N, d, dbranch,
-        twin_or_null(cm, dbranch), cm->half, sh->batch, &k.ffn, cs));
+        dr, g->ln2_w, g->ln2_b, dy, sv->r2, sv->ln2_mean, sv->ln2_rstd, w->ln2_w, N, d,
+        fp32_or_null(cm, dbranch), twin_or_null(cm, dbranch), cm->half, sh->batch, &k.ffn, cs));
     mark_current(cm, s, dbranch, nd, 0);
     linear_backward(m, s, da, g->lin2_w, g->lin2_b, dbranch, sv->a, w->lin2_w, N, ff, d);
     cm->nprepared = mark;
     /* dropout and GELU backward in one pass, writing da's 16-bit copy too
      * (both lin1 GEMMs read it; the bias gradient reads the fp32 da) */
-    KCHECK(ao_cuda_dropout_gelu_backward(da, twin_or_null(cm, da), cm->half, da, sv->h, sh->batch,
-                                         tok_ff, &k.hidden, cs));
+    KCHECK(ao_cuda_dropout_gelu_backward(fp32_or_null(cm, da), twin_or_null(cm, da), cm->half, da,
+                                         sv->h, sh->batch, tok_ff, &k.hidden, cs));
     mark_current(cm, s, da, nff, 0);
     /* with the residual around the FFN */
-    linear_backward_plus(m, s, dx1, dr, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff);
+    linear_backward_plus(m, s, dx1, dr, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff, 0);
     cm->nprepared = mark;
 
     /* attention branch, its gradient as the FFN's */
     KCHECK(ao_cuda_layernorm_backward_dropout(
-        dr, g->ln1_w, g->ln1_b, dx1, sv->r1, sv->ln1_mean, sv->ln1_rstd, w->ln1_w, N, d, dbranch,
-        twin_or_null(cm, dbranch), cm->half, sh->batch, &k.attn, cs));
+        dr, g->ln1_w, g->ln1_b, dx1, sv->r1, sv->ln1_mean, sv->ln1_rstd, w->ln1_w, N, d,
+        fp32_or_null(cm, dbranch), twin_or_null(cm, dbranch), cm->half, sh->batch, &k.attn, cs));
     mark_current(cm, s, dbranch, nd, 0);
     /* with the residual around attention */
     attn_backward(m, s, layer, dx, dr, &g->attn, dbranch, x, &w->attn, &sv->attn, &k.probs,
@@ -728,7 +811,7 @@ static void cuda_forward_input(ao_model *m, ao_stream *s, const float *root, con
     KCHECK(ao_cuda_embedding_bag_mean_forward(c->a.pooled, b->ids, iw.table, is.n, is.sparse,
                                               is.emb_dim, cs));
     gemm_bias(m, s, 0, 1, is.n, is.dim, is.emb_dim, 1.0f, c->a.pooled, is.emb_dim, iw.sparse_w,
-              is.emb_dim, 1.0f, c->a.x[0], is.dim, single, iw.sparse_b, NULL);
+              is.emb_dim, 1.0f, c->a.x[0], is.dim, single, iw.sparse_b, NULL, 0);
 }
 
 static void cuda_forward_layer(ao_model *m, ao_stream *s, int layer, const float *params,

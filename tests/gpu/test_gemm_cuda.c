@@ -6,7 +6,7 @@
  * Error metric: max |gpu - ref| / max |ref| over the m x n (x batch) outputs.
  * Bounds (DESIGN §11): fp32 1e-5, tf32 1e-3, bf16 and fp16 1e-2.
  * The padding columns of C (ldc > n) must come back untouched. An epilogue
- * bias (fp32 C) is checked on the odd, big and chunked shapes, a two-level
+ * bias (in C's type) is checked on the odd, big and chunked shapes, a two-level
  * batch (ao_gemm_desc.batch_outer) in one launch and chunked.
  * Fresh random data each run; the seed is printed and AORTA_TEST_SEED
  * replays it. */
@@ -49,7 +49,7 @@ struct gemm_case {
     float alpha, beta;
     int chunks, sm_target;
     double tol;
-    int bias;  /* an epilogue bias of n random floats (fp32 C only) */
+    int bias;  /* an epilogue bias of n random values of C's type */
     int outer; /* > 1: a two-level batch of outer groups of `batch` */
     int sep_d; /* the result into a separate D, C only read (batch 1) */
 };
@@ -83,8 +83,9 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
     for (size_t i = 0; i < na; i++) ra[i] = store(ha, i, gc->ab, uniform());
     for (size_t i = 0; i < nb; i++) rb[i] = store(hb, i, gc->ab, uniform());
     for (size_t i = 0; i < nc; i++) rc[i] = store(hc, i, gc->c, uniform());
-    float *hbias = calloc((size_t)gc->n, sizeof *hbias);
-    for (int j = 0; j < gc->n; j++) hbias[j] = uniform();
+    void *hbias = calloc((size_t)gc->n, csz);
+    double *rbias = calloc((size_t)gc->n, sizeof *rbias);
+    for (int j = 0; j < gc->n; j++) rbias[j] = store(hbias, (size_t)j, gc->c, uniform());
 
     void *da = ao_dev_alloc(dev, na * esz), *db = ao_dev_alloc(dev, nb * esz);
     void *dc = ao_dev_alloc(dev, nc * csz), *dd = gc->sep_d ? ao_dev_alloc(dev, nc * csz) : NULL;
@@ -92,8 +93,8 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
     ao_copy_async(dev, db, hb, nb * esz, AO_H2D, s);
     ao_copy_async(dev, dc, hc, nc * csz, AO_H2D, s);
     if (dd) ao_copy_async(dev, dd, hc, nc * csz, AO_H2D, s); /* its padding, to check */
-    float *dbias = ao_dev_alloc(dev, (size_t)gc->n * sizeof *dbias);
-    ao_copy_async(dev, dbias, hbias, (size_t)gc->n * sizeof *dbias, AO_H2D, s);
+    void *dbias = ao_dev_alloc(dev, (size_t)gc->n * csz);
+    ao_copy_async(dev, dbias, hbias, (size_t)gc->n * csz, AO_H2D, s);
 
     ao_gemm_set_policy(dev, gc->chunks, gc->sm_target);
     ao_gemm_desc d = {
@@ -157,7 +158,7 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
                     acc += av * bv;
                 }
                 const double ref =
-                    gc->alpha * acc + gc->beta * rc[ci] + (gc->bias ? hbias[j] : 0.0);
+                    gc->alpha * acc + gc->beta * rc[ci] + (gc->bias ? rbias[j] : 0.0);
                 const double err = isnan(got) ? INFINITY : fabs(got - ref);
                 if (err > max_err) max_err = err;
                 if (fabs(ref) > max_ref) max_ref = fabs(ref);
@@ -181,7 +182,7 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
     ao_dev_free(dev, dc);
     if (dd) ao_dev_free(dev, dd);
     ao_dev_free(dev, dbias);
-    free(hbias);
+    free(hbias), free(rbias);
     free(ha), free(hb), free(hc), free(out), free(ra), free(rb), free(rc);
 }
 
@@ -246,12 +247,14 @@ int main(void)
                 chunked.batch = 2, chunked.beta = 0.5f, chunked.chunks = 3;
                 chunked.sm_target = 32;
                 run_case(dev, s, &chunked);
-                if (types[t].c == AO_F32) { /* the model's linear layers */
-                    odd.bias = chunked.bias = big.bias = 1;
-                    chunked.batch = 1; /* a bias needs batch_count 1 */
-                    run_case(dev, s, &odd);
-                    run_case(dev, s, &big);
-                    run_case(dev, s, &chunked);
+                /* the model's linear layers (16-bit C: attention's input
+                 * projection, written as the GEMM operand it feeds) */
+                odd.bias = chunked.bias = big.bias = 1;
+                chunked.batch = 1; /* a bias needs batch_count 1 */
+                run_case(dev, s, &odd);
+                run_case(dev, s, &big);
+                run_case(dev, s, &chunked);
+                if (types[t].c == AO_F32) {
                     /* a residual added in the epilogue, into another
                      * buffer (the model's backward), chunked too */
                     struct gemm_case plus = odd;

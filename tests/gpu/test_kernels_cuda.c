@@ -115,7 +115,8 @@ static void report_same(const char *kernel, const void *a, const void *b, size_t
 /* ---- element-wise --------------------------------------------------------- */
 
 /* Column sums over many row chunks (the tile's last block combines them):
- * the reference's values, and the same bits twice. */
+ * the reference's values, and the same bits twice. From a 16-bit dy (two
+ * columns a thread): the bits of the fp32 sums over its widening. */
 static void test_bias_grad_chunks(int n, int c)
 {
     const size_t nc = (size_t)n * c;
@@ -126,13 +127,31 @@ static void test_bias_grad_chunks(int n, int c)
     ao_linear_backward(NULL, dw1, db_ref, dy, x1, w1, n, 1, c);
     float *d_dy = upload(dy, 4 * nc), *d_db = upload(db, 4 * (size_t)c);
     float *d_db2 = upload(db, 4 * (size_t)c);
-    K(ao_cuda_bias_grad(d_db, d_dy, n, c, cs()));
-    K(ao_cuda_bias_grad(d_db2, d_dy, n, c, cs()));
+    K(ao_cuda_bias_grad(d_db, d_dy, AO_F32, n, c, cs()));
+    K(ao_cuda_bias_grad(d_db2, d_dy, AO_F32, n, c, cs()));
     char shape[64];
     snprintf(shape, sizeof shape, "n=%d c=%d", n, c);
     float *got = download_floats(d_db, c), *again = download_floats(d_db2, c);
     report("bias_grad chunks", shape, check_rel_err(got, db_ref, c), 1e-5);
     report_same("bias_grad chunks", got, again, sizeof(float) * c);
+    char *d_16 = ao_dev_alloc(dev, 2 * nc + 2);
+    float *d_wide = ao_dev_alloc(dev, 4 * nc);
+    for (int t = 0; t < 4; t++) { /* bf16, fp16; then at an odd address (one column a thread) */
+        const ao_dtype ht = t % 2 ? AO_F16 : AO_BF16;
+        char *p16 = d_16 + (t < 2 ? 0 : 2);
+        K(ao_cuda_cast(p16, ht, d_dy, AO_F32, nc, cs()));
+        K(ao_cuda_cast(d_wide, AO_F32, p16, ht, nc, cs()));
+        ao_copy_async(dev, d_db, db, 4 * (size_t)c, AO_H2D, stream);
+        ao_copy_async(dev, d_db2, db, 4 * (size_t)c, AO_H2D, stream);
+        K(ao_cuda_bias_grad(d_db, d_wide, AO_F32, n, c, cs()));
+        K(ao_cuda_bias_grad(d_db2, p16, ht, n, c, cs()));
+        char name[64];
+        snprintf(name, sizeof name, "bias_grad %s%s", ao_dtype_name(ht), t < 2 ? "" : " odd");
+        report_bits(name, shape, d_db2, d_db, 4 * (size_t)c);
+    }
+    const int bad = ao_cuda_bias_grad(d_db2, d_16, AO_I32, n, c, cs()) == cudaErrorInvalidValue;
+    CHECK(bad, "bias_grad accepted an int32 dy");
+    ao_dev_free(dev, d_16), ao_dev_free(dev, d_wide);
     ao_dev_free(dev, d_dy), ao_dev_free(dev, d_db), ao_dev_free(dev, d_db2);
     free(dy), free(db), free(x1), free(w1), free(dw1), free(db_ref), free(got), free(again);
 }
@@ -155,11 +174,11 @@ static void test_bias_and_add(void)
     memcpy(db_ref, db, sizeof(float) * c);
     ao_linear_backward(NULL, dw1, db_ref, dy, x1, w1, n, 1, c);
     float *dev_dy = upload(dy, sizeof(float) * nc), *dev_db = upload(db, sizeof(float) * c);
-    K(ao_cuda_bias_grad(dev_db, dev_dy, n, c, cs()));
+    K(ao_cuda_bias_grad(dev_db, dev_dy, AO_F32, n, c, cs()));
     got = download_floats(dev_db, c);
     report("bias_grad", shape, check_rel_err(got, db_ref, c), 1e-5);
     float *dev_db2 = upload(db, sizeof(float) * c);
-    K(ao_cuda_bias_grad(dev_db2, dev_dy, n, c, cs()));
+    K(ao_cuda_bias_grad(dev_db2, dev_dy, AO_F32, n, c, cs()));
     float *again = download_floats(dev_db2, c);
     report_same("bias_grad", got, again, sizeof(float) * c);
     free(got), free(again);
@@ -845,6 +864,20 @@ static void test_layernorm_backward_dropout(float p, int c)
         report_bits(name, shape, d_y[1], d_y[0], 4 * nc);
         report_bits(name, shape, d_y16[1], d_y16[0], 2 * nc);
         if (t == 0) check_dropped(name, d_y[1], AO_F32, nc, p);
+        /* only the 16-bit copy (a 16-bit mode's branch gradient) */
+        ao_memset_async(dev, d_y16[1], 0, 2 * nc, stream);
+        for (int v = 0; v < 2; v++) {
+            ao_memset_async(dev, d_dg[v], 0, 4 * (size_t)c, stream);
+            ao_memset_async(dev, d_db[v], 0, 4 * (size_t)c, stream);
+        }
+        K(ao_cuda_layernorm_backward(d_dx[0], d_dg[0], d_db[0], d_dy, d_x, d_mean, d_rstd, d_g, n,
+                                     c, cs()));
+        K(ao_cuda_layernorm_backward_dropout(d_dx[1], d_dg[1], d_db[1], d_dy, d_x, d_mean, d_rstd,
+                                             d_g, n, c, NULL, d_y16[1], ht, batch, &key, cs()));
+        snprintf(name, sizeof name, "layernorm_backward_dropout %s only", ao_dtype_name(ht));
+        report_bits(name, shape, d_dx[1], d_dx[0], 4 * nc);
+        report_bits(name, shape, d_dg[1], d_dg[0], 4 * (size_t)c);
+        report_bits(name, shape, d_y16[1], d_y16[0], 2 * nc);
     }
     const int bad = ao_cuda_layernorm_backward_dropout(d_dx[1], d_dg[1], d_db[1], d_dy, d_x, d_mean,
                                                        d_rstd, d_g, n, c, d_y[1], NULL, AO_F32, 4,
@@ -908,16 +941,29 @@ static void test_dropout_gelu_backward(float p, size_t per_row, size_t offset)
     K(ao_cuda_dropout(d_tmp, d_tmp, batch, per_row, &key, cs()));
     K(ao_cuda_gelu_backward(d_tmp, d_tmp, d_h + offset, n, cs()));
     const ao_dtype halves[2] = {AO_BF16, AO_F16};
-    for (int t = 0; t < 3; t++) {
-        const int with16 = t < 2;
-        const ao_dtype ht = halves[with16 ? t : 0];
+    for (int t = 0; t < 4; t++) {
+        /* fp32 and a half type, fp32 only, the half type only */
+        const int with16 = t != 2, with32 = t != 3;
+        const ao_dtype ht = halves[t == 1];
         ao_copy_async(dev, d_dx, dy, 4 * (n + offset), AO_H2D, stream);
-        K(ao_cuda_dropout_gelu_backward(d_dx + offset, with16 ? d_16 + 2 * offset : NULL, ht,
-                                        d_dx + offset, d_h + offset, batch, per_row, &key, cs()));
+        if (!with32) { /* dy in its own buffer: no fp32 output to alias */
+            float *d_dy = upload(dy + offset, 4 * n);
+            K(ao_cuda_dropout_gelu_backward(NULL, d_16 + 2 * offset, ht, d_dy, d_h + offset, batch,
+                                            per_row, &key, cs()));
+            ao_stream_sync(stream);
+            ao_dev_free(dev, d_dy);
+        } else {
+            K(ao_cuda_dropout_gelu_backward(d_dx + offset, with16 ? d_16 + 2 * offset : NULL, ht,
+                                            d_dx + offset, d_h + offset, batch, per_row, &key,
+                                            cs()));
+        }
         char name[64];
-        snprintf(name, sizeof name, "dropout_gelu_bwd f32%s%s", with16 ? "+" : " (no half)",
+        snprintf(name, sizeof name, "dropout_gelu_bwd %s%s%s", with32 ? "f32" : "",
+                 with16 && with32 ? "+"
+                 : with16         ? ""
+                                  : " (no half)",
                  with16 ? ao_dtype_name(ht) : "");
-        report_bits(name, shape, d_dx + offset, d_tmp, 4 * n);
+        if (with32) report_bits(name, shape, d_dx + offset, d_tmp, 4 * n);
         if (with16) {
             K(ao_cuda_cast(d_ref16, ht, d_tmp, AO_F32, n, cs()));
             snprintf(name, sizeof name, "dropout_gelu_bwd %s", ao_dtype_name(ht));
@@ -927,6 +973,9 @@ static void test_dropout_gelu_backward(float p, size_t per_row, size_t offset)
     const int bad = ao_cuda_dropout_gelu_backward(d_dx, d_16, AO_F32, d_dx, d_h, batch, per_row,
                                                   &key, cs()) == cudaErrorInvalidValue;
     CHECK(bad, "dropout_gelu_backward accepted an f32 half type");
+    const int none = ao_cuda_dropout_gelu_backward(NULL, NULL, AO_BF16, d_dx, d_h, batch, per_row,
+                                                   &key, cs()) == cudaErrorInvalidValue;
+    CHECK(none, "dropout_gelu_backward accepted neither output");
     ao_dev_free(dev, d_h), ao_dev_free(dev, d_dx), ao_dev_free(dev, d_tmp);
     ao_dev_free(dev, d_ref16), ao_dev_free(dev, d_16);
     free(h), free(dy);
