@@ -801,17 +801,19 @@ __device__ float softmax_grad(float y, float g, float dot, float scale)
 }
 
 /* dx = scale * y * (g - sum_j y_j g_j) with g = drop(dy) (Drop: no_drop_rows or
- * the fused drop_rows), stored through Dx (typed_store). The factors are
- * drawn again for the second pass rather than kept: cheaper than registers
- * for a row of any length. */
-template <class Dx, class Drop>
-__global__ void softmax_backward_kernel(Dx dx, const float *dy, const float *y, float scale, int n,
-                                        int c, Drop drop)
+ * the fused drop_rows), dy read through Dy (typed_load: fp32, or the 16-bit
+ * dP widened), stored through Dx (typed_store; dx may alias dy, element for
+ * element). The factors are drawn again for the second pass rather than
+ * kept: cheaper than registers for a row of any length. */
+template <class Dx, class Dy, class Drop>
+__global__ void softmax_backward_kernel(Dx dx, Dy dy, const float *y, float scale, int n, int c,
+                                        Drop drop)
 {
     pdl_wait();
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
-    const float *yr = y + (size_t)row * c, *dyr = dy + (size_t)row * c;
+    const float *yr = y + (size_t)row * c;
+    const size_t off = (size_t)row * c;
     const auto d = drop.row(row);
     double dot = 0.0;
     for (int j0 = 0; j0 < c; j0 += kChunk) {
@@ -820,18 +822,18 @@ __global__ void softmax_backward_kernel(Dx dx, const float *dy, const float *y, 
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const int j = j0 + lane + 32 * k;
-            if (j < c) dot += (double)yr[j] * d.apply(dyr[j], f[k]);
+            if (j < c) dot += (double)yr[j] * d.apply(dy.load(off + j), f[k]);
         }
     }
     const float dotf = (float)warp_sum(dot);
-    const size_t off = (size_t)row * c;
     for (int j0 = 0; j0 < c; j0 += kChunk) {
         float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
         d.strided_factors(j0, lane, c, f);
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const int j = j0 + lane + 32 * k;
-            if (j < c) dx.put(off + j, softmax_grad(yr[j], d.apply(dyr[j], f[k]), dotf, scale));
+            if (j < c)
+                dx.put(off + j, softmax_grad(yr[j], d.apply(dy.load(off + j), f[k]), dotf, scale));
         }
     }
 }
@@ -842,16 +844,16 @@ __global__ void softmax_backward_kernel(Dx dx, const float *dy, const float *y, 
  * and each mask block is drawn once (one Philox block per float4, no
  * shuffles). dx4: Dx may store float4 groups. Only the order of the per-lane
  * dot differs from the generic kernel (double rounding). */
-template <int V, class Dx, class Drop>
-__global__ void softmax_backward_vec_kernel(Dx dx, bool dx4, const float *dy, const float *y,
-                                            float scale, int n, int c, Drop drop)
+template <int V, class Dx, class Dy, class Drop>
+__global__ void softmax_backward_vec_kernel(Dx dx, bool dx4, Dy dy, const float *y, float scale,
+                                            int n, int c, Drop drop)
 {
     pdl_wait();
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
     const int c4 = c / 4;
     const float4 *yr = reinterpret_cast<const float4 *>(y + (size_t)row * c);
-    const float4 *dyr = reinterpret_cast<const float4 *>(dy + (size_t)row * c);
+    const size_t off = (size_t)row * c;
     const auto d = drop.row(row);
     float4 yv[V], gv[V];
     double dot = 0.0;
@@ -860,7 +862,7 @@ __global__ void softmax_backward_vec_kernel(Dx dx, bool dx4, const float *dy, co
         const int q = lane + 32 * i;
         if (q < c4) {
             yv[i] = yr[q];
-            gv[i] = dyr[q];
+            gv[i] = dy.load4(off + 4 * (size_t)q);
         }
     }
 #pragma unroll
@@ -878,7 +880,6 @@ __global__ void softmax_backward_vec_kernel(Dx dx, bool dx4, const float *dy, co
         }
     }
     const float dotf = (float)warp_sum(dot);
-    const size_t off = (size_t)row * c;
 #pragma unroll
     for (int i = 0; i < V; i++) {
         const int q = lane + 32 * i;
@@ -900,22 +901,24 @@ __global__ void softmax_backward_vec_kernel(Dx dx, bool dx4, const float *dy, co
 }
 
 /* The kernel both softmax backwards pick for (dy, y, c): the choice fixes the
- * order of the dot, so the fused one matches the plain one bit for bit. */
-template <class Dx, class Drop>
-cudaError_t launch_softmax_backward(Dx dx, bool dx4, const float *dy, const float *y, float scale,
+ * order of the dot, so the fused one matches the plain one bit for bit (and
+ * one over a 16-bit dy the fp32 one over its widening). dy4: Dy may load
+ * float4 groups. */
+template <class Dx, class Dy, class Drop>
+cudaError_t launch_softmax_backward(Dx dx, bool dx4, Dy dy, bool dy4, const float *y, float scale,
                                     int n, int c, Drop drop, cudaStream_t stream)
 {
     if (n <= 0 || c <= 0) return cudaSuccess;
-    const bool vec = c % 4 == 0 && aligned16(dy) && aligned16(y);
+    const bool vec = c % 4 == 0 && dy4 && aligned16(y);
     if (vec && c <= 128 * 4)
-        launch(softmax_backward_vec_kernel<4, decltype(dx), decltype(drop)>, row_warp_blocks(n),
-               kThreads, 0, stream, dx, dx4, dy, y, scale, n, c, drop);
+        launch(softmax_backward_vec_kernel<4, Dx, Dy, Drop>, row_warp_blocks(n), kThreads, 0,
+               stream, dx, dx4, dy, y, scale, n, c, drop);
     else if (vec && c <= 128 * 8)
-        launch(softmax_backward_vec_kernel<8, decltype(dx), decltype(drop)>, row_warp_blocks(n),
-               kThreads, 0, stream, dx, dx4, dy, y, scale, n, c, drop);
+        launch(softmax_backward_vec_kernel<8, Dx, Dy, Drop>, row_warp_blocks(n), kThreads, 0,
+               stream, dx, dx4, dy, y, scale, n, c, drop);
     else
-        launch(softmax_backward_kernel<decltype(dx), decltype(drop)>, row_warp_blocks(n), kThreads,
-               0, stream, dx, dy, y, scale, n, c, drop);
+        launch(softmax_backward_kernel<Dx, Dy, Drop>, row_warp_blocks(n), kThreads, 0, stream, dx,
+               dy, y, scale, n, c, drop);
     return cudaGetLastError();
 }
 
@@ -1594,17 +1597,43 @@ template <ao_dtype T> struct softmax_dropout_out {
     }
 };
 
-/* ... of ao_cuda_gelu_dropout: gelu(h) in, out in type T. */
-template <ao_dtype T> struct gelu_dropout_map {
-    typed_store<T> out;
-    const float *h;
+/* The input of a Map of type T (F32, BF16, F16), widened to floats (exact):
+ * the value(s) at flat element i, i a multiple of 4 for load4 (p 16-byte
+ * aligned for F32, 8 for 16 bits: load4_ok). */
+template <ao_dtype T> struct typed_load {
+    const void *p;
     __device__ float load(size_t i) const
     {
-        return gelu_forward_op{}(h[i], 0.0f);
+        return load_as_float(p, T, i);
     }
     __device__ float4 load4(size_t i) const
     {
-        const float4 v = *reinterpret_cast<const float4 *>(h + i);
+        if (T == AO_F32)
+            return *reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
+        const uint2 v = *reinterpret_cast<const uint2 *>(static_cast<const uint16_t *>(p) + i);
+        const uint16_t h[4] = {(uint16_t)(v.x & 0xffffu), (uint16_t)(v.x >> 16),
+                               (uint16_t)(v.y & 0xffffu), (uint16_t)(v.y >> 16)};
+        return make_float4(load_as_float(h, T, 0), load_as_float(h, T, 1), load_as_float(h, T, 2),
+                           load_as_float(h, T, 3));
+    }
+};
+
+template <ao_dtype T> bool load4_ok(const void *p)
+{
+    return store4_ok<T>(p);
+}
+
+/* ... of ao_cuda_gelu_dropout: gelu(h) in (h of type TI), out in type T. */
+template <ao_dtype T, ao_dtype TI> struct gelu_dropout_map {
+    typed_store<T> out;
+    typed_load<TI> h;
+    __device__ float load(size_t i) const
+    {
+        return gelu_forward_op{}(h.load(i), 0.0f);
+    }
+    __device__ float4 load4(size_t i) const
+    {
+        const float4 v = h.load4(i);
         const gelu_forward_op g{};
         return make_float4(g(v.x, 0.0f), g(v.y, 0.0f), g(v.z, 0.0f), g(v.w, 0.0f));
     }
@@ -1631,22 +1660,22 @@ struct fp32_load {
     }
 };
 
-/* ... of ao_cuda_dropout_gelu_backward: dy in (fp32_load), dx = gelu'(h) *
- * dropped dy out as floats unless dx is NULL and, when dx16 is set, in half
+/* ... of ao_cuda_dropout_gelu_backward: dy in (type TI, as h), dx = gelu'(h)
+ * * dropped dy out as floats unless dx is NULL and, when dx16 is set, in half
  * type T. */
-template <ao_dtype T> struct dropout_gelu_backward_map : fp32_load {
+template <ao_dtype T, ao_dtype TI> struct dropout_gelu_backward_map : typed_load<TI> {
     float *dx;
     typed_store<T> dx16;
-    const float *h;
+    typed_load<TI> h;
     __device__ void store(size_t i, float v) const
     {
-        const float g = gelu_backward_op{}(v, h[i]);
+        const float g = gelu_backward_op{}(v, h.load(i));
         if (dx) dx[i] = g;
         if (dx16.p) dx16.put(i, g);
     }
     __device__ void store4(size_t i, float4 v) const
     {
-        const float4 x = *reinterpret_cast<const float4 *>(h + i);
+        const float4 x = h.load4(i);
         const gelu_backward_op op{};
         const float4 g = make_float4(op(v.x, x.x), op(v.y, x.y), op(v.z, x.z), op(v.w, x.w));
         if (dx) *reinterpret_cast<float4 *>(dx + i) = g;
@@ -1928,8 +1957,8 @@ extern "C" cudaError_t ao_cuda_softmax_forward(float *y, const float *x, int n, 
 extern "C" cudaError_t ao_cuda_softmax_backward(float *dx, const float *dy, const float *y,
                                                 float scale, int n, int c, cudaStream_t stream)
 {
-    return launch_softmax_backward(typed_store<AO_F32>{dx}, aligned16(dx), dy, y, scale, n, c,
-                                   no_drop_rows{}, stream);
+    return launch_softmax_backward(typed_store<AO_F32>{dx}, aligned16(dx), typed_load<AO_F32>{dy},
+                                   aligned16(dy), y, scale, n, c, no_drop_rows{}, stream);
 }
 
 extern "C" cudaError_t ao_cuda_dropout_residual(float *y, void *y16, ao_dtype half_type,
@@ -2219,49 +2248,67 @@ extern "C" cudaError_t ao_cuda_softmax_dropout_forward(float *att, void *out, ao
     });
 }
 
-extern "C" cudaError_t ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type,
-                                                        const float *dp, const float *att,
-                                                        float scale, int batch, int heads, int T,
-                                                        const ao_cuda_dropout_key *key,
-                                                        cudaStream_t stream)
+extern "C" cudaError_t
+ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type, const void *dp, ao_dtype dp_type,
+                                 const float *att, float scale, int batch, int heads, int T,
+                                 const ao_cuda_dropout_key *key, cudaStream_t stream)
 {
     if (key->heads != heads) return cudaErrorInvalidValue;
+    if (dp_type != AO_F32 && dp_type != out_type) return cudaErrorInvalidValue;
     const drop_rows drop = {dropout_args_of(*key), T};
     const int n = batch * heads * T;
     return with_dtype(out_type, [&](auto tag) {
         constexpr ao_dtype OT = decltype(tag)::value;
-        return launch_softmax_backward(typed_store<OT>{out}, store4_ok<OT>(out), dp, att, scale, n,
-                                       T, drop, stream);
+        if (dp_type == AO_F32)
+            return launch_softmax_backward(typed_store<OT>{out}, store4_ok<OT>(out),
+                                           typed_load<AO_F32>{dp}, load4_ok<AO_F32>(dp), att, scale,
+                                           n, T, drop, stream);
+        return launch_softmax_backward(typed_store<OT>{out}, store4_ok<OT>(out), typed_load<OT>{dp},
+                                       load4_ok<OT>(dp), att, scale, n, T, drop, stream);
     });
 }
 
-extern "C" cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const float *h, int batch,
-                                            size_t per_row, const ao_cuda_dropout_key *key,
-                                            cudaStream_t stream)
+extern "C" cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const void *h,
+                                            ao_dtype h_type, int batch, size_t per_row,
+                                            const ao_cuda_dropout_key *key, cudaStream_t stream)
 {
     if (key->heads != 0) return cudaErrorInvalidValue;
+    if (h_type != AO_F32 && h_type != out_type) return cudaErrorInvalidValue;
     return with_dtype(out_type, [&](auto tag) {
         constexpr ao_dtype OT = decltype(tag)::value;
-        return launch_dropout_map(gelu_dropout_map<OT>{typed_store<OT>{out}, h},
-                                  aligned16(h) && store4_ok<OT>(out), batch, per_row, *key, stream);
+        const bool vec = store4_ok<OT>(out);
+        if (h_type == AO_F32)
+            return launch_dropout_map(
+                gelu_dropout_map<OT, AO_F32>{typed_store<OT>{out}, typed_load<AO_F32>{h}},
+                vec && load4_ok<AO_F32>(h), batch, per_row, *key, stream);
+        return launch_dropout_map(gelu_dropout_map<OT, OT>{typed_store<OT>{out}, typed_load<OT>{h}},
+                                  vec && load4_ok<OT>(h), batch, per_row, *key, stream);
     });
 }
 
 extern "C" cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_dtype half_type,
-                                                     const float *dy, const float *h, int batch,
-                                                     size_t per_row, const ao_cuda_dropout_key *key,
+                                                     const void *dy, const void *h,
+                                                     ao_dtype in_type, int batch, size_t per_row,
+                                                     const ao_cuda_dropout_key *key,
                                                      cudaStream_t stream)
 {
     if (key->heads != 0) return cudaErrorInvalidValue;
     if (dx16 && half_type != AO_BF16 && half_type != AO_F16) return cudaErrorInvalidValue;
     if (!dx && !dx16) return cudaErrorInvalidValue;
     /* without dx16 the half type only picks an instantiation */
-    return with_dtype(dx16 ? half_type : AO_BF16, [&](auto tag) {
+    const ao_dtype ht = dx16 ? half_type : in_type != AO_F32 ? in_type : AO_BF16;
+    if (in_type != AO_F32 && in_type != ht) return cudaErrorInvalidValue;
+    return with_dtype(ht, [&](auto tag) {
         constexpr ao_dtype HT = decltype(tag)::value;
         if (HT == AO_F32) return cudaErrorInvalidValue; /* excluded above */
-        const bool vec = aligned16(dx) && aligned16(dy) && aligned16(h) &&
-                         (dx16 == nullptr || store4_ok<HT>(dx16));
-        return launch_dropout_map(dropout_gelu_backward_map<HT>{{dy}, dx, typed_store<HT>{dx16}, h},
-                                  vec, batch, per_row, *key, stream);
+        const bool vec = aligned16(dx) && (dx16 == nullptr || store4_ok<HT>(dx16));
+        if (in_type == AO_F32)
+            return launch_dropout_map(
+                dropout_gelu_backward_map<HT, AO_F32>{
+                    {dy}, dx, typed_store<HT>{dx16}, typed_load<AO_F32>{h}},
+                vec && load4_ok<AO_F32>(dy) && load4_ok<AO_F32>(h), batch, per_row, *key, stream);
+        return launch_dropout_map(
+            dropout_gelu_backward_map<HT, HT>{{dy}, dx, typed_store<HT>{dx16}, typed_load<HT>{h}},
+            vec && load4_ok<HT>(dy) && load4_ok<HT>(h), batch, per_row, *key, stream);
     });
 }

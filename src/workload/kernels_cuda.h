@@ -139,23 +139,29 @@ cudaError_t ao_cuda_softmax_dropout_forward(float *att, void *out, ao_dtype out_
                                             const float *scores, int batch, int heads, int T,
                                             const ao_cuda_dropout_key *key, cudaStream_t stream);
 /* out = softmax_backward(dropout(dp), att, scale) in out_type; dp is not
- * modified (key->heads must equal heads): ao_cuda_dropout(dp, dp),
- * ao_cuda_softmax_backward(dp, dp, att, scale), ao_cuda_cast. */
-cudaError_t ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type, const float *dp,
-                                             const float *att, float scale, int batch, int heads,
-                                             int T, const ao_cuda_dropout_key *key,
-                                             cudaStream_t stream);
+ * modified unless out aliases it (key->heads must equal heads):
+ * ao_cuda_dropout(dp, dp), ao_cuda_softmax_backward(dp, dp, att, scale),
+ * ao_cuda_cast. dp_type: AO_F32, or out_type (a 16-bit dP, widened exactly;
+ * out may then alias dp, element for element). */
+cudaError_t ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type, const void *dp,
+                                             ao_dtype dp_type, const float *att, float scale,
+                                             int batch, int heads, int T,
+                                             const ao_cuda_dropout_key *key, cudaStream_t stream);
 /* out = dropout(gelu(h)) in out_type, sample rows (key->heads must be 0);
- * h is not modified: ao_cuda_gelu_forward, ao_cuda_dropout, ao_cuda_cast. */
-cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const float *h, int batch,
-                                 size_t per_row, const ao_cuda_dropout_key *key,
+ * h is not modified: ao_cuda_gelu_forward, ao_cuda_dropout, ao_cuda_cast.
+ * h_type: AO_F32, or out_type (a 16-bit h, widened exactly: the chain over
+ * ao_cuda_cast(h, AO_F32)); others: cudaErrorInvalidValue. */
+cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const void *h, ao_dtype h_type,
+                                 int batch, size_t per_row, const ao_cuda_dropout_key *key,
                                  cudaStream_t stream);
 /* dx = gelu_backward(dropout(dy), h) as floats (dx may alias dy; key->heads
  * must be 0) and, when dx16 is not NULL, the same values in half_type
  * (AO_BF16 or AO_F16) in dx16: ao_cuda_dropout, ao_cuda_gelu_backward,
- * ao_cuda_cast. dx may be NULL when dx16 is not (only the 16-bit copy). */
-cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_dtype half_type,
-                                          const float *dy, const float *h, int batch,
+ * ao_cuda_cast. dx may be NULL when dx16 is not (only the 16-bit copy). dy
+ * and h are of in_type: AO_F32, or half_type (widened exactly; dx16 may then
+ * alias dy, element for element). */
+cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_dtype half_type, const void *dy,
+                                          const void *h, ao_dtype in_type, int batch,
                                           size_t per_row, const ao_cuda_dropout_key *key,
                                           cudaStream_t stream);
 

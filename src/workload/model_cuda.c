@@ -9,8 +9,9 @@
  * COMPUTE_32F_FAST_16BF) would run at TF32 speed; stored 16-bit operands run
  * at the dense bf16 rate.
  *
- * Buffers that only GEMMs (and a bias gradient) read have no fp32 values in
- * 16-bit modes, only their 16-bit copy, as autocast keeps them:
+ * Buffers that only GEMMs, a bias gradient or the GELU kernels read have no
+ * fp32 values in 16-bit modes, only their 16-bit copy, as autocast keeps
+ * them:
  *   - written by a fused kernel, each the cast of what the fp32 chain would
  *     store, bit for bit (test_kernels_cuda): attention's dropped
  *     probabilities and its dS, the FFN activation after GELU and dropout,
@@ -18,8 +19,12 @@
  *     dropout) and the FFN's gradient through GELU;
  *   - written by the GEMM that computes them (gemm_bias's out16: cuBLASLt
  *     rounds its fp32 result once, as the cast would): attention's q, k, v
- *     (their bias is added in 16 bits, autocast's rounding), its context and
- *     the context's gradient, and the gradient of q, k, v.
+ *     and the FFN's h (their bias is added in 16 bits, autocast's
+ *     rounding), attention's context and its gradient, the gradient of q, k,
+ *     v, and the gradients reaching GELU and attention's dropped
+ *     probabilities (whose backward kernels then read them, and h, in 16
+ *     bits). The scores q k^T stay fp32: softmax's input, where 16 bits
+ *     would cost the probabilities precision.
  * A linear layer's bias gradient sums the 16-bit copy of its output
  * gradient, the operand its weight gradient multiplies (autocast's
  * numbers). This saves a cast pass and half of each write and read of those
@@ -109,6 +114,8 @@ typedef struct {
     /* [L + 1]: x[l]'s twin was written with it by layer l's last LayerNorm
      * in 16 bits, so layer l + 1's forward multiplies it without a cast */
     unsigned char *input_current;
+    /* [L + 1]: layer l's forward wrote its FFN input h only in 16 bits */
+    unsigned char *hidden16;
 } cuda_model;
 
 #define KCHECK(call) AO_CUDA_CHECK(call)
@@ -288,8 +295,9 @@ static size_t operand_span(int rows, int cols, int ld, int batch, long long stri
 
 /* out: NULL, or where the result goes with c only read (ao_gemm_desc.d).
  * out16: in 16-bit modes write the result only as c's 16-bit copy (c an
- * arena buffer that only GEMMs read; no out, beta 0), a bias then in its
- * staged 16-bit copy. Returns whether it did: the caller marks c current. */
+ * arena buffer whose readers all take that copy; no out, beta 0), a bias
+ * then in its staged 16-bit copy. Returns whether it did: the caller marks c
+ * current where GEMMs read it. */
 static int gemm_bias(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
                      float alpha, const float *a, int lda, const float *b, int ldb, float beta,
                      float *c, int ldc, gemm_batch bt, const float *bias, float *out, int out16)
@@ -394,11 +402,13 @@ static void linear_forward_operand(ao_model *m, ao_stream *s, float *y, const fl
  * reaching x around the layer, added in the GEMM's epilogue instead of a
  * pass of its own) when dx, dw += dy^T x, db += column sums. dy feeds both
  * GEMMs and the bias gradient: in 16-bit modes cast once (unless current),
- * and the sums are of that copy. dx_operand: dx is read only by GEMMs (no
- * residual), written as gemm_operand does and left marked current. */
-static void linear_backward_plus(ao_model *m, ao_stream *s, float *dx, const float *residual,
-                                 float *dw, float *db, const float *dy, const float *x,
-                                 const float *w, int n, int in, int out, int dx_operand)
+ * and the sums are of that copy. dx_operand: dx is read only by GEMMs or
+ * kernels that take its 16-bit copy (no residual), written as gemm_operand
+ * does and left marked current; returns whether only that copy was
+ * written. */
+static int linear_backward_plus(ao_model *m, ao_stream *s, float *dx, const float *residual,
+                                float *dw, float *db, const float *dy, const float *x,
+                                const float *w, int n, int in, int out, int dx_operand)
 {
     cuda_model *cm = m->impl;
     const int mark = cm->nprepared;
@@ -421,6 +431,7 @@ static void linear_backward_plus(ao_model *m, ao_stream *s, float *dx, const flo
     }
     cm->nprepared = mark;
     if (dx && dx_operand) mark_current(cm, s, dx, (size_t)n * in, !direct);
+    return direct;
 }
 
 static void linear_backward(ao_model *m, ao_stream *s, float *dx, float *dw, float *db,
@@ -585,16 +596,18 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
     /* d(dropped P) = dctx v^T; dv = P_dropped^T dctx; dq, dk, dv go into
      * dqkv's 16-bit copy alone in 16-bit modes (the three gemm_operand
      * calls decide alike: same buffer, no bias) */
-    gemm(m, s, 0, 1, a.T, a.T, a.hd, 1.0f, dctx, a.d, sv->qkv + 2 * a.d, a.d3, 0.0f, dp, a.T,
-         heads_batch(&a, a.hd, a.hd, TT, Td, Td3, HTT));
+    const int dp16 =
+        gemm_bias(m, s, 0, 1, a.T, a.T, a.hd, 1.0f, dctx, a.d, sv->qkv + 2 * a.d, a.d3, 0.0f, dp,
+                  a.T, heads_batch(&a, a.hd, a.hd, TT, Td, Td3, HTT), NULL, NULL, 1);
     gemm_operand(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, P, a.T, dctx, a.d, dqkv + 2 * a.d, a.d3,
                  heads_batch(&a, TT, a.hd, a.hd, HTT, Td, Td3));
     cm->nprepared = mark_qkv;
     /* through the dropout, then the softmax (scale folded in): dS, in
-     * 16-bit modes written only as its 16-bit copy */
+     * 16-bit modes from dP's 16-bit copy into that copy (its only one) */
     if (cm->half != AO_F32) {
-        KCHECK(ao_cuda_softmax_dropout_backward(twin_of(cm, dp), cm->half, dp, sv->att, a.scale,
-                                                a.B, a.H, a.T, kp, cs));
+        KCHECK(ao_cuda_softmax_dropout_backward(
+            twin_of(cm, dp), cm->half, dp16 ? twin_of(cm, dp) : (const void *)dp,
+            dp16 ? cm->half : AO_F32, sv->att, a.scale, a.B, a.H, a.T, kp, cs));
         mark_current(cm, s, dp, np, 0);
     } else {
         if (kp->p > 0.0f) dropout(s, dp, dp, a.B, (size_t)TT, kp);
@@ -634,15 +647,20 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
                                      sv->ln1_rstd, sv->r1, w->ln1_w, w->ln1_b, N, d, cs));
     const int mark = cm->nprepared;
     mark_current(cm, s, sv->x1, nd, 0);
-    linear_forward(m, s, sv->h, sv->x1, w->lin1_w, w->lin1_b, N, d, ff);
+    /* h: in 16-bit modes only its 16-bit copy, which both GELU kernels read */
+    const int h16 = gemm_bias(m, s, 0, 1, N, ff, d, 1.0f, sv->x1, d, w->lin1_w, d, 0.0f, sv->h, ff,
+                              single, w->lin1_b, NULL, 1);
+    cm->hidden16[layer] = (unsigned char)h16;
+    const void *h = h16 ? twin_of(cm, sv->h) : sv->h;
+    const ao_dtype h_type = h16 ? cm->half : AO_F32;
     /* GELU and dropout in one pass; in 16-bit modes `a` is only stored as
      * the GEMM operand (its twin), which this layer's backward reuses */
     if (cm->half != AO_F32) {
-        KCHECK(ao_cuda_gelu_dropout(twin_of(cm, sv->a), cm->half, sv->h, sh->batch, tok_ff,
+        KCHECK(ao_cuda_gelu_dropout(twin_of(cm, sv->a), cm->half, h, h_type, sh->batch, tok_ff,
                                     &k.hidden, cs));
         mark_current(cm, s, sv->a, nff, 0);
     } else {
-        KCHECK(ao_cuda_gelu_dropout(sv->a, AO_F32, sv->h, sh->batch, tok_ff, &k.hidden, cs));
+        KCHECK(ao_cuda_gelu_dropout(sv->a, AO_F32, h, h_type, sh->batch, tok_ff, &k.hidden, cs));
     }
     linear_forward(m, s, sv->r2, sv->a, w->lin2_w, w->lin2_b, N, ff, d);
     cm->nprepared = mark;
@@ -687,12 +705,21 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
         dr, g->ln2_w, g->ln2_b, dy, sv->r2, sv->ln2_mean, sv->ln2_rstd, w->ln2_w, N, d,
         fp32_or_null(cm, dbranch), twin_or_null(cm, dbranch), cm->half, sh->batch, &k.ffn, cs));
     mark_current(cm, s, dbranch, nd, 0);
-    linear_backward(m, s, da, g->lin2_w, g->lin2_b, dbranch, sv->a, w->lin2_w, N, ff, d);
+    /* da in the precision of h (the forward's): 16 bits where h is */
+    const int h16 = cm->saved_current[layer] && cm->hidden16[layer];
+    const int da16 = linear_backward_plus(m, s, da, NULL, g->lin2_w, g->lin2_b, dbranch, sv->a,
+                                          w->lin2_w, N, ff, d, h16);
     cm->nprepared = mark;
-    /* dropout and GELU backward in one pass, writing da's 16-bit copy too
-     * (both lin1 GEMMs read it; the bias gradient reads the fp32 da) */
-    KCHECK(ao_cuda_dropout_gelu_backward(fp32_or_null(cm, da), twin_or_null(cm, da), cm->half, da,
-                                         sv->h, sh->batch, tok_ff, &k.hidden, cs));
+    if (da16 != h16)
+        ao_fatal(AO_EXIT_FAIL, "model", "layer %d: FFN gradient in %d bits, its input in %d", layer,
+                 da16 ? 16 : 32, h16 ? 16 : 32);
+    /* dropout and GELU backward in one pass, in 16-bit modes only into da's
+     * 16-bit copy (over its input there, element for element), which both
+     * lin1 GEMMs and the bias gradient read */
+    KCHECK(ao_cuda_dropout_gelu_backward(fp32_or_null(cm, da), twin_or_null(cm, da), cm->half,
+                                         h16 ? twin_of(cm, da) : da,
+                                         h16 ? twin_of(cm, sv->h) : sv->h, h16 ? cm->half : AO_F32,
+                                         sh->batch, tok_ff, &k.hidden, cs));
     mark_current(cm, s, da, nff, 0);
     /* with the residual around the FFN */
     linear_backward_plus(m, s, dx1, dr, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff, 0);
@@ -774,6 +801,7 @@ static int cuda_create(ao_model *m)
     c->half = AO_F32;
     c->saved_current = ao_calloc((size_t)L + 1, 1);
     c->input_current = ao_calloc((size_t)L + 1, 1);
+    c->hidden16 = ao_calloc((size_t)L + 1, 1);
     /* every layer's dropped attention probabilities (attn_probs) */
     ao_model_acts_alloc(m, &c->a, s->dropout > 0.0f ? (size_t)L * probs : 0, scratch);
     const size_t ws = ao_cuda_embedding_bag_backward_workspace((int)N, s->sparse, s->vocab);
@@ -792,6 +820,7 @@ static void cuda_destroy(ao_model *m)
     if (c->outside) ao_dev_free(m->dev, c->outside);
     free(c->saved_current);
     free(c->input_current);
+    free(c->hidden16);
     free(c);
 }
 
@@ -951,6 +980,7 @@ void ao_model_cuda_set_compute(ao_model *m, ao_compute_mode mode)
     if (c->half != was) {
         memset(c->saved_current, 0, (size_t)m->shape.layers + 1);
         memset(c->input_current, 0, (size_t)m->shape.layers + 1);
+        memset(c->hidden16, 0, (size_t)m->shape.layers + 1);
     }
     if (c->half == AO_F32 || c->twin) return;
     /* First 16-bit mode: its copies, 2 bytes an element whichever type. */

@@ -757,17 +757,37 @@ static void test_softmax_dropout_backward(int batch, int heads, int T, float p)
     for (int t = 0; t < 3; t++) {
         const ao_dtype ot = out_types[t];
         K(ao_cuda_cast(d_ref, ot, d_tmp, AO_F32, n, cs()));
-        K(ao_cuda_softmax_dropout_backward(d_out, ot, d_dp, d_att, scale, batch, heads, T, &key,
-                                           cs()));
+        K(ao_cuda_softmax_dropout_backward(d_out, ot, d_dp, AO_F32, d_att, scale, batch, heads, T,
+                                           &key, cs()));
         char name[64];
         snprintf(name, sizeof name, "softmax_dropout_bwd %s", ao_dtype_name(ot));
         report_bits(name, shape, d_out, d_ref, n * dtype_bytes(ot));
     }
     float *dp_after = download_floats(d_dp, n);
     CHECK(memcmp(dp_after, dp, 4 * n) == 0, "softmax_dropout_backward modified dp (%s)", shape);
-    const int bad = ao_cuda_softmax_dropout_backward(d_out, AO_I32, d_dp, d_att, scale, batch,
-                                                     heads, T, &key, cs()) == cudaErrorInvalidValue;
+    /* a 16-bit dP, into its own buffer (as attn_backward runs it): the fp32
+     * chain over its widening, then the cast */
+    for (int t = 1; t < 3; t++) {
+        const ao_dtype ot = out_types[t];
+        K(ao_cuda_cast(d_out, ot, d_dp, AO_F32, n, cs()));
+        K(ao_cuda_cast(d_tmp, AO_F32, d_out, ot, n, cs()));
+        if (p > 0) K(ao_cuda_dropout(d_tmp, d_tmp, batch, (size_t)T * T, &key, cs()));
+        K(ao_cuda_softmax_backward(d_tmp, d_tmp, d_att, scale, batch * heads * T, T, cs()));
+        K(ao_cuda_cast(d_ref, ot, d_tmp, AO_F32, n, cs()));
+        K(ao_cuda_softmax_dropout_backward(d_out, ot, d_out, ot, d_att, scale, batch, heads, T,
+                                           &key, cs()));
+        char name[64];
+        snprintf(name, sizeof name, "softmax_dropout_bwd %s in", ao_dtype_name(ot));
+        report_bits(name, shape, d_out, d_ref, n * dtype_bytes(ot));
+    }
+    const int bad =
+        ao_cuda_softmax_dropout_backward(d_out, AO_I32, d_dp, AO_F32, d_att, scale, batch, heads, T,
+                                         &key, cs()) == cudaErrorInvalidValue;
     CHECK(bad, "softmax_dropout_backward accepted an int32 output");
+    const int mixed =
+        ao_cuda_softmax_dropout_backward(d_out, AO_BF16, d_dp, AO_F16, d_att, scale, batch, heads,
+                                         T, &key, cs()) == cudaErrorInvalidValue;
+    CHECK(mixed, "softmax_dropout_backward accepted an f16 dP for a bf16 output");
     ao_dev_free(dev, d_att), ao_dev_free(dev, d_dp), ao_dev_free(dev, d_tmp);
     ao_dev_free(dev, d_ref), ao_dev_free(dev, d_out);
     free(scores), free(dp), free(dp_after);
@@ -910,14 +930,15 @@ static void test_gelu_dropout(float p, size_t per_row, size_t offset)
         const ao_dtype ot = out_types[t];
         const size_t eb = dtype_bytes(ot);
         K(ao_cuda_cast(d_ref, ot, d_tmp, AO_F32, n, cs()));
-        K(ao_cuda_gelu_dropout(d_out + offset * eb, ot, d_h + offset, batch, per_row, &key, cs()));
+        K(ao_cuda_gelu_dropout(d_out + offset * eb, ot, d_h + offset, AO_F32, batch, per_row, &key,
+                               cs()));
         char name[64];
         snprintf(name, sizeof name, "gelu_dropout %s", ao_dtype_name(ot));
         report_bits(name, shape, d_out + offset * eb, d_ref, n * eb);
     }
     float *h_after = download_floats(d_h, n + offset);
     CHECK(memcmp(h_after, h, 4 * (n + offset)) == 0, "gelu_dropout modified h (%s)", shape);
-    const int bad = ao_cuda_gelu_dropout(d_out, AO_I32, d_h, batch, per_row, &key, cs()) ==
+    const int bad = ao_cuda_gelu_dropout(d_out, AO_I32, d_h, AO_F32, batch, per_row, &key, cs()) ==
                     cudaErrorInvalidValue;
     CHECK(bad, "gelu_dropout accepted an int32 output");
     ao_dev_free(dev, d_h), ao_dev_free(dev, d_tmp), ao_dev_free(dev, d_ref);
@@ -948,14 +969,14 @@ static void test_dropout_gelu_backward(float p, size_t per_row, size_t offset)
         ao_copy_async(dev, d_dx, dy, 4 * (n + offset), AO_H2D, stream);
         if (!with32) { /* dy in its own buffer: no fp32 output to alias */
             float *d_dy = upload(dy + offset, 4 * n);
-            K(ao_cuda_dropout_gelu_backward(NULL, d_16 + 2 * offset, ht, d_dy, d_h + offset, batch,
-                                            per_row, &key, cs()));
+            K(ao_cuda_dropout_gelu_backward(NULL, d_16 + 2 * offset, ht, d_dy, d_h + offset, AO_F32,
+                                            batch, per_row, &key, cs()));
             ao_stream_sync(stream);
             ao_dev_free(dev, d_dy);
         } else {
             K(ao_cuda_dropout_gelu_backward(d_dx + offset, with16 ? d_16 + 2 * offset : NULL, ht,
-                                            d_dx + offset, d_h + offset, batch, per_row, &key,
-                                            cs()));
+                                            d_dx + offset, d_h + offset, AO_F32, batch, per_row,
+                                            &key, cs()));
         }
         char name[64];
         snprintf(name, sizeof name, "dropout_gelu_bwd %s%s%s", with32 ? "f32" : "",
@@ -970,14 +991,62 @@ static void test_dropout_gelu_backward(float p, size_t per_row, size_t offset)
             report_bits(name, shape, d_16 + 2 * offset, d_ref16, 2 * n);
         }
     }
-    const int bad = ao_cuda_dropout_gelu_backward(d_dx, d_16, AO_F32, d_dx, d_h, batch, per_row,
-                                                  &key, cs()) == cudaErrorInvalidValue;
+    const int bad = ao_cuda_dropout_gelu_backward(d_dx, d_16, AO_F32, d_dx, d_h, AO_F32, batch,
+                                                  per_row, &key, cs()) == cudaErrorInvalidValue;
     CHECK(bad, "dropout_gelu_backward accepted an f32 half type");
-    const int none = ao_cuda_dropout_gelu_backward(NULL, NULL, AO_BF16, d_dx, d_h, batch, per_row,
-                                                   &key, cs()) == cudaErrorInvalidValue;
+    const int none = ao_cuda_dropout_gelu_backward(NULL, NULL, AO_BF16, d_dx, d_h, AO_F32, batch,
+                                                   per_row, &key, cs()) == cudaErrorInvalidValue;
     CHECK(none, "dropout_gelu_backward accepted neither output");
     ao_dev_free(dev, d_h), ao_dev_free(dev, d_dx), ao_dev_free(dev, d_tmp);
     ao_dev_free(dev, d_ref16), ao_dev_free(dev, d_16);
+    free(h), free(dy);
+}
+
+/* The FFN's 16-bit path: GELU + dropout from a 16-bit h, and its backward
+ * from a 16-bit dy and h into dy's own buffer (as encoder_backward runs it):
+ * the bits of the fp32 chain over their exact widening, then the cast. */
+static void test_ffn_half_inputs(float p, size_t per_row)
+{
+    const int batch = 3;
+    const size_t n = (size_t)batch * per_row;
+    const ao_cuda_dropout_key key = fused_key(p, 0, AO_DROP_FFN_HIDDEN);
+    char shape[96];
+    snprintf(shape, sizeof shape, "p=%.2f %d x %zu", p, batch, per_row);
+    float *h = random_floats(n, -6, 6), *dy = random_floats(n, -1, 1);
+    float *d_h = upload(h, 4 * n), *d_dy = upload(dy, 4 * n);
+    float *d_hw = ao_dev_alloc(dev, 4 * n), *d_dyw = ao_dev_alloc(dev, 4 * n);
+    float *d_tmp = ao_dev_alloc(dev, 4 * n);
+    char *d_h16 = ao_dev_alloc(dev, 2 * n), *d_dy16 = ao_dev_alloc(dev, 2 * n);
+    char *d_ref = ao_dev_alloc(dev, 2 * n), *d_out = ao_dev_alloc(dev, 2 * n);
+    for (int t = 1; t < 3; t++) {
+        const ao_dtype ht = out_types[t];
+        K(ao_cuda_cast(d_h16, ht, d_h, AO_F32, n, cs()));
+        K(ao_cuda_cast(d_hw, AO_F32, d_h16, ht, n, cs()));
+        K(ao_cuda_cast(d_dy16, ht, d_dy, AO_F32, n, cs()));
+        K(ao_cuda_cast(d_dyw, AO_F32, d_dy16, ht, n, cs()));
+        char name[64];
+        /* forward */
+        K(ao_cuda_gelu_forward(d_tmp, d_hw, n, cs()));
+        K(ao_cuda_dropout(d_tmp, d_tmp, batch, per_row, &key, cs()));
+        K(ao_cuda_cast(d_ref, ht, d_tmp, AO_F32, n, cs()));
+        K(ao_cuda_gelu_dropout(d_out, ht, d_h16, ht, batch, per_row, &key, cs()));
+        snprintf(name, sizeof name, "gelu_dropout %s in", ao_dtype_name(ht));
+        report_bits(name, shape, d_out, d_ref, 2 * n);
+        /* backward, in place over the 16-bit dy */
+        K(ao_cuda_dropout(d_tmp, d_dyw, batch, per_row, &key, cs()));
+        K(ao_cuda_gelu_backward(d_tmp, d_tmp, d_hw, n, cs()));
+        K(ao_cuda_cast(d_ref, ht, d_tmp, AO_F32, n, cs()));
+        K(ao_cuda_dropout_gelu_backward(NULL, d_dy16, ht, d_dy16, d_h16, ht, batch, per_row, &key,
+                                        cs()));
+        snprintf(name, sizeof name, "dropout_gelu_bwd %s in", ao_dtype_name(ht));
+        report_bits(name, shape, d_dy16, d_ref, 2 * n);
+    }
+    const int bad = ao_cuda_gelu_dropout(d_out, AO_BF16, d_h16, AO_F16, batch, per_row, &key,
+                                         cs()) == cudaErrorInvalidValue;
+    CHECK(bad, "gelu_dropout accepted an f16 h for a bf16 output");
+    ao_dev_free(dev, d_h), ao_dev_free(dev, d_dy), ao_dev_free(dev, d_hw), ao_dev_free(dev, d_dyw);
+    ao_dev_free(dev, d_tmp), ao_dev_free(dev, d_h16), ao_dev_free(dev, d_dy16);
+    ao_dev_free(dev, d_ref), ao_dev_free(dev, d_out);
     free(h), free(dy);
 }
 
@@ -1008,6 +1077,8 @@ static void test_fused(void)
         test_dropout_gelu_backward(p, 8192, 0);
         test_dropout_gelu_backward(p, 1003, 0);
         test_dropout_gelu_backward(p, 4096, 1);
+        test_ffn_half_inputs(p, 8192);
+        test_ffn_half_inputs(p, 1003);
     }
     /* the forward's mask against ops_ref's attention keying, element by element */
     const int batch = 2, heads = 3, T = 37;
