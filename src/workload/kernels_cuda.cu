@@ -967,6 +967,39 @@ __device__ float4 drop4(float4 v, ao_rng_stream s, size_t g, float p)
     return v;
 }
 
+/* The mask of one group as a byte (bit l: element l kept), and back: the
+ * factors are exactly ao_dropout_factor_from_word's (0 or 1 / (1 - p); p >= 1
+ * keeps nothing), so a pass that reads the byte multiplies by the very
+ * factors the Philox draw gave the pass that wrote it. */
+__device__ uint8_t mask_byte(const float f[4])
+{
+    return (uint8_t)((f[0] != 0.0f) | (f[1] != 0.0f) << 1 | (f[2] != 0.0f) << 2 |
+                     (f[3] != 0.0f) << 3);
+}
+
+__device__ void mask_factors(uint8_t m, float p, float f[4])
+{
+    const float keep = p >= 1.0f ? 0.0f : 1.0f / (1.0f - p);
+#pragma unroll
+    for (int l = 0; l < 4; l++) f[l] = (m >> l) & 1 ? keep : 0.0f;
+}
+
+/* The factors of group g of row r: from the stored mask when mask_in is set
+ * (byte r * groups + g), else drawn (block g of the row's stream s); stored
+ * to mask_out when set. */
+__device__ void group_factors(float f[4], ao_rng_stream s, size_t r, size_t g, size_t groups,
+                              float p, const uint8_t *mask_in, uint8_t *mask_out)
+{
+    if (mask_in) {
+        mask_factors(mask_in[r * groups + g], p, f);
+        return;
+    }
+    const ao_u32x4 w = ao_rng_block(s, g);
+#pragma unroll
+    for (int l = 0; l < 4; l++) f[l] = ao_dropout_factor_from_word(w.v[l], p);
+    if (mask_out) mask_out[r * groups + g] = mask_byte(f);
+}
+
 /* Philox blocks (4 elements each) one dropout thread applies: their
  * independent Philox evaluations overlap, and they amortize the thread's
  * row-stream derivation (every thread derives it: cheaper than a shared
@@ -986,13 +1019,16 @@ constexpr int kDropGroups = 4;
  * Vec (per_row % 4 == 0, the Map's pointers aligned): a group is one float4.
  * With p <= 0 (only the fused chains launch that) no mask is drawn or
  * applied: the values pass through unchanged, as a skipped dropout.
+ * mask_out: also store each group's mask byte (group_factors); mask_in: read
+ * them instead of drawing (a backward after its forward: no Philox).
  * At most 64 registers (4 blocks an SM): GELU + dropout went from 72 to 62
  * and 238 to 214 µs a large layer, dropout + GELU backward from 64 and 278
  * to 303 µs, about a wash over a step (Nsight Compute, bench/RESULTS.md,
  * session 7); every GPU measurement since was taken with it. */
 template <bool Vec, class Map>
 __global__ void __launch_bounds__(kThreads, 4)
-    dropout_kernel(Map m, size_t per_row, size_t tiles_per_row, size_t tiles, dropout_args k)
+    dropout_kernel(Map m, size_t per_row, size_t tiles_per_row, size_t tiles, dropout_args k,
+                   const uint8_t *mask_in, uint8_t *mask_out)
 {
     pdl_wait();
     const size_t groups = (per_row + 3) / 4;
@@ -1001,7 +1037,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
         const size_t r = t / tiles_per_row;
         const size_t first = (t % tiles_per_row) * tile_groups + threadIdx.x;
-        const ao_rng_stream s = drop ? dropout_row_stream(k, r) : k.site;
+        const ao_rng_stream s = drop && !mask_in ? dropout_row_stream(k, r) : k.site;
         const size_t off = r * per_row;
         if (Vec) {
             float4 v[kDropGroups];
@@ -1014,7 +1050,14 @@ __global__ void __launch_bounds__(kThreads, 4)
             for (int i = 0; i < kDropGroups; i++) {
                 const size_t g = first + (size_t)i * blockDim.x;
                 if (g >= groups) break;
-                if (drop) v[i] = drop4(v[i], s, g, k.p);
+                if (drop) {
+                    float f[4];
+                    group_factors(f, s, r, g, groups, k.p, mask_in, mask_out);
+                    v[i].x *= f[0];
+                    v[i].y *= f[1];
+                    v[i].z *= f[2];
+                    v[i].w *= f[3];
+                }
                 m.store4(off + 4 * g, v[i]);
             }
         } else {
@@ -1022,13 +1065,13 @@ __global__ void __launch_bounds__(kThreads, 4)
             for (int i = 0; i < kDropGroups; i++) {
                 const size_t g = first + (size_t)i * blockDim.x;
                 if (g >= groups) break;
-                ao_u32x4 w = {{0u, 0u, 0u, 0u}};
-                if (drop) w = ao_rng_block(s, g);
+                float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+                if (drop) group_factors(f, s, r, g, groups, k.p, mask_in, mask_out);
                 for (int l = 0; l < 4; l++) {
                     const size_t e = g * 4 + l;
                     if (e >= per_row) break;
                     float v = m.load(off + e);
-                    if (drop) v *= ao_dropout_factor_from_word(w.v[l], k.p);
+                    if (drop) v *= f[l];
                     m.store(off + e, v);
                 }
             }
@@ -1037,10 +1080,12 @@ __global__ void __launch_bounds__(kThreads, 4)
 }
 
 /* Launches dropout_kernel over [rows, per_row] (rows as the key says) with
- * the plain dropout's tiling; vec: the Map's pointers allow float4 groups. */
+ * the plain dropout's tiling; vec: the Map's pointers allow float4 groups;
+ * mask_in / mask_out as dropout_kernel's. */
 template <class Map>
 cudaError_t launch_dropout_map(Map m, bool vec, int batch, size_t per_row,
-                               const ao_cuda_dropout_key &key, cudaStream_t stream)
+                               const ao_cuda_dropout_key &key, cudaStream_t stream,
+                               const uint8_t *mask_in = nullptr, uint8_t *mask_out = nullptr)
 {
     const size_t rows = (size_t)(batch > 0 ? batch : 0) * (size_t)(key.heads > 0 ? key.heads : 1);
     if (rows * per_row == 0) return cudaSuccess;
@@ -1057,10 +1102,10 @@ cudaError_t launch_dropout_map(Map m, bool vec, int batch, size_t per_row,
     const dropout_args args = dropout_args_of(key);
     if (vec && per_row % 4 == 0)
         launch(dropout_kernel<true, Map>, grid, threads, 0, stream, m, per_row, tiles_per_row,
-               tiles, args);
+               tiles, args, mask_in, mask_out);
     else
         launch(dropout_kernel<false, Map>, grid, threads, 0, stream, m, per_row, tiles_per_row,
-               tiles, args);
+               tiles, args, mask_in, mask_out);
     return cudaGetLastError();
 }
 
@@ -2268,9 +2313,15 @@ ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type, const void *dp, a
     });
 }
 
+extern "C" size_t ao_cuda_dropout_mask_bytes(int batch, size_t per_row)
+{
+    return (size_t)(batch > 0 ? batch : 0) * ((per_row + 3) / 4);
+}
+
 extern "C" cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const void *h,
                                             ao_dtype h_type, int batch, size_t per_row,
-                                            const ao_cuda_dropout_key *key, cudaStream_t stream)
+                                            const ao_cuda_dropout_key *key, uint8_t *mask_out,
+                                            cudaStream_t stream)
 {
     if (key->heads != 0) return cudaErrorInvalidValue;
     if (h_type != AO_F32 && h_type != out_type) return cudaErrorInvalidValue;
@@ -2280,9 +2331,10 @@ extern "C" cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const 
         if (h_type == AO_F32)
             return launch_dropout_map(
                 gelu_dropout_map<OT, AO_F32>{typed_store<OT>{out}, typed_load<AO_F32>{h}},
-                vec && load4_ok<AO_F32>(h), batch, per_row, *key, stream);
+                vec && load4_ok<AO_F32>(h), batch, per_row, *key, stream, nullptr, mask_out);
         return launch_dropout_map(gelu_dropout_map<OT, OT>{typed_store<OT>{out}, typed_load<OT>{h}},
-                                  vec && load4_ok<OT>(h), batch, per_row, *key, stream);
+                                  vec && load4_ok<OT>(h), batch, per_row, *key, stream, nullptr,
+                                  mask_out);
     });
 }
 
@@ -2290,7 +2342,7 @@ extern "C" cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_d
                                                      const void *dy, const void *h,
                                                      ao_dtype in_type, int batch, size_t per_row,
                                                      const ao_cuda_dropout_key *key,
-                                                     cudaStream_t stream)
+                                                     const uint8_t *mask_in, cudaStream_t stream)
 {
     if (key->heads != 0) return cudaErrorInvalidValue;
     if (dx16 && half_type != AO_BF16 && half_type != AO_F16) return cudaErrorInvalidValue;
@@ -2306,9 +2358,10 @@ extern "C" cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_d
             return launch_dropout_map(
                 dropout_gelu_backward_map<HT, AO_F32>{
                     {dy}, dx, typed_store<HT>{dx16}, typed_load<AO_F32>{h}},
-                vec && load4_ok<AO_F32>(dy) && load4_ok<AO_F32>(h), batch, per_row, *key, stream);
+                vec && load4_ok<AO_F32>(dy) && load4_ok<AO_F32>(h), batch, per_row, *key, stream,
+                mask_in);
         return launch_dropout_map(
             dropout_gelu_backward_map<HT, HT>{{dy}, dx, typed_store<HT>{dx16}, typed_load<HT>{h}},
-            vec && load4_ok<HT>(dy) && load4_ok<HT>(h), batch, per_row, *key, stream);
+            vec && load4_ok<HT>(dy) && load4_ok<HT>(h), batch, per_row, *key, stream, mask_in);
     });
 }

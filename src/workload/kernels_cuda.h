@@ -147,23 +147,31 @@ cudaError_t ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type, const
                                              ao_dtype dp_type, const float *att, float scale,
                                              int batch, int heads, int T,
                                              const ao_cuda_dropout_key *key, cudaStream_t stream);
+/* A dropout's mask as bytes (mask_out / mask_in below): byte
+ * r * ceil(per_row / 4) + g holds group g of row r (elements 4g .. 4g + 3),
+ * bit l set where element 4g + l is kept. */
+size_t ao_cuda_dropout_mask_bytes(int batch, size_t per_row);
+
 /* out = dropout(gelu(h)) in out_type, sample rows (key->heads must be 0);
  * h is not modified: ao_cuda_gelu_forward, ao_cuda_dropout, ao_cuda_cast.
  * h_type: AO_F32, or out_type (a 16-bit h, widened exactly: the chain over
- * ao_cuda_cast(h, AO_F32)); others: cudaErrorInvalidValue. */
+ * ao_cuda_cast(h, AO_F32)); others: cudaErrorInvalidValue. mask_out: NULL,
+ * or where the mask goes (ao_cuda_dropout_mask_bytes), for the backward. */
 cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const void *h, ao_dtype h_type,
                                  int batch, size_t per_row, const ao_cuda_dropout_key *key,
-                                 cudaStream_t stream);
+                                 uint8_t *mask_out, cudaStream_t stream);
 /* dx = gelu_backward(dropout(dy), h) as floats (dx may alias dy; key->heads
  * must be 0) and, when dx16 is not NULL, the same values in half_type
  * (AO_BF16 or AO_F16) in dx16: ao_cuda_dropout, ao_cuda_gelu_backward,
  * ao_cuda_cast. dx may be NULL when dx16 is not (only the 16-bit copy). dy
  * and h are of in_type: AO_F32, or half_type (widened exactly; dx16 may then
- * alias dy, element for element). */
+ * alias dy, element for element). mask_in: NULL (the masks are drawn), or
+ * the mask ao_cuda_gelu_dropout stored under the same key: the same
+ * factors, bit for bit, without the Philox draws. */
 cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_dtype half_type, const void *dy,
                                           const void *h, ao_dtype in_type, int batch,
                                           size_t per_row, const ao_cuda_dropout_key *key,
-                                          cudaStream_t stream);
+                                          const uint8_t *mask_in, cudaStream_t stream);
 
 /* ---- embedding bag (mean) ------------------------------------------------- */
 

@@ -116,6 +116,14 @@ typedef struct {
     unsigned char *input_current;
     /* [L + 1]: layer l's forward wrote its FFN input h only in 16 bits */
     unsigned char *hidden16;
+    /* Each layer's FFN-hidden dropout mask (ao_cuda_dropout_mask_bytes per
+     * layer; NULL without dropout), written by its forward under
+     * hidden_key[l] and read by its backward under the same key instead of
+     * drawing the masks again: the GELU backward was Philox-bound
+     * (bench/RESULTS.md, session 8). */
+    uint8_t *hidden_masks;
+    size_t hidden_mask_bytes;
+    ao_cuda_dropout_key *hidden_key; /* [L + 1]; p == 0: no mask stored */
 } cuda_model;
 
 #define KCHECK(call) AO_CUDA_CHECK(call)
@@ -477,6 +485,29 @@ static void dropout(ao_stream *s, float *y, const float *x, int batch, size_t pe
     KCHECK(ao_cuda_dropout(y, x, batch, per_row, k, ao_cuda_stream(s)));
 }
 
+static int same_key(const ao_cuda_dropout_key *a, const ao_cuda_dropout_key *b)
+{
+    return a->p == b->p && a->seed == b->seed && a->step == b->step && a->layer == b->layer &&
+           a->site == b->site && a->first_sample == b->first_sample && a->heads == b->heads;
+}
+
+/* Where layer l's forward stores its FFN-hidden mask under key k (NULL:
+ * none stored). */
+static uint8_t *hidden_mask_out(cuda_model *cm, int layer, const ao_cuda_dropout_key *k)
+{
+    cm->hidden_key[layer].p = 0.0f;
+    if (!cm->hidden_masks || k->p <= 0.0f) return NULL;
+    cm->hidden_key[layer] = *k;
+    return cm->hidden_masks + (size_t)(layer - 1) * cm->hidden_mask_bytes;
+}
+
+/* The mask layer l's forward stored under key k, or NULL (draw again). */
+static const uint8_t *hidden_mask_in(const cuda_model *cm, int layer, const ao_cuda_dropout_key *k)
+{
+    if (!cm->hidden_masks || k->p <= 0.0f || !same_key(&cm->hidden_key[layer], k)) return NULL;
+    return cm->hidden_masks + (size_t)(layer - 1) * cm->hidden_mask_bytes;
+}
+
 /* ---- attention --------------------------------------------------------------------- */
 
 /* Per-sample views of one layer's attention buffers. */
@@ -657,10 +688,11 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
      * the GEMM operand (its twin), which this layer's backward reuses */
     if (cm->half != AO_F32) {
         KCHECK(ao_cuda_gelu_dropout(twin_of(cm, sv->a), cm->half, h, h_type, sh->batch, tok_ff,
-                                    &k.hidden, cs));
+                                    &k.hidden, hidden_mask_out(cm, layer, &k.hidden), cs));
         mark_current(cm, s, sv->a, nff, 0);
     } else {
-        KCHECK(ao_cuda_gelu_dropout(sv->a, AO_F32, h, h_type, sh->batch, tok_ff, &k.hidden, cs));
+        KCHECK(ao_cuda_gelu_dropout(sv->a, AO_F32, h, h_type, sh->batch, tok_ff, &k.hidden,
+                                    hidden_mask_out(cm, layer, &k.hidden), cs));
     }
     linear_forward(m, s, sv->r2, sv->a, w->lin2_w, w->lin2_b, N, ff, d);
     cm->nprepared = mark;
@@ -716,10 +748,10 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     /* dropout and GELU backward in one pass, in 16-bit modes only into da's
      * 16-bit copy (over its input there, element for element), which both
      * lin1 GEMMs and the bias gradient read */
-    KCHECK(ao_cuda_dropout_gelu_backward(fp32_or_null(cm, da), twin_or_null(cm, da), cm->half,
-                                         h16 ? twin_of(cm, da) : da,
-                                         h16 ? twin_of(cm, sv->h) : sv->h, h16 ? cm->half : AO_F32,
-                                         sh->batch, tok_ff, &k.hidden, cs));
+    KCHECK(ao_cuda_dropout_gelu_backward(
+        fp32_or_null(cm, da), twin_or_null(cm, da), cm->half, h16 ? twin_of(cm, da) : da,
+        h16 ? twin_of(cm, sv->h) : sv->h, h16 ? cm->half : AO_F32, sh->batch, tok_ff, &k.hidden,
+        hidden_mask_in(cm, layer, &k.hidden), cs));
     mark_current(cm, s, da, nff, 0);
     /* with the residual around the FFN */
     linear_backward_plus(m, s, dx1, dr, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff, 0);
@@ -802,6 +834,10 @@ static int cuda_create(ao_model *m)
     c->saved_current = ao_calloc((size_t)L + 1, 1);
     c->input_current = ao_calloc((size_t)L + 1, 1);
     c->hidden16 = ao_calloc((size_t)L + 1, 1);
+    c->hidden_key = ao_calloc((size_t)L + 1, sizeof *c->hidden_key);
+    c->hidden_mask_bytes = ao_cuda_dropout_mask_bytes(s->batch, (size_t)s->seq * s->ff);
+    if (s->dropout > 0.0f && L > 0)
+        c->hidden_masks = ao_dev_alloc(m->dev, (size_t)L * c->hidden_mask_bytes);
     /* every layer's dropped attention probabilities (attn_probs) */
     ao_model_acts_alloc(m, &c->a, s->dropout > 0.0f ? (size_t)L * probs : 0, scratch);
     const size_t ws = ao_cuda_embedding_bag_backward_workspace((int)N, s->sparse, s->vocab);
@@ -821,6 +857,8 @@ static void cuda_destroy(ao_model *m)
     free(c->saved_current);
     free(c->input_current);
     free(c->hidden16);
+    free(c->hidden_key);
+    if (c->hidden_masks) ao_dev_free(m->dev, c->hidden_masks);
     free(c);
 }
 

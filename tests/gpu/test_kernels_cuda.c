@@ -931,22 +931,23 @@ static void test_gelu_dropout(float p, size_t per_row, size_t offset)
         const size_t eb = dtype_bytes(ot);
         K(ao_cuda_cast(d_ref, ot, d_tmp, AO_F32, n, cs()));
         K(ao_cuda_gelu_dropout(d_out + offset * eb, ot, d_h + offset, AO_F32, batch, per_row, &key,
-                               cs()));
+                               NULL, cs()));
         char name[64];
         snprintf(name, sizeof name, "gelu_dropout %s", ao_dtype_name(ot));
         report_bits(name, shape, d_out + offset * eb, d_ref, n * eb);
     }
     float *h_after = download_floats(d_h, n + offset);
     CHECK(memcmp(h_after, h, 4 * (n + offset)) == 0, "gelu_dropout modified h (%s)", shape);
-    const int bad = ao_cuda_gelu_dropout(d_out, AO_I32, d_h, AO_F32, batch, per_row, &key, cs()) ==
-                    cudaErrorInvalidValue;
+    const int bad = ao_cuda_gelu_dropout(d_out, AO_I32, d_h, AO_F32, batch, per_row, &key, NULL,
+                                         cs()) == cudaErrorInvalidValue;
     CHECK(bad, "gelu_dropout accepted an int32 output");
     ao_dev_free(dev, d_h), ao_dev_free(dev, d_tmp), ao_dev_free(dev, d_ref);
     ao_dev_free(dev, d_out);
     free(h), free(h_after);
 }
 
-/* dx in place over a copy of dy, as encoder_backward calls it. */
+/* dx in place over a copy of dy, as encoder_backward calls it; last with
+ * the mask the forward (ao_cuda_gelu_dropout) stored instead of drawn. */
 static void test_dropout_gelu_backward(float p, size_t per_row, size_t offset)
 {
     const int batch = 5;
@@ -961,25 +962,31 @@ static void test_dropout_gelu_backward(float p, size_t per_row, size_t offset)
          *d_16 = ao_dev_alloc(dev, 2 * (n + offset));
     K(ao_cuda_dropout(d_tmp, d_tmp, batch, per_row, &key, cs()));
     K(ao_cuda_gelu_backward(d_tmp, d_tmp, d_h + offset, n, cs()));
+    uint8_t *d_mask = ao_dev_alloc(dev, ao_cuda_dropout_mask_bytes(batch, per_row));
+    K(ao_cuda_gelu_dropout(d_ref16, AO_BF16, d_h + offset, AO_F32, batch, per_row, &key, d_mask,
+                           cs()));
     const ao_dtype halves[2] = {AO_BF16, AO_F16};
-    for (int t = 0; t < 4; t++) {
-        /* fp32 and a half type, fp32 only, the half type only */
+    for (int t = 0; t < 5; t++) {
+        /* fp32 and a half type, fp32 only, the half type only; both from the
+         * stored mask */
         const int with16 = t != 2, with32 = t != 3;
         const ao_dtype ht = halves[t == 1];
+        const uint8_t *mask = t == 4 ? d_mask : NULL;
         ao_copy_async(dev, d_dx, dy, 4 * (n + offset), AO_H2D, stream);
         if (!with32) { /* dy in its own buffer: no fp32 output to alias */
             float *d_dy = upload(dy + offset, 4 * n);
             K(ao_cuda_dropout_gelu_backward(NULL, d_16 + 2 * offset, ht, d_dy, d_h + offset, AO_F32,
-                                            batch, per_row, &key, cs()));
+                                            batch, per_row, &key, mask, cs()));
             ao_stream_sync(stream);
             ao_dev_free(dev, d_dy);
         } else {
             K(ao_cuda_dropout_gelu_backward(d_dx + offset, with16 ? d_16 + 2 * offset : NULL, ht,
                                             d_dx + offset, d_h + offset, AO_F32, batch, per_row,
-                                            &key, cs()));
+                                            &key, mask, cs()));
         }
         char name[64];
-        snprintf(name, sizeof name, "dropout_gelu_bwd %s%s%s", with32 ? "f32" : "",
+        snprintf(name, sizeof name, "dropout_gelu_bwd %s%s%s%s", mask ? "mask " : "",
+                 with32 ? "f32" : "",
                  with16 && with32 ? "+"
                  : with16         ? ""
                                   : " (no half)",
@@ -987,15 +994,19 @@ static void test_dropout_gelu_backward(float p, size_t per_row, size_t offset)
         if (with32) report_bits(name, shape, d_dx + offset, d_tmp, 4 * n);
         if (with16) {
             K(ao_cuda_cast(d_ref16, ht, d_tmp, AO_F32, n, cs()));
-            snprintf(name, sizeof name, "dropout_gelu_bwd %s", ao_dtype_name(ht));
+            snprintf(name, sizeof name, "dropout_gelu_bwd %s%s", mask ? "mask " : "",
+                     ao_dtype_name(ht));
             report_bits(name, shape, d_16 + 2 * offset, d_ref16, 2 * n);
         }
     }
-    const int bad = ao_cuda_dropout_gelu_backward(d_dx, d_16, AO_F32, d_dx, d_h, AO_F32, batch,
-                                                  per_row, &key, cs()) == cudaErrorInvalidValue;
+    ao_dev_free(dev, d_mask);
+    const int bad =
+        ao_cuda_dropout_gelu_backward(d_dx, d_16, AO_F32, d_dx, d_h, AO_F32, batch, per_row, &key,
+                                      NULL, cs()) == cudaErrorInvalidValue;
     CHECK(bad, "dropout_gelu_backward accepted an f32 half type");
-    const int none = ao_cuda_dropout_gelu_backward(NULL, NULL, AO_BF16, d_dx, d_h, AO_F32, batch,
-                                                   per_row, &key, cs()) == cudaErrorInvalidValue;
+    const int none =
+        ao_cuda_dropout_gelu_backward(NULL, NULL, AO_BF16, d_dx, d_h, AO_F32, batch, per_row, &key,
+                                      NULL, cs()) == cudaErrorInvalidValue;
     CHECK(none, "dropout_gelu_backward accepted neither output");
     ao_dev_free(dev, d_h), ao_dev_free(dev, d_dx), ao_dev_free(dev, d_tmp);
     ao_dev_free(dev, d_ref16), ao_dev_free(dev, d_16);
@@ -1018,6 +1029,7 @@ static void test_ffn_half_inputs(float p, size_t per_row)
     float *d_tmp = ao_dev_alloc(dev, 4 * n);
     char *d_h16 = ao_dev_alloc(dev, 2 * n), *d_dy16 = ao_dev_alloc(dev, 2 * n);
     char *d_ref = ao_dev_alloc(dev, 2 * n), *d_out = ao_dev_alloc(dev, 2 * n);
+    uint8_t *d_mask = ao_dev_alloc(dev, ao_cuda_dropout_mask_bytes(batch, per_row));
     for (int t = 1; t < 3; t++) {
         const ao_dtype ht = out_types[t];
         K(ao_cuda_cast(d_h16, ht, d_h, AO_F32, n, cs()));
@@ -1029,7 +1041,7 @@ static void test_ffn_half_inputs(float p, size_t per_row)
         K(ao_cuda_gelu_forward(d_tmp, d_hw, n, cs()));
         K(ao_cuda_dropout(d_tmp, d_tmp, batch, per_row, &key, cs()));
         K(ao_cuda_cast(d_ref, ht, d_tmp, AO_F32, n, cs()));
-        K(ao_cuda_gelu_dropout(d_out, ht, d_h16, ht, batch, per_row, &key, cs()));
+        K(ao_cuda_gelu_dropout(d_out, ht, d_h16, ht, batch, per_row, &key, d_mask, cs()));
         snprintf(name, sizeof name, "gelu_dropout %s in", ao_dtype_name(ht));
         report_bits(name, shape, d_out, d_ref, 2 * n);
         /* backward, in place over the 16-bit dy */
@@ -1037,12 +1049,13 @@ static void test_ffn_half_inputs(float p, size_t per_row)
         K(ao_cuda_gelu_backward(d_tmp, d_tmp, d_hw, n, cs()));
         K(ao_cuda_cast(d_ref, ht, d_tmp, AO_F32, n, cs()));
         K(ao_cuda_dropout_gelu_backward(NULL, d_dy16, ht, d_dy16, d_h16, ht, batch, per_row, &key,
-                                        cs()));
-        snprintf(name, sizeof name, "dropout_gelu_bwd %s in", ao_dtype_name(ht));
+                                        p > 0 ? d_mask : NULL, cs()));
+        snprintf(name, sizeof name, "dropout_gelu_bwd %s in, mask", ao_dtype_name(ht));
         report_bits(name, shape, d_dy16, d_ref, 2 * n);
     }
-    const int bad = ao_cuda_gelu_dropout(d_out, AO_BF16, d_h16, AO_F16, batch, per_row, &key,
+    const int bad = ao_cuda_gelu_dropout(d_out, AO_BF16, d_h16, AO_F16, batch, per_row, &key, NULL,
                                          cs()) == cudaErrorInvalidValue;
+    ao_dev_free(dev, d_mask);
     CHECK(bad, "gelu_dropout accepted an f16 h for a bf16 output");
     ao_dev_free(dev, d_h), ao_dev_free(dev, d_dy), ao_dev_free(dev, d_hw), ao_dev_free(dev, d_dyw);
     ao_dev_free(dev, d_tmp), ao_dev_free(dev, d_h16), ao_dev_free(dev, d_dy16);
