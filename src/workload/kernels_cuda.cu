@@ -1522,23 +1522,34 @@ template <class F> cudaError_t with_dtype(ao_dtype t, F &&f)
 
 /* The attention-probabilities dropout of one softmax row: row i of
  * [B * heads * T, T] is elements base = (i % T) * T .. + T of dropout row
- * i / T (that is, (b, head)). Off (p <= 0): no mask, values pass unchanged. */
+ * i / T (that is, (b, head)). Off (p <= 0): no mask, values pass unchanged.
+ * mask_in / mask_out: the row's mask bytes (group q at [q], T % 4 == 0,
+ * ao_cuda_dropout_mask_bytes' layout over the (b, head) rows), read instead
+ * of drawn / stored as drawn (group_factors). */
 struct drop_row {
     ao_rng_stream s;
     uint64_t base;
     float p;
     bool on;
+    const uint8_t *mask_in;
+    uint8_t *mask_out;
 
     __device__ float apply(float v, float factor) const
     {
         return on ? v * factor : v;
     }
-    /* Factors of row elements 4q .. 4q + 3 (base % 4 == 0): one Philox block. */
+    /* Factors of row elements 4q .. 4q + 3 (base % 4 == 0): one Philox block,
+     * or the stored mask. */
     __device__ void block_factors(uint64_t q, float f[4]) const
     {
+        if (mask_in) {
+            mask_factors(mask_in[q], p, f);
+            return;
+        }
         const ao_u32x4 w = ao_rng_block(s, base / 4 + q);
 #pragma unroll
         for (int l = 0; l < 4; l++) f[l] = ao_dropout_factor_from_word(w.v[l], p);
+        if (mask_out) mask_out[q] = mask_byte(f);
     }
     /* Warp-collective (all 32 lanes): f[k] = factor of row element
      * j0 + lane + 32 k, j0 a multiple of kChunk; elements past c are left.
@@ -1577,20 +1588,34 @@ struct drop_row {
     }
 };
 
-/* The attention-probabilities dropout over softmax rows of length T. */
+/* The attention-probabilities dropout over softmax rows of length T; the
+ * masks (drop_row) only where T % 4 == 0 (drop_rows_of). */
 struct drop_rows {
     dropout_args a;
     int T;
+    const uint8_t *mask_in;
+    uint8_t *mask_out;
     __device__ drop_row row(int i) const
     {
         drop_row r;
         r.p = a.p;
         r.on = a.p > 0.0f;
         r.base = (uint64_t)(i % T) * (uint64_t)T;
-        r.s = r.on ? dropout_row_stream(a, (size_t)(i / T)) : a.site;
+        const size_t at = (size_t)i * (size_t)(T / 4);
+        r.mask_in = r.on && mask_in ? mask_in + at : nullptr;
+        r.mask_out = r.on && mask_out && !mask_in ? mask_out + at : nullptr;
+        r.s = r.on && !r.mask_in ? dropout_row_stream(a, (size_t)(i / T)) : a.site;
         return r;
     }
 };
+
+drop_rows drop_rows_of(const ao_cuda_dropout_key &key, int T, const uint8_t *mask_in,
+                       uint8_t *mask_out)
+{
+    const bool masks = T % 4 == 0;
+    return drop_rows{dropout_args_of(key), T, masks ? mask_in : nullptr,
+                     masks ? mask_out : nullptr};
+}
 
 /* softmax_forward_kernel's Out for the fused forward: att (floats) and
  * dropout(att) in type T. out4: out allows typed_store<T>::put4. */
@@ -2281,10 +2306,10 @@ extern "C" cudaError_t ao_cuda_data_fill(const ao_data_shape *shape, uint64_t se
 extern "C" cudaError_t ao_cuda_softmax_dropout_forward(float *att, void *out, ao_dtype out_type,
                                                        const float *scores, int batch, int heads,
                                                        int T, const ao_cuda_dropout_key *key,
-                                                       cudaStream_t stream)
+                                                       uint8_t *mask_out, cudaStream_t stream)
 {
     if (key->heads != heads) return cudaErrorInvalidValue;
-    const drop_rows drop = {dropout_args_of(*key), T};
+    const drop_rows drop = drop_rows_of(*key, T, nullptr, mask_out);
     const int n = batch * heads * T;
     return with_dtype(out_type, [&](auto tag) {
         constexpr ao_dtype OT = decltype(tag)::value;
@@ -2293,14 +2318,16 @@ extern "C" cudaError_t ao_cuda_softmax_dropout_forward(float *att, void *out, ao
     });
 }
 
-extern "C" cudaError_t
-ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type, const void *dp, ao_dtype dp_type,
-                                 const float *att, float scale, int batch, int heads, int T,
-                                 const ao_cuda_dropout_key *key, cudaStream_t stream)
+extern "C" cudaError_t ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type,
+                                                        const void *dp, ao_dtype dp_type,
+                                                        const float *att, float scale, int batch,
+                                                        int heads, int T,
+                                                        const ao_cuda_dropout_key *key,
+                                                        const uint8_t *mask_in, cudaStream_t stream)
 {
     if (key->heads != heads) return cudaErrorInvalidValue;
     if (dp_type != AO_F32 && dp_type != out_type) return cudaErrorInvalidValue;
-    const drop_rows drop = {dropout_args_of(*key), T};
+    const drop_rows drop = drop_rows_of(*key, T, mask_in, nullptr);
     const int n = batch * heads * T;
     return with_dtype(out_type, [&](auto tag) {
         constexpr ao_dtype OT = decltype(tag)::value;
@@ -2313,9 +2340,9 @@ ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type, const void *dp, a
     });
 }
 
-extern "C" size_t ao_cuda_dropout_mask_bytes(int batch, size_t per_row)
+extern "C" size_t ao_cuda_dropout_mask_bytes(int rows, size_t per_row)
 {
-    return (size_t)(batch > 0 ? batch : 0) * ((per_row + 3) / 4);
+    return (size_t)(rows > 0 ? rows : 0) * ((per_row + 3) / 4);
 }
 
 extern "C" cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const void *h,

@@ -131,32 +131,40 @@ cudaError_t ao_cuda_layernorm_backward_dropout(float *dx, float *dgamma, float *
  * cudaErrorInvalidValue. A key with p <= 0 means no dropout (the chain
  * without it). */
 
+/* A dropout's mask as bytes (the mask_out / mask_in arguments below): byte
+ * r * ceil(per_row / 4) + g holds group g of row r (elements 4g .. 4g + 3),
+ * bit l set where element 4g + l is kept; for the attention probabilities
+ * the rows are (sample, head), per_row = T * T. A forward stores it, its
+ * backward under the same key reads it instead of drawing the masks again:
+ * the same factors, bit for bit, without the Philox draws. */
+size_t ao_cuda_dropout_mask_bytes(int rows, size_t per_row);
+
 /* att = softmax of scores' rows ([batch * heads * T, T]; att may alias
  * scores), out = dropout(att) with the attention-probabilities keying
  * (key->heads must equal heads, else cudaErrorInvalidValue), in out_type:
- * ao_cuda_softmax_forward, ao_cuda_dropout over (batch, T * T), ao_cuda_cast. */
+ * ao_cuda_softmax_forward, ao_cuda_dropout over (batch, T * T), ao_cuda_cast.
+ * mask_out: NULL, or the mask's bytes (batch * heads rows of T * T; stored
+ * only where T % 4 == 0). */
 cudaError_t ao_cuda_softmax_dropout_forward(float *att, void *out, ao_dtype out_type,
                                             const float *scores, int batch, int heads, int T,
-                                            const ao_cuda_dropout_key *key, cudaStream_t stream);
+                                            const ao_cuda_dropout_key *key, uint8_t *mask_out,
+                                            cudaStream_t stream);
 /* out = softmax_backward(dropout(dp), att, scale) in out_type; dp is not
  * modified unless out aliases it (key->heads must equal heads):
  * ao_cuda_dropout(dp, dp), ao_cuda_softmax_backward(dp, dp, att, scale),
  * ao_cuda_cast. dp_type: AO_F32, or out_type (a 16-bit dP, widened exactly;
- * out may then alias dp, element for element). */
+ * out may then alias dp, element for element). mask_in: NULL (drawn), or
+ * the forward's stored mask (used where T % 4 == 0). */
 cudaError_t ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type, const void *dp,
                                              ao_dtype dp_type, const float *att, float scale,
                                              int batch, int heads, int T,
-                                             const ao_cuda_dropout_key *key, cudaStream_t stream);
-/* A dropout's mask as bytes (mask_out / mask_in below): byte
- * r * ceil(per_row / 4) + g holds group g of row r (elements 4g .. 4g + 3),
- * bit l set where element 4g + l is kept. */
-size_t ao_cuda_dropout_mask_bytes(int batch, size_t per_row);
-
+                                             const ao_cuda_dropout_key *key, const uint8_t *mask_in,
+                                             cudaStream_t stream);
 /* out = dropout(gelu(h)) in out_type, sample rows (key->heads must be 0);
  * h is not modified: ao_cuda_gelu_forward, ao_cuda_dropout, ao_cuda_cast.
  * h_type: AO_F32, or out_type (a 16-bit h, widened exactly: the chain over
  * ao_cuda_cast(h, AO_F32)); others: cudaErrorInvalidValue. mask_out: NULL,
- * or where the mask goes (ao_cuda_dropout_mask_bytes), for the backward. */
+ * or where the mask goes (ao_cuda_dropout_mask_bytes(batch, per_row)). */
 cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const void *h, ao_dtype h_type,
                                  int batch, size_t per_row, const ao_cuda_dropout_key *key,
                                  uint8_t *mask_out, cudaStream_t stream);
@@ -166,8 +174,7 @@ cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const void *h, ao
  * ao_cuda_cast. dx may be NULL when dx16 is not (only the 16-bit copy). dy
  * and h are of in_type: AO_F32, or half_type (widened exactly; dx16 may then
  * alias dy, element for element). mask_in: NULL (the masks are drawn), or
- * the mask ao_cuda_gelu_dropout stored under the same key: the same
- * factors, bit for bit, without the Philox draws. */
+ * the mask ao_cuda_gelu_dropout stored under the same key. */
 cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_dtype half_type, const void *dy,
                                           const void *h, ao_dtype in_type, int batch,
                                           size_t per_row, const ao_cuda_dropout_key *key,

@@ -88,6 +88,16 @@ typedef struct {
     size_t off, n; /* arena elements whose twin is current */
 } prepared_range;
 
+/* A dropout site's masks (kernels_cuda.h's bytes), a slice per layer,
+ * written by the layer's forward under key[l] and read by its backward
+ * under the same key instead of drawing them again: the backward kernels
+ * were Philox-bound (bench/RESULTS.md, session 8). */
+typedef struct {
+    uint8_t *mem;             /* NULL without dropout */
+    size_t bytes;             /* per layer */
+    ao_cuda_dropout_key *key; /* [L + 1]; p == 0: nothing stored */
+} site_masks;
+
 typedef struct {
     ao_model_acts a;     /* a.extra: [L][B, h, T, T] attention probabilities after dropout */
     void *emb_workspace; /* embedding-bag backward (sort buffers) */
@@ -116,14 +126,8 @@ typedef struct {
     unsigned char *input_current;
     /* [L + 1]: layer l's forward wrote its FFN input h only in 16 bits */
     unsigned char *hidden16;
-    /* Each layer's FFN-hidden dropout mask (ao_cuda_dropout_mask_bytes per
-     * layer; NULL without dropout), written by its forward under
-     * hidden_key[l] and read by its backward under the same key instead of
-     * drawing the masks again: the GELU backward was Philox-bound
-     * (bench/RESULTS.md, session 8). */
-    uint8_t *hidden_masks;
-    size_t hidden_mask_bytes;
-    ao_cuda_dropout_key *hidden_key; /* [L + 1]; p == 0: no mask stored */
+    /* the masks of the FFN-hidden and attention-probabilities dropouts */
+    site_masks hidden_masks, probs_masks;
 } cuda_model;
 
 #define KCHECK(call) AO_CUDA_CHECK(call)
@@ -491,21 +495,34 @@ static int same_key(const ao_cuda_dropout_key *a, const ao_cuda_dropout_key *b)
            a->site == b->site && a->first_sample == b->first_sample && a->heads == b->heads;
 }
 
-/* Where layer l's forward stores its FFN-hidden mask under key k (NULL:
- * none stored). */
-static uint8_t *hidden_mask_out(cuda_model *cm, int layer, const ao_cuda_dropout_key *k)
+static void masks_alloc(ao_model *m, site_masks *sm, size_t bytes)
 {
-    cm->hidden_key[layer].p = 0.0f;
-    if (!cm->hidden_masks || k->p <= 0.0f) return NULL;
-    cm->hidden_key[layer] = *k;
-    return cm->hidden_masks + (size_t)(layer - 1) * cm->hidden_mask_bytes;
+    const int L = m->shape.layers;
+    sm->bytes = bytes;
+    sm->key = ao_calloc((size_t)L + 1, sizeof *sm->key);
+    sm->mem = m->shape.dropout > 0.0f && L > 0 ? ao_dev_alloc(m->dev, (size_t)L * bytes) : NULL;
+}
+
+static void masks_free(ao_model *m, site_masks *sm)
+{
+    if (sm->mem) ao_dev_free(m->dev, sm->mem);
+    free(sm->key);
+}
+
+/* Where layer l's forward stores its mask under key k (NULL: none stored). */
+static uint8_t *masks_out(site_masks *sm, int layer, const ao_cuda_dropout_key *k)
+{
+    sm->key[layer].p = 0.0f;
+    if (!sm->mem || k->p <= 0.0f) return NULL;
+    sm->key[layer] = *k;
+    return sm->mem + (size_t)(layer - 1) * sm->bytes;
 }
 
 /* The mask layer l's forward stored under key k, or NULL (draw again). */
-static const uint8_t *hidden_mask_in(const cuda_model *cm, int layer, const ao_cuda_dropout_key *k)
+static const uint8_t *masks_in(const site_masks *sm, int layer, const ao_cuda_dropout_key *k)
 {
-    if (!cm->hidden_masks || k->p <= 0.0f || !same_key(&cm->hidden_key[layer], k)) return NULL;
-    return cm->hidden_masks + (size_t)(layer - 1) * cm->hidden_mask_bytes;
+    if (!sm->mem || k->p <= 0.0f || !same_key(&sm->key[layer], k)) return NULL;
+    return sm->mem + (size_t)(layer - 1) * sm->bytes;
 }
 
 /* ---- attention --------------------------------------------------------------------- */
@@ -573,11 +590,13 @@ static void attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const
     const size_t np = (size_t)a.B * a.H * TT;
     if (cm->half != AO_F32) {
         KCHECK(ao_cuda_softmax_dropout_forward(sv->att, twin_of(cm, P), cm->half, sv->att, a.B, a.H,
-                                               a.T, kp, cs));
+                                               a.T, kp, masks_out(&cm->probs_masks, layer, kp),
+                                               cs));
         mark_current(cm, s, P, np, 0);
     } else if (kp->p > 0.0f) {
+        /* (its backward is the unfused chain: it draws the masks) */
         KCHECK(ao_cuda_softmax_dropout_forward(sv->att, (float *)P, AO_F32, sv->att, a.B, a.H, a.T,
-                                               kp, cs));
+                                               kp, NULL, cs));
     } else {
         KCHECK(ao_cuda_softmax_forward(sv->att, sv->att, a.B * a.H * a.T, a.T, cs));
     }
@@ -638,7 +657,8 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
     if (cm->half != AO_F32) {
         KCHECK(ao_cuda_softmax_dropout_backward(
             twin_of(cm, dp), cm->half, dp16 ? twin_of(cm, dp) : (const void *)dp,
-            dp16 ? cm->half : AO_F32, sv->att, a.scale, a.B, a.H, a.T, kp, cs));
+            dp16 ? cm->half : AO_F32, sv->att, a.scale, a.B, a.H, a.T, kp,
+            masks_in(&cm->probs_masks, layer, kp), cs));
         mark_current(cm, s, dp, np, 0);
     } else {
         if (kp->p > 0.0f) dropout(s, dp, dp, a.B, (size_t)TT, kp);
@@ -688,11 +708,11 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
      * the GEMM operand (its twin), which this layer's backward reuses */
     if (cm->half != AO_F32) {
         KCHECK(ao_cuda_gelu_dropout(twin_of(cm, sv->a), cm->half, h, h_type, sh->batch, tok_ff,
-                                    &k.hidden, hidden_mask_out(cm, layer, &k.hidden), cs));
+                                    &k.hidden, masks_out(&cm->hidden_masks, layer, &k.hidden), cs));
         mark_current(cm, s, sv->a, nff, 0);
     } else {
         KCHECK(ao_cuda_gelu_dropout(sv->a, AO_F32, h, h_type, sh->batch, tok_ff, &k.hidden,
-                                    hidden_mask_out(cm, layer, &k.hidden), cs));
+                                    masks_out(&cm->hidden_masks, layer, &k.hidden), cs));
     }
     linear_forward(m, s, sv->r2, sv->a, w->lin2_w, w->lin2_b, N, ff, d);
     cm->nprepared = mark;
@@ -751,7 +771,7 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     KCHECK(ao_cuda_dropout_gelu_backward(
         fp32_or_null(cm, da), twin_or_null(cm, da), cm->half, h16 ? twin_of(cm, da) : da,
         h16 ? twin_of(cm, sv->h) : sv->h, h16 ? cm->half : AO_F32, sh->batch, tok_ff, &k.hidden,
-        hidden_mask_in(cm, layer, &k.hidden), cs));
+        masks_in(&cm->hidden_masks, layer, &k.hidden), cs));
     mark_current(cm, s, da, nff, 0);
     /* with the residual around the FFN */
     linear_backward_plus(m, s, dx1, dr, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff, 0);
@@ -834,10 +854,9 @@ static int cuda_create(ao_model *m)
     c->saved_current = ao_calloc((size_t)L + 1, 1);
     c->input_current = ao_calloc((size_t)L + 1, 1);
     c->hidden16 = ao_calloc((size_t)L + 1, 1);
-    c->hidden_key = ao_calloc((size_t)L + 1, sizeof *c->hidden_key);
-    c->hidden_mask_bytes = ao_cuda_dropout_mask_bytes(s->batch, (size_t)s->seq * s->ff);
-    if (s->dropout > 0.0f && L > 0)
-        c->hidden_masks = ao_dev_alloc(m->dev, (size_t)L * c->hidden_mask_bytes);
+    masks_alloc(m, &c->hidden_masks, ao_cuda_dropout_mask_bytes(s->batch, (size_t)s->seq * s->ff));
+    masks_alloc(m, &c->probs_masks,
+                ao_cuda_dropout_mask_bytes(s->batch * s->heads, (size_t)s->seq * s->seq));
     /* every layer's dropped attention probabilities (attn_probs) */
     ao_model_acts_alloc(m, &c->a, s->dropout > 0.0f ? (size_t)L * probs : 0, scratch);
     const size_t ws = ao_cuda_embedding_bag_backward_workspace((int)N, s->sparse, s->vocab);
@@ -857,8 +876,8 @@ static void cuda_destroy(ao_model *m)
     free(c->saved_current);
     free(c->input_current);
     free(c->hidden16);
-    free(c->hidden_key);
-    if (c->hidden_masks) ao_dev_free(m->dev, c->hidden_masks);
+    masks_free(m, &c->hidden_masks);
+    masks_free(m, &c->probs_masks);
     free(c);
 }
 

@@ -722,7 +722,8 @@ static void test_softmax_dropout_forward(int batch, int heads, int T, float p, i
         const ao_dtype ot = out_types[t];
         if (in_place) ao_copy_async(dev, d_scores, scores, 4 * n, AO_H2D, stream);
         K(ao_cuda_cast(d_ref, ot, probs, AO_F32, n, cs()));
-        K(ao_cuda_softmax_dropout_forward(d_att, d_out, ot, d_scores, batch, heads, T, &key, cs()));
+        K(ao_cuda_softmax_dropout_forward(d_att, d_out, ot, d_scores, batch, heads, T, &key, NULL,
+                                          cs()));
         char name[64];
         snprintf(name, sizeof name, "softmax_dropout_fwd %s", ao_dtype_name(ot));
         report_bits(name, shape, d_out, d_ref, n * dtype_bytes(ot));
@@ -730,7 +731,7 @@ static void test_softmax_dropout_forward(int batch, int heads, int T, float p, i
         if (t == 1) check_dropped(name, d_out, ot, n, p);
     }
     const int bad = ao_cuda_softmax_dropout_forward(d_att, d_out, AO_I32, d_scores, batch, heads, T,
-                                                    &key, cs()) == cudaErrorInvalidValue;
+                                                    &key, NULL, cs()) == cudaErrorInvalidValue;
     CHECK(bad, "softmax_dropout_forward accepted an int32 output");
     ao_dev_free(dev, d_scores), ao_dev_free(dev, d_ref_att), ao_dev_free(dev, d_drop);
     ao_dev_free(dev, d_ref), ao_dev_free(dev, d_out);
@@ -749,6 +750,10 @@ static void test_softmax_dropout_backward(int batch, int heads, int T, float p)
     float *d_att = upload(scores, 4 * n), *d_dp = upload(dp, 4 * n);
     float *d_tmp = ao_dev_alloc(dev, 4 * n);
     void *d_ref = ao_dev_alloc(dev, 4 * n), *d_out = ao_dev_alloc(dev, 4 * n);
+    /* the forward's stored mask (kept where T % 4 == 0), on the same scores */
+    uint8_t *d_mask = ao_dev_alloc(dev, ao_cuda_dropout_mask_bytes(batch * heads, (size_t)T * T));
+    K(ao_cuda_softmax_dropout_forward(d_tmp, d_ref, AO_F32, d_att, batch, heads, T, &key, d_mask,
+                                      cs()));
     K(ao_cuda_softmax_forward(d_att, d_att, batch * heads * T, T, cs()));
     /* the unfused chain, as attn_backward does it (on a copy of dp) */
     ao_copy_async(dev, d_tmp, dp, 4 * n, AO_H2D, stream);
@@ -758,7 +763,7 @@ static void test_softmax_dropout_backward(int batch, int heads, int T, float p)
         const ao_dtype ot = out_types[t];
         K(ao_cuda_cast(d_ref, ot, d_tmp, AO_F32, n, cs()));
         K(ao_cuda_softmax_dropout_backward(d_out, ot, d_dp, AO_F32, d_att, scale, batch, heads, T,
-                                           &key, cs()));
+                                           &key, NULL, cs()));
         char name[64];
         snprintf(name, sizeof name, "softmax_dropout_bwd %s", ao_dtype_name(ot));
         report_bits(name, shape, d_out, d_ref, n * dtype_bytes(ot));
@@ -766,7 +771,7 @@ static void test_softmax_dropout_backward(int batch, int heads, int T, float p)
     float *dp_after = download_floats(d_dp, n);
     CHECK(memcmp(dp_after, dp, 4 * n) == 0, "softmax_dropout_backward modified dp (%s)", shape);
     /* a 16-bit dP, into its own buffer (as attn_backward runs it): the fp32
-     * chain over its widening, then the cast */
+     * chain over its widening, then the cast; fp16 from the stored mask */
     for (int t = 1; t < 3; t++) {
         const ao_dtype ot = out_types[t];
         K(ao_cuda_cast(d_out, ot, d_dp, AO_F32, n, cs()));
@@ -775,19 +780,21 @@ static void test_softmax_dropout_backward(int batch, int heads, int T, float p)
         K(ao_cuda_softmax_backward(d_tmp, d_tmp, d_att, scale, batch * heads * T, T, cs()));
         K(ao_cuda_cast(d_ref, ot, d_tmp, AO_F32, n, cs()));
         K(ao_cuda_softmax_dropout_backward(d_out, ot, d_out, ot, d_att, scale, batch, heads, T,
-                                           &key, cs()));
+                                           &key, t == 2 ? d_mask : NULL, cs()));
         char name[64];
-        snprintf(name, sizeof name, "softmax_dropout_bwd %s in", ao_dtype_name(ot));
+        snprintf(name, sizeof name, "softmax_dropout_bwd %s in%s", ao_dtype_name(ot),
+                 t == 2 ? ", mask" : "");
         report_bits(name, shape, d_out, d_ref, n * dtype_bytes(ot));
     }
     const int bad =
         ao_cuda_softmax_dropout_backward(d_out, AO_I32, d_dp, AO_F32, d_att, scale, batch, heads, T,
-                                         &key, cs()) == cudaErrorInvalidValue;
+                                         &key, NULL, cs()) == cudaErrorInvalidValue;
     CHECK(bad, "softmax_dropout_backward accepted an int32 output");
     const int mixed =
         ao_cuda_softmax_dropout_backward(d_out, AO_BF16, d_dp, AO_F16, d_att, scale, batch, heads,
-                                         T, &key, cs()) == cudaErrorInvalidValue;
+                                         T, &key, NULL, cs()) == cudaErrorInvalidValue;
     CHECK(mixed, "softmax_dropout_backward accepted an f16 dP for a bf16 output");
+    ao_dev_free(dev, d_mask);
     ao_dev_free(dev, d_att), ao_dev_free(dev, d_dp), ao_dev_free(dev, d_tmp);
     ao_dev_free(dev, d_ref), ao_dev_free(dev, d_out);
     free(scores), free(dp), free(dp_after);
@@ -1063,6 +1070,46 @@ static void test_ffn_half_inputs(float p, size_t per_row)
     free(h), free(dy);
 }
 
+/* The forward's mask against ops_ref's attention keying, element by
+ * element, in the dropped values and (T % 4 == 0) in the stored mask
+ * bytes (kernels_cuda.h's layout). */
+static void test_probs_mask(int T)
+{
+    const int batch = 2, heads = 3;
+    const size_t n = (size_t)batch * heads * T * T;
+    const ao_cuda_dropout_key key = fused_key(0.5f, heads, AO_DROP_ATTN_PROBS);
+    float *scores = random_floats(n, -2, 2), *ref = malloc(4 * n);
+    for (size_t r = 0; r < (size_t)batch * heads; r++) {
+        const ao_rng_stream s =
+            ao_rng_child(ao_dropout_stream(key.seed, key.step, key.layer, key.site,
+                                           key.first_sample + r / (size_t)heads),
+                         r % (size_t)heads);
+        for (size_t e = 0; e < (size_t)T * T; e++)
+            ref[r * T * T + e] = ao_dropout_factor(s, e, key.p) == 0.0f ? 0.0f : 1.0f;
+    }
+    const size_t mbytes = ao_cuda_dropout_mask_bytes(batch * heads, (size_t)T * T);
+    float *d_s = upload(scores, 4 * n), *d_out = ao_dev_alloc(dev, 4 * n);
+    uint8_t *d_mask = ao_dev_alloc(dev, mbytes);
+    ao_memset_async(dev, d_mask, 0, mbytes, stream);
+    K(ao_cuda_softmax_dropout_forward(d_s, d_out, AO_F32, d_s, batch, heads, T, &key, d_mask,
+                                      cs()));
+    float *got = download_floats(d_out, n);
+    unsigned char *mask = download_bytes(d_mask, mbytes);
+    size_t diff = 0, mdiff = 0;
+    for (size_t i = 0; i < n; i++) diff += (got[i] == 0.0f ? 0.0f : 1.0f) != ref[i];
+    if (T % 4 == 0)
+        for (size_t i = 0; i < n; i++) mdiff += (float)((mask[i / 4] >> (i % 4)) & 1) != ref[i];
+    char shape[32];
+    snprintf(shape, sizeof shape, "T=%d", T);
+    printf("%s %-28s %-8s %zu of %zu mask bits differ from ops_ref's keying (want 0), %zu in "
+           "the stored bytes\n",
+           diff || mdiff ? "FAIL" : "PASS", "softmax_dropout_fwd mask", shape, diff, n, mdiff);
+    CHECK(diff == 0 && mdiff == 0,
+          "softmax_dropout_forward mask %s: %zu elements differ, %zu bytes", shape, diff, mdiff);
+    ao_dev_free(dev, d_s), ao_dev_free(dev, d_out), ao_dev_free(dev, d_mask);
+    free(scores), free(ref), free(got), free(mask);
+}
+
 static void test_fused(void)
 {
     const float ps[2] = {0.1f, 0.0f};
@@ -1093,30 +1140,8 @@ static void test_fused(void)
         test_ffn_half_inputs(p, 8192);
         test_ffn_half_inputs(p, 1003);
     }
-    /* the forward's mask against ops_ref's attention keying, element by element */
-    const int batch = 2, heads = 3, T = 37;
-    const size_t n = (size_t)batch * heads * T * T;
-    const ao_cuda_dropout_key key = fused_key(0.5f, heads, AO_DROP_ATTN_PROBS);
-    float *scores = random_floats(n, -2, 2), *att = malloc(4 * n), *ref = malloc(4 * n);
-    softmax_ref(att, scores, batch * heads * T, T);
-    for (size_t r = 0; r < (size_t)batch * heads; r++) {
-        const ao_rng_stream s =
-            ao_rng_child(ao_dropout_stream(key.seed, key.step, key.layer, key.site,
-                                           key.first_sample + r / (size_t)heads),
-                         r % (size_t)heads);
-        for (size_t e = 0; e < (size_t)T * T; e++)
-            ref[r * T * T + e] = ao_dropout_factor(s, e, key.p) == 0.0f ? 0.0f : 1.0f;
-    }
-    float *d_s = upload(scores, 4 * n), *d_out = ao_dev_alloc(dev, 4 * n);
-    K(ao_cuda_softmax_dropout_forward(d_s, d_out, AO_F32, d_s, batch, heads, T, &key, cs()));
-    float *got = download_floats(d_out, n);
-    size_t diff = 0;
-    for (size_t i = 0; i < n; i++) diff += (got[i] == 0.0f ? 0.0f : 1.0f) != ref[i];
-    printf("%s %-28s %zu of %zu mask bits differ from ops_ref's keying (want 0)\n",
-           diff ? "FAIL" : "PASS", "softmax_dropout_fwd mask", diff, n);
-    CHECK(diff == 0, "softmax_dropout_forward mask: %zu elements differ", diff);
-    ao_dev_free(dev, d_s), ao_dev_free(dev, d_out);
-    free(scores), free(att), free(ref), free(got);
+    test_probs_mask(37); /* no mask bytes: T % 4 != 0 */
+    test_probs_mask(64);
 }
 
 /* ---- synthetic data ---------------------------------------------------------------- */
