@@ -955,18 +955,6 @@ __device__ ao_rng_stream dropout_row_stream(const dropout_args &a, size_t r)
     return s;
 }
 
-/* v times the dropout factors of block g of stream s: group g's four
- * elements, the product every float4 dropout path makes. */
-__device__ float4 drop4(float4 v, ao_rng_stream s, size_t g, float p)
-{
-    const ao_u32x4 w = ao_rng_block(s, g);
-    v.x *= ao_dropout_factor_from_word(w.v[0], p);
-    v.y *= ao_dropout_factor_from_word(w.v[1], p);
-    v.z *= ao_dropout_factor_from_word(w.v[2], p);
-    v.w *= ao_dropout_factor_from_word(w.v[3], p);
-    return v;
-}
-
 /* The mask of one group as a byte (bit l: element l kept), and back: the
  * factors are exactly ao_dropout_factor_from_word's (0 or 1 / (1 - p); p >= 1
  * keeps nothing), so a pass that reads the byte multiplies by the very
@@ -984,20 +972,34 @@ __device__ void mask_factors(uint8_t m, float p, float f[4])
     for (int l = 0; l < 4; l++) f[l] = (m >> l) & 1 ? keep : 0.0f;
 }
 
-/* The factors of group g of row r: from the stored mask when mask_in is set
- * (byte r * groups + g), else drawn (block g of the row's stream s); stored
- * to mask_out when set. */
-__device__ void group_factors(float f[4], ao_rng_stream s, size_t r, size_t g, size_t groups,
-                              float p, const uint8_t *mask_in, uint8_t *mask_out)
+/* The factors of a group of four elements, block g of stream s: read from
+ * its mask byte *mask_in when that is set, else drawn, and then stored to
+ * *mask_out when that is set. Every dropout path gets its factors here. */
+__device__ void group_factors(float f[4], ao_rng_stream s, uint64_t g, float p,
+                              const uint8_t *mask_in, uint8_t *mask_out)
 {
     if (mask_in) {
-        mask_factors(mask_in[r * groups + g], p, f);
+        mask_factors(*mask_in, p, f);
         return;
     }
     const ao_u32x4 w = ao_rng_block(s, g);
 #pragma unroll
     for (int l = 0; l < 4; l++) f[l] = ao_dropout_factor_from_word(w.v[l], p);
-    if (mask_out) mask_out[r * groups + g] = mask_byte(f);
+    if (mask_out) *mask_out = mask_byte(f);
+}
+
+__device__ float4 times4(float4 v, const float f[4])
+{
+    return make_float4(v.x * f[0], v.y * f[1], v.z * f[2], v.w * f[3]);
+}
+
+/* v times the dropout factors of block g of stream s (drawn): group g's four
+ * elements, the product every float4 dropout path makes. */
+__device__ float4 drop4(float4 v, ao_rng_stream s, size_t g, float p)
+{
+    float f[4];
+    group_factors(f, s, g, p, nullptr, nullptr);
+    return times4(v, f);
 }
 
 /* Philox blocks (4 elements each) one dropout thread applies: their
@@ -1052,11 +1054,10 @@ __global__ void __launch_bounds__(kThreads, 4)
                 if (g >= groups) break;
                 if (drop) {
                     float f[4];
-                    group_factors(f, s, r, g, groups, k.p, mask_in, mask_out);
-                    v[i].x *= f[0];
-                    v[i].y *= f[1];
-                    v[i].z *= f[2];
-                    v[i].w *= f[3];
+                    const size_t at = r * groups + g; /* the group's mask byte */
+                    group_factors(f, s, g, k.p, mask_in ? mask_in + at : nullptr,
+                                  mask_out ? mask_out + at : nullptr);
+                    v[i] = times4(v[i], f);
                 }
                 m.store4(off + 4 * g, v[i]);
             }
@@ -1066,7 +1067,10 @@ __global__ void __launch_bounds__(kThreads, 4)
                 const size_t g = first + (size_t)i * blockDim.x;
                 if (g >= groups) break;
                 float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-                if (drop) group_factors(f, s, r, g, groups, k.p, mask_in, mask_out);
+                const size_t at = r * groups + g;
+                if (drop)
+                    group_factors(f, s, g, k.p, mask_in ? mask_in + at : nullptr,
+                                  mask_out ? mask_out + at : nullptr);
                 for (int l = 0; l < 4; l++) {
                     const size_t e = g * 4 + l;
                     if (e >= per_row) break;
@@ -1452,20 +1456,25 @@ __global__ void cast_down4_kernel(uint2 *__restrict__ dst, const float4 *__restr
     if (i < n4) dst[i] = narrow4<T>(src[i]);
 }
 
+/* 4 halves of T packed low element first (8 bytes) as 4 floats (exact:
+ * every 16-bit value is a float); narrow4's inverse. */
+template <ao_dtype T> __device__ float4 widen4(uint2 v)
+{
+    const uint16_t h[4] = {(uint16_t)(v.x & 0xffffu), (uint16_t)(v.x >> 16),
+                           (uint16_t)(v.y & 0xffffu), (uint16_t)(v.y >> 16)};
+    return make_float4(load_as_float(h, T, 0), load_as_float(h, T, 1), load_as_float(h, T, 2),
+                       load_as_float(h, T, 3));
+}
+
 /* 16 bits -> fp32, the gathered parameters' cast: 4 halves in (8 bytes), 4
- * floats out per thread and step (exact: every 16-bit value is a float). */
+ * floats out per thread and step. */
 template <ao_dtype T>
 __global__ void cast_up4_kernel(float4 *__restrict__ dst, const uint2 *__restrict__ src, size_t n4)
 {
     pdl_wait();
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) {
-        const uint2 v = src[i];
-        const uint16_t h[4] = {(uint16_t)(v.x & 0xffffu), (uint16_t)(v.x >> 16),
-                               (uint16_t)(v.y & 0xffffu), (uint16_t)(v.y >> 16)};
-        dst[i] = make_float4(load_as_float(h, T, 0), load_as_float(h, T, 1), load_as_float(h, T, 2),
-                             load_as_float(h, T, 3));
-    }
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride)
+        dst[i] = widen4<T>(src[i]);
 }
 
 /* The parts of ao_cuda_cast_parts, by value: part p covers elements
@@ -1542,14 +1551,8 @@ struct drop_row {
      * or the stored mask. */
     __device__ void block_factors(uint64_t q, float f[4]) const
     {
-        if (mask_in) {
-            mask_factors(mask_in[q], p, f);
-            return;
-        }
-        const ao_u32x4 w = ao_rng_block(s, base / 4 + q);
-#pragma unroll
-        for (int l = 0; l < 4; l++) f[l] = ao_dropout_factor_from_word(w.v[l], p);
-        if (mask_out) mask_out[q] = mask_byte(f);
+        group_factors(f, s, base / 4 + q, p, mask_in ? mask_in + q : nullptr,
+                      mask_out ? mask_out + q : nullptr);
     }
     /* Warp-collective (all 32 lanes): f[k] = factor of row element
      * j0 + lane + 32 k, j0 a multiple of kChunk; elements past c are left.
@@ -1680,11 +1683,7 @@ template <ao_dtype T> struct typed_load {
     {
         if (T == AO_F32)
             return *reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
-        const uint2 v = *reinterpret_cast<const uint2 *>(static_cast<const uint16_t *>(p) + i);
-        const uint16_t h[4] = {(uint16_t)(v.x & 0xffffu), (uint16_t)(v.x >> 16),
-                               (uint16_t)(v.y & 0xffffu), (uint16_t)(v.y >> 16)};
-        return make_float4(load_as_float(h, T, 0), load_as_float(h, T, 1), load_as_float(h, T, 2),
-                           load_as_float(h, T, 3));
+        return widen4<T>(*reinterpret_cast<const uint2 *>(static_cast<const uint16_t *>(p) + i));
     }
 };
 
@@ -1717,19 +1716,6 @@ template <ao_dtype T, ao_dtype TI> struct gelu_dropout_map {
     }
 };
 
-/* The input of a Map that reads plain floats: the value(s) at flat element i. */
-struct fp32_load {
-    const float *x;
-    __device__ float load(size_t i) const
-    {
-        return x[i];
-    }
-    __device__ float4 load4(size_t i) const
-    {
-        return *reinterpret_cast<const float4 *>(x + i);
-    }
-};
-
 /* ... of ao_cuda_dropout_gelu_backward: dy in (type TI, as h), dx = gelu'(h)
  * * dropped dy out as floats unless dx is NULL and, when dx16 is set, in half
  * type T. */
@@ -1754,12 +1740,12 @@ template <ao_dtype T, ao_dtype TI> struct dropout_gelu_backward_map : typed_load
 };
 
 /* dropout_kernel's Map of the plain dropout and of its fused ends
- * (ao_cuda_dropout, _cast, _residual): x in (fp32_load); v = dropped x (+ res) out, as
+ * (ao_cuda_dropout, _residual): x in (fp32); v = dropped x (+ res) out, as
  * floats at y unless y is NULL, and in type T at out unless out.p is NULL.
  * The add is __fadd_rn so that the compiler cannot contract the mask's
  * product into it: the sum is the one a dropout followed by ao_cuda_add
  * stores. */
-template <ao_dtype T> struct dropout_out_map : fp32_load {
+template <ao_dtype T> struct dropout_out_map : typed_load<AO_F32> {
     float *y;
     typed_store<T> out;
     const float *res;

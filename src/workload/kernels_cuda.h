@@ -112,9 +112,9 @@ cudaError_t ao_cuda_dropout_residual(float *y, void *y16, ao_dtype half_type, co
 /* ao_cuda_layernorm_backward, then y = dropout(dx) (+ its half_type copy at
  * y16 unless NULL; y NULL: only that copy) as ao_cuda_dropout_residual(y,
  * y16, half_type, dx, NULL, batch, (n / batch) * c, key) would make it, in
- * the same pass over dx's rows
- * where the shapes allow (c % 4 == 0, aligned, no heads), bit for bit; the
- * two calls otherwise. n must be a multiple of batch (tokens per sample). */
+ * the same pass over dx's rows where the shapes allow (c % 4 == 0, aligned,
+ * no heads), bit for bit; the two calls otherwise. n must be a multiple of
+ * batch (tokens per sample). */
 cudaError_t ao_cuda_layernorm_backward_dropout(float *dx, float *dgamma, float *dbeta,
                                                const float *dy, const float *x, const float *mean,
                                                const float *rstd, const float *gamma, int n, int c,

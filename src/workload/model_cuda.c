@@ -124,8 +124,6 @@ typedef struct {
     /* [L + 1]: x[l]'s twin was written with it by layer l's last LayerNorm
      * in 16 bits, so layer l + 1's forward multiplies it without a cast */
     unsigned char *input_current;
-    /* [L + 1]: layer l's forward wrote its FFN input h only in 16 bits */
-    unsigned char *hidden16;
     /* the masks of the FFN-hidden and attention-probabilities dropouts */
     site_masks hidden_masks, probs_masks;
 } cuda_model;
@@ -238,6 +236,14 @@ static void *twin_of(const cuda_model *cm, const float *p)
 static void *twin_or_null(const cuda_model *cm, const float *p)
 {
     return cm->half != AO_F32 ? twin_of(cm, p) : NULL;
+}
+
+/* What a kernel reads of arena floats p: their 16-bit copy when `in16` (a
+ * GEMM wrote only that), else p itself; *type says which. */
+static const void *input_of(const cuda_model *cm, const float *p, int in16, ao_dtype *type)
+{
+    *type = in16 ? cm->half : AO_F32;
+    return in16 ? twin_of(cm, p) : (const void *)p;
 }
 
 /* p in fp32 modes, NULL in 16-bit modes: the fp32 output of a kernel whose
@@ -380,8 +386,8 @@ static void gemm(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, 
               0);
 }
 
-/* gemm into an arena buffer that only GEMMs read (gemm_bias's out16);
- * returns whether only its 16-bit copy was written. */
+/* gemm into an arena buffer whose readers all take its 16-bit copy
+ * (gemm_bias's out16); returns whether only that copy was written. */
 static int gemm_operand(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
                         float alpha, const float *a, int lda, const float *b, int ldb, float *c,
                         int ldc, gemm_batch bt)
@@ -646,19 +652,19 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
     /* d(dropped P) = dctx v^T; dv = P_dropped^T dctx; dq, dk, dv go into
      * dqkv's 16-bit copy alone in 16-bit modes (the three gemm_operand
      * calls decide alike: same buffer, no bias) */
-    const int dp16 =
-        gemm_bias(m, s, 0, 1, a.T, a.T, a.hd, 1.0f, dctx, a.d, sv->qkv + 2 * a.d, a.d3, 0.0f, dp,
-                  a.T, heads_batch(&a, a.hd, a.hd, TT, Td, Td3, HTT), NULL, NULL, 1);
+    const int dp16 = gemm_operand(m, s, 0, 1, a.T, a.T, a.hd, 1.0f, dctx, a.d, sv->qkv + 2 * a.d,
+                                  a.d3, dp, a.T, heads_batch(&a, a.hd, a.hd, TT, Td, Td3, HTT));
     gemm_operand(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, P, a.T, dctx, a.d, dqkv + 2 * a.d, a.d3,
                  heads_batch(&a, TT, a.hd, a.hd, HTT, Td, Td3));
     cm->nprepared = mark_qkv;
     /* through the dropout, then the softmax (scale folded in): dS, in
      * 16-bit modes from dP's 16-bit copy into that copy (its only one) */
     if (cm->half != AO_F32) {
-        KCHECK(ao_cuda_softmax_dropout_backward(
-            twin_of(cm, dp), cm->half, dp16 ? twin_of(cm, dp) : (const void *)dp,
-            dp16 ? cm->half : AO_F32, sv->att, a.scale, a.B, a.H, a.T, kp,
-            masks_in(&cm->probs_masks, layer, kp), cs));
+        ao_dtype dp_type;
+        const void *dp_in = input_of(cm, dp, dp16, &dp_type);
+        KCHECK(ao_cuda_softmax_dropout_backward(twin_of(cm, dp), cm->half, dp_in, dp_type, sv->att,
+                                                a.scale, a.B, a.H, a.T, kp,
+                                                masks_in(&cm->probs_masks, layer, kp), cs));
         mark_current(cm, s, dp, np, 0);
     } else {
         if (kp->p > 0.0f) dropout(s, dp, dp, a.B, (size_t)TT, kp);
@@ -698,12 +704,15 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
                                      sv->ln1_rstd, sv->r1, w->ln1_w, w->ln1_b, N, d, cs));
     const int mark = cm->nprepared;
     mark_current(cm, s, sv->x1, nd, 0);
-    /* h: in 16-bit modes only its 16-bit copy, which both GELU kernels read */
+    /* h: in 16-bit modes only its 16-bit copy, which both GELU kernels read
+     * (the backward knows it from saved_current: the unit is staged, so
+     * its bias has a 16-bit copy) */
     const int h16 = gemm_bias(m, s, 0, 1, N, ff, d, 1.0f, sv->x1, d, w->lin1_w, d, 0.0f, sv->h, ff,
                               single, w->lin1_b, NULL, 1);
-    cm->hidden16[layer] = (unsigned char)h16;
-    const void *h = h16 ? twin_of(cm, sv->h) : sv->h;
-    const ao_dtype h_type = h16 ? cm->half : AO_F32;
+    if (h16 != (cm->half != AO_F32))
+        ao_fatal(AO_EXIT_FAIL, "model", "layer %d: the FFN input not written in 16 bits", layer);
+    ao_dtype h_type;
+    const void *h = input_of(cm, sv->h, h16, &h_type);
     /* GELU and dropout in one pass; in 16-bit modes `a` is only stored as
      * the GEMM operand (its twin), which this layer's backward reuses */
     if (cm->half != AO_F32) {
@@ -757,8 +766,8 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
         dr, g->ln2_w, g->ln2_b, dy, sv->r2, sv->ln2_mean, sv->ln2_rstd, w->ln2_w, N, d,
         fp32_or_null(cm, dbranch), twin_or_null(cm, dbranch), cm->half, sh->batch, &k.ffn, cs));
     mark_current(cm, s, dbranch, nd, 0);
-    /* da in the precision of h (the forward's): 16 bits where h is */
-    const int h16 = cm->saved_current[layer] && cm->hidden16[layer];
+    /* da in the precision of h: 16 bits where the forward ran in 16 bits */
+    const int h16 = cm->saved_current[layer];
     const int da16 = linear_backward_plus(m, s, da, NULL, g->lin2_w, g->lin2_b, dbranch, sv->a,
                                           w->lin2_w, N, ff, d, h16);
     cm->nprepared = mark;
@@ -768,10 +777,12 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     /* dropout and GELU backward in one pass, in 16-bit modes only into da's
      * 16-bit copy (over its input there, element for element), which both
      * lin1 GEMMs and the bias gradient read */
-    KCHECK(ao_cuda_dropout_gelu_backward(
-        fp32_or_null(cm, da), twin_or_null(cm, da), cm->half, h16 ? twin_of(cm, da) : da,
-        h16 ? twin_of(cm, sv->h) : sv->h, h16 ? cm->half : AO_F32, sh->batch, tok_ff, &k.hidden,
-        masks_in(&cm->hidden_masks, layer, &k.hidden), cs));
+    ao_dtype in_type;
+    const void *h_in = input_of(cm, sv->h, h16, &in_type);
+    const void *da_in = input_of(cm, da, h16, &in_type);
+    KCHECK(ao_cuda_dropout_gelu_backward(fp32_or_null(cm, da), twin_or_null(cm, da), cm->half,
+                                         da_in, h_in, in_type, sh->batch, tok_ff, &k.hidden,
+                                         masks_in(&cm->hidden_masks, layer, &k.hidden), cs));
     mark_current(cm, s, da, nff, 0);
     /* with the residual around the FFN */
     linear_backward_plus(m, s, dx1, dr, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff, 0);
@@ -853,7 +864,6 @@ static int cuda_create(ao_model *m)
     c->half = AO_F32;
     c->saved_current = ao_calloc((size_t)L + 1, 1);
     c->input_current = ao_calloc((size_t)L + 1, 1);
-    c->hidden16 = ao_calloc((size_t)L + 1, 1);
     masks_alloc(m, &c->hidden_masks, ao_cuda_dropout_mask_bytes(s->batch, (size_t)s->seq * s->ff));
     masks_alloc(m, &c->probs_masks,
                 ao_cuda_dropout_mask_bytes(s->batch * s->heads, (size_t)s->seq * s->seq));
@@ -875,7 +885,6 @@ static void cuda_destroy(ao_model *m)
     if (c->outside) ao_dev_free(m->dev, c->outside);
     free(c->saved_current);
     free(c->input_current);
-    free(c->hidden16);
     masks_free(m, &c->hidden_masks);
     masks_free(m, &c->probs_masks);
     free(c);
@@ -1037,7 +1046,6 @@ void ao_model_cuda_set_compute(ao_model *m, ao_compute_mode mode)
     if (c->half != was) {
         memset(c->saved_current, 0, (size_t)m->shape.layers + 1);
         memset(c->input_current, 0, (size_t)m->shape.layers + 1);
-        memset(c->hidden16, 0, (size_t)m->shape.layers + 1);
     }
     if (c->half == AO_F32 || c->twin) return;
     /* First 16-bit mode: its copies, 2 bytes an element whichever type. */

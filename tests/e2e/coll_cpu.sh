@@ -11,10 +11,8 @@ if ! command -v "${AORTA_MPIRUN:-mpirun}" >/dev/null 2>&1; then
     echo "SKIP: no mpirun"
     exit 77
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# shellcheck source=tests/e2e/lib/tally.sh
+. "$(dirname "$0")/lib/tally.sh"
 
 # --- the CI run --------------------------------------------------------------
 "$aorta" coll --backend cpu --nproc 2 -b 1K -e 1M -f 4 -c 1 \
@@ -129,5 +127,4 @@ for f in --coll -b -e -f -i -n -w --dtype --op -c -a --root --per-iter --json --
     grep -q -- "$f" "$tmp/help" || fail "--help does not document $f"
 done
 
-[ $fails = 0 ] && echo "coll_cpu: PASS"
-exit $((fails > 0))
+finish coll_cpu

@@ -7,10 +7,8 @@ helper=${AORTA_LAUNCH_HELPER:?set by ctest}
 # MPI's libraries have no frame pointers: without the slow unwinder their
 # leaks cannot be matched with tests/lsan.supp.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# shellcheck source=tests/e2e/lib/tally.sh
+. "$(dirname "$0")/lib/tally.sh"
 expect() { grep -qF -- "$2" "$1" || { fail "$1 lacks '$2'"; cat "$1"; }; }
 expect_not() { ! grep -qF -- "$2" "$1" || { fail "$1 has '$2'"; cat "$1"; }; }
 
@@ -78,5 +76,4 @@ expect "$tmp/err" "aorta: error: rank 1 failed: exited with code 3"
 
 ctrl_c_test local
 
-[ $fails = 0 ] && echo "launch: all passed"
-exit $((fails > 0))
+finish launch

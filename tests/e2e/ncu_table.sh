@@ -8,10 +8,8 @@
 set -u
 src=${AORTA_SOURCE_DIR:?set by ctest}
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# shellcheck source=tests/e2e/lib/tally.sh
+. "$(dirname "$0")/lib/tally.sh"
 table="$src/bench/ncu_table.py"
 
 head='"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
@@ -54,5 +52,4 @@ PY
 python3 "$table" "$tmp/none.csv" >"$tmp/missing" 2>&1 || fail "a missing file made it exit $?"
 grep -q "No such file" "$tmp/missing" || { fail "a missing file is not reported"; cat "$tmp/missing"; }
 
-[ "$fails" -eq 0 ] && echo "PASS ncu_table" || echo "FAIL ncu_table ($fails)"
-exit "$((fails > 0))"
+finish ncu_table

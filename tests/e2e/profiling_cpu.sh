@@ -14,10 +14,8 @@ src=${AORTA_SOURCE_DIR:?set by ctest}
 # leaks cannot be matched with tests/lsan.supp.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0"
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# shellcheck source=tests/e2e/lib/tally.sh
+. "$(dirname "$0")/lib/tally.sh"
 out="$tmp/out"
 train() { "$aorta" train --backend cpu --config "$src/config/tiny.yaml" "$@"; }
 # run NAME NPROC OVERRIDES...: a run that must succeed; its stderr in $tmp/NAME.err
@@ -150,5 +148,4 @@ for r in recs:
     assert "ops" not in r
 PY
 
-[ "$fails" = 0 ] || exit 1
-echo "profiling_cpu: ok"
+finish profiling_cpu

@@ -4,10 +4,8 @@
 # directions and engines, and bad flags exiting 2.
 set -u
 aorta=${AORTA:?set by ctest}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# shellcheck source=tests/e2e/lib/tally.sh
+. "$(dirname "$0")/lib/tally.sh"
 
 "$aorta" sdma --backend cpu --matrix-size 256 --copy-mb 4 --iterations 3 --direction d2d \
     --json "$tmp/sdma.json" >"$tmp/out" 2>"$tmp/err"
@@ -79,5 +77,4 @@ for f in --device --matrix-size --dtype --copy-mb --iterations --warmup --direct
     grep -q -- "$f" "$tmp/help" || fail "--help does not document $f"
 done
 
-[ $fails = 0 ] && echo "sdma_cpu: PASS"
-exit $((fails > 0))
+finish sdma_cpu

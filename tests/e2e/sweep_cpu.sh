@@ -13,10 +13,8 @@ mpirun=$(command -v "${AORTA_MPIRUN:-mpirun}") || {
     echo "SKIP: no mpirun"
     exit 77
 }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# shellcheck source=tests/e2e/lib/tally.sh
+. "$(dirname "$0")/lib/tally.sh"
 real_aorta=$(realpath "$aorta")
 
 cat >"$tmp/launch.sh" <<EOF
@@ -127,5 +125,4 @@ check_bad range $'command: coll\naxes:\n  size: pow2:8' 'range.yaml:3: .pow2:8.:
 check_bad trainkey $'command: train\naxes:\n  training.batchsize: [8]' 'trainkey.yaml:3'
 [ -e launches ] && fail "a bad file started a launch"
 
-[ $fails = 0 ] || exit 1
-echo "sweep_cpu: ok"
+finish sweep_cpu

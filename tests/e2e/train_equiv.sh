@@ -12,10 +12,8 @@ src=${AORTA_SOURCE_DIR:?set by ctest}
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0"
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
 command -v "${AORTA_MPIRUN:-mpirun}" >/dev/null 2>&1 || { echo "SKIP: no mpirun"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# shellcheck source=tests/e2e/lib/tally.sh
+. "$(dirname "$0")/lib/tally.sh"
 n=0
 # run NAME NPROC BATCH [overrides...]
 run() {
@@ -65,5 +63,5 @@ assert all(a["loss"] == b["loss"] for a, b in zip(full0, full1))
 assert any(a["loss_local"] != b["loss_local"] for a, b in zip(full0, full1))
 PY
 cat "$tmp/check"
-[ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
-echo "train_equiv: ok ($n runs)"
+echo "train_equiv: $n runs"
+finish train_equiv
