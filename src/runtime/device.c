@@ -284,9 +284,9 @@ void ao_launch_host(ao_stream *s, void (*fn)(void *arg), const void *arg, size_t
     OPS(s)->launch_host(s, fn, arg, arg_size);
 }
 
-void ao_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target)
+void ao_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target, int alone)
 {
-    OPS(dev)->gemm_set_policy(dev, chunks, sm_count_target);
+    OPS(dev)->gemm_set_policy(dev, chunks, sm_count_target, alone);
 }
 
 void ao_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d)

@@ -196,9 +196,13 @@ typedef struct ao_gemm_desc {
 /* Device-wide GEMM policy (compute.gemm_chunks, compute.sm_count_target):
  * chunks > 1 splits each GEMM into that many launches along m (the seed's
  * "kernel chunking"); sm_count_target > 0 asks cuBLASLt to use that many SMs
- * (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET). Ignored by the cpu backend, which
- * says so once. */
-void ao_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target);
+ * (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET). alone: no other kernel runs beside
+ * the GEMMs (no collective overlaps them), so cuBLASLt may pick kernels that
+ * assume every SM (a static tile schedule: no workspace, so no memset before
+ * each launch; they lose to its dynamic schedule when a collective holds
+ * SMs, bench/RESULTS.md session 8). Ignored by the cpu backend, which says so
+ * once for chunks and SMs. */
+void ao_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target, int alone);
 void ao_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d);
 
 /* ---- profiler ranges ----------------------------------------------------- */
@@ -247,7 +251,7 @@ struct ao_device_ops {
     int (*event_query)(ao_event *);
     double (*event_elapsed_us)(ao_event *, ao_event *);
     void (*launch_host)(ao_stream *, void (*)(void *), const void *, size_t);
-    void (*gemm_set_policy)(ao_device *, int, int);
+    void (*gemm_set_policy)(ao_device *, int, int, int);
     void (*gemm)(ao_device *, ao_stream *, const ao_gemm_desc *);
     void (*range_push)(ao_device *, const char *);
     void (*range_pop)(ao_device *);

@@ -552,8 +552,9 @@ static double cpu_event_elapsed_us(ao_event *start, ao_event *end)
 
 _Static_assert(sizeof(ao_gemm_desc) <= CPU_INLINE_ARG, "a GEMM must fit a ring slot inline");
 
-static void cpu_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target)
+static void cpu_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target, int alone)
 {
+    (void)alone; /* no workspace, no schedule to pick */
     struct cpu_device *d = (struct cpu_device *)dev;
     d->gemm_chunks = chunks;
     d->gemm_sm_target = sm_count_target;

@@ -27,6 +27,7 @@
 struct gemm_key {
     int trans_a, trans_b, m, n, k, lda, ldb, ldc;
     int ab_type, c_type, compute, batch_count, sm_target;
+    int alone;                     /* ao_gemm_set_policy's: no workspace offered */
     int align_a, align_b, align_c; /* bytes; cuBLASLt picks kernels by alignment */
     int bias;     /* CUBLASLT_EPILOGUE_BIAS: the bias pointer's alignment (bytes), 0 without */
     int pointers; /* a pointer-array batch (two-level batches) */
@@ -65,7 +66,7 @@ struct ao_device {
     int prio_least, prio_greatest;
     cublasLtHandle_t lt;
     pthread_mutex_t lock; /* guards everything below */
-    int gemm_chunks, gemm_sm_target;
+    int gemm_chunks, gemm_sm_target, gemm_alone;
     struct gemm_plan *plans;
     int nplans, cap_plans;
     void *null_stream_workspace; /* for GEMMs on the legacy default stream */
@@ -578,7 +579,7 @@ static void cuda_launch_host(ao_stream *s, void (*fn)(void *), const void *arg, 
 
 /* ---- GEMM --------------------------------------------------------------------- */
 
-static void cuda_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target)
+static void cuda_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target, int alone)
 {
     if (chunks < 0)
         ao_fatal(AO_EXIT_USAGE, "compute.gemm_chunks", "%d: must be 0 or more (0 and 1: no split)",
@@ -596,6 +597,7 @@ static void cuda_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target
     lock(dev);
     dev->gemm_chunks = chunks > 1 ? chunks : 1;
     dev->gemm_sm_target = sm_count_target;
+    dev->gemm_alone = alone != 0;
     unlock(dev);
 }
 
@@ -662,10 +664,10 @@ static const char *gemm_shape_text(const struct gemm_key *k, char *buf, size_t n
 {
     snprintf(buf, n,
              "m=%d n=%d k=%d trans_a=%d trans_b=%d lda=%d ldb=%d ldc=%d A/B %s C %s batch=%d "
-             "sm_count_target=%d",
+             "sm_count_target=%d%s",
              k->m, k->n, k->k, k->trans_a, k->trans_b, k->lda, k->ldb, k->ldc,
              ao_dtype_name((ao_dtype)k->ab_type), ao_dtype_name((ao_dtype)k->c_type),
-             k->batch_count, k->sm_target);
+             k->batch_count, k->sm_target, k->alone ? " alone" : "");
     return buf;
 }
 
@@ -733,7 +735,9 @@ static struct gemm_plan *find_plan(ao_device *dev, const struct gemm_key *key, i
 
     cublasLtMatmulPreference_t pref;
     BLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = GEMM_WORKSPACE_BYTES;
+    /* Alone, no workspace: cuBLASLt then picks among kernels that need none,
+     * on Hopper its static-schedule ones (ao_gemm_set_policy). */
+    uint64_t ws = key->alone ? 0 : GEMM_WORKSPACE_BYTES;
     BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                     &ws, sizeof ws));
 #if AO_GPU_HAS_ALIGNMENT_PREFS
@@ -830,6 +834,7 @@ static struct gemm_key gemm_key_of(const ao_device *dev, const ao_gemm_desc *d, 
     key.compute = d->compute;
     key.batch_count = d->batch_count;
     key.sm_target = dev->gemm_sm_target;
+    key.alone = dev->gemm_alone;
     key.bias = d->bias ? pointer_alignment(d->bias) : 0;
     key.align_a = batch_alignment(a, d->stride_a, asz, d->batch_count);
     key.align_b = batch_alignment(b, d->stride_b, asz, d->batch_count);

@@ -165,6 +165,11 @@ static int is_sharded(const struct ao_config *cfg)
     return cfg->distributed.mode == AO_MODE_FSDP && cfg->fsdp.sharding_strategy != AO_SHARD_NONE;
 }
 
+int ao_engine_compute_alone(const struct ao_config *cfg, int world_size)
+{
+    return world_size == 1 || !cfg->distributed.enable_overlap;
+}
+
 int ao_engine_check_config(const struct ao_config *cfg, int world, int local_world)
 {
     if (is_sharded(cfg) && cfg->fsdp.sharding_strategy == AO_SHARD_HYBRID) {
@@ -547,10 +552,8 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     e->nunits = ao_model_units(&e->shape);
     e->nlayers = e->nunits - 1;
     e->pend_step = -1;
-    /* Dependent launches hold SMs a collective beside the compute would
-     * wait for (kernels_cuda.h): only where none runs beside it. */
     if (e->backend->set_dependent_launch)
-        e->backend->set_dependent_launch(e->world == 1 || !cfg->distributed.enable_overlap);
+        e->backend->set_dependent_launch(ao_engine_compute_alone(cfg, e->world));
     e->hp = (ao_adamw_hparams){.beta1 = (float)cfg->optimizer.betas[0],
                                .beta2 = (float)cfg->optimizer.betas[1],
                                .eps = (float)cfg->optimizer.eps,

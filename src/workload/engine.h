@@ -63,6 +63,13 @@ typedef struct ao_engine_setup {
  * AO_EXIT_USAGE after one error naming the key. */
 int ao_engine_check_config(const struct ao_config *cfg, int world_size, int local_world_size);
 
+/* Whether the compute stream has the device to itself: no collective runs
+ * beside it (one rank, or distributed.enable_overlap off). Kernels that
+ * assume every SM (dependent launches, cuBLASLt's static-schedule GEMMs)
+ * are used only then: beside a collective they hold SMs it waits for, or
+ * wait for the SMs it holds (bench/RESULTS.md, sessions 5 and 8). */
+int ao_engine_compute_alone(const struct ao_config *cfg, int world_size);
+
 /* Creates the communicators, lays out and initializes the shards (a pure
  * function of dataset.seed; with fsdp.sync_module_states rank 0's values,
  * broadcast to every rank, as FSDP does), allocates the buffers. Returns NULL with *rc set

@@ -254,7 +254,8 @@ static int setup(trainer *t)
     for (int i = 0; i < AO_NSTREAMS; i++)
         t->streams[i] = ao_stream_create(t->dev, ao_stream_id_name((ao_stream_id)i),
                                          cfg->streams.by_id[i].priority);
-    ao_gemm_set_policy(t->dev, cfg->compute.gemm_chunks, cfg->compute.sm_count_target);
+    ao_gemm_set_policy(t->dev, cfg->compute.gemm_chunks, cfg->compute.sm_count_target,
+                       ao_engine_compute_alone(cfg, ri->world_size));
 
     const char *cb = ao_comm_backend_for(t->info.backend);
     if (!cb) {

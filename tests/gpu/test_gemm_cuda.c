@@ -48,6 +48,7 @@ struct gemm_case {
     ao_compute_mode mode;
     float alpha, beta;
     int chunks, sm_target;
+    int alone; /* ao_gemm_set_policy's: no workspace */
     double tol;
     int bias;  /* an epilogue bias of n random values of C's type */
     int outer; /* > 1: a two-level batch of outer groups of `batch` */
@@ -96,7 +97,7 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
     void *dbias = ao_dev_alloc(dev, (size_t)gc->n * csz);
     ao_copy_async(dev, dbias, hbias, (size_t)gc->n * csz, AO_H2D, s);
 
-    ao_gemm_set_policy(dev, gc->chunks, gc->sm_target);
+    ao_gemm_set_policy(dev, gc->chunks, gc->sm_target, gc->alone);
     ao_gemm_desc d = {
         .trans_a = gc->ta,
         .trans_b = gc->tb,
@@ -136,7 +137,7 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
         free(c_after);
     }
     ao_stream_sync(s);
-    ao_gemm_set_policy(dev, 1, 0);
+    ao_gemm_set_policy(dev, 1, 0, 0);
 
     double max_err = 0, max_ref = 0;
     int pad_changed = 0;
@@ -167,10 +168,10 @@ static void run_case(ao_device *dev, ao_stream *s, const struct gemm_case *gc)
     }
     const double rel = max_ref > 0 ? max_err / max_ref : max_err;
     printf("%s->%s ta=%d tb=%d m=%d n=%d k=%d batch=%d outer=%d chunks=%d sm_target=%d "
-           "beta=%g%s%s: rel err %.3g (bound %.0e)\n",
+           "beta=%g%s%s%s: rel err %.3g (bound %.0e)\n",
            mode_name(gc), ao_dtype_name(gc->c), gc->ta, gc->tb, gc->m, gc->n, gc->k, gc->batch,
            outer, gc->chunks, gc->sm_target, gc->beta, gc->bias ? " bias" : "",
-           gc->sep_d ? " separate D" : "", rel, gc->tol);
+           gc->sep_d ? " separate D" : "", gc->alone ? " alone" : "", rel, gc->tol);
     CHECK(!c_changed, "a GEMM into a separate D wrote C");
     CHECK(rel <= gc->tol, "%s ta=%d tb=%d m=%d n=%d k=%d: %.3g > %.0e", mode_name(gc), gc->ta,
           gc->tb, gc->m, gc->n, gc->k, rel, gc->tol);
@@ -231,6 +232,10 @@ int main(void)
                 struct gemm_case big = base;
                 big.m = 256, big.n = 192, big.k = 512, big.alpha = 0.5f, big.beta = 0.75f;
                 run_case(dev, s, &big);
+                /* with no workspace offered (one rank: static schedules) */
+                struct gemm_case alone = big;
+                alone.alone = 1;
+                run_case(dev, s, &alone);
                 struct gemm_case batched = base;
                 batched.m = 64, batched.n = 48, batched.k = 40, batched.batch = 3;
                 batched.beta = 1.0f;

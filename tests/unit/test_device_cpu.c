@@ -371,9 +371,9 @@ static void gemm_bias_batched(ao_device *dev)
 
 static void policy_twice(ao_device *dev)
 {
-    ao_gemm_set_policy(dev, 1, 0); /* defaults: silent */
-    ao_gemm_set_policy(dev, 4, 0);
-    ao_gemm_set_policy(dev, 2, 66);
+    ao_gemm_set_policy(dev, 1, 0, 1); /* defaults: silent */
+    ao_gemm_set_policy(dev, 4, 0, 0);
+    ao_gemm_set_policy(dev, 2, 66, 0);
 }
 
 static void test_fatal_paths(void **state)
