@@ -97,8 +97,8 @@ const struct ao_key ao_schema[] = {
     ENUM(training.mixed_precision, "bf16", mixed_precisions,
          "GEMM precision of forward and backward: none (fp32; TF32 with training.tf32), bf16 "
          "or fp16 (16-bit operands and fp32 accumulation; master weights, reductions and the "
-         "residual stream in fp32, buffers that only GEMMs read in 16 bits; fp16 adds dynamic "
-         "loss scaling); fp32 is accepted as a synonym of none."),
+         "residual stream in fp32, buffers that only GEMMs, softmax and GELU read in 16 bits; "
+         "fp16 adds dynamic loss scaling); fp32 is accepted as a synonym of none."),
     FLOAT_GT(training.loss_scale, "65536", 0, 3.4e38,
              "fp16 only: initial dynamic loss scale (the loss is multiplied by it before backward; "
              "halved on inf/NaN gradients, which skip the step; doubled after 2000 good steps), "

@@ -438,7 +438,7 @@ struct gelu_backward_op {
     }
 };
 
-/* ---- layernorm: one warp per row ------------------------------------------ */
+/* ---- layernorm ------------------------------------------------------------ */
 
 template <ao_dtype T> struct typed_store; /* the conversions, below */
 
@@ -448,13 +448,105 @@ __device__ float layernorm_out(float x, double m, double rs, float g, float b)
     return (float)((x - m) * rs) * g + b;
 }
 
+/* Rows with c % 4 == 0 and aligned pointers (the model's) go a block a row,
+ * each thread holding K float4s of the row (and of dy in the backward) in
+ * registers from one load: the row is read from memory once, where a warp a
+ * row re-read it for each of its passes, and 256 threads keep enough loads
+ * in flight (the warp-a-row kernels ran at about half the memory bandwidth
+ * on config/large.yaml's 2048-wide rows, bench/RESULTS.md session 9). The
+ * per-element math is the reference's; only the order of the double sums
+ * differs (their rounding). Other rows go a warp a row, scalar. */
+constexpr int kRowMaxK = 8; /* so rows of up to kRowMaxK * 4 * kThreads floats */
+
+template <int K> struct row_k {
+    static constexpr int value = K;
+};
+
+/* f(row_k<K>{}) for the least K whose K * kThreads float4s cover a c-wide
+ * row; false (nothing called) when c is wider than kRowMaxK allows. */
+template <class F> bool with_row_k(int c, F &&f)
+{
+    const int c4 = c / 4;
+    if (c4 <= kThreads) return f(row_k<1>{}), true;
+    if (c4 <= 2 * kThreads) return f(row_k<2>{}), true;
+    if (c4 <= 4 * kThreads) return f(row_k<4>{}), true;
+    if (c4 <= kRowMaxK * kThreads) return f(row_k<kRowMaxK>{}), true;
+    return false;
+}
+
+/* The block's sums of (a, b), in every thread (kThreads threads): each warp's
+ * by shuffles, then the warps' in order. */
+__device__ double2 block_sum2(double a, double b)
+{
+    __shared__ double2 part[kWarpsPerBlock];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    a = warp_sum(a);
+    b = warp_sum(b);
+    if (lane == 0) part[warp] = make_double2(a, b);
+    __syncthreads();
+    double2 t = part[0];
+#pragma unroll
+    for (int w = 1; w < kWarpsPerBlock; w++) {
+        t.x += part[w].x;
+        t.y += part[w].y;
+    }
+    __syncthreads(); /* part is reused by the next call */
+    return t;
+}
+
 /* H != AO_F32: y's values are also stored in half type H at y16 (the next
- * GEMM's operand), from the same float. Vec (c % 4 == 0; x, y, gamma, beta
- * 16-byte aligned, y16 8-byte): lanes move float4s, four to a loop trip so
- * that several are in flight (the scalar loop waited on one load at a time,
- * at half the memory bandwidth); the per-element math is the same, only the
- * order of each lane's partial sums differs (double rounding). */
-template <ao_dtype H, bool Vec>
+ * GEMM's operand), from the same float (y16 8-byte aligned). */
+template <ao_dtype H, int K>
+__global__ void layernorm_forward_rows_kernel(float *y, void *y16, float *mean, float *rstd,
+                                              const float *x, const float *gamma, const float *beta,
+                                              int n, int c)
+{
+    pdl_wait();
+    const int c4 = c / 4, t = (int)threadIdx.x;
+    const float4 *g4 = reinterpret_cast<const float4 *>(gamma);
+    const float4 *b4 = reinterpret_cast<const float4 *>(beta);
+    for (int row = blockIdx.x; row < n; row += gridDim.x) {
+        const float4 *x4 = reinterpret_cast<const float4 *>(x + (size_t)row * c);
+        float4 v[K];
+        double s = 0.0;
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int q = t + k * kThreads;
+            if (q < c4) {
+                v[k] = x4[q];
+                s += (double)v[k].x + v[k].y + v[k].z + v[k].w;
+            }
+        }
+        const double m = block_sum2(s, 0.0).x / c;
+        double var = 0.0;
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            if (t + k * kThreads < c4)
+                var += (v[k].x - m) * (v[k].x - m) + (v[k].y - m) * (v[k].y - m) +
+                       (v[k].z - m) * (v[k].z - m) + (v[k].w - m) * (v[k].w - m);
+        }
+        const double rs = 1.0 / sqrt(block_sum2(var, 0.0).x / c + (double)AO_LN_EPS);
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int q = t + k * kThreads;
+            if (q >= c4) continue;
+            const float4 g = g4[q], b = b4[q];
+            const float4 o = make_float4(
+                layernorm_out(v[k].x, m, rs, g.x, b.x), layernorm_out(v[k].y, m, rs, g.y, b.y),
+                layernorm_out(v[k].z, m, rs, g.z, b.z), layernorm_out(v[k].w, m, rs, g.w, b.w));
+            const size_t at = (size_t)row * c + 4 * (size_t)q;
+            *reinterpret_cast<float4 *>(y + at) = o;
+            if (H != AO_F32) typed_store<H>{y16}.put4(at, o);
+        }
+        if (t == 0) {
+            mean[row] = (float)m;
+            rstd[row] = (float)rs;
+        }
+    }
+}
+
+/* A warp a row, scalar: rows layernorm_forward_rows_kernel does not take. */
+template <ao_dtype H>
 __global__ void layernorm_forward_kernel(float *y, void *y16, float *mean, float *rstd,
                                          const float *x, const float *gamma, const float *beta,
                                          int n, int c)
@@ -464,44 +556,15 @@ __global__ void layernorm_forward_kernel(float *y, void *y16, float *mean, float
     if (row >= n) return;
     const float *xr = x + (size_t)row * c;
     float *yr = y + (size_t)row * c;
-    double s = 0.0, var = 0.0, m, rs;
-    if (Vec) {
-        const int c4 = c / 4;
-        const float4 *x4 = reinterpret_cast<const float4 *>(xr);
-#pragma unroll 4
-        for (int q = lane; q < c4; q += 32) {
-            const float4 v = x4[q];
-            s += (double)v.x + v.y + v.z + v.w;
-        }
-        m = warp_sum(s) / c;
-#pragma unroll 4
-        for (int q = lane; q < c4; q += 32) {
-            const float4 v = x4[q];
-            var += (v.x - m) * (v.x - m) + (v.y - m) * (v.y - m) + (v.z - m) * (v.z - m) +
-                   (v.w - m) * (v.w - m);
-        }
-        rs = 1.0 / sqrt(warp_sum(var) / c + (double)AO_LN_EPS);
-        const float4 *g4 = reinterpret_cast<const float4 *>(gamma);
-        const float4 *b4 = reinterpret_cast<const float4 *>(beta);
-#pragma unroll 4
-        for (int q = lane; q < c4; q += 32) {
-            const float4 v = x4[q], g = g4[q], b = b4[q];
-            const float4 o = make_float4(
-                layernorm_out(v.x, m, rs, g.x, b.x), layernorm_out(v.y, m, rs, g.y, b.y),
-                layernorm_out(v.z, m, rs, g.z, b.z), layernorm_out(v.w, m, rs, g.w, b.w));
-            reinterpret_cast<float4 *>(yr)[q] = o;
-            if (H != AO_F32) typed_store<H>{y16}.put4((size_t)row * c + 4 * (size_t)q, o);
-        }
-    } else {
-        for (int j = lane; j < c; j += 32) s += xr[j];
-        m = warp_sum(s) / c;
-        for (int j = lane; j < c; j += 32) var += (xr[j] - m) * (xr[j] - m);
-        rs = 1.0 / sqrt(warp_sum(var) / c + (double)AO_LN_EPS);
-        for (int j = lane; j < c; j += 32) {
-            const float v = layernorm_out(xr[j], m, rs, gamma[j], beta[j]);
-            yr[j] = v;
-            if (H != AO_F32) typed_store<H>{y16}.put((size_t)row * c + j, v);
-        }
+    double s = 0.0, var = 0.0;
+    for (int j = lane; j < c; j += 32) s += xr[j];
+    const double m = warp_sum(s) / c;
+    for (int j = lane; j < c; j += 32) var += (xr[j] - m) * (xr[j] - m);
+    const double rs = 1.0 / sqrt(warp_sum(var) / c + (double)AO_LN_EPS);
+    for (int j = lane; j < c; j += 32) {
+        const float v = layernorm_out(xr[j], m, rs, gamma[j], beta[j]);
+        yr[j] = v;
+        if (H != AO_F32) typed_store<H>{y16}.put((size_t)row * c + j, v);
     }
     if (lane == 0) {
         mean[row] = (float)m;
@@ -509,11 +572,8 @@ __global__ void layernorm_forward_kernel(float *y, void *y16, float *mean, float
     }
 }
 
-/* One warp per row. Vec (c % 4 == 0, every pointer 16-byte aligned): lanes
- * move float4s, a quarter of the load instructions; the per-element math is
- * the same, only the order of each lane's partial sums differs (double
- * rounding). Tail (Vec only) also gets every float4 of dx as it is stored:
- * no_ln_tail, or ln_dropout_tail (the dropout of dx, fused). */
+/* A backward's Tail gets every float4 of dx as it is stored: no_ln_tail, or
+ * ln_dropout_tail (the dropout of dx, fused). */
 struct no_ln_tail {
     __device__ int begin_row(int) const
     {
@@ -522,125 +582,164 @@ struct no_ln_tail {
     __device__ void put4(int, int, int, float4) const {}
 };
 
-template <bool Vec, class Tail>
-__device__ void layernorm_backward_row(float *dx, const float *dy, const float *x,
-                                       const float *mean, const float *rstd, const float *gamma,
-                                       int c, const Tail &tail, int row, int lane)
+/* dx of row `row`, by the whole block (layernorm_forward_rows_kernel's
+ * layout: thread t holds float4s t + k * kThreads of x and dy). */
+/* Blocks a backward kernel of K float4s a thread asks room for: 4 (64
+ * registers) for the model's rows, 37.5 % occupancy at the 72 registers it
+ * would take otherwise, too few rows in flight for the memory (Nsight
+ * Compute, bench/RESULTS.md session 9); 2 where 64 would spill. */
+template <int K> constexpr int kRowMinBlocks = K <= 2 ? 4 : 2;
+
+template <int K, class Tail>
+__device__ void layernorm_backward_block_row(float *dx, const float *dy, const float *x,
+                                             const float *mean, const float *rstd,
+                                             const float *gamma, int c, const Tail &tail, int row)
 {
+    const int c4 = c / 4, t = (int)threadIdx.x;
+    const float4 *x4 = reinterpret_cast<const float4 *>(x + (size_t)row * c);
+    const float4 *dy4 = reinterpret_cast<const float4 *>(dy + (size_t)row * c);
+    const float4 *g4 = reinterpret_cast<const float4 *>(gamma);
+    const double m = mean[row], rs = rstd[row];
+    float4 xv[K], dv[K];
+    double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        const int q = t + k * kThreads;
+        if (q >= c4) continue;
+        xv[k] = x4[q];
+        dv[k] = dy4[q];
+        const float4 gv = g4[q];
+        const float xs[4] = {xv[k].x, xv[k].y, xv[k].z, xv[k].w};
+        const float ds[4] = {dv[k].x, dv[k].y, dv[k].z, dv[k].w};
+        const float gs[4] = {gv.x, gv.y, gv.z, gv.w};
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            const double xhat = (xs[l] - m) * rs, dxhat = (double)ds[l] * gs[l];
+            sum_dxhat += dxhat;
+            sum_dxhat_xhat += dxhat * xhat;
+        }
+    }
+    const double2 sums = block_sum2(sum_dxhat, sum_dxhat_xhat);
+    const double mean_dxhat = sums.x / c, mean_dxhat_xhat = sums.y / c;
+    const auto row_state = tail.begin_row(row);
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        const int q = t + k * kThreads;
+        if (q >= c4) continue;
+        const float4 gv = g4[q];
+        const float xs[4] = {xv[k].x, xv[k].y, xv[k].z, xv[k].w};
+        const float ds[4] = {dv[k].x, dv[k].y, dv[k].z, dv[k].w};
+        const float gs[4] = {gv.x, gv.y, gv.z, gv.w};
+        float out[4];
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            const double xhat = (xs[l] - m) * rs, dxhat = (double)ds[l] * gs[l];
+            out[l] = (float)(rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+        }
+        const float4 o4 = make_float4(out[0], out[1], out[2], out[3]);
+        reinterpret_cast<float4 *>(dx + (size_t)row * c)[q] = o4;
+        tail.put4(row_state, row, q, o4);
+    }
+}
+
+template <int K, class Tail>
+__global__ void __launch_bounds__(kThreads, kRowMinBlocks<K>)
+    layernorm_backward_rows_kernel(float *dx, const float *dy, const float *x, const float *mean,
+                                   const float *rstd, const float *gamma, int n, int c, Tail tail)
+{
+    pdl_wait();
+    for (int row = blockIdx.x; row < n; row += gridDim.x)
+        layernorm_backward_block_row<K>(dx, dy, x, mean, rstd, gamma, c, tail, row);
+}
+
+/* A warp a row, scalar: rows layernorm_backward_rows_kernel does not take. */
+__global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const float *x,
+                                             const float *mean, const float *rstd,
+                                             const float *gamma, int n, int c)
+{
+    pdl_wait();
+    const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= n) return;
     const float *xr = x + (size_t)row * c, *dyr = dy + (size_t)row * c;
     float *dxr = dx + (size_t)row * c;
     const double m = mean[row], rs = rstd[row];
     double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
-    if (Vec) {
-        const int c4 = c / 4;
-        const float4 *x4 = reinterpret_cast<const float4 *>(xr);
-        const float4 *dy4 = reinterpret_cast<const float4 *>(dyr);
-        const float4 *g4 = reinterpret_cast<const float4 *>(gamma);
-        for (int q = lane; q < c4; q += 32) {
-            const float4 xv = x4[q], dv = dy4[q], gv = g4[q];
-            const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, ds[4] = {dv.x, dv.y, dv.z, dv.w};
-            const float gs[4] = {gv.x, gv.y, gv.z, gv.w};
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const double xhat = (xs[l] - m) * rs, dxhat = (double)ds[l] * gs[l];
-                sum_dxhat += dxhat;
-                sum_dxhat_xhat += dxhat * xhat;
-            }
-        }
-        const double mean_dxhat = warp_sum(sum_dxhat) / c;
-        const double mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) / c;
-        const auto row_state = tail.begin_row(row);
-        for (int q = lane; q < c4; q += 32) {
-            const float4 xv = x4[q], dv = dy4[q], gv = g4[q];
-            const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, ds[4] = {dv.x, dv.y, dv.z, dv.w};
-            const float gs[4] = {gv.x, gv.y, gv.z, gv.w};
-            float out[4];
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                const double xhat = (xs[l] - m) * rs, dxhat = (double)ds[l] * gs[l];
-                out[l] = (float)(rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
-            }
-            const float4 o4 = make_float4(out[0], out[1], out[2], out[3]);
-            reinterpret_cast<float4 *>(dxr)[q] = o4;
-            tail.put4(row_state, row, q, o4);
-        }
-    } else {
-        for (int j = lane; j < c; j += 32) {
-            const double xhat = (xr[j] - m) * rs, dxhat = (double)dyr[j] * gamma[j];
-            sum_dxhat += dxhat;
-            sum_dxhat_xhat += dxhat * xhat;
-        }
-        const double mean_dxhat = warp_sum(sum_dxhat) / c;
-        const double mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) / c;
-        for (int j = lane; j < c; j += 32) {
-            const double xhat = (xr[j] - m) * rs, dxhat = (double)dyr[j] * gamma[j];
-            dxr[j] = (float)(rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
-        }
+    for (int j = lane; j < c; j += 32) {
+        const double xhat = (xr[j] - m) * rs, dxhat = (double)dyr[j] * gamma[j];
+        sum_dxhat += dxhat;
+        sum_dxhat_xhat += dxhat * xhat;
+    }
+    const double mean_dxhat = warp_sum(sum_dxhat) / c;
+    const double mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) / c;
+    for (int j = lane; j < c; j += 32) {
+        const double xhat = (xr[j] - m) * rs, dxhat = (double)dyr[j] * gamma[j];
+        dxr[j] = (float)(rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
     }
 }
 
-template <bool Vec, class Tail>
-__global__ void layernorm_backward_dx_kernel(float *dx, const float *dy, const float *x,
-                                             const float *mean, const float *rstd,
-                                             const float *gamma, int n, int c, Tail tail)
-{
-    pdl_wait();
-    const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
-    if (row < n)
-        layernorm_backward_row<Vec>(dx, dy, x, mean, rstd, gamma, c, tail, row, threadIdx.x & 31);
-}
-
-/* LayerNorm backward whole, in one launch (Vec only): dx (+ Tail) and the
- * parameter sums, by blocks of two roles. Row chunk p of column_split is
- * blocks p * (dx_blocks + tiles) + r: r < dx_blocks computes the dx of rows
- * p * chunk + r * kWarpsPerBlock + warp, a warp a row as
- * layernorm_backward_dx_kernel; the others sum column tile r - dx_blocks of
+/* LayerNorm backward whole, in one launch: dx (+ Tail) and the parameter
+ * sums, by blocks of two roles. Row chunk p of column_split is blocks
+ * p * (chunk + tiles) + r: r < chunk computes the dx of row p * chunk + r
+ * (layernorm_backward_block_row); the others sum column tile r - chunk of
  * the chunk as column_sums does. The bits are those of the two launches it
  * replaces (the same functions in the same order); it saves a launch and the
  * device's latency between the two, and a chunk's sums run just after its
  * rows' dx blocks read the same dy and x (which L2 then still holds). */
-template <class Tail>
-__global__ void layernorm_backward_fused_kernel(float *dx, float *dgamma, float *dbeta,
-                                                const float *dy, const float *x, const float *mean,
-                                                const float *rstd, const float *gamma, int n, int c,
-                                                int chunk, int parts, int dx_blocks, int tiles,
-                                                Tail tail)
+template <int K, class Tail>
+__global__ void __launch_bounds__(kThreads, kRowMinBlocks<K>)
+    layernorm_backward_fused_kernel(float *dx, float *dgamma, float *dbeta, const float *dy,
+                                    const float *x, const float *mean, const float *rstd,
+                                    const float *gamma, int n, int c, int chunk, int parts,
+                                    int tiles, Tail tail)
 {
     pdl_wait();
-    const int per = dx_blocks + tiles;
+    const int per = chunk + tiles;
     const int part = (int)blockIdx.x / per, r = (int)blockIdx.x % per;
     const int tid = (int)threadIdx.x;
-    if (r < dx_blocks) {
-        const int in_chunk = r * kWarpsPerBlock + (tid >> 5), row = part * chunk + in_chunk;
-        if (in_chunk < chunk && row < n)
-            layernorm_backward_row<true>(dx, dy, x, mean, rstd, gamma, c, tail, row, tid & 31);
+    if (r < chunk) {
+        const int row = part * chunk + r;
+        if (row < n) layernorm_backward_block_row<K>(dx, dy, x, mean, rstd, gamma, c, tail, row);
         return;
     }
     column_partials_block<layernorm_param_term, 4>(dgamma, dbeta, n, c, 0, chunk,
                                                    layernorm_param_term{dy, x, mean, rstd, c},
-                                                   r - dx_blocks, part, parts, tid & 31, tid >> 5);
+                                                   r - chunk, part, parts, tid & 31, tid >> 5);
 }
 
-/* Launches layernorm_backward_fused_kernel where it applies (the Vec path,
- * whose dx and gamma alignment the caller has checked, and a column sum of
- * one launch); false: launch the two kernels instead. */
-template <class Tail>
-bool launch_layernorm_backward_fused(float *dx, float *dgamma, float *dbeta, const float *dy,
-                                     const float *x, const float *mean, const float *rstd,
-                                     const float *gamma, int n, int c, const Tail &tail,
-                                     cudaStream_t stream)
+/* The blocks of a block-a-row kernel over n rows. */
+unsigned row_blocks(int n)
 {
-    const layernorm_param_term f{dy, x, mean, rstd, c};
-    if (f.width() != 4) return false;
-    const column_split sp = split_columns(n, c, 2, 4);
-    if (c > sp.span) return false;
-    const int dx_blocks = (sp.chunk + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    const int tiles = (c + kColTile * sp.w - 1) / (kColTile * sp.w);
-    const size_t blocks = (size_t)sp.parts * (size_t)(dx_blocks + tiles);
-    if (blocks > (size_t)INT32_MAX) return false;
-    launch(layernorm_backward_fused_kernel<Tail>, (unsigned)blocks, kThreads, 0, stream, dx, dgamma,
-           dbeta, dy, x, mean, rstd, gamma, n, c, sp.chunk, sp.parts, dx_blocks, tiles, tail);
-    return true;
+    return (unsigned)(n < kMaxGrid ? n : kMaxGrid);
+}
+
+/* LayerNorm backward (the aligned c % 4 == 0 rows, checked by the caller)
+ * as layernorm_backward_fused_kernel where the column sum is one launch,
+ * else the block-a-row dx kernel and column_sums; false: c too wide (the
+ * caller runs the scalar chain). */
+template <class Tail>
+bool launch_layernorm_backward_rows(float *dx, float *dgamma, float *dbeta, const float *dy,
+                                    const float *x, const float *mean, const float *rstd,
+                                    const float *gamma, int n, int c, const Tail &tail,
+                                    cudaStream_t stream, cudaError_t *err)
+{
+    return with_row_k(c, [&](auto ktag) {
+        constexpr int K = decltype(ktag)::value;
+        const layernorm_param_term f{dy, x, mean, rstd, c};
+        const column_split sp = split_columns(n, c, 2, 4);
+        const int tiles = (c + kColTile * sp.w - 1) / (kColTile * sp.w);
+        const size_t blocks = (size_t)sp.parts * (size_t)(sp.chunk + tiles);
+        if (f.width() == 4 && c <= sp.span && blocks <= (size_t)INT32_MAX) {
+            launch(layernorm_backward_fused_kernel<K, Tail>, (unsigned)blocks, kThreads, 0, stream,
+                   dx, dgamma, dbeta, dy, x, mean, rstd, gamma, n, c, sp.chunk, sp.parts, tiles,
+                   tail);
+            *err = cudaGetLastError();
+            return;
+        }
+        launch(layernorm_backward_rows_kernel<K, Tail>, row_blocks(n), kThreads, 0, stream, dx, dy,
+               x, mean, rstd, gamma, n, c, tail);
+        *err = cudaGetLastError();
+        if (*err == cudaSuccess) *err = column_sums(dgamma, dbeta, n, c, f, stream);
+    });
 }
 
 /* ---- softmax: one warp per row (in place: each lane rewrites what it read) */
@@ -653,12 +752,15 @@ bool launch_layernorm_backward_fused(float *dx, float *dgamma, float *dbeta, con
 constexpr int kChunk = 128;
 
 /* The plain softmax's output: y as floats. A softmax kernel asks its Out for
- * a writer per row: factors() (chunk j0's dropout factors, warp-collective;
- * none here), put(j, v, factor) and put4(q, v) (float4 q of the row). */
+ * a writer per row: stats(lane, max, inv) (the row's max and the reciprocal
+ * of its sum of exps, once per row; nothing kept here), factors() (chunk
+ * j0's dropout factors, warp-collective; none here), put(j, v, factor) and
+ * put4(q, v) (float4 q of the row). */
 struct softmax_plain_out {
     float *y;
     struct writer {
         float *yr;
+        __device__ void stats(int, float, float) const {}
         __device__ void factors(int, int, int, float *) const {}
         __device__ void put(int j, float v, float) const
         {
@@ -680,57 +782,61 @@ struct softmax_plain_out {
  * reference does all of it in double; float keeps each probability within a
  * few ulp of it (|x - max| is exact to half an ulp, expf within 2) while the
  * double version made the forward compute-bound (2x its memory time on the
- * large config's T x T rows, bench/RESULTS.md). */
+ * large config's T x T rows, bench/RESULTS.md). A probability is
+ * softmax_exp(x, max) * inv, nothing else, so that a backward given the
+ * row's (max, inv) recomputes it bit for bit (softmax_recomputed_y). */
 __device__ float softmax_exp(float x, float mx)
 {
     return expf(x - mx);
 }
 
-template <class Out> __global__ void softmax_forward_kernel(Out out, const float *x, int n, int c)
+/* x: the scores through a typed_load (fp32, or 16-bit widened exactly). */
+template <class Out, class X> __global__ void softmax_forward_kernel(Out out, X x, int n, int c)
 {
     pdl_wait();
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
-    const float *xr = x + (size_t)row * c;
+    const size_t off = (size_t)row * c;
     float mx = -INFINITY;
-    for (int j = lane; j < c; j += 32) mx = fmaxf(mx, xr[j]);
+    for (int j = lane; j < c; j += 32) mx = fmaxf(mx, x.load(off + j));
     mx = warp_max(mx);
     double s = 0.0;
-    for (int j = lane; j < c; j += 32) s += softmax_exp(xr[j], mx);
+    for (int j = lane; j < c; j += 32) s += softmax_exp(x.load(off + j), mx);
     const float inv = (float)(1.0 / warp_sum(s));
     const auto w = out.row(row, c);
+    w.stats(lane, mx, inv);
     for (int j0 = 0; j0 < c; j0 += kChunk) {
         float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
         w.factors(j0, lane, c, f);
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const int j = j0 + lane + 32 * k;
-            if (j < c) w.put(j, softmax_exp(xr[j], mx) * inv, f[k]);
+            if (j < c) w.put(j, softmax_exp(x.load(off + j), mx) * inv, f[k]);
         }
     }
 }
 
-/* softmax_forward_kernel for rows of at most 128 * V floats with c % 4 == 0
- * and x, y 16-byte aligned (attention's T x T scores): lane l keeps float4s
- * l, l + 32, ... of its row and their exps in registers, so the row is read
- * once and each exp is computed once. Only the order of the per-lane sum
- * differs from the generic kernel (double rounding, far below the float
- * result's). */
-template <int V, class Out>
-__global__ void softmax_forward_vec_kernel(Out out, const float *x, int n, int c)
+/* softmax_forward_kernel for rows of at most 128 * V elements with c % 4 == 0
+ * and x's float4 loads, y's stores aligned (attention's T x T scores): lane l
+ * keeps groups l, l + 32, ... of its row and their exps in registers, so the
+ * row is read once and each exp is computed once. Only the order of the
+ * per-lane sum differs from the generic kernel (double rounding, far below
+ * the float result's). */
+template <int V, class Out, class X>
+__global__ void softmax_forward_vec_kernel(Out out, X x, int n, int c)
 {
     pdl_wait();
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
     const int c4 = c / 4;
-    const float4 *xr = reinterpret_cast<const float4 *>(x + (size_t)row * c);
+    const size_t off = (size_t)row * c;
     float4 v[V];
     float mx = -INFINITY;
 #pragma unroll
     for (int i = 0; i < V; i++) {
         const int q = lane + 32 * i;
         if (q < c4) {
-            v[i] = xr[q];
+            v[i] = x.load4(off + 4 * (size_t)q);
             mx = fmaxf(mx, fmaxf(fmaxf(v[i].x, v[i].y), fmaxf(v[i].z, v[i].w)));
         }
     }
@@ -746,6 +852,7 @@ __global__ void softmax_forward_vec_kernel(Out out, const float *x, int n, int c
     }
     const float inv = (float)(1.0 / warp_sum(s));
     const auto w = out.row(row, c);
+    w.stats(lane, mx, inv);
 #pragma unroll
     for (int i = 0; i < V; i++) {
         const int q = lane + 32 * i;
@@ -754,22 +861,23 @@ __global__ void softmax_forward_vec_kernel(Out out, const float *x, int n, int c
 }
 
 /* The kernel ao_cuda_softmax_forward picks for (x, y, c): the choice fixes
- * the order of the row sums, so a fused softmax must pick the same one. */
-template <class Out>
-cudaError_t launch_softmax_forward(Out out, const float *y, const float *x, int n, int c,
+ * the order of the row sums, so a fused softmax must pick the same one.
+ * x4: X may load float4 groups; y4: Out may store them. */
+template <class Out, class X>
+cudaError_t launch_softmax_forward(Out out, bool y4, X x, bool x4, int n, int c,
                                    cudaStream_t stream)
 {
     if (n <= 0 || c <= 0) return cudaSuccess;
-    const bool vec = c % 4 == 0 && aligned16(x) && aligned16(y);
+    const bool vec = c % 4 == 0 && x4 && y4;
     if (vec && c <= 128 * 4)
-        launch(softmax_forward_vec_kernel<4, decltype(out)>, row_warp_blocks(n), kThreads, 0,
-               stream, out, x, n, c);
-    else if (vec && c <= 128 * 8)
-        launch(softmax_forward_vec_kernel<8, decltype(out)>, row_warp_blocks(n), kThreads, 0,
-               stream, out, x, n, c);
-    else
-        launch(softmax_forward_kernel<decltype(out)>, row_warp_blocks(n), kThreads, 0, stream, out,
+        launch(softmax_forward_vec_kernel<4, Out, X>, row_warp_blocks(n), kThreads, 0, stream, out,
                x, n, c);
+    else if (vec && c <= 128 * 8)
+        launch(softmax_forward_vec_kernel<8, Out, X>, row_warp_blocks(n), kThreads, 0, stream, out,
+               x, n, c);
+    else
+        launch(softmax_forward_kernel<Out, X>, row_warp_blocks(n), kThreads, 0, stream, out, x, n,
+               c);
     return cudaGetLastError();
 }
 
@@ -800,19 +908,45 @@ __device__ float softmax_grad(float y, float g, float dot, float scale)
     return __fmul_rn(__fmul_rn(y, __fsub_rn(g, dot)), scale);
 }
 
+/* The softmax output a backward reads, stored as floats. A backward asks its
+ * Y for a reader per row: at(j), and at4(q) (float4 q of the row, where
+ * vec_ok). softmax_recomputed_y (below) computes it again instead. */
+struct softmax_stored_y {
+    const float *y;
+    struct reader {
+        const float *yr;
+        __device__ float at(int j) const
+        {
+            return yr[j];
+        }
+        __device__ float4 at4(int q) const
+        {
+            return reinterpret_cast<const float4 *>(yr)[q];
+        }
+    };
+    __device__ reader row(int r, int c) const
+    {
+        return reader{y + (size_t)r * c};
+    }
+    bool vec_ok() const
+    {
+        return aligned16(y);
+    }
+};
+
 /* dx = scale * y * (g - sum_j y_j g_j) with g = drop(dy) (Drop: no_drop_rows or
- * the fused drop_rows), dy read through Dy (typed_load: fp32, or the 16-bit
- * dP widened), stored through Dx (typed_store; dx may alias dy, element for
- * element). The factors are drawn again for the second pass rather than
- * kept: cheaper than registers for a row of any length. */
-template <class Dx, class Dy, class Drop>
-__global__ void softmax_backward_kernel(Dx dx, Dy dy, const float *y, float scale, int n, int c,
-                                        Drop drop)
+ * the fused drop_rows), y read through Y (softmax_stored_y or _recomputed_y),
+ * dy through Dy (typed_load: fp32, or the 16-bit dP widened), stored through
+ * Dx (typed_store; dx may alias dy, element for element). The factors are
+ * drawn again for the second pass rather than kept: cheaper than registers
+ * for a row of any length. */
+template <class Dx, class Dy, class Y, class Drop>
+__global__ void softmax_backward_kernel(Dx dx, Dy dy, Y y, float scale, int n, int c, Drop drop)
 {
     pdl_wait();
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
-    const float *yr = y + (size_t)row * c;
+    const auto yr = y.row(row, c);
     const size_t off = (size_t)row * c;
     const auto d = drop.row(row);
     double dot = 0.0;
@@ -822,7 +956,7 @@ __global__ void softmax_backward_kernel(Dx dx, Dy dy, const float *y, float scal
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const int j = j0 + lane + 32 * k;
-            if (j < c) dot += (double)yr[j] * d.apply(dy.load(off + j), f[k]);
+            if (j < c) dot += (double)yr.at(j) * d.apply(dy.load(off + j), f[k]);
         }
     }
     const float dotf = (float)warp_sum(dot);
@@ -833,26 +967,27 @@ __global__ void softmax_backward_kernel(Dx dx, Dy dy, const float *y, float scal
         for (int k = 0; k < 4; k++) {
             const int j = j0 + lane + 32 * k;
             if (j < c)
-                dx.put(off + j, softmax_grad(yr[j], d.apply(dy.load(off + j), f[k]), dotf, scale));
+                dx.put(off + j,
+                       softmax_grad(yr.at(j), d.apply(dy.load(off + j), f[k]), dotf, scale));
         }
     }
 }
 
 /* softmax_backward_kernel for rows of at most 128 * V floats with c % 4 == 0
- * and dy, y 16-byte aligned (attention's T x T): lane l keeps float4s l,
+ * and dy, y aligned (attention's T x T): lane l keeps float4s l,
  * l + 32, ... of y and of the dropped dy in registers, so both are read once
  * and each mask block is drawn once (one Philox block per float4, no
  * shuffles). dx4: Dx may store float4 groups. Only the order of the per-lane
  * dot differs from the generic kernel (double rounding). */
-template <int V, class Dx, class Dy, class Drop>
-__global__ void softmax_backward_vec_kernel(Dx dx, bool dx4, Dy dy, const float *y, float scale,
-                                            int n, int c, Drop drop)
+template <int V, class Dx, class Dy, class Y, class Drop>
+__global__ void __launch_bounds__(kThreads, V <= 4 ? 4 : 2)
+    softmax_backward_vec_kernel(Dx dx, bool dx4, Dy dy, Y y, float scale, int n, int c, Drop drop)
 {
     pdl_wait();
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
     const int c4 = c / 4;
-    const float4 *yr = reinterpret_cast<const float4 *>(y + (size_t)row * c);
+    const auto yr = y.row(row, c);
     const size_t off = (size_t)row * c;
     const auto d = drop.row(row);
     float4 yv[V], gv[V];
@@ -861,7 +996,7 @@ __global__ void softmax_backward_vec_kernel(Dx dx, bool dx4, Dy dy, const float 
     for (int i = 0; i < V; i++) {
         const int q = lane + 32 * i;
         if (q < c4) {
-            yv[i] = yr[q];
+            yv[i] = yr.at4(q);
             gv[i] = dy.load4(off + 4 * (size_t)q);
         }
     }
@@ -904,21 +1039,21 @@ __global__ void softmax_backward_vec_kernel(Dx dx, bool dx4, Dy dy, const float 
  * order of the dot, so the fused one matches the plain one bit for bit (and
  * one over a 16-bit dy the fp32 one over its widening). dy4: Dy may load
  * float4 groups. */
-template <class Dx, class Dy, class Drop>
-cudaError_t launch_softmax_backward(Dx dx, bool dx4, Dy dy, bool dy4, const float *y, float scale,
-                                    int n, int c, Drop drop, cudaStream_t stream)
+template <class Dx, class Dy, class Y, class Drop>
+cudaError_t launch_softmax_backward(Dx dx, bool dx4, Dy dy, bool dy4, Y y, float scale, int n,
+                                    int c, Drop drop, cudaStream_t stream)
 {
     if (n <= 0 || c <= 0) return cudaSuccess;
-    const bool vec = c % 4 == 0 && dy4 && aligned16(y);
+    const bool vec = c % 4 == 0 && dy4 && y.vec_ok();
     if (vec && c <= 128 * 4)
-        launch(softmax_backward_vec_kernel<4, Dx, Dy, Drop>, row_warp_blocks(n), kThreads, 0,
+        launch(softmax_backward_vec_kernel<4, Dx, Dy, Y, Drop>, row_warp_blocks(n), kThreads, 0,
                stream, dx, dx4, dy, y, scale, n, c, drop);
     else if (vec && c <= 128 * 8)
-        launch(softmax_backward_vec_kernel<8, Dx, Dy, Drop>, row_warp_blocks(n), kThreads, 0,
+        launch(softmax_backward_vec_kernel<8, Dx, Dy, Y, Drop>, row_warp_blocks(n), kThreads, 0,
                stream, dx, dx4, dy, y, scale, n, c, drop);
     else
-        launch(softmax_backward_kernel<Dx, Dy, Drop>, row_warp_blocks(n), kThreads, 0, stream, dx,
-               dy, y, scale, n, c, drop);
+        launch(softmax_backward_kernel<Dx, Dy, Y, Drop>, row_warp_blocks(n), kThreads, 0, stream,
+               dx, dy, y, scale, n, c, drop);
     return cudaGetLastError();
 }
 
@@ -1620,31 +1755,38 @@ drop_rows drop_rows_of(const ao_cuda_dropout_key &key, int T, const uint8_t *mas
                      masks ? mask_out : nullptr};
 }
 
-/* softmax_forward_kernel's Out for the fused forward: att (floats) and
- * dropout(att) in type T. out4: out allows typed_store<T>::put4. */
+/* softmax_forward_kernel's Out for the fused forward: att (floats, unless
+ * NULL), the rows' (max, 1/sum) at stats (unless NULL) and dropout(att) in
+ * type T. out4: out allows typed_store<T>::put4. */
 template <ao_dtype T> struct softmax_dropout_out {
     float *att;
+    float2 *stats;
     typed_store<T> out;
     drop_rows drop;
     bool out4;
     struct writer {
         float *ar;
+        float2 *st;
         typed_store<T> out;
         size_t off;
         drop_row d;
         bool out4;
+        __device__ void stats(int lane, float mx, float inv) const
+        {
+            if (st && lane == 0) *st = make_float2(mx, inv);
+        }
         __device__ void factors(int j0, int lane, int c, float *f) const
         {
             d.strided_factors(j0, lane, c, f);
         }
         __device__ void put(int j, float v, float factor) const
         {
-            ar[j] = v;
+            if (ar) ar[j] = v;
             out.put(off + j, d.apply(v, factor));
         }
         __device__ void put4(int q, float4 v) const
         {
-            reinterpret_cast<float4 *>(ar)[q] = v;
+            if (ar) reinterpret_cast<float4 *>(ar)[q] = v;
             if (d.on) {
                 float f[4];
                 d.block_factors((uint64_t)q, f);
@@ -1666,7 +1808,12 @@ template <ao_dtype T> struct softmax_dropout_out {
     };
     __device__ writer row(int r, int c) const
     {
-        return writer{att + (size_t)r * c, out, (size_t)r * c, drop.row(r), out4};
+        return writer{att ? att + (size_t)r * c : nullptr,
+                      stats ? stats + r : nullptr,
+                      out,
+                      (size_t)r * c,
+                      drop.row(r),
+                      out4};
     }
 };
 
@@ -1691,6 +1838,41 @@ template <ao_dtype T> bool load4_ok(const void *p)
 {
     return store4_ok<T>(p);
 }
+
+/* The softmax output a backward reads, computed again from the scores the
+ * forward read (type T) and each row's (max, 1/sum) it stored: the same
+ * softmax_exp(x, max) * inv, so the same bits as the forward's y. Storing
+ * 16-bit scores instead of float probabilities halves what the score GEMM
+ * writes and softmax reads, and the backward reads 2 bytes a probability
+ * instead of 4 (bench/RESULTS.md, session 9). */
+template <ao_dtype T> struct softmax_recomputed_y {
+    typed_load<T> x;
+    const float2 *stats;
+    struct reader {
+        typed_load<T> x;
+        size_t off;
+        float mx, inv;
+        __device__ float at(int j) const
+        {
+            return softmax_exp(x.load(off + j), mx) * inv;
+        }
+        __device__ float4 at4(int q) const
+        {
+            const float4 v = x.load4(off + 4 * (size_t)q);
+            return make_float4(softmax_exp(v.x, mx) * inv, softmax_exp(v.y, mx) * inv,
+                               softmax_exp(v.z, mx) * inv, softmax_exp(v.w, mx) * inv);
+        }
+    };
+    __device__ reader row(int r, int c) const
+    {
+        const float2 st = stats[r];
+        return reader{x, (size_t)r * c, st.x, st.y};
+    }
+    bool vec_ok() const
+    {
+        return load4_ok<T>(x.p);
+    }
+};
 
 /* ... of ao_cuda_gelu_dropout: gelu(h) in (h of type TI), out in type T. */
 template <ao_dtype T, ao_dtype TI> struct gelu_dropout_map {
@@ -1937,14 +2119,22 @@ extern "C" cudaError_t ao_cuda_layernorm_forward(float *y, void *y16, ao_dtype h
         constexpr ao_dtype H = decltype(tag)::value;
         const bool vec = c % 4 == 0 && aligned16(x) && aligned16(y) && aligned16(gamma) &&
                          aligned16(beta) && (!y16 || aligned8(y16));
-        if (vec)
-            launch(layernorm_forward_kernel<H, true>, row_warp_blocks(n), kThreads, 0, stream, y,
-                   y16, mean, rstd, x, gamma, beta, n, c);
-        else
-            launch(layernorm_forward_kernel<H, false>, row_warp_blocks(n), kThreads, 0, stream, y,
-                   y16, mean, rstd, x, gamma, beta, n, c);
+        if (!vec || !with_row_k(c, [&](auto ktag) {
+                constexpr int K = decltype(ktag)::value;
+                launch(layernorm_forward_rows_kernel<H, K>, row_blocks(n), kThreads, 0, stream, y,
+                       y16, mean, rstd, x, gamma, beta, n, c);
+            }))
+            launch(layernorm_forward_kernel<H>, row_warp_blocks(n), kThreads, 0, stream, y, y16,
+                   mean, rstd, x, gamma, beta, n, c);
         return cudaGetLastError();
     });
+}
+
+/* The rows of ao_cuda_layernorm_backward that its block-a-row kernels take. */
+static bool layernorm_backward_vec(const float *dx, const float *dy, const float *x,
+                                   const float *gamma, int c)
+{
+    return c % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned16(x) && aligned16(gamma);
 }
 
 extern "C" cudaError_t ao_cuda_layernorm_backward(float *dx, float *dgamma, float *dbeta,
@@ -1954,18 +2144,14 @@ extern "C" cudaError_t ao_cuda_layernorm_backward(float *dx, float *dgamma, floa
                                                   cudaStream_t stream)
 {
     if (n <= 0 || c <= 0) return cudaSuccess;
-    const bool vec =
-        c % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned16(x) && aligned16(gamma);
-    if (vec && launch_layernorm_backward_fused(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, n, c,
-                                               no_ln_tail{}, stream))
-        return cudaGetLastError();
-    if (vec)
-        launch(layernorm_backward_dx_kernel<true, no_ln_tail>, row_warp_blocks(n), kThreads, 0,
-               stream, dx, dy, x, mean, rstd, gamma, n, c, no_ln_tail{});
-    else
-        launch(layernorm_backward_dx_kernel<false, no_ln_tail>, row_warp_blocks(n), kThreads, 0,
-               stream, dx, dy, x, mean, rstd, gamma, n, c, no_ln_tail{});
-    cudaError_t err = cudaGetLastError();
+    cudaError_t err = cudaSuccess;
+    if (layernorm_backward_vec(dx, dy, x, gamma, c) &&
+        launch_layernorm_backward_rows(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, n, c,
+                                       no_ln_tail{}, stream, &err))
+        return err;
+    launch(layernorm_backward_dx_kernel, row_warp_blocks(n), kThreads, 0, stream, dx, dy, x, mean,
+           rstd, gamma, n, c);
+    err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     return column_sums(dgamma, dbeta, n, c, layernorm_param_term{dy, x, mean, rstd, c}, stream);
 }
@@ -1981,40 +2167,35 @@ extern "C" cudaError_t ao_cuda_layernorm_backward_dropout(
     const int tokens = n / batch;
     return with_dtype(y16 ? half_type : AO_F32, [&](auto tag) {
         constexpr ao_dtype T = decltype(tag)::value;
-        const bool fused = key->heads <= 0 && c % 4 == 0 && aligned16(dx) && aligned16(dy) &&
-                           aligned16(x) && aligned16(gamma) && (!y || aligned16(y)) &&
-                           (!y16 || store4_ok<T>(y16));
-        if (!fused) { /* the chain it fuses */
-            cudaError_t e = ao_cuda_layernorm_backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma,
-                                                       n, c, stream);
-            if (e != cudaSuccess) return e;
-            return ao_cuda_dropout_residual(y, y16, half_type, dx, NULL, batch,
-                                            (size_t)tokens * (size_t)c, key, stream);
-        }
+        cudaError_t err = cudaSuccess;
         const ln_dropout_tail<T> tail{dropout_out_map<T>{{dx}, y, typed_store<T>{y16}, NULL},
                                       dropout_args_of(*key), tokens, c};
-        if (launch_layernorm_backward_fused(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, n, c, tail,
-                                            stream))
-            return cudaGetLastError();
-        launch(layernorm_backward_dx_kernel<true, decltype(tail)>, row_warp_blocks(n), kThreads, 0,
-               stream, dx, dy, x, mean, rstd, gamma, n, c, tail);
-        cudaError_t err = cudaGetLastError();
+        if (key->heads <= 0 && layernorm_backward_vec(dx, dy, x, gamma, c) &&
+            (!y || aligned16(y)) && (!y16 || store4_ok<T>(y16)) &&
+            launch_layernorm_backward_rows(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, n, c, tail,
+                                           stream, &err))
+            return err;
+        /* the chain it fuses */
+        err = ao_cuda_layernorm_backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, n, c, stream);
         if (err != cudaSuccess) return err;
-        return column_sums(dgamma, dbeta, n, c, layernorm_param_term{dy, x, mean, rstd, c}, stream);
+        return ao_cuda_dropout_residual(y, y16, half_type, dx, NULL, batch,
+                                        (size_t)tokens * (size_t)c, key, stream);
     });
 }
 
 extern "C" cudaError_t ao_cuda_softmax_forward(float *y, const float *x, int n, int c,
                                                cudaStream_t stream)
 {
-    return launch_softmax_forward(softmax_plain_out{y}, y, x, n, c, stream);
+    return launch_softmax_forward(softmax_plain_out{y}, aligned16(y), typed_load<AO_F32>{x},
+                                  aligned16(x), n, c, stream);
 }
 
 extern "C" cudaError_t ao_cuda_softmax_backward(float *dx, const float *dy, const float *y,
                                                 float scale, int n, int c, cudaStream_t stream)
 {
     return launch_softmax_backward(typed_store<AO_F32>{dx}, aligned16(dx), typed_load<AO_F32>{dy},
-                                   aligned16(dy), y, scale, n, c, no_drop_rows{}, stream);
+                                   aligned16(dy), softmax_stored_y{y}, scale, n, c, no_drop_rows{},
+                                   stream);
 }
 
 extern "C" cudaError_t ao_cuda_dropout_residual(float *y, void *y16, ao_dtype half_type,
@@ -2289,40 +2470,69 @@ extern "C" cudaError_t ao_cuda_data_fill(const ao_data_shape *shape, uint64_t se
 
 /* ---- fused chains ------------------------------------------------------------------ */
 
-extern "C" cudaError_t ao_cuda_softmax_dropout_forward(float *att, void *out, ao_dtype out_type,
-                                                       const float *scores, int batch, int heads,
+/* f(tag of x_type) where x_type is AO_F32 or OT, a kernel's output type (an
+ * input of its 16-bit type, widened exactly); cudaErrorInvalidValue
+ * otherwise. */
+template <ao_dtype OT, class F> cudaError_t with_input_dtype(ao_dtype x_type, F &&f)
+{
+    if (x_type == AO_F32) return f(dtype_tag<AO_F32>{});
+    if (x_type == OT) return f(dtype_tag<OT>{});
+    return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t ao_cuda_softmax_dropout_forward(float *att, float *stats, void *out,
+                                                       ao_dtype out_type, const void *scores,
+                                                       ao_dtype scores_type, int batch, int heads,
                                                        int T, const ao_cuda_dropout_key *key,
                                                        uint8_t *mask_out, cudaStream_t stream)
 {
     if (key->heads != heads) return cudaErrorInvalidValue;
     const drop_rows drop = drop_rows_of(*key, T, nullptr, mask_out);
     const int n = batch * heads * T;
-    return with_dtype(out_type, [&](auto tag) {
-        constexpr ao_dtype OT = decltype(tag)::value;
-        const softmax_dropout_out<OT> o = {att, typed_store<OT>{out}, drop, store4_ok<OT>(out)};
-        return launch_softmax_forward(o, att, scores, n, T, stream);
+    return with_dtype(out_type, [&](auto otag) {
+        constexpr ao_dtype OT = decltype(otag)::value;
+        const softmax_dropout_out<OT> o = {att, reinterpret_cast<float2 *>(stats),
+                                           typed_store<OT>{out}, drop, store4_ok<OT>(out)};
+        return with_input_dtype<OT>(scores_type, [&](auto xtag) {
+            constexpr ao_dtype XT = decltype(xtag)::value;
+            return launch_softmax_forward(o, !att || aligned16(att), typed_load<XT>{scores},
+                                          load4_ok<XT>(scores), n, T, stream);
+        });
     });
 }
 
 extern "C" cudaError_t ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type,
                                                         const void *dp, ao_dtype dp_type,
-                                                        const float *att, float scale, int batch,
-                                                        int heads, int T,
+                                                        const ao_cuda_softmax_saved *saved,
+                                                        float scale, int batch, int heads, int T,
                                                         const ao_cuda_dropout_key *key,
                                                         const uint8_t *mask_in, cudaStream_t stream)
 {
     if (key->heads != heads) return cudaErrorInvalidValue;
-    if (dp_type != AO_F32 && dp_type != out_type) return cudaErrorInvalidValue;
+    if (!saved->att && !saved->stats) return cudaErrorInvalidValue;
     const drop_rows drop = drop_rows_of(*key, T, mask_in, nullptr);
     const int n = batch * heads * T;
-    return with_dtype(out_type, [&](auto tag) {
-        constexpr ao_dtype OT = decltype(tag)::value;
-        if (dp_type == AO_F32)
-            return launch_softmax_backward(typed_store<OT>{out}, store4_ok<OT>(out),
-                                           typed_load<AO_F32>{dp}, load4_ok<AO_F32>(dp), att, scale,
-                                           n, T, drop, stream);
-        return launch_softmax_backward(typed_store<OT>{out}, store4_ok<OT>(out), typed_load<OT>{dp},
-                                       load4_ok<OT>(dp), att, scale, n, T, drop, stream);
+    /* every (out, dP, y) combination: y stored, or recomputed from scores of
+     * the type dP may have */
+    const ao_dtype y_type = saved->att ? AO_F32 : saved->scores_type;
+    return with_dtype(out_type, [&](auto otag) {
+        constexpr ao_dtype OT = decltype(otag)::value;
+        const typed_store<OT> dx{out};
+        return with_input_dtype<OT>(dp_type, [&](auto dtag) {
+            constexpr ao_dtype DT = decltype(dtag)::value;
+            const typed_load<DT> dy{dp};
+            if (saved->att)
+                return launch_softmax_backward(dx, store4_ok<OT>(out), dy, load4_ok<DT>(dp),
+                                               softmax_stored_y{saved->att}, scale, n, T, drop,
+                                               stream);
+            return with_input_dtype<OT>(y_type, [&](auto ytag) {
+                constexpr ao_dtype YT = decltype(ytag)::value;
+                const softmax_recomputed_y<YT> y = {typed_load<YT>{saved->scores},
+                                                    reinterpret_cast<const float2 *>(saved->stats)};
+                return launch_softmax_backward(dx, store4_ok<OT>(out), dy, load4_ok<DT>(dp), y,
+                                               scale, n, T, drop, stream);
+            });
+        });
     });
 }
 
@@ -2337,17 +2547,15 @@ extern "C" cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const 
                                             cudaStream_t stream)
 {
     if (key->heads != 0) return cudaErrorInvalidValue;
-    if (h_type != AO_F32 && h_type != out_type) return cudaErrorInvalidValue;
-    return with_dtype(out_type, [&](auto tag) {
-        constexpr ao_dtype OT = decltype(tag)::value;
-        const bool vec = store4_ok<OT>(out);
-        if (h_type == AO_F32)
+    return with_dtype(out_type, [&](auto otag) {
+        constexpr ao_dtype OT = decltype(otag)::value;
+        return with_input_dtype<OT>(h_type, [&](auto htag) {
+            constexpr ao_dtype HT = decltype(htag)::value;
             return launch_dropout_map(
-                gelu_dropout_map<OT, AO_F32>{typed_store<OT>{out}, typed_load<AO_F32>{h}},
-                vec && load4_ok<AO_F32>(h), batch, per_row, *key, stream, nullptr, mask_out);
-        return launch_dropout_map(gelu_dropout_map<OT, OT>{typed_store<OT>{out}, typed_load<OT>{h}},
-                                  vec && load4_ok<OT>(h), batch, per_row, *key, stream, nullptr,
-                                  mask_out);
+                gelu_dropout_map<OT, HT>{typed_store<OT>{out}, typed_load<HT>{h}},
+                store4_ok<OT>(out) && load4_ok<HT>(h), batch, per_row, *key, stream, nullptr,
+                mask_out);
+        });
     });
 }
 

@@ -139,25 +139,38 @@ cudaError_t ao_cuda_layernorm_backward_dropout(float *dx, float *dgamma, float *
  * the same factors, bit for bit, without the Philox draws. */
 size_t ao_cuda_dropout_mask_bytes(int rows, size_t per_row);
 
-/* att = softmax of scores' rows ([batch * heads * T, T]; att may alias
- * scores), out = dropout(att) with the attention-probabilities keying
- * (key->heads must equal heads, else cudaErrorInvalidValue), in out_type:
- * ao_cuda_softmax_forward, ao_cuda_dropout over (batch, T * T), ao_cuda_cast.
- * mask_out: NULL, or the mask's bytes (batch * heads rows of T * T; stored
- * only where T % 4 == 0). */
-cudaError_t ao_cuda_softmax_dropout_forward(float *att, void *out, ao_dtype out_type,
-                                            const float *scores, int batch, int heads, int T,
-                                            const ao_cuda_dropout_key *key, uint8_t *mask_out,
-                                            cudaStream_t stream);
+/* att = softmax of scores' rows ([batch * heads * T, T]), out = dropout(att)
+ * with the attention-probabilities keying (key->heads must equal heads, else
+ * cudaErrorInvalidValue), in out_type: ao_cuda_softmax_forward,
+ * ao_cuda_dropout over (batch, T * T), ao_cuda_cast. scores_type: AO_F32
+ * (att may alias scores), or out_type (16-bit scores, widened exactly).
+ * att: NULL, or where the probabilities go as floats. stats: NULL, or
+ * [batch * heads * T][2]: each row's max and the reciprocal of its sum of
+ * exps, from which the backward computes att again, bit for bit
+ * (ao_cuda_softmax_saved). mask_out: NULL, or the mask's bytes (batch *
+ * heads rows of T * T; stored only where T % 4 == 0). */
+cudaError_t ao_cuda_softmax_dropout_forward(float *att, float *stats, void *out, ao_dtype out_type,
+                                            const void *scores, ao_dtype scores_type, int batch,
+                                            int heads, int T, const ao_cuda_dropout_key *key,
+                                            uint8_t *mask_out, cudaStream_t stream);
+/* The softmax a backward reads: the probabilities as floats (att), or, att
+ * NULL, the scores the forward read (of scores_type) and the stats it stored
+ * (ao_cuda_softmax_dropout_forward). */
+typedef struct ao_cuda_softmax_saved {
+    const float *att;
+    const void *scores;
+    ao_dtype scores_type;
+    const float *stats;
+} ao_cuda_softmax_saved;
 /* out = softmax_backward(dropout(dp), att, scale) in out_type; dp is not
  * modified unless out aliases it (key->heads must equal heads):
  * ao_cuda_dropout(dp, dp), ao_cuda_softmax_backward(dp, dp, att, scale),
- * ao_cuda_cast. dp_type: AO_F32, or out_type (a 16-bit dP, widened exactly;
- * out may then alias dp, element for element). mask_in: NULL (drawn), or
- * the forward's stored mask (used where T % 4 == 0). */
+ * ao_cuda_cast. dp_type and saved->scores_type: AO_F32, or out_type (16 bits,
+ * widened exactly; out may then alias dp, element for element). mask_in:
+ * NULL (drawn), or the forward's stored mask (used where T % 4 == 0). */
 cudaError_t ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type, const void *dp,
-                                             ao_dtype dp_type, const float *att, float scale,
-                                             int batch, int heads, int T,
+                                             ao_dtype dp_type, const ao_cuda_softmax_saved *saved,
+                                             float scale, int batch, int heads, int T,
                                              const ao_cuda_dropout_key *key, const uint8_t *mask_in,
                                              cudaStream_t stream);
 /* out = dropout(gelu(h)) in out_type, sample rows (key->heads must be 0);

@@ -9,7 +9,7 @@
  * COMPUTE_32F_FAST_16BF) would run at TF32 speed; stored 16-bit operands run
  * at the dense bf16 rate.
  *
- * Buffers that only GEMMs, a bias gradient or the GELU kernels read have no
+ * Buffers that only GEMMs, a bias gradient, softmax or the GELU kernels read have no
  * fp32 values in 16-bit modes, only their 16-bit copy, as autocast keeps
  * them:
  *   - written by a fused kernel, each the cast of what the fp32 chain would
@@ -23,8 +23,7 @@
  *     rounding), attention's context and its gradient, the gradient of q, k,
  *     v, and the gradients reaching GELU and attention's dropped
  *     probabilities (whose backward kernels then read them, and h, in 16
- *     bits). The scores q k^T stay fp32: softmax's input, where 16 bits
- *     would cost the probabilities precision.
+ *     bits), and the scores q k^T (autocast's scores; attn_forward).
  * A linear layer's bias gradient sums the 16-bit copy of its output
  * gradient, the operand its weight gradient multiplies (autocast's
  * numbers). This saves a cast pass and half of each write and read of those
@@ -126,6 +125,9 @@ typedef struct {
     unsigned char *input_current;
     /* the masks of the FFN-hidden and attention-probabilities dropouts */
     site_masks hidden_masks, probs_masks;
+    /* [L][B * h * T][2]: each softmax row's max and 1/sum, kept by a 16-bit
+     * forward in place of its probabilities (attn_forward) */
+    float *stats;
 } cuda_model;
 
 #define KCHECK(call) AO_CUDA_CHECK(call)
@@ -311,14 +313,11 @@ static size_t operand_span(int rows, int cols, int ld, int batch, long long stri
            (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
 }
 
-/* out: NULL, or where the result goes with c only read (ao_gemm_desc.d).
- * out16: in 16-bit modes write the result only as c's 16-bit copy (c an
- * arena buffer whose readers all take that copy; no out, beta 0), a bias
- * then in its staged 16-bit copy. Returns whether it did: the caller marks c
- * current where GEMMs read it. */
-static int gemm_bias(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
-                     float alpha, const float *a, int lda, const float *b, int ldb, float beta,
-                     float *c, int ldc, gemm_batch bt, const float *bias, float *out, int out16)
+/* The GEMM c = alpha op(a) op(b) + beta c, with its operands' 16-bit copies
+ * in 16-bit modes (cast now where not current). */
+static ao_gemm_desc gemm_desc(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols,
+                              int inner, float alpha, const float *a, int lda, const float *b,
+                              int ldb, float beta, float *c, int ldc, gemm_batch bt)
 {
     const cuda_model *cm = m->impl;
     ao_gemm_desc d = {
@@ -346,8 +345,6 @@ static int gemm_bias(ao_model *m, ao_stream *s, int ta, int tb, int rows, int co
         .outer_stride_a = bt.outer_a,
         .outer_stride_b = bt.outer_b,
         .outer_stride_c = bt.outer_c,
-        .bias = bias,
-        .d = out,
     };
     if (cm->half != AO_F32 && rows > 0 && cols > 0) {
         size_t outside_used = 0;
@@ -362,6 +359,23 @@ static int gemm_bias(ao_model *m, ao_stream *s, int ta, int tb, int rows, int co
         d.ab_type = cm->half;
         d.compute = AO_COMPUTE_DEFAULT; /* 16-bit products, fp32 accumulation */
     }
+    return d;
+}
+
+/* out: NULL, or where the result goes with c only read (ao_gemm_desc.d).
+ * out16: in 16-bit modes write the result only as c's 16-bit copy (c an
+ * arena buffer whose readers all take that copy; no out, beta 0), a bias
+ * then in its staged 16-bit copy. Returns whether it did: the caller marks c
+ * current where GEMMs read it. */
+static int gemm_bias(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
+                     float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                     float *c, int ldc, gemm_batch bt, const float *bias, float *out, int out16)
+{
+    const cuda_model *cm = m->impl;
+    ao_gemm_desc d =
+        gemm_desc(m, s, ta, tb, rows, cols, inner, alpha, a, lda, b, ldb, beta, c, ldc, bt);
+    d.bias = bias;
+    d.d = out;
     int direct = 0;
     if (out16 && cm->half != AO_F32 && rows > 0 && cols > 0 && !out && beta == 0.0f &&
         in_arena(cm, c,
@@ -489,12 +503,6 @@ static layer_keys layer_keys_of(const ao_model *m, int layer, int64_t step, cons
     return k;
 }
 
-static void dropout(ao_stream *s, float *y, const float *x, int batch, size_t per_row,
-                    const ao_cuda_dropout_key *k)
-{
-    KCHECK(ao_cuda_dropout(y, x, batch, per_row, k, ao_cuda_stream(s)));
-}
-
 static int same_key(const ao_cuda_dropout_key *a, const ao_cuda_dropout_key *b)
 {
     return a->p == b->p && a->seed == b->seed && a->step == b->step && a->layer == b->layer &&
@@ -532,6 +540,14 @@ static const uint8_t *masks_in(const site_masks *sm, int layer, const ao_cuda_dr
 }
 
 /* ---- attention --------------------------------------------------------------------- */
+
+/* Layer l's (1-based) slice of cm->stats. */
+static float *probs_stats(const ao_model *m, int layer)
+{
+    const cuda_model *cm = m->impl;
+    const ao_model_shape *sh = &m->shape;
+    return cm->stats + (size_t)(layer - 1) * 2 * sh->batch * sh->heads * sh->seq;
+}
 
 /* Per-sample views of one layer's attention buffers. */
 typedef struct {
@@ -587,25 +603,25 @@ static void attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const
      * are dropped) */
     linear_forward_operand(m, s, sv->qkv, x, w->in_w, w->in_b, N, a.d, a.d3);
     const long long Td3 = (long long)a.T * a.d3, Td = (long long)a.T * a.d, HTT = a.H * TT;
-    /* scores = scale q k^T */
-    gemm(m, s, 0, 1, a.T, a.T, a.hd, a.scale, sv->qkv, a.d3, sv->qkv + a.d, a.d3, 0.0f, sv->att,
-         a.T, heads_batch(&a, a.hd, a.hd, TT, Td3, Td3, HTT));
+    /* scores = scale q k^T. In 16-bit modes they are written in 16 bits
+     * (autocast's scores) into att's own bytes, and the softmax keeps each
+     * row's (max, 1/sum) instead of its probabilities, from which the
+     * backward computes them again: att's floats are not written. */
+    ao_gemm_desc scores =
+        gemm_desc(m, s, 0, 1, a.T, a.T, a.hd, a.scale, sv->qkv, a.d3, sv->qkv + a.d, a.d3, 0.0f,
+                  sv->att, a.T, heads_batch(&a, a.hd, a.hd, TT, Td3, Td3, HTT));
+    const int half = cm->half != AO_F32;
+    if (half) scores.c_type = cm->half;
+    ao_gemm(m->dev, s, &scores);
     /* softmax, dropout and (16-bit modes) the operand cast in one pass: in
      * 16-bit modes the dropped probabilities exist only as the twin */
     const float *P = attn_probs(m, sv, layer, kp);
     const size_t np = (size_t)a.B * a.H * TT;
-    if (cm->half != AO_F32) {
-        KCHECK(ao_cuda_softmax_dropout_forward(sv->att, twin_of(cm, P), cm->half, sv->att, a.B, a.H,
-                                               a.T, kp, masks_out(&cm->probs_masks, layer, kp),
-                                               cs));
-        mark_current(cm, s, P, np, 0);
-    } else if (kp->p > 0.0f) {
-        /* (its backward is the unfused chain: it draws the masks) */
-        KCHECK(ao_cuda_softmax_dropout_forward(sv->att, (float *)P, AO_F32, sv->att, a.B, a.H, a.T,
-                                               kp, NULL, cs));
-    } else {
-        KCHECK(ao_cuda_softmax_forward(sv->att, sv->att, a.B * a.H * a.T, a.T, cs));
-    }
+    KCHECK(ao_cuda_softmax_dropout_forward(
+        half ? NULL : sv->att, half ? probs_stats(m, layer) : NULL,
+        half ? twin_of(cm, P) : (void *)P, cm->half, sv->att, cm->half, a.B, a.H, a.T, kp,
+        masks_out(&cm->probs_masks, layer, kp), cs));
+    mark_current(cm, s, P, np, 0);
     /* ctx = P v, heads concatenated (16-bit modes: only its 16-bit copy) */
     const int direct =
         gemm_operand(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, P, a.T, sv->qkv + 2 * a.d, a.d3, sv->ctx,
@@ -658,18 +674,17 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
                  heads_batch(&a, TT, a.hd, a.hd, HTT, Td, Td3));
     cm->nprepared = mark_qkv;
     /* through the dropout, then the softmax (scale folded in): dS, in
-     * 16-bit modes from dP's 16-bit copy into that copy (its only one) */
-    if (cm->half != AO_F32) {
-        ao_dtype dp_type;
-        const void *dp_in = input_of(cm, dp, dp16, &dp_type);
-        KCHECK(ao_cuda_softmax_dropout_backward(twin_of(cm, dp), cm->half, dp_in, dp_type, sv->att,
-                                                a.scale, a.B, a.H, a.T, kp,
-                                                masks_in(&cm->probs_masks, layer, kp), cs));
-        mark_current(cm, s, dp, np, 0);
-    } else {
-        if (kp->p > 0.0f) dropout(s, dp, dp, a.B, (size_t)TT, kp);
-        KCHECK(ao_cuda_softmax_backward(dp, dp, sv->att, a.scale, a.B * a.H * a.T, a.T, cs));
-    }
+     * 16-bit modes from dP's 16-bit copy into that copy (its only one); the
+     * probabilities as the forward kept them (attn_forward) */
+    ao_dtype dp_type;
+    const void *dp_in = input_of(cm, dp, dp16, &dp_type);
+    ao_cuda_softmax_saved saved = {sv->att, NULL, AO_F32, NULL};
+    if (cm->saved_current[layer])
+        saved = (ao_cuda_softmax_saved){NULL, sv->att, cm->half, probs_stats(m, layer)};
+    KCHECK(ao_cuda_softmax_dropout_backward(cm->half != AO_F32 ? twin_of(cm, dp) : dp, cm->half,
+                                            dp_in, dp_type, &saved, a.scale, a.B, a.H, a.T, kp,
+                                            masks_in(&cm->probs_masks, layer, kp), cs));
+    mark_current(cm, s, dp, np, 0);
     /* dq = dS k; dk = dS^T q */
     gemm_operand(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, dp, a.T, sv->qkv + a.d, a.d3, dqkv, a.d3,
                  heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td3));
@@ -869,6 +884,7 @@ static int cuda_create(ao_model *m)
                 ao_cuda_dropout_mask_bytes(s->batch * s->heads, (size_t)s->seq * s->seq));
     /* every layer's dropped attention probabilities (attn_probs) */
     ao_model_acts_alloc(m, &c->a, s->dropout > 0.0f ? (size_t)L * probs : 0, scratch);
+    if (L > 0) c->stats = ao_dev_alloc(m->dev, (size_t)L * 2 * s->batch * s->heads * s->seq * 4);
     const size_t ws = ao_cuda_embedding_bag_backward_workspace((int)N, s->sparse, s->vocab);
     c->emb_workspace = ws ? ao_dev_alloc(m->dev, ws) : NULL;
     m->impl = c;
@@ -887,6 +903,7 @@ static void cuda_destroy(ao_model *m)
     free(c->input_current);
     masks_free(m, &c->hidden_masks);
     masks_free(m, &c->probs_masks);
+    if (c->stats) ao_dev_free(m->dev, c->stats);
     free(c);
 }
 

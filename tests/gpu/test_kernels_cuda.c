@@ -698,6 +698,13 @@ static ao_cuda_dropout_key fused_key(float p, int heads, uint32_t site)
     return k;
 }
 
+/* d16 = host's n floats in type t (16-bit), through d_tmp (n floats). */
+static void upload_half(void *d16, ao_dtype t, const float *host, float *d_tmp, size_t n)
+{
+    ao_copy_async(dev, d_tmp, host, 4 * n, AO_H2D, stream);
+    K(ao_cuda_cast(d16, t, d_tmp, AO_F32, n, cs()));
+}
+
 /* in_place: att aliases scores, as attention calls it. */
 static void test_softmax_dropout_forward(int batch, int heads, int T, float p, int in_place)
 {
@@ -722,19 +729,42 @@ static void test_softmax_dropout_forward(int batch, int heads, int T, float p, i
         const ao_dtype ot = out_types[t];
         if (in_place) ao_copy_async(dev, d_scores, scores, 4 * n, AO_H2D, stream);
         K(ao_cuda_cast(d_ref, ot, probs, AO_F32, n, cs()));
-        K(ao_cuda_softmax_dropout_forward(d_att, d_out, ot, d_scores, batch, heads, T, &key, NULL,
-                                          cs()));
+        K(ao_cuda_softmax_dropout_forward(d_att, NULL, d_out, ot, d_scores, AO_F32, batch, heads, T,
+                                          &key, NULL, cs()));
         char name[64];
         snprintf(name, sizeof name, "softmax_dropout_fwd %s", ao_dtype_name(ot));
         report_bits(name, shape, d_out, d_ref, n * dtype_bytes(ot));
         report_bits("softmax_dropout_fwd att", shape, d_att, d_ref_att, 4 * n);
         if (t == 1) check_dropped(name, d_out, ot, n, p);
     }
-    const int bad = ao_cuda_softmax_dropout_forward(d_att, d_out, AO_I32, d_scores, batch, heads, T,
-                                                    &key, NULL, cs()) == cudaErrorInvalidValue;
+    /* 16-bit scores (as attn_forward's 16-bit modes): the fp32 chain over
+     * their widening, then the cast; att not written, the rows' stats kept */
+    void *d_s16 = ao_dev_alloc(dev, 2 * n);
+    float *d_stats = ao_dev_alloc(dev, 8 * (size_t)batch * heads * T);
+    for (int t = 1; t < 3; t++) {
+        const ao_dtype ot = out_types[t];
+        upload_half(d_s16, ot, scores, d_ref_att, n);
+        K(ao_cuda_cast(d_ref_att, AO_F32, d_s16, ot, n, cs()));
+        K(ao_cuda_softmax_forward(d_ref_att, d_ref_att, batch * heads * T, T, cs()));
+        if (p > 0) K(ao_cuda_dropout(d_drop, d_ref_att, batch, (size_t)T * T, &key, cs()));
+        K(ao_cuda_cast(d_ref, ot, p > 0 ? d_drop : d_ref_att, AO_F32, n, cs()));
+        K(ao_cuda_softmax_dropout_forward(NULL, d_stats, d_out, ot, d_s16, ot, batch, heads, T,
+                                          &key, NULL, cs()));
+        char name[64];
+        snprintf(name, sizeof name, "softmax_dropout_fwd %s in", ao_dtype_name(ot));
+        report_bits(name, shape, d_out, d_ref, n * dtype_bytes(ot));
+    }
+    const int bad =
+        ao_cuda_softmax_dropout_forward(d_att, NULL, d_out, AO_I32, d_scores, AO_F32, batch, heads,
+                                        T, &key, NULL, cs()) == cudaErrorInvalidValue;
     CHECK(bad, "softmax_dropout_forward accepted an int32 output");
+    const int mixed =
+        ao_cuda_softmax_dropout_forward(NULL, d_stats, d_out, AO_BF16, d_s16, AO_F16, batch, heads,
+                                        T, &key, NULL, cs()) == cudaErrorInvalidValue;
+    CHECK(mixed, "softmax_dropout_forward accepted f16 scores for a bf16 output");
     ao_dev_free(dev, d_scores), ao_dev_free(dev, d_ref_att), ao_dev_free(dev, d_drop);
-    ao_dev_free(dev, d_ref), ao_dev_free(dev, d_out);
+    ao_dev_free(dev, d_ref), ao_dev_free(dev, d_out), ao_dev_free(dev, d_s16);
+    ao_dev_free(dev, d_stats);
     if (!in_place) ao_dev_free(dev, d_att);
     free(scores);
 }
@@ -749,11 +779,12 @@ static void test_softmax_dropout_backward(int batch, int heads, int T, float p)
     float *scores = random_floats(n, -8, 8), *dp = random_floats(n, -1, 1);
     float *d_att = upload(scores, 4 * n), *d_dp = upload(dp, 4 * n);
     float *d_tmp = ao_dev_alloc(dev, 4 * n);
+    const ao_cuda_softmax_saved stored = {d_att, NULL, AO_F32, NULL};
     void *d_ref = ao_dev_alloc(dev, 4 * n), *d_out = ao_dev_alloc(dev, 4 * n);
     /* the forward's stored mask (kept where T % 4 == 0), on the same scores */
     uint8_t *d_mask = ao_dev_alloc(dev, ao_cuda_dropout_mask_bytes(batch * heads, (size_t)T * T));
-    K(ao_cuda_softmax_dropout_forward(d_tmp, d_ref, AO_F32, d_att, batch, heads, T, &key, d_mask,
-                                      cs()));
+    K(ao_cuda_softmax_dropout_forward(d_tmp, NULL, d_ref, AO_F32, d_att, AO_F32, batch, heads, T,
+                                      &key, d_mask, cs()));
     K(ao_cuda_softmax_forward(d_att, d_att, batch * heads * T, T, cs()));
     /* the unfused chain, as attn_backward does it (on a copy of dp) */
     ao_copy_async(dev, d_tmp, dp, 4 * n, AO_H2D, stream);
@@ -762,7 +793,7 @@ static void test_softmax_dropout_backward(int batch, int heads, int T, float p)
     for (int t = 0; t < 3; t++) {
         const ao_dtype ot = out_types[t];
         K(ao_cuda_cast(d_ref, ot, d_tmp, AO_F32, n, cs()));
-        K(ao_cuda_softmax_dropout_backward(d_out, ot, d_dp, AO_F32, d_att, scale, batch, heads, T,
+        K(ao_cuda_softmax_dropout_backward(d_out, ot, d_dp, AO_F32, &stored, scale, batch, heads, T,
                                            &key, NULL, cs()));
         char name[64];
         snprintf(name, sizeof name, "softmax_dropout_bwd %s", ao_dtype_name(ot));
@@ -779,19 +810,42 @@ static void test_softmax_dropout_backward(int batch, int heads, int T, float p)
         if (p > 0) K(ao_cuda_dropout(d_tmp, d_tmp, batch, (size_t)T * T, &key, cs()));
         K(ao_cuda_softmax_backward(d_tmp, d_tmp, d_att, scale, batch * heads * T, T, cs()));
         K(ao_cuda_cast(d_ref, ot, d_tmp, AO_F32, n, cs()));
-        K(ao_cuda_softmax_dropout_backward(d_out, ot, d_out, ot, d_att, scale, batch, heads, T,
+        K(ao_cuda_softmax_dropout_backward(d_out, ot, d_out, ot, &stored, scale, batch, heads, T,
                                            &key, t == 2 ? d_mask : NULL, cs()));
         char name[64];
         snprintf(name, sizeof name, "softmax_dropout_bwd %s in%s", ao_dtype_name(ot),
                  t == 2 ? ", mask" : "");
         report_bits(name, shape, d_out, d_ref, n * dtype_bytes(ot));
     }
+    /* the probabilities computed again from 16-bit scores and the forward's
+     * stats: the chain over the probabilities the forward computed from
+     * those scores, stored as floats (16-bit dP, into its own buffer) */
+    void *d_s16 = ao_dev_alloc(dev, 2 * n);
+    float *d_stats = ao_dev_alloc(dev, 8 * (size_t)batch * heads * T);
+    for (int t = 1; t < 3; t++) {
+        const ao_dtype ot = out_types[t];
+        upload_half(d_s16, ot, scores, d_tmp, n);
+        K(ao_cuda_softmax_dropout_forward(NULL, d_stats, d_out, ot, d_s16, ot, batch, heads, T,
+                                          &key, NULL, cs()));
+        K(ao_cuda_cast(d_att, AO_F32, d_s16, ot, n, cs()));
+        K(ao_cuda_softmax_forward(d_att, d_att, batch * heads * T, T, cs()));
+        K(ao_cuda_cast(d_out, ot, d_dp, AO_F32, n, cs()));
+        K(ao_cuda_softmax_dropout_backward(d_ref, ot, d_out, ot, &stored, scale, batch, heads, T,
+                                           &key, NULL, cs()));
+        const ao_cuda_softmax_saved again = {NULL, d_s16, ot, d_stats};
+        K(ao_cuda_softmax_dropout_backward(d_out, ot, d_out, ot, &again, scale, batch, heads, T,
+                                           &key, NULL, cs()));
+        char name[64];
+        snprintf(name, sizeof name, "softmax_dropout_bwd %s recomputed", ao_dtype_name(ot));
+        report_bits(name, shape, d_out, d_ref, n * dtype_bytes(ot));
+    }
+    ao_dev_free(dev, d_s16), ao_dev_free(dev, d_stats);
     const int bad =
-        ao_cuda_softmax_dropout_backward(d_out, AO_I32, d_dp, AO_F32, d_att, scale, batch, heads, T,
-                                         &key, NULL, cs()) == cudaErrorInvalidValue;
+        ao_cuda_softmax_dropout_backward(d_out, AO_I32, d_dp, AO_F32, &stored, scale, batch, heads,
+                                         T, &key, NULL, cs()) == cudaErrorInvalidValue;
     CHECK(bad, "softmax_dropout_backward accepted an int32 output");
     const int mixed =
-        ao_cuda_softmax_dropout_backward(d_out, AO_BF16, d_dp, AO_F16, d_att, scale, batch, heads,
+        ao_cuda_softmax_dropout_backward(d_out, AO_BF16, d_dp, AO_F16, &stored, scale, batch, heads,
                                          T, &key, NULL, cs()) == cudaErrorInvalidValue;
     CHECK(mixed, "softmax_dropout_backward accepted an f16 dP for a bf16 output");
     ao_dev_free(dev, d_mask);
@@ -1091,8 +1145,8 @@ static void test_probs_mask(int T)
     float *d_s = upload(scores, 4 * n), *d_out = ao_dev_alloc(dev, 4 * n);
     uint8_t *d_mask = ao_dev_alloc(dev, mbytes);
     ao_memset_async(dev, d_mask, 0, mbytes, stream);
-    K(ao_cuda_softmax_dropout_forward(d_s, d_out, AO_F32, d_s, batch, heads, T, &key, d_mask,
-                                      cs()));
+    K(ao_cuda_softmax_dropout_forward(d_s, NULL, d_out, AO_F32, d_s, AO_F32, batch, heads, T, &key,
+                                      d_mask, cs()));
     float *got = download_floats(d_out, n);
     unsigned char *mask = download_bytes(d_mask, mbytes);
     size_t diff = 0, mdiff = 0;
@@ -1203,8 +1257,11 @@ int main(void)
     test_bias_grad_chunks(40000, 8);    /* many chunks, one tile */
     test_bias_grad_chunks(300, 140000); /* wider than one launch covers */
     test_gelu();
-    test_layernorm(300, 257);
-    test_layernorm(64, 1024);
+    test_layernorm(300, 257); /* a warp a row, scalar */
+    test_layernorm(64, 1024); /* a block a row, a float4 a thread */
+    test_layernorm(64, 2048); /* 2 float4s a thread (config/large.yaml's rows) */
+    test_layernorm(9, 6000);  /* 8, the last partly idle */
+    test_layernorm(4, 12288); /* wider than a block holds: a warp a row */
     test_softmax(200, 77);
     test_softmax(16, 1024);
     test_softmax(64, 512); /* the 4-float4-per-lane rows of T = 512 */
