@@ -966,9 +966,10 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
         global = sd->local;
     }
     int op = compute_begin(e, "optimizer", -1);
-    e->backend->adamw(cs, p, m, v, e->ACC, S, &e->hp, lr, (float)cfg->training.grad_clip_norm,
-                      1.0f / loss_scale, data_step + 1, global, sd->result, e->workspace);
-    if (e->Pw && phase == AO_PHASE_TRAIN) cast_wire(e, cs, p);
+    /* the wire copy written by the update itself: a cast would read p again */
+    e->backend->adamw(cs, p, phase == AO_PHASE_TRAIN ? e->Pw : NULL, e->gather_type, m, v, e->ACC,
+                      S, &e->hp, lr, (float)cfg->training.grad_clip_norm, 1.0f / loss_scale,
+                      data_step + 1, global, sd->result, e->workspace);
     compute_end(e, op);
     if (phase == AO_PHASE_COMPUTE_ONLY) {
         ao_memset_async(e->dev, e->GFULL, 0, e->lay.full_total * sizeof(float), cs);

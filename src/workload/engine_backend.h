@@ -60,10 +60,14 @@ struct ao_engine_backend {
      * sqrt(global_sq[0]), result[1] = coef, and ao_adamw_step(p, g, m, v, n,
      * h, lr, step, grad_scale * coef) (grad_scale: 1 / the loss scale).
      * A non-finite global_sq[0] (overflow under fp16 loss scaling) skips the
-     * update: result[1] = 0 and p, m, v stay as they are. */
-    void (*adamw)(ao_stream *s, float *p, float *m, float *v, const float *g, size_t n,
-                  const ao_adamw_hparams *h, float lr, float max_norm, float grad_scale,
-                  int64_t step, const double *global_sq, double *result, void *workspace);
+     * update: result[1] = 0 and p, m, v stay as they are. p16: NULL, or
+     * where p's updated values also go in p16_type (the all-gather's wire
+     * copy, cast as `cast` would; untouched when the update is skipped);
+     * only backends with a cast get one. */
+    void (*adamw)(ao_stream *s, float *p, void *p16, ao_dtype p16_type, float *m, float *v,
+                  const float *g, size_t n, const ao_adamw_hparams *h, float lr, float max_norm,
+                  float grad_scale, int64_t step, const double *global_sq, double *result,
+                  void *workspace);
 };
 
 extern const struct ao_engine_backend ao_engine_cpu_backend; /* engine_cpu.c */

@@ -3,6 +3,7 @@
  * scalars when they run, in stream order, as a GPU kernel would. */
 #include <math.h>
 
+#include "core/error.h"
 #include "workload/engine_backend.h"
 #include "workload/ops_ref.h"
 
@@ -73,11 +74,15 @@ static void run_adamw(void *arg)
     ao_adamw_step(a->p, a->g, a->m, a->v, a->n, &a->h, a->lr, a->step, coef * a->grad_scale);
 }
 
-static void cpu_adamw(ao_stream *s, float *p, float *m, float *v, const float *g, size_t n,
-                      const ao_adamw_hparams *h, float lr, float max_norm, float grad_scale,
-                      int64_t step, const double *global_sq, double *result, void *workspace)
+static void cpu_adamw(ao_stream *s, float *p, void *p16, ao_dtype p16_type, float *m, float *v,
+                      const float *g, size_t n, const ao_adamw_hparams *h, float lr, float max_norm,
+                      float grad_scale, int64_t step, const double *global_sq, double *result,
+                      void *workspace)
 {
     (void)workspace;
+    (void)p16_type;
+    if (p16) /* no cast here, so the engine gathers fp32 and never asks */
+        ao_fatal(AO_EXIT_FAIL, "engine", "the cpu backend keeps no 16-bit parameter copy");
     struct k_adamw k = {p, m, v, g, n, *h, lr, max_norm, grad_scale, step, global_sq, result};
     ao_launch_host(s, run_adamw, &k, sizeof k);
 }

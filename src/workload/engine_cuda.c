@@ -49,9 +49,10 @@ static void cuda_step_scalars(ao_stream *s, double *out, const float *g, size_t 
     AO_CUDA_CHECK(ao_cuda_step_scalars(out, scale, loss, nloss, stop, cs));
 }
 
-static void cuda_adamw(ao_stream *s, float *p, float *m, float *v, const float *g, size_t n,
-                       const ao_adamw_hparams *h, float lr, float max_norm, float grad_scale,
-                       int64_t step, const double *global_sq, double *result, void *workspace)
+static void cuda_adamw(ao_stream *s, float *p, void *p16, ao_dtype p16_type, float *m, float *v,
+                       const float *g, size_t n, const ao_adamw_hparams *h, float lr,
+                       float max_norm, float grad_scale, int64_t step, const double *global_sq,
+                       double *result, void *workspace)
 {
     cudaStream_t cs = ao_cuda_stream(s);
     float *coef = coef_of(workspace);
@@ -60,7 +61,8 @@ static void cuda_adamw(ao_stream *s, float *p, float *m, float *v, const float *
      * is then skipped); grad_scale undoes the loss scale. */
     AO_CUDA_CHECK(ao_cuda_clip_coef(coef, global_sq, max_norm, 1.0f, cs));
     AO_CUDA_CHECK(ao_cuda_norm_result(result, global_sq, coef, cs));
-    AO_CUDA_CHECK(ao_cuda_adamw_step(p, g, m, v, n, &hp, lr, step, grad_scale, coef, cs));
+    AO_CUDA_CHECK(
+        ao_cuda_adamw_step(p, p16, p16_type, g, m, v, n, &hp, lr, step, grad_scale, coef, cs));
 }
 
 const struct ao_engine_backend ao_engine_cuda_backend = {

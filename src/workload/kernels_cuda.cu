@@ -1454,16 +1454,19 @@ struct adamw_elem {
 };
 
 /* Float4s when all four arrays are 16-byte aligned (a 7-array stream at
- * ~77 % of the memory bandwidth with scalars), then the scalar tail. */
-__global__ void adamw_kernel(float *param, const float *grad, float *m, float *v, size_t n,
-                             adamw_scalars k, const float *grad_scale_dev)
+ * ~77 % of the memory bandwidth with scalars), then the scalar tail. T !=
+ * AO_F32: the parameters are also stored in type T at p16 (vec: 8-byte
+ * aligned). */
+template <ao_dtype T>
+__global__ void adamw_kernel(float *param, void *p16, const float *grad, float *m, float *v,
+                             size_t n, adamw_scalars k, const float *grad_scale_dev, bool vec)
 {
     pdl_wait();
     const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     const adamw_elem op{k, grad_scale_dev ? grad_scale_dev[0] : 1.0f, grad_scale_dev != nullptr};
     if (op.has_extra && op.extra == 0.0f) return; /* clip_coef_kernel's skip */
-    const bool vec = aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v);
+    const typed_store<T> out16{p16};
     const size_t n4 = vec ? n / 4 : 0;
     for (size_t i = tid; i < n4; i += stride) {
         float4 p = reinterpret_cast<float4 *>(param)[i], mm = reinterpret_cast<float4 *>(m)[i],
@@ -1476,8 +1479,12 @@ __global__ void adamw_kernel(float *param, const float *grad, float *m, float *v
         reinterpret_cast<float4 *>(param)[i] = p;
         reinterpret_cast<float4 *>(m)[i] = mm;
         reinterpret_cast<float4 *>(v)[i] = vv;
+        if (T != AO_F32) out16.put4(4 * i, p);
     }
-    for (size_t i = 4 * n4 + tid; i < n; i += stride) op(param[i], grad[i], m[i], v[i]);
+    for (size_t i = 4 * n4 + tid; i < n; i += stride) {
+        op(param[i], grad[i], m[i], v[i]);
+        if (T != AO_F32) out16.put(i, param[i]);
+    }
 }
 
 /* ---- casts --------------------------------------------------------------------- */
@@ -2343,11 +2350,13 @@ extern "C" cudaError_t ao_cuda_norm_result(double *result, const double *sq_norm
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t ao_cuda_adamw_step(float *param, const float *grad, float *m, float *v,
-                                          size_t n, const ao_cuda_adamw *h, float lr, int64_t step,
+extern "C" cudaError_t ao_cuda_adamw_step(float *param, void *param16, ao_dtype param16_type,
+                                          const float *grad, float *m, float *v, size_t n,
+                                          const ao_cuda_adamw *h, float lr, int64_t step,
                                           float grad_scale, const float *grad_scale_dev,
                                           cudaStream_t stream)
 {
+    if (param16 && param16_type != AO_BF16 && param16_type != AO_F16) return cudaErrorInvalidValue;
     if (n == 0) return cudaSuccess;
     /* ao_adamw_step's scalars, computed the same way on the host. */
     const double bc1 = 1.0 - pow((double)h->beta1, (double)step);
@@ -2361,9 +2370,14 @@ extern "C" cudaError_t ao_cuda_adamw_step(float *param, const float *grad, float
     k.beta2 = h->beta2;
     k.eps = h->eps;
     k.grad_scale = grad_scale;
-    launch(adamw_kernel, elem_blocks(n, 4), kThreads, 0, stream, param, grad, m, v, n, k,
-           grad_scale_dev);
-    return cudaGetLastError();
+    return with_dtype(param16 ? param16_type : AO_F32, [&](auto tag) {
+        constexpr ao_dtype T = decltype(tag)::value;
+        const bool vec = aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v) &&
+                         (!param16 || store4_ok<T>(param16));
+        launch(adamw_kernel<T>, elem_blocks(n, 4), kThreads, 0, stream, param, param16, grad, m, v,
+               n, k, grad_scale_dev, vec);
+        return cudaGetLastError();
+    });
 }
 
 extern "C" cudaError_t ao_cuda_cast_parts(void *dst, ao_dtype dst_type, const void *src,

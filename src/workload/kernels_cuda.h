@@ -253,9 +253,12 @@ typedef struct ao_cuda_adamw {
 /* ao_adamw_step on a flat shard. The gradient is multiplied by grad_scale
  * and, when grad_scale_dev is not NULL, by grad_scale_dev[0] too (a clip
  * coefficient computed on the device; 0 skips the update: nothing is
- * written). The bias corrections are computed on
- * the host exactly as the reference does. */
-cudaError_t ao_cuda_adamw_step(float *param, const float *grad, float *m, float *v, size_t n,
+ * written). The bias corrections are computed on the host exactly as the
+ * reference does. param16: NULL, or where the updated parameters also go in
+ * param16_type (AO_BF16 / AO_F16; the cast of ao_cuda_cast, bit for bit):
+ * the all-gather's 16-bit copy, written without reading param again. */
+cudaError_t ao_cuda_adamw_step(float *param, void *param16, ao_dtype param16_type,
+                               const float *grad, float *m, float *v, size_t n,
                                const ao_cuda_adamw *h, float lr, int64_t step, float grad_scale,
                                const float *grad_scale_dev, cudaStream_t stream);
 

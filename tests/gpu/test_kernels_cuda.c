@@ -545,6 +545,7 @@ static void test_adamw(void)
     float *p = random_floats(n, -1, 1), *m = calloc(n, 4), *v = calloc(n, 4);
     float *d_p = upload(p, 4 * n), *d_m = upload(m, 4 * n), *d_v = upload(v, 4 * n);
     float *d_g = ao_dev_alloc(dev, 4 * n), *d_scale = ao_dev_alloc(dev, 4);
+    void *d_p16 = ao_dev_alloc(dev, 2 * n);
     const ao_adamw_hparams h = {0.9f, 0.999f, 1e-8f, 1e-2f};
     const ao_cuda_adamw hc = {h.beta1, h.beta2, h.eps, h.weight_decay};
     const float dev_scale = 0.75f;
@@ -556,7 +557,8 @@ static void test_adamw(void)
         float *gs = malloc(4 * n);
         for (size_t i = 0; i < n; i++) gs[i] = (g[i] * 0.5f) * dev_scale;
         ao_adamw_step(p, gs, m, v, n, &h, 1e-3f, step, 1.0f);
-        K(ao_cuda_adamw_step(d_p, d_g, d_m, d_v, n, &hc, 1e-3f, step, 0.5f, d_scale, cs()));
+        K(ao_cuda_adamw_step(d_p, d_p16, AO_BF16, d_g, d_m, d_v, n, &hc, 1e-3f, step, 0.5f, d_scale,
+                             cs()));
         ao_stream_sync(stream);
         free(g), free(gs);
     }
@@ -565,8 +567,15 @@ static void test_adamw(void)
     report("adamw_step param", "n=54321, 3 steps", check_rel_err(gp, p, n), 0);
     report("adamw_step m", "n=54321, 3 steps", check_rel_err(gm, m, n), 0);
     report("adamw_step v", "n=54321, 3 steps", check_rel_err(gv, v, n), 0);
+    /* the 16-bit copy written with the update: the cast of the result */
+    void *d_ref16 = ao_dev_alloc(dev, 2 * n);
+    K(ao_cuda_cast(d_ref16, AO_BF16, d_p, AO_F32, n, cs()));
+    report_bits("adamw_step param16", "n=54321, bf16", d_p16, d_ref16, 2 * n);
+    CHECK(ao_cuda_adamw_step(d_p, d_p16, AO_F32, d_g, d_m, d_v, n, &hc, 1e-3f, 4, 0.5f, d_scale,
+                             cs()) == cudaErrorInvalidValue,
+          "adamw_step accepted an fp32 16-bit copy");
     ao_dev_free(dev, d_p), ao_dev_free(dev, d_m), ao_dev_free(dev, d_v), ao_dev_free(dev, d_g);
-    ao_dev_free(dev, d_scale);
+    ao_dev_free(dev, d_scale), ao_dev_free(dev, d_p16), ao_dev_free(dev, d_ref16);
     free(p), free(m), free(v), free(gp), free(gm), free(gv);
 }
 

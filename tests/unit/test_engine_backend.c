@@ -51,7 +51,7 @@ static void test_cpu_table_matches_the_reference(void **state)
     be->accumulate(s, acc, r2, N);
     be->step_scalars(s, scal, acc, N, 0.5, loss, 2, 1.0, NULL);
     ao_adamw_hparams h = {0.9f, 0.98f, 1e-8f, 0.01f};
-    be->adamw(s, p, m, v, acc, N, &h, 1e-3f, 0.1f, 1.0f, 1, scal, res, NULL);
+    be->adamw(s, p, NULL, AO_F32, m, v, acc, N, &h, 1e-3f, 0.1f, 1.0f, 1, scal, res, NULL);
     ao_stream_sync(s);
 
     float want_acc[N], want_p[N], want_m[N] = {0}, want_v[N] = {0};
@@ -79,7 +79,8 @@ static void test_cpu_table_matches_the_reference(void **state)
     memcpy(v2, v, sizeof v2);
     for (int i = 0; i < N; i++) big[i] = acc[i] * 1024.0f;
     memcpy(acc, big, sizeof big);
-    be->adamw(s, p, m, v, acc, N, &h, 1e-3f, 0.1f, 1.0f / 1024.0f, 2, scal, res, NULL);
+    be->adamw(s, p, NULL, AO_F32, m, v, acc, N, &h, 1e-3f, 0.1f, 1.0f / 1024.0f, 2, scal, res,
+              NULL);
     ao_stream_sync(s);
     ao_adamw_step(p2, want_acc, m2, v2, N, &h, 1e-3f, 2, coef);
     assert_memory_equal(p, p2, sizeof p2);
@@ -93,7 +94,7 @@ static void test_cpu_table_matches_the_reference(void **state)
         memcpy(m2, m, sizeof m2);
         memcpy(v2, v, sizeof v2);
         scal[0] = bad[k];
-        be->adamw(s, p, m, v, acc, N, &h, 1e-3f, 0.1f, 1.0f, 3, scal, res, NULL);
+        be->adamw(s, p, NULL, AO_F32, m, v, acc, N, &h, 1e-3f, 0.1f, 1.0f, 3, scal, res, NULL);
         ao_stream_sync(s);
         assert_true(res[1] == 0.0);
         assert_false(isfinite(res[0]));
