@@ -346,13 +346,6 @@ static float *dev_zeros(ao_engine *e, size_t n)
     return p;
 }
 
-/* The 16-bit wire copy Pw of the fp32 shards p (all of them), on s. */
-static void cast_wire(ao_engine *e, ao_stream *s, const float *p)
-{
-    const size_t all[1][2] = {{0, e->lay.shard_total}};
-    e->backend->cast(s, e->Pw, e->gather_type, p, AO_F32, all, 1);
-}
-
 static void make_buffers(ao_engine *e)
 {
     const struct ao_config *cfg = e->cfg;
@@ -431,7 +424,10 @@ static void make_buffers(ao_engine *e)
     }
     if (e->gather_type != AO_F32) {
         e->Pw = ao_dev_alloc(e->dev, (S ? S : 1) * ao_dtype_size(e->gather_type));
-        cast_wire(e, e->compute, e->P);
+        /* the wire copy of the initial shards; each optimizer step then
+         * writes it with the update (the backend's adamw) */
+        const size_t all[1][2] = {{0, S}};
+        e->backend->cast(e->compute, e->Pw, e->gather_type, e->P, AO_F32, all, 1);
     }
     e->units[0].own_buf = 0;
     for (int u = 1; u < e->nunits; u++) e->units[u].own_buf = pooled ? -1 : u;

@@ -1,9 +1,10 @@
 /* The model's CUDA kernels; the contract is in kernels_cuda.h, the math in
  * ops_ref.c (each kernel names the reference function it mirrors).
  *
- * Reductions accumulate in double (as the reference), rows of layernorm and
- * softmax are one warp each, column sums are split over row chunks and
- * combined by a second pass. Every reduction keeps a fixed order that depends
+ * Reductions accumulate in double (as the reference): softmax rows are one
+ * warp each, layernorm rows one block each (a warp each where they are not
+ * float4-aligned), column sums are split over row chunks and combined by a
+ * second pass. Every reduction keeps a fixed order that depends
  * only on the shape, never on the device. The hot element-wise kernels move
  * float4s when every pointer is 16-byte aligned (cudaMalloc'd buffers and
  * row offsets that are multiples of 4 floats) and fall back to scalars
@@ -2585,19 +2586,16 @@ extern "C" cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_d
     if (!dx && !dx16) return cudaErrorInvalidValue;
     /* without dx16 the half type only picks an instantiation */
     const ao_dtype ht = dx16 ? half_type : in_type != AO_F32 ? in_type : AO_BF16;
-    if (in_type != AO_F32 && in_type != ht) return cudaErrorInvalidValue;
     return with_dtype(ht, [&](auto tag) {
         constexpr ao_dtype HT = decltype(tag)::value;
         if (HT == AO_F32) return cudaErrorInvalidValue; /* excluded above */
         const bool vec = aligned16(dx) && (dx16 == nullptr || store4_ok<HT>(dx16));
-        if (in_type == AO_F32)
+        return with_input_dtype<HT>(in_type, [&](auto itag) {
+            constexpr ao_dtype IT = decltype(itag)::value;
             return launch_dropout_map(
-                dropout_gelu_backward_map<HT, AO_F32>{
-                    {dy}, dx, typed_store<HT>{dx16}, typed_load<AO_F32>{h}},
-                vec && load4_ok<AO_F32>(dy) && load4_ok<AO_F32>(h), batch, per_row, *key, stream,
-                mask_in);
-        return launch_dropout_map(
-            dropout_gelu_backward_map<HT, HT>{{dy}, dx, typed_store<HT>{dx16}, typed_load<HT>{h}},
-            vec && load4_ok<HT>(dy) && load4_ok<HT>(h), batch, per_row, *key, stream, mask_in);
+                dropout_gelu_backward_map<HT, IT>{
+                    {dy}, dx, typed_store<HT>{dx16}, typed_load<IT>{h}},
+                vec && load4_ok<IT>(dy) && load4_ok<IT>(h), batch, per_row, *key, stream, mask_in);
+        });
     });
 }
