@@ -148,8 +148,27 @@ static void unlock(ao_device *dev)
 /* ---- backend ---------------------------------------------------------------- */
 
 /* The one unchecked call: no driver or no device means "0 devices". */
+/* Streams share the device's hardware work queues, 8 by default; two
+ * streams on one queue run their work in the order the host enqueued it, as
+ * if one stream. aorta's four streams and NCCL's own exceed 8, and on 2xH200
+ * the compute stream shared a queue with the all-gathers': each layer's
+ * backward kernel after the gathered weights' cast waited 10-15 us for the
+ * prefetched all-gather's launch, and the compute stream idled 3.2 % of a
+ * large step between its kernels instead of 2.3 % (bench/RESULTS.md, session
+ * 10). 32 queues, the most CUDA gives, keep each stream on its own. Set before
+ * the first runtime call, as the driver reads it when it starts; a value the
+ * user set is kept. HIP's queues (GPU_MAX_HW_QUEUES) are left as they are:
+ * not measured there. */
+static void one_queue_per_stream(void)
+{
+#ifndef AO_GPU_HIP
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+#endif
+}
+
 static int cuda_count(void)
 {
+    one_queue_per_stream();
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         (void)cudaGetLastError();

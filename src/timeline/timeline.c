@@ -290,6 +290,16 @@ int ao_timeline_op_begin(ao_timeline *t, ao_stream_id sid, ao_op_class cls, ao_c
     return (int)i;
 }
 
+ao_event *ao_timeline_op_start(ao_timeline *t, int op)
+{
+    struct slot *s = open_slot(t, "op_start");
+    if (op < 0 && !t->enabled) return NULL;
+    if (op < 0 || (size_t)op >= s->nops)
+        ao_fatal(AO_EXIT_FAIL, "timeline", "op_start(%d): not an op of iteration %lld", op,
+                 (long long)s->step);
+    return s->start[op];
+}
+
 ao_event *ao_timeline_op_end(ao_timeline *t, int op)
 {
     struct slot *s = open_slot(t, "op_end");

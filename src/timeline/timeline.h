@@ -63,6 +63,9 @@ void ao_timeline_begin(ao_timeline *t, int64_t step, const char *phase);
  * (-1 when timing is off). `name` must be a static string. */
 int ao_timeline_op_begin(ao_timeline *t, ao_stream_id sid, ao_op_class cls, ao_coll_kind kind,
                          const char *name, int unit, uint64_t bytes);
+/* The op's start event (NULL when timing is off), for a wait enqueued right
+ * away, as op_end's. */
+ao_event *ao_timeline_op_start(ao_timeline *t, int op);
 /* Records the end event; returns it (NULL when timing is off) for the caller
  * to make another stream wait for this point right away: it is recorded
  * again only nslots (>= 3) iterations later, so a wait enqueued before the

@@ -60,6 +60,7 @@ typedef struct unit_state {
     int cur_buf;       /* buffer holding the current gather, -1 when none */
     int valid;         /* host: a gather for the current use was issued */
     ao_event *ag_done; /* recorded after the unit's latest all-gather */
+    ao_event *ag_go;   /* before it, when timing is off (no start event) */
     int group;         /* reduction group */
 } unit_state;
 
@@ -114,6 +115,11 @@ struct ao_engine {
     ao_event *opt_done, *sq_ready, *sum_ready;
     ao_event *fetch_go;  /* compute's point where the next batch is fetched */
     ao_event *gather_go; /* compute's point where an all-gather is issued */
+    /* Where the all-gathers issued since the compute stream's last op begin
+     * (their start events): the next op waits for them (compute_begin). */
+    ao_event **launched;
+    int nlaunched;
+    int ops_follow; /* the current micro-step runs compute ops (not comm_only) */
     /* The event recorded at the compute stream's current point, NULL once
      * anything is enqueued there after it (compute_point). */
     ao_event *here;
@@ -208,8 +214,18 @@ static void coll_end(ao_engine *e, ao_comm *c, int op)
     ao_comm_mark(c);
 }
 
+/* A compute op begins only once the all-gathers issued at its boundary have
+ * reached their kernels. The forward's first kernels are GEMMs whose
+ * persistent grid fills every SM; an all-gather launched a few µs after one
+ * (its stream has a wait, the hold and its start event to get through) waited
+ * up to 270 µs for SMs on 2xH200 while its event pair ran: one wait a step in
+ * ~3 (bench/RESULTS.md, session 10). The compute stream waits for what it
+ * waited for anyway, the previous gather on that stream (wait_gather), plus
+ * those few µs. Not inside the op's event pair. */
 static int compute_begin(ao_engine *e, const char *name, int unit)
 {
+    for (int i = 0; i < e->nlaunched; i++) ao_stream_wait_event(e->compute, e->launched[i]);
+    e->nlaunched = 0;
     e->here = NULL;
     return op_begin(e, AO_STREAM_COMPUTE, AO_CLASS_COMPUTE, AO_KIND_NONE, name, unit, 0);
 }
@@ -394,6 +410,7 @@ static void make_buffers(ao_engine *e)
         e->units[u].own_buf = -1;
         e->units[u].cur_buf = -1;
         e->units[u].ag_done = ao_event_create(e->dev);
+        e->units[u].ag_go = ao_event_create(e->dev);
     }
     if (!e->sharded) {
         for (int u = 0; u < e->nunits; u++)
@@ -576,6 +593,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
         return NULL;
     }
     e->units = ao_calloc((size_t)e->nunits, sizeof *e->units);
+    e->launched = ao_calloc((size_t)e->nunits, sizeof *e->launched);
     make_buffers(e);
     make_groups(e);
     e->opt_done = ao_event_create(e->dev);
@@ -621,9 +639,12 @@ void ao_engine_destroy(ao_engine *e)
     if (e->Pw) ao_dev_free(e->dev, e->Pw);
     free(e->bufs);
     if (e->units)
-        for (int u = 0; u < e->nunits; u++)
+        for (int u = 0; u < e->nunits; u++) {
             if (e->units[u].ag_done) ao_event_destroy(e->units[u].ag_done);
+            if (e->units[u].ag_go) ao_event_destroy(e->units[u].ag_go);
+        }
     free(e->units);
+    free(e->launched);
     for (int g = 0; g < e->ngroups; g++) {
         ao_event_destroy(e->groups[g].grad_ready);
         ao_event_destroy(e->groups[g].mid);
@@ -678,6 +699,17 @@ static int try_gather(ao_engine *e, int u, int do_comm)
     ao_comm *c = shard_comm(e, LANE_AG);
     uint64_t bytes = ao_coll_bytes(AO_ALLGATHER, sp->shard, e->gather_type, ao_comm_size(c));
     int op = coll_begin(e, c, ln->sid, AO_KIND_ALLGATHER, "allgather", u, bytes);
+    if (e->ops_follow) {
+        ao_event *go = ao_timeline_op_start(e->tl, op);
+        if (!go) {
+            go = us->ag_go;
+            ao_event_record(go, ln->s);
+        }
+        /* a unit is gathered at most once between two op begins */
+        if (e->nlaunched == e->nunits)
+            ao_fatal(AO_EXIT_FAIL, "engine", "more all-gathers than units between two ops");
+        e->launched[e->nlaunched++] = go;
+    }
     if (e->gather_type == AO_F32)
         ao_allgather(c, e->P + sp->shard_offset, g->buf, sp->shard, AO_F32);
     else
@@ -844,6 +876,8 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
     int L = e->nlayers, fwd_pf = cfg->fsdp.forward_prefetch;
     enum ao_backward_prefetch bp = cfg->fsdp.backward_prefetch;
     const ao_batch *b = x->do_compute ? take_batch(e, x->data_step, x->micro) : NULL;
+    e->ops_follow = x->do_compute;
+    e->nlaunched = 0;
     ao_stream *cs = e->compute;
     int op;
 
