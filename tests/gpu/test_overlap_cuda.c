@@ -1,9 +1,11 @@
 /* The engine's event timeline against the kernels on two GPUs, config/large.yaml
  * under full_shard, through the binary ($AORTA), as the engine issue states:
- *  1. With a CUPTI kernel trace of the same run (profiling windows over
- *     iterations 2-15; 0 and 1 load kernels and plans), each iteration's
- *     event-based comm_ms and overlap_ms agree with the kernel-level ones
- *     ("overlap_kernels") within 5 %, on both ranks.
+ *  1. With a CUPTI kernel trace of the same run (profiling.kernel_trace:
+ *     every record carries "overlap_kernels"), each iteration's event-based
+ *     comm_ms and overlap_ms agree with the kernel-level ones within 5 %, on
+ *     both ranks, from iteration 1 on: iteration 0 loads the kernels and
+ *     builds the GEMM plans (CUDA's lazy loading), host work inside its
+ *     compute ops' event pairs that no kernel shows.
  *  2. Prefetch off (no forward prefetch, backward_prefetch NONE) exposes
  *     measurably more communication than prefetch on: the median exposed
  *     time over the steps after warm-up is more than twice, and 0.2 ms
@@ -104,8 +106,8 @@ static void check_agreement(yajl_val v, void *arg)
     struct agreement *a = arg;
     const char *kpath[] = {"extra", "overlap_kernels", NULL};
     yajl_val k = yajl_tree_get(v, kpath, yajl_t_object);
-    if (!k) return; /* outside the profiling windows */
     const long long step = (long long)num(v, "step");
+    if (!k || step < 1) return;
     const double ce = num(v, "comm_ms"), oe = num(v, "overlap_ms");
     const double ck = num(k, "comm_ms"), ok = num(k, "overlap_ms");
     const double dc = fabs(ce - ck) / ck, dov = fabs(oe - ok) / ok;
@@ -177,22 +179,24 @@ int main(void)
         int n = each_record("trace", rank, check_agreement, &a);
         printf("%s: rank %d: %d of %d traced iterations within 5 %% (worst comm %.2f %%, overlap "
                "%.2f %%)\n",
-               a.bad == 0 && a.compared >= 12 ? "PASS" : "FAIL", rank, a.compared - a.bad,
+               a.bad == 0 && a.compared == 15 ? "PASS" : "FAIL", rank, a.compared - a.bad,
                a.compared, 100 * a.worst_comm, 100 * a.worst_overlap);
-        CHECK(n >= 0 && a.compared >= 12, "rank %d: %d traced iterations, expected 14", rank,
+        CHECK(n == 16 && a.compared == 15, "rank %d: %d traced iterations, expected 15", rank,
               a.compared);
         CHECK(a.bad == 0, "rank %d: %d iterations over 5 %%", rank, a.bad);
     }
 
     /* 2. prefetch on against off */
     int rc_on = train("prefetch_on", 12, "");
-    int rc_off = train("prefetch_off", 12, "fsdp.forward_prefetch=false fsdp.backward_prefetch=NONE");
+    int rc_off =
+        train("prefetch_off", 12, "fsdp.forward_prefetch=false fsdp.backward_prefetch=NONE");
     CHECK(rc_on == 0 && rc_off == 0, "the prefetch runs exited %d, %d", rc_on, rc_off);
     if (rc_on == 0 && rc_off == 0) {
         double on = median_exposed("prefetch_on"), off = median_exposed("prefetch_off");
         int more = off > 2 * on && off > on + 0.2;
-        printf("%s: exposed communication, median of steps 4-11: prefetch off %.3f ms, on %.3f ms\n",
-               more ? "PASS" : "FAIL", off, on);
+        printf(
+            "%s: exposed communication, median of steps 4-11: prefetch off %.3f ms, on %.3f ms\n",
+            more ? "PASS" : "FAIL", off, on);
         CHECK(more, "prefetch off exposes %.3f ms, on %.3f ms", off, on);
     }
 
