@@ -11,9 +11,12 @@ set -euo pipefail
 # shellcheck source=scripts/launch_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/launch_common.sh"
 
-# One hardware work queue per device: kernels from different streams are not
-# serialized behind each other in a shared queue, which overlap depends on.
-export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-1}
+# One hardware work queue per stream. The seed's launcher sets 1, which puts
+# every stream in one queue, run in the host's order: on 2xH200 the large
+# config then overlapped nothing and took 56.5 ms a step against 52.4 with
+# CUDA's default 8 and ~52 with 32 (bench/RESULTS.md, session 10). aorta sets
+# 32 itself when unset; here it is explicit, and a caller's value is kept.
+export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
 # NVLink SHARP (NVLS) needs multicast objects that many hosts (and containers
 # without the fabric manager's multicast support) cannot create, and NCCL then
 # fails at communicator init; off unless the caller asks for it, so a run

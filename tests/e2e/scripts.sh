@@ -81,7 +81,7 @@ $(cat "$tmp/$name.out")"
 cuda=$src/scripts/launch_cuda.sh
 run gpus2 -- "$cuda" cfg.yaml --override training.max_steps=3
 expect gpus2 "ARG train" "ARG --config" "ARG cfg.yaml" "ARG --backend" "ARG cuda" "ARG --nproc" \
-    "ARG 2" "ARG --override" "ARG training.max_steps=3" "ENV CUDA_DEVICE_MAX_CONNECTIONS=1" \
+    "ARG 2" "ARG --override" "ARG training.max_steps=3" "ENV CUDA_DEVICE_MAX_CONNECTIONS=32" \
     "ENV NCCL_NVLS_ENABLE=0"
 
 run nproc3 NPROC=3 CUDA_DEVICE_MAX_CONNECTIONS=8 NCCL_NVLS_ENABLE=1 -- "$cuda" cfg.yaml
@@ -109,7 +109,7 @@ run nsys NSYS_OUTPUT_DIR="$tmp/nsys_out" NSYS_ARGS="--sample=none --stats=false"
 expect nsys "NSYS profile" "NSYS --capture-range=cudaProfilerApi" "NSYS --capture-range-end=stop" \
     "NSYS --output=$tmp/nsys_out/aorta_%h_%p" "NSYS --sample=none" "NSYS --stats=false" \
     "ARG cfg.yaml" "ARG --nproc" "ARG 2" "ARG --override" "ARG profiling.enabled=true" \
-    "ARG --override" "ARG training.max_steps=9" "ENV CUDA_DEVICE_MAX_CONNECTIONS=1"
+    "ARG --override" "ARG training.max_steps=9" "ENV CUDA_DEVICE_MAX_CONNECTIONS=32"
 [[ -d $tmp/nsys_out ]] || fail "NSYS_OUTPUT_DIR not created"
 
 run rocprof ROCPROF_OUTPUT_DIR="$tmp/rp" -- "$src/scripts/rocprof_capture.sh" cfg.yaml
