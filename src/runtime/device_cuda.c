@@ -147,10 +147,9 @@ static void unlock(ao_device *dev)
 
 /* ---- backend ---------------------------------------------------------------- */
 
-/* The one unchecked call: no driver or no device means "0 devices". */
 /* Streams share the device's hardware work queues, 8 by default; two
  * streams on one queue run their work in the order the host enqueued it, as
- * if one stream. aorta's four streams and NCCL's own exceed 8, and on 2xH200
+ * if one stream. aorta's five streams and NCCL's own exceed 8, and on 2xH200
  * the compute stream shared a queue with the all-gathers': each layer's
  * backward kernel after the gathered weights' cast waited 10-15 us for the
  * prefetched all-gather's launch, and the compute stream idled 3.2 % of a
@@ -166,6 +165,7 @@ static void one_queue_per_stream(void)
 #endif
 }
 
+/* The one unchecked call: no driver or no device means "0 devices". */
 static int cuda_count(void)
 {
     one_queue_per_stream();

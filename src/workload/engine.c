@@ -60,7 +60,6 @@ typedef struct unit_state {
     int cur_buf;       /* buffer holding the current gather, -1 when none */
     int valid;         /* host: a gather for the current use was issued */
     ao_event *ag_done; /* recorded after the unit's latest all-gather */
-    ao_event *ag_go;   /* before it, when timing is off (no start event) */
     int group;         /* reduction group */
 } unit_state;
 
@@ -115,11 +114,11 @@ struct ao_engine {
     ao_event *opt_done, *sq_ready, *sum_ready;
     ao_event *fetch_go;  /* compute's point where the next batch is fetched */
     ao_event *gather_go; /* compute's point where an all-gather is issued */
-    /* Where the all-gathers issued since the compute stream's last op begin
-     * (their start events): the next op waits for them (compute_begin). */
-    ao_event **launched;
-    int nlaunched;
-    int ops_follow; /* the current micro-step runs compute ops (not comm_only) */
+    /* The start of the latest all-gather issued since the compute stream's
+     * last op begin, NULL when none: the next op waits for it (compute_begin).
+     * The gathers share one stream, so it follows every earlier one's start. */
+    ao_event *gather_started;
+    ao_event *gather_mark; /* what gather_started is when timing is off */
     /* The event recorded at the compute stream's current point, NULL once
      * anything is enqueued there after it (compute_point). */
     ao_event *here;
@@ -224,8 +223,8 @@ static void coll_end(ao_engine *e, ao_comm *c, int op)
  * those few µs. Not inside the op's event pair. */
 static int compute_begin(ao_engine *e, const char *name, int unit)
 {
-    for (int i = 0; i < e->nlaunched; i++) ao_stream_wait_event(e->compute, e->launched[i]);
-    e->nlaunched = 0;
+    if (e->gather_started) ao_stream_wait_event(e->compute, e->gather_started);
+    e->gather_started = NULL;
     e->here = NULL;
     return op_begin(e, AO_STREAM_COMPUTE, AO_CLASS_COMPUTE, AO_KIND_NONE, name, unit, 0);
 }
@@ -410,7 +409,6 @@ static void make_buffers(ao_engine *e)
         e->units[u].own_buf = -1;
         e->units[u].cur_buf = -1;
         e->units[u].ag_done = ao_event_create(e->dev);
-        e->units[u].ag_go = ao_event_create(e->dev);
     }
     if (!e->sharded) {
         for (int u = 0; u < e->nunits; u++)
@@ -593,12 +591,12 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
         return NULL;
     }
     e->units = ao_calloc((size_t)e->nunits, sizeof *e->units);
-    e->launched = ao_calloc((size_t)e->nunits, sizeof *e->launched);
     make_buffers(e);
     make_groups(e);
     e->opt_done = ao_event_create(e->dev);
     e->fetch_go = ao_event_create(e->dev);
     e->gather_go = ao_event_create(e->dev);
+    e->gather_mark = ao_event_create(e->dev);
     e->sq_ready = ao_event_create(e->dev);
     e->sum_ready = ao_event_create(e->dev);
     int G = cfg->training.gradient_accumulation;
@@ -639,12 +637,9 @@ void ao_engine_destroy(ao_engine *e)
     if (e->Pw) ao_dev_free(e->dev, e->Pw);
     free(e->bufs);
     if (e->units)
-        for (int u = 0; u < e->nunits; u++) {
+        for (int u = 0; u < e->nunits; u++)
             if (e->units[u].ag_done) ao_event_destroy(e->units[u].ag_done);
-            if (e->units[u].ag_go) ao_event_destroy(e->units[u].ag_go);
-        }
     free(e->units);
-    free(e->launched);
     for (int g = 0; g < e->ngroups; g++) {
         ao_event_destroy(e->groups[g].grad_ready);
         ao_event_destroy(e->groups[g].mid);
@@ -652,7 +647,8 @@ void ao_engine_destroy(ao_engine *e)
         ao_event_destroy(e->groups[g].zeroed);
     }
     free(e->groups);
-    ao_event *evs[] = {e->opt_done, e->sq_ready, e->sum_ready, e->fetch_go, e->gather_go};
+    ao_event *evs[] = {e->opt_done, e->sq_ready,  e->sum_ready,
+                       e->fetch_go, e->gather_go, e->gather_mark};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i]) ao_event_destroy(evs[i]);
     for (int i = 0; i < AO_ENGINE_SCALAR_SLOTS; i++)
@@ -664,11 +660,24 @@ void ao_engine_destroy(ao_engine *e)
     free(e);
 }
 
+/* One micro-batch's pass (run_micro): what it runs, and on what. */
+typedef struct micro_ctx {
+    ao_phase phase;
+    int do_comm, do_compute;
+    int64_t data_step;
+    int micro, last_micro;
+    int64_t next_step; /* what to prefetch after the forward: step, micro */
+    int next_micro;
+    float *loss_slot;
+    double normalizer;      /* the loss's: global tokens of the step */
+    double grad_normalizer; /* backward's: normalizer / loss scale */
+} micro_ctx;
+
 /* ---- gathers ------------------------------------------------------------- */
 
 /* Issue unit u's all-gather for its next use unless one is valid. Returns 0
  * when deferred (its pool slot's owner is not released yet). */
-static int try_gather(ao_engine *e, int u, int do_comm)
+static int try_gather(ao_engine *e, int u, const micro_ctx *x)
 {
     unit_state *us = &e->units[u];
     if (!e->sharded || us->valid) return 1;
@@ -684,7 +693,7 @@ static int try_gather(ao_engine *e, int u, int do_comm)
     us->cur_buf = b;
     us->params = g->buf;
     us->valid = 1;
-    if (!do_comm) return 1; /* compute_only: the buffer is reused as it is */
+    if (!x->do_comm) return 1; /* compute_only: the buffer is reused as it is */
     lane *ln = &e->lanes[LANE_AG];
     const ao_unit_span *sp = &e->lay.units[u];
     /* Not before the compute stream reaches the point where the gather is
@@ -699,16 +708,12 @@ static int try_gather(ao_engine *e, int u, int do_comm)
     ao_comm *c = shard_comm(e, LANE_AG);
     uint64_t bytes = ao_coll_bytes(AO_ALLGATHER, sp->shard, e->gather_type, ao_comm_size(c));
     int op = coll_begin(e, c, ln->sid, AO_KIND_ALLGATHER, "allgather", u, bytes);
-    if (e->ops_follow) {
-        ao_event *go = ao_timeline_op_start(e->tl, op);
-        if (!go) {
-            go = us->ag_go;
-            ao_event_record(go, ln->s);
+    if (x->do_compute) { /* comm_only: no op follows to wait */
+        e->gather_started = ao_timeline_op_start(e->tl, op);
+        if (!e->gather_started) {
+            e->gather_started = e->gather_mark;
+            ao_event_record(e->gather_mark, ln->s);
         }
-        /* a unit is gathered at most once between two op begins */
-        if (e->nlaunched == e->nunits)
-            ao_fatal(AO_EXIT_FAIL, "engine", "more all-gathers than units between two ops");
-        e->launched[e->nlaunched++] = go;
     }
     if (e->gather_type == AO_F32)
         ao_allgather(c, e->P + sp->shard_offset, g->buf, sp->shard, AO_F32);
@@ -725,9 +730,9 @@ static int try_gather(ao_engine *e, int u, int do_comm)
  * (wait_gather): before the op that uses it begins, so that the wait is not
  * in its event pair, and after every gather's go, so that they share the op
  * boundary's point (compute_point). */
-static void need_gather(ao_engine *e, int u, int do_comm)
+static void need_gather(ao_engine *e, int u, const micro_ctx *x)
 {
-    if (!try_gather(e, u, do_comm))
+    if (!try_gather(e, u, x))
         ao_fatal(AO_EXIT_FAIL, "engine", "unit %d has no free gathered buffer (schedule error)", u);
 }
 
@@ -858,32 +863,19 @@ static const ao_batch *take_batch(ao_engine *e, int64_t step, int micro)
 
 /* ---- one micro-batch ----------------------------------------------------- */
 
-typedef struct micro_ctx {
-    ao_phase phase;
-    int do_comm, do_compute;
-    int64_t data_step;
-    int micro, last_micro;
-    int64_t next_step; /* what to prefetch after the forward: step, micro */
-    int next_micro;
-    float *loss_slot;
-    double normalizer;      /* the loss's: global tokens of the step */
-    double grad_normalizer; /* backward's: normalizer / loss scale */
-} micro_ctx;
-
 static void run_micro(ao_engine *e, const micro_ctx *x)
 {
     const struct ao_config *cfg = e->cfg;
     int L = e->nlayers, fwd_pf = cfg->fsdp.forward_prefetch;
     enum ao_backward_prefetch bp = cfg->fsdp.backward_prefetch;
     const ao_batch *b = x->do_compute ? take_batch(e, x->data_step, x->micro) : NULL;
-    e->ops_follow = x->do_compute;
-    e->nlaunched = 0;
+    e->gather_started = NULL;
     ao_stream *cs = e->compute;
     int op;
 
     /* forward */
-    need_gather(e, 0, x->do_comm);
-    if (fwd_pf && L >= 1) try_gather(e, 1, x->do_comm);
+    need_gather(e, 0, x);
+    if (fwd_pf && L >= 1) try_gather(e, 1, x);
     wait_gather(e, 0);
     if (x->do_compute) {
         op = compute_begin(e, "forward", 0);
@@ -892,8 +884,8 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
         compute_end(e, op);
     }
     for (int l = 1; l <= L; l++) {
-        need_gather(e, l, x->do_comm);
-        if (fwd_pf && l < L) try_gather(e, l + 1, x->do_comm);
+        need_gather(e, l, x);
+        if (fwd_pf && l < L) try_gather(e, l + 1, x);
         wait_gather(e, l);
         if (x->do_compute) {
             op = compute_begin(e, "forward", l);
@@ -912,7 +904,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
 
     /* backward: head, layers L..1, input; unit i-1's gather as prefetch says */
     int reduce_now = cfg->fsdp.reduce_every_microbatch || x->last_micro;
-    if (bp == AO_PREFETCH_BACKWARD_PRE && L >= 1) try_gather(e, L, x->do_comm);
+    if (bp == AO_PREFETCH_BACKWARD_PRE && L >= 1) try_gather(e, L, x);
     compute_wait(e, e->groups[e->units[0].group].zeroed);
     if (x->do_compute) {
         op = compute_begin(e, "backward", 0);
@@ -920,10 +912,10 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
                                e->GFULL + e->lay.units[0].full_offset, b, x->grad_normalizer);
         compute_end(e, op);
     }
-    if (bp == AO_PREFETCH_BACKWARD_POST && L >= 1) try_gather(e, L, x->do_comm);
+    if (bp == AO_PREFETCH_BACKWARD_POST && L >= 1) try_gather(e, L, x);
     for (int l = L; l >= 1; l--) {
-        need_gather(e, l, x->do_comm);
-        if (bp == AO_PREFETCH_BACKWARD_PRE && l > 1) try_gather(e, l - 1, x->do_comm);
+        need_gather(e, l, x);
+        if (bp == AO_PREFETCH_BACKWARD_PRE && l > 1) try_gather(e, l - 1, x);
         wait_gather(e, l);
         int g = e->units[l].group;
         compute_wait(e, e->groups[g].zeroed);
@@ -935,7 +927,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
             compute_end(e, op);
         }
         release(e, l);
-        if (bp == AO_PREFETCH_BACKWARD_POST && l > 1) try_gather(e, l - 1, x->do_comm);
+        if (bp == AO_PREFETCH_BACKWARD_POST && l > 1) try_gather(e, l - 1, x);
         if (reduce_now && e->groups[g].trigger == l) reduce_group(e, g, x->phase);
     }
     if (x->do_compute) {

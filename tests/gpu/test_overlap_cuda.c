@@ -16,35 +16,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include <yajl/yajl_tree.h>
 
 #include "check.h"
+#include "gpu/aorta_runs.h"
 #include "runtime/device.h"
 
 #define TOL 0.05
 
-static const char *aorta, *srcdir;
-static char tmp[256];
-
 static int train(const char *name, int steps, const char *extra)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "'%s' train --backend cuda --config '%s/config/large.yaml' --nproc 2 --run-name %s "
+    char args[4096];
+    snprintf(args, sizeof args,
+             "train --backend cuda --config '%s/config/large.yaml' --nproc 2 --run-name %s "
              "--override training.output_dir='%s/out' training.max_steps=%d "
-             "scheduler.total_steps=%d scheduler.warmup_steps=%d training.summary_skip_steps=4 "
-             "%s >'%s/%s.log' 2>&1",
-             aorta, srcdir, name, tmp, steps, steps, steps / 4, extra, tmp, name);
-    int st = system(cmd);
-    int rc = st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    printf("run %s (%d steps, %s): exit %d\n", name, steps, extra, rc);
-    if (rc != 0) {
-        snprintf(cmd, sizeof cmd, "tail -n 30 '%s/%s.log'", tmp, name);
-        if (system(cmd) != 0) printf("(cannot show the log)\n");
-    }
-    fflush(stdout);
+             "scheduler.total_steps=%d scheduler.warmup_steps=%d training.summary_skip_steps=4 %s",
+             srcdir, name, tmp, steps, steps, steps / 4, extra);
+    double secs;
+    int rc = run_aorta(name, args, &secs);
+    printf("run %s (%d steps, %s): exit %d (%.1f s)\n", name, steps, extra, rc, secs);
     return rc;
 }
 
@@ -155,19 +146,7 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     int ngpu = ao_device_count("cuda");
     GPU_SKIP_UNLESS(ngpu >= 2, "needs 2 CUDA devices");
-    aorta = getenv("AORTA");
-    srcdir = getenv("AORTA_SOURCE_DIR");
-    if (!aorta || !srcdir) {
-        printf("FAIL: set AORTA (the binary) and AORTA_SOURCE_DIR (the repository); ctest does\n");
-        return 1;
-    }
-    setenv("NCCL_NVLS_ENABLE", "0", 0); /* NVLink multicast off (the ranks inherit it) */
-    snprintf(tmp, sizeof tmp, "%s/aorta_overlap_cuda_XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(tmp)) {
-        printf("FAIL: cannot create a temporary directory\n");
-        return 1;
-    }
+    if (runs_begin("overlap_cuda")) return 1;
 
     /* 1. events against kernels */
     int rc = train("trace", 16,
@@ -200,12 +179,6 @@ int main(void)
         CHECK(more, "prefetch off exposes %.3f ms, on %.3f ms", off, on);
     }
 
-    char cmd[512];
-    if (!check_failures) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-        if (system(cmd) != 0) printf("(could not remove %s)\n", tmp);
-    } else {
-        printf("the runs are kept under %s\n", tmp);
-    }
+    runs_end();
     return check_result("test_overlap_cuda");
 }

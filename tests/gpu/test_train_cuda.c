@@ -21,46 +21,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "check.h"
+#include "gpu/aorta_runs.h"
 #include "core/jsonl.h"
 #include "runtime/device.h"
 
 #define STEPS    10
 #define LOSS_TOL 1e-4
 
-static const char *aorta, *srcdir;
-static char tmp[256];
-
 /* Runs `aorta train` into tmp/out/NAME; returns its exit status. */
 static int train(const char *name, const char *backend, int nproc, int batch, const char *extra)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "'%s' train --backend %s --config '%s/config/tiny.yaml' --nproc %d --run-name %s "
+    char args[4096];
+    snprintf(args, sizeof args,
+             "train --backend %s --config '%s/config/tiny.yaml' --nproc %d --run-name %s "
              "--override training.output_dir='%s/out' training.max_steps=%d "
              "training.summary_skip_steps=2 training.log_interval=5 model.dropout=0.1 "
-             "dataset.target=teacher dataset.seed=42 training.tf32=false training.batch_size=%d %s "
-             ">'%s/%s.log' 2>&1",
-             aorta, backend, srcdir, nproc, name, tmp, STEPS, batch, extra, tmp, name);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    int st = system(cmd);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    int rc = st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+             "dataset.target=teacher dataset.seed=42 training.tf32=false training.batch_size=%d %s",
+             backend, srcdir, nproc, name, tmp, STEPS, batch, extra);
+    double secs;
+    int rc = run_aorta(name, args, &secs);
     printf("run %-12s %s, %d rank(s) x batch %d %s: exit %d (%.1f s)\n", name, backend, nproc,
-           batch, extra, rc, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec));
-    if (rc != 0) {
-        printf("---- last lines of %s/%s.log\n", tmp, name);
-        fflush(stdout);
-        snprintf(cmd, sizeof cmd, "tail -n 30 '%s/%s.log'", tmp, name);
-        if (system(cmd) != 0) printf("(cannot show the log)\n");
-        printf("----\n");
-    }
-    fflush(stdout);
+           batch, extra, rc, secs);
     return rc;
 }
 
@@ -169,20 +152,7 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     int ngpu = ao_device_count("cuda");
     GPU_SKIP_UNLESS(ngpu > 0, "no CUDA device visible");
-    aorta = getenv("AORTA");
-    srcdir = getenv("AORTA_SOURCE_DIR");
-    if (!aorta || !srcdir) {
-        printf("FAIL: set AORTA (the binary) and AORTA_SOURCE_DIR (the repository); ctest does\n");
-        return 1;
-    }
-    /* NVLink multicast stays off on shared machines (the ranks inherit it). */
-    setenv("NCCL_NVLS_ENABLE", "0", 0);
-    snprintf(tmp, sizeof tmp, "%s/aorta_train_cuda_XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(tmp)) {
-        printf("FAIL: cannot create a temporary directory\n");
-        return 1;
-    }
+    if (runs_begin("train_cuda")) return 1;
     printf("%d CUDA device(s); runs under %s\n", ngpu, tmp);
 
     double cpu[STEPS], gpu[STEPS], dev[STEPS], one2b[STEPS], two0[STEPS], two1[STEPS];
@@ -254,12 +224,6 @@ int main(void)
         printf("SKIP: 2 GPUs full_shard = 1 GPU x 2B: only %d GPU visible\n", ngpu);
     }
 
-    char cmd[512];
-    if (!check_failures) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-        if (system(cmd) != 0) printf("(could not remove %s)\n", tmp);
-    } else {
-        printf("the runs are kept under %s\n", tmp);
-    }
+    runs_end();
     return check_result("test_train_cuda");
 }
