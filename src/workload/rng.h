@@ -174,6 +174,16 @@ AO_HD static inline ao_rng_stream ao_dropout_stream(uint64_t seed, uint64_t step
     return ao_rng_child(s, sample);
 }
 
+/* Dropout's test uniform(word) < p, 0 < p < 1, as word < this threshold: the
+ * uniform is (word >> 8) 2^-24 exactly, so the test is (word >> 8) < p 2^24
+ * (exact in float), i.e. (word >> 8) < ceil(p 2^24) <= 2^24 - 1 for an
+ * integer. The same decisions without a conversion per element, which had
+ * GPU kernels waiting on the conversion unit (bench/RESULTS.md, session 11). */
+AO_HD static inline uint32_t ao_dropout_threshold(float p)
+{
+    return (uint32_t)ceilf(p * 16777216.0f) << 8;
+}
+
 /* The factor dropout applies to element `element`: 0 (dropped, probability p)
  * or 1/(1-p) (kept), as torch.nn.functional.dropout in training. p <= 0 keeps
  * everything without drawing; p >= 1 drops everything. */
@@ -181,7 +191,7 @@ AO_HD static inline float ao_dropout_factor_from_word(uint32_t word, float p)
 {
     if (p <= 0.0f) return 1.0f;
     if (p >= 1.0f) return 0.0f;
-    return ao_rng_u32_to_uniform(word) < p ? 0.0f : 1.0f / (1.0f - p);
+    return word < ao_dropout_threshold(p) ? 0.0f : 1.0f / (1.0f - p);
 }
 
 AO_HD static inline float ao_dropout_factor(ao_rng_stream s, uint64_t element, float p)

@@ -189,6 +189,31 @@ static void test_dropout_factor(void **state)
     }
 }
 
+/* The integer threshold decides as the float comparison it replaces, for
+ * words on both sides of every p's boundary and for p at its extremes. */
+static void test_dropout_threshold(void **state)
+{
+    (void)state;
+    const float ps[] = {1e-30f, 1e-7f, 5.9604645e-08f, 0.1f, 0.25f, 1.0f / 3.0f,
+                        0.5f,   0.9f,  0.99999994f,    0.3f, 0.7f};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
+        const float p = ps[i];
+        const uint32_t t = ao_dropout_threshold(p);
+        const uint32_t words[] = {0u, 1u,     255u,     256u,     t - 257u,    t - 256u,   t - 1u,
+                                  t,  t + 1u, t + 255u, t + 256u, 0xFFFFFFFFu, 0x80000000u};
+        for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
+            const int drop_float = ao_rng_u32_to_uniform(words[w]) < p;
+            assert_int_equal(words[w] < t, drop_float);
+        }
+    }
+    ao_rng_stream s = ao_rng_root(3, AO_RNG_DROPOUT);
+    for (uint64_t e = 0; e < 4096; e++) {
+        const uint32_t w = ao_rng_u32(s, e);
+        const float p = (float)(e % 97) / 97.0f + 1e-3f;
+        assert_int_equal(w < ao_dropout_threshold(p), ao_rng_u32_to_uniform(w) < p);
+    }
+}
+
 static void test_bulk_fills(void **state)
 {
     (void)state;
@@ -222,6 +247,7 @@ int main(void)
         cmocka_unit_test(test_normal_distribution),
         cmocka_unit_test(test_stream_layout_and_derivation),
         cmocka_unit_test(test_dropout_factor),
+        cmocka_unit_test(test_dropout_threshold),
         cmocka_unit_test(test_bulk_fills),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
