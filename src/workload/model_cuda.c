@@ -123,6 +123,9 @@ typedef struct {
     /* [L + 1]: x[l]'s twin was written with it by layer l's last LayerNorm
      * in 16 bits, so layer l + 1's forward multiplies it without a cast */
     unsigned char *input_current;
+    /* the head's forward wrote its hidden pre-activation only as its 16-bit
+     * copy, and its activation's copy is current: the backward reads them */
+    int head_h16;
     /* the masks of the FFN-hidden and attention-probabilities dropouts */
     site_masks hidden_masks, probs_masks;
     /* [L][B * h * T][2]: each softmax row's max and 1/sum, kept by a 16-bit
@@ -957,10 +960,23 @@ static void cuda_forward_head(ao_model *m, ao_stream *s, const float *root, cons
     KCHECK(ao_cuda_layernorm_forward(sv->ln_out, twin_or_null(c, sv->ln_out), c->half, sv->ln_mean,
                                      sv->ln_rstd, c->a.x[m->shape.layers], hw.ln_w, hw.ln_b, hs.n,
                                      hs.dim, cs));
+    const int mark = c->nprepared;
     mark_current(c, s, sv->ln_out, (size_t)hs.n * hs.dim, 0);
-    linear_forward(m, s, sv->hid, sv->ln_out, hw.fc1_w, hw.fc1_b, hs.n, hs.dim, hs.hidden);
-    KCHECK(ao_cuda_gelu_forward(sv->act, sv->hid, (size_t)hs.n * hs.hidden, cs));
+    /* as the encoder's FFN: in 16-bit modes fc1 writes hid only in 16 bits
+     * and GELU its activation only as the fc2 operand, no dropout (p 0) */
+    const size_t nh = (size_t)hs.n * hs.hidden;
+    const int h16 =
+        gemm_bias(m, s, 0, 1, hs.n, hs.hidden, hs.dim, 1.0f, sv->ln_out, hs.dim, hw.fc1_w, hs.dim,
+                  0.0f, sv->hid, hs.hidden, single, hw.fc1_b, NULL, 1);
+    ao_dtype h_type;
+    const void *h = input_of(c, sv->hid, h16, &h_type);
+    const ao_cuda_dropout_key none = {0};
+    KCHECK(ao_cuda_gelu_dropout(c->half != AO_F32 ? twin_of(c, sv->act) : sv->act, c->half, h,
+                                h_type, 1, nh, &none, NULL, cs));
+    mark_current(c, s, sv->act, nh, 0);
+    c->head_h16 = h16;
     linear_forward(m, s, c->a.z, sv->act, hw.fc2_w, hw.fc2_b, hs.n, hs.hidden, 1);
+    c->nprepared = mark;
     KCHECK(ao_cuda_bce_loss(loss_dev, c->a.z, b->target, b->weight, hs.n, normalizer, cs));
 }
 
@@ -980,11 +996,30 @@ static void cuda_backward_head(ao_model *m, ao_stream *s, const float *root, flo
     float *dact = c->a.scratch, *dln = c->a.scratch + (size_t)hs.n * hs.hidden;
 
     KCHECK(ao_cuda_bce_loss_backward(c->a.dz, c->a.z, b->target, b->weight, hs.n, normalizer, cs));
-    /* ao_head_backward */
-    linear_backward(m, s, dact, hg.fc2_w, hg.fc2_b, c->a.dz, sv->act, hw.fc2_w, hs.n, hs.hidden, 1);
-    KCHECK(ao_cuda_gelu_backward(dact, dact, sv->hid, (size_t)hs.n * hs.hidden, cs));
+    /* ao_head_backward, as the encoder's FFN: dact in the precision of hid,
+     * GELU's backward then only into dact's 16-bit copy in 16-bit modes */
+    const size_t nh = (size_t)hs.n * hs.hidden;
+    const int mark = c->nprepared;
+    const int h16 = c->head_h16;
+    if (c->half != AO_F32) { /* the forward's 16-bit copies, still whole */
+        mark_current(c, s, sv->act, nh, 0);
+        mark_current(c, s, sv->ln_out, (size_t)hs.n * hs.dim, 0);
+    }
+    const int dact16 = linear_backward_plus(m, s, dact, NULL, hg.fc2_w, hg.fc2_b, c->a.dz, sv->act,
+                                            hw.fc2_w, hs.n, hs.hidden, 1, h16);
+    if (dact16 != h16)
+        ao_fatal(AO_EXIT_FAIL, "model", "head: gradient in %d bits, its input in %d",
+                 dact16 ? 16 : 32, h16 ? 16 : 32);
+    ao_dtype in_type;
+    const void *h_in = input_of(c, sv->hid, h16, &in_type);
+    const void *dact_in = input_of(c, dact, h16, &in_type);
+    const ao_cuda_dropout_key none = {0};
+    KCHECK(ao_cuda_dropout_gelu_backward(fp32_or_null(c, dact), twin_or_null(c, dact), c->half,
+                                         dact_in, h_in, in_type, 1, nh, &none, NULL, cs));
+    mark_current(c, s, dact, nh, 0);
     linear_backward(m, s, dln, hg.fc1_w, hg.fc1_b, dact, sv->ln_out, hw.fc1_w, hs.n, hs.dim,
                     hs.hidden);
+    c->nprepared = mark;
     KCHECK(ao_cuda_layernorm_backward(c->a.dx[L % 2], hg.ln_w, hg.ln_b, dln, c->a.x[L], sv->ln_mean,
                                       sv->ln_rstd, hw.ln_w, hs.n, hs.dim, cs));
 }
