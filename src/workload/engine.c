@@ -19,6 +19,14 @@
  * on; then GFULL := 0 (op "zero_grad", a copy) and its `zeroed` event, which
  * the next backward writing the same gradients waits on.
  *
+ * One rank (world 1, one micro-batch: `solo`) reduces nothing: ACC is GFULL
+ * itself, each reduction is issued in place (the collective then moves no
+ * bytes), and GFULL := 0 once after the update instead of after each
+ * reduction. A shard group of one rank gathers in place: each unit keeps its
+ * own buffer whose wire is its slice of Pw. On 1xH200 the copies and memsets
+ * this saves were ~8.8 GB of device memory traffic a large step, run by the
+ * SMs beside the compute (bench/RESULTS.md, session 11).
+ *
  * Pool slots and deferral: an all-gather into a slot waits on the device for
  * the compute stream to reach the point where the host issued it, which comes
  * after the slot's release, hence after its owner's last read. A prefetch
@@ -48,10 +56,11 @@ typedef struct lane {
 } lane;
 
 typedef struct gbuf {
-    float *buf; /* the unit's full parameters, fp32, what compute reads */
-    void *wire; /* gather_type != fp32: what the all-gather writes, cast into buf */
-    int busy;   /* host: the owner has not been released */
-    int fresh;  /* host: gathered into wire, not yet cast into buf */
+    float *buf;     /* the unit's full parameters, fp32, what compute reads */
+    void *wire;     /* gather_type != fp32: what the all-gather writes, cast into buf */
+    int wire_in_pw; /* wire is the unit's slice of Pw (a shard group of one rank) */
+    int busy;       /* host: the owner has not been released */
+    int fresh;      /* host: gathered into wire, not yet cast into buf */
 } gbuf;
 
 typedef struct unit_state {
@@ -82,7 +91,8 @@ struct ao_engine {
     const struct ao_config *cfg;
     ao_device *dev;
     const struct ao_engine_backend *backend;
-    void *workspace; /* the backend's, backend->workspace_bytes (NULL when 0) */
+    void *workspace;     /* the backend's, backend->workspace_bytes (NULL when 0) */
+    void *red_workspace; /* another, for the squared sums on a reduction stream */
     ao_stream *streams[AO_NSTREAMS];
     ao_stream *compute;
     ao_model *model;
@@ -91,6 +101,7 @@ struct ao_engine {
     ao_timeline *tl;
     int rank, world;
     int sharded; /* full/grad_op/hybrid */
+    int solo;    /* one rank, one micro-batch: ACC is GFULL (file comment) */
     int synced;  /* fsdp.sync_module_states over more than one rank: rank 0's init broadcast */
     int reshard_after_forward;
     int hybrid, group_size, replicas;
@@ -111,6 +122,11 @@ struct ao_engine {
     unit_state *units;
     rgroup *groups;
     int ngroups;
+    /* [ngroups]: each group's share of the squared gradient norm, summed on
+     * its reduction stream once final, beside the backward: the clip then
+     * adds ngroups numbers instead of reading every gradient (0.40 ms of a
+     * large step on 1xH200, bench/RESULTS.md session 11). */
+    double *group_sq;
     ao_event *opt_done, *sq_ready, *sum_ready;
     ao_event *fetch_go;  /* compute's point where the next batch is fetched */
     ao_event *gather_go; /* compute's point where an all-gather is issued */
@@ -368,9 +384,9 @@ static void make_buffers(ao_engine *e)
     e->P = dev_zeros(e, S);
     e->M = dev_zeros(e, S);
     e->V = dev_zeros(e, S);
-    e->ACC = dev_zeros(e, S);
-    e->RED = dev_zeros(e, S);
     e->GFULL = dev_zeros(e, F);
+    e->ACC = e->solo ? e->GFULL : dev_zeros(e, S); /* solo: S == F, offsets alike */
+    e->RED = dev_zeros(e, S);
     if (cfg->training.baseline_steps > 0)
         for (int i = 0; i < 3; i++) e->scratch[i] = dev_zeros(e, S);
 
@@ -418,18 +434,25 @@ static void make_buffers(ao_engine *e)
     /* Gathered buffers: the root's own; the layers' own (shard_grad_op keeps
      * them from forward to backward; limit 0 = unlimited) or a pool. */
     int limit = cfg->fsdp.limit_all_gathers;
-    int pooled = e->reshard_after_forward && limit > 0;
+    const int in_place = e->group_size == 1 && e->gather_type != AO_F32;
+    int pooled = e->reshard_after_forward && limit > 0 && !in_place;
     int pool = pooled ? (limit < e->nlayers ? limit : e->nlayers) : 0;
     e->nbufs = 1 + (pooled ? pool : e->nlayers);
     e->bufs = ao_calloc((size_t)e->nbufs, sizeof *e->bufs);
     size_t layer_max = 0;
     for (int u = 1; u < e->nunits; u++)
         if (e->lay.units[u].padded > layer_max) layer_max = e->lay.units[u].padded;
+    if (e->gather_type != AO_F32)
+        e->Pw = ao_dev_alloc(e->dev, (S ? S : 1) * ao_dtype_size(e->gather_type));
     for (int b = 0; b < e->nbufs; b++) {
         size_t n = b == 0 ? e->lay.units[0].padded : pooled ? layer_max : e->lay.units[b].padded;
         e->bufs[b].buf = dev_zeros(e, n);
         if (e->gather_type != AO_F32) {
-            e->bufs[b].wire = ao_dev_alloc(e->dev, n * ao_dtype_size(e->gather_type));
+            /* in place: buffer b is unit b's, its wire that unit's shard */
+            e->bufs[b].wire_in_pw = in_place;
+            e->bufs[b].wire = in_place ? (char *)e->Pw + e->lay.units[b].shard_offset *
+                                                             ao_dtype_size(e->gather_type)
+                                       : ao_dev_alloc(e->dev, n * ao_dtype_size(e->gather_type));
             /* buf is cast from wire before each unit's compute and both are
              * freed together (release): the model's 16-bit GEMMs read wire */
             if (e->backend->share_params16)
@@ -438,7 +461,6 @@ static void make_buffers(ao_engine *e)
         }
     }
     if (e->gather_type != AO_F32) {
-        e->Pw = ao_dev_alloc(e->dev, (S ? S : 1) * ao_dtype_size(e->gather_type));
         /* the wire copy of the initial shards; each optimizer step then
          * writes it with the update (the backend's adamw) */
         const size_t all[1][2] = {{0, S}};
@@ -555,6 +577,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     e->rank = s->ri->rank;
     e->world = s->ri->world_size;
     e->sharded = is_sharded(cfg);
+    e->solo = e->world == 1 && cfg->training.gradient_accumulation == 1;
     e->synced = cfg->fsdp.sync_module_states && e->world > 1;
     e->hybrid = e->sharded && cfg->fsdp.sharding_strategy == AO_SHARD_HYBRID;
     e->reshard_after_forward = e->sharded && cfg->fsdp.sharding_strategy != AO_SHARD_GRAD_OP;
@@ -570,7 +593,10 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
                                .eps = (float)cfg->optimizer.eps,
                                .weight_decay = (float)cfg->optimizer.weight_decay};
     apply_precision(e);
-    if (backend->workspace_bytes) e->workspace = ao_dev_alloc(e->dev, backend->workspace_bytes);
+    if (backend->workspace_bytes) {
+        e->workspace = ao_dev_alloc(e->dev, backend->workspace_bytes);
+        e->red_workspace = ao_dev_alloc(e->dev, backend->workspace_bytes);
+    }
 
     *rc = make_comms(e, s);
     if (*rc) {
@@ -593,6 +619,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     e->units = ao_calloc((size_t)e->nunits, sizeof *e->units);
     make_buffers(e);
     make_groups(e);
+    e->group_sq = ao_dev_alloc(e->dev, (size_t)e->ngroups * sizeof *e->group_sq);
     e->opt_done = ao_event_create(e->dev);
     e->fetch_go = ao_event_create(e->dev);
     e->gather_go = ao_event_create(e->dev);
@@ -626,13 +653,14 @@ void ao_engine_destroy(ao_engine *e)
     if (!e) return;
     ao_engine_finish(e);
     for (int i = e->ncomms - 1; i >= 0; i--) ao_comm_destroy(e->comms[i]);
-    float *arenas[] = {e->P,     e->M,          e->V,          e->ACC,        e->RED,
-                       e->GFULL, e->scratch[0], e->scratch[1], e->scratch[2], e->loss_dev};
+    float *arenas[] = {e->P,          e->M,       e->V,          e->ACC != e->GFULL ? e->ACC : NULL,
+                       e->RED,        e->GFULL,   e->scratch[0], e->scratch[1],
+                       e->scratch[2], e->loss_dev};
     for (size_t i = 0; i < sizeof arenas / sizeof arenas[0]; i++)
         if (arenas[i]) ao_dev_free(e->dev, arenas[i]);
     for (int b = 0; b < e->nbufs; b++) {
         ao_dev_free(e->dev, e->bufs[b].buf);
-        if (e->bufs[b].wire) ao_dev_free(e->dev, e->bufs[b].wire);
+        if (e->bufs[b].wire && !e->bufs[b].wire_in_pw) ao_dev_free(e->dev, e->bufs[b].wire);
     }
     if (e->Pw) ao_dev_free(e->dev, e->Pw);
     free(e->bufs);
@@ -656,6 +684,8 @@ void ao_engine_destroy(ao_engine *e)
     if (e->scal_dev) ao_dev_free(e->dev, e->scal_dev);
     if (e->scal_host) ao_host_free(e->dev, e->scal_host);
     if (e->workspace) ao_dev_free(e->dev, e->workspace);
+    if (e->red_workspace) ao_dev_free(e->dev, e->red_workspace);
+    if (e->group_sq) ao_dev_free(e->dev, e->group_sq);
     ao_shard_layout_free(&e->lay);
     free(e);
 }
@@ -708,7 +738,11 @@ static int try_gather(ao_engine *e, int u, const micro_ctx *x)
     ao_comm *c = shard_comm(e, LANE_AG);
     uint64_t bytes = ao_coll_bytes(AO_ALLGATHER, sp->shard, e->gather_type, ao_comm_size(c));
     int op = coll_begin(e, c, ln->sid, AO_KIND_ALLGATHER, "allgather", u, bytes);
-    if (x->do_compute) { /* comm_only: no op follows to wait */
+    /* comm_only: no op follows to wait. A one-rank gather is a copy on a
+     * copy engine, which needs no SMs: nothing to make room for, and on
+     * 1xH200 waiting for its start held each layer's compute until the copy
+     * had finished (bench/RESULTS.md, session 11). */
+    if (x->do_compute && ao_comm_size(c) > 1) {
         e->gather_started = ao_timeline_op_start(e->tl, op);
         if (!e->gather_started) {
             e->gather_started = e->gather_mark;
@@ -779,7 +813,8 @@ static void release(ao_engine *e, int u)
 
 /* ---- reductions ---------------------------------------------------------- */
 
-static void reduce_group(ao_engine *e, int g, ao_phase phase)
+/* final: the step's last reduction of the group (its ACC then complete). */
+static void reduce_group(ao_engine *e, int g, ao_phase phase, int final)
 {
     rgroup *G = &e->groups[g];
     if (phase == AO_PHASE_COMPUTE_ONLY) return;
@@ -826,7 +861,14 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase)
     }
     if (phase == AO_PHASE_TRAIN && !first)
         e->backend->accumulate(last, e->ACC + G->shard_off, red, G->shard_len);
+    if (phase == AO_PHASE_TRAIN && final) { /* an op: compute, as the kernel trace counts it */
+        int sq = op_begin(e, last_sid, AO_CLASS_COMPUTE, AO_KIND_NONE, "grad_sq", G->first_unit, 0);
+        e->backend->sum_squares(last, &e->group_sq[g], e->ACC + G->shard_off, G->shard_len,
+                                e->red_workspace);
+        ao_timeline_op_end(e->tl, sq);
+    }
     ao_event_record(G->done, last);
+    if (e->solo && phase == AO_PHASE_TRAIN) return; /* zeroed after the update (zero_solo) */
     /* After `done`, so that the optimizer does not wait for it; timed, so
      * that the step's idle time is not this memset's. */
     size_t bytes = G->full_len * sizeof *gfull;
@@ -928,7 +970,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
         }
         release(e, l);
         if (bp == AO_PREFETCH_BACKWARD_POST && l > 1) try_gather(e, l - 1, x);
-        if (reduce_now && e->groups[g].trigger == l) reduce_group(e, g, x->phase);
+        if (reduce_now && e->groups[g].trigger == l) reduce_group(e, g, x->phase, x->last_micro);
     }
     if (x->do_compute) {
         op = compute_begin(e, "backward", 0);
@@ -937,7 +979,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
         compute_end(e, op);
     }
     if (x->last_micro) release(e, 0);
-    if (reduce_now) reduce_group(e, e->units[0].group, x->phase);
+    if (reduce_now) reduce_group(e, e->units[0].group, x->phase, x->last_micro);
     if (x->do_compute) { /* after the reduction's go, which shares the op's end event */
         ao_loader_release(e->loader, b, cs);
         compute_moved(e);
@@ -959,9 +1001,12 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
         int op = compute_begin(e, "clip", -1);
         /* the squared norm of the unscaled gradients, summed over replicas */
         double unscale = 1.0 / ((double)loss_scale * loss_scale);
-        e->backend->step_scalars(cs, sd->local, e->ACC, S, unscale / e->replicas,
-                                 e->loss_dev + (size_t)slot * G, G, stop_vote ? 1.0 : 0.0,
-                                 e->workspace);
+        /* compute_only (no reductions): the sum over ACC here, as one group */
+        if (phase != AO_PHASE_TRAIN)
+            e->backend->sum_squares(cs, e->group_sq, e->ACC, S, e->workspace);
+        e->backend->step_scalars(cs, sd->local, e->group_sq,
+                                 phase == AO_PHASE_TRAIN ? e->ngroups : 1, unscale / e->replicas,
+                                 e->loss_dev + (size_t)slot * G, G, stop_vote ? 1.0 : 0.0);
         compute_end(e, op);
     }
     if (phase != AO_PHASE_COMPUTE_ONLY) {
@@ -999,6 +1044,21 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
     }
 }
 
+/* solo: GFULL (= ACC) := 0 once the previous update has read it, first in a
+ * training iteration (so that the op is this step's, not a tail of the
+ * previous one), on the reduction stream beside the forward; each group's
+ * `zeroed` marks it for the backward that writes the gradients. */
+static void zero_solo(ao_engine *e)
+{
+    lane *rs = &e->lanes[LANE_RS];
+    ao_stream_wait_event(rs->s, e->opt_done);
+    size_t bytes = e->lay.full_total * sizeof *e->GFULL;
+    int op = op_begin(e, rs->sid, AO_CLASS_COPY, AO_KIND_NONE, "zero_grad", -1, bytes);
+    ao_memset_async(e->dev, e->GFULL, 0, bytes, rs->s);
+    ao_timeline_op_end(e->tl, op);
+    for (int g = 0; g < e->ngroups; g++) ao_event_record(e->groups[g].zeroed, rs->s);
+}
+
 void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t data_step,
                          int64_t next_data_step, int stop_vote)
 {
@@ -1011,6 +1071,7 @@ void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t dat
     compute_moved(e); /* whatever ran before */
     /* Gathers read the shards the previous update wrote. */
     ao_stream_wait_event(e->lanes[LANE_AG].s, e->opt_done);
+    if (e->solo && phase == AO_PHASE_TRAIN) zero_solo(e);
     micro_ctx x = {.phase = phase,
                    .do_comm = phase != AO_PHASE_COMPUTE_ONLY,
                    .do_compute = phase != AO_PHASE_COMM_ONLY,

@@ -23,8 +23,9 @@
 
 struct ao_engine_backend {
     const char *device_backend; /* ao_device_backend() of the devices it serves */
-    /* Bytes of device workspace the engine allocates once and passes to
-     * step_scalars and adamw (always enqueued on one stream, in order). */
+    /* Bytes of device workspace the engine allocates twice (one for the
+     * compute stream, one for the reduction streams) and passes to
+     * sum_squares and adamw. */
     size_t workspace_bytes;
     /* How the model's GEMMs compute (training.tf32, mixed_precision): TF32,
      * bf16 or fp16 products of fp32 operands, fp32 accumulation. NULL when
@@ -52,10 +53,15 @@ struct ao_engine_backend {
                       int max);
     /* acc += red, n floats (a step's later reductions: the first writes acc). */
     void (*accumulate)(ao_stream *s, float *acc, const float *red, size_t n);
-    /* out[0] = scale * sum of g[i]^2, out[1] = sum of loss[0..nloss) (in
-     * order), out[2] = stop, all in double. */
-    void (*step_scalars)(ao_stream *s, double *out, const float *g, size_t n, double scale,
-                         const float *loss, int nloss, double stop, void *workspace);
+    /* out[0] = the sum of g[i]^2 in double: one reduced gradient's share of
+     * the squared norm. workspace: one of workspace_bytes no other stream
+     * uses meanwhile (the engine keeps one for the reduction streams). */
+    void (*sum_squares)(ao_stream *s, double *out, const float *g, size_t n, void *workspace);
+    /* out[0] = scale * the sum of sq[0..nsq) (in order), out[1] = sum of
+     * loss[0..nloss) (in order), out[2] = stop, all in double; sq may be
+     * out. */
+    void (*step_scalars)(ao_stream *s, double *out, const double *sq, int nsq, double scale,
+                         const float *loss, int nloss, double stop);
     /* With coef = ao_clip_coef(global_sq[0], max_norm): result[0] =
      * sqrt(global_sq[0]), result[1] = coef, and ao_adamw_step(p, g, m, v, n,
      * h, lr, step, grad_scale * coef) (grad_scale: 1 / the loss scale).

@@ -27,28 +27,46 @@ static void cpu_accumulate(ao_stream *s, float *acc, const float *red, size_t n)
 struct k_sumsq {
     const float *g;
     size_t n;
+    double *out;
+};
+static void run_sumsq(void *arg)
+{
+    struct k_sumsq *a = arg;
+    a->out[0] = ao_sum_squares(a->g, a->n);
+}
+
+static void cpu_sum_squares(ao_stream *s, double *out, const float *g, size_t n, void *workspace)
+{
+    (void)workspace;
+    struct k_sumsq k = {g, n, out};
+    ao_launch_host(s, run_sumsq, &k, sizeof k);
+}
+
+struct k_scalars {
+    const double *sq;
+    int nsq;
     const float *loss;
     int nloss;
     double scale;
     double stop;
     double *out; /* [3] */
 };
-static void run_sumsq(void *arg)
+static void run_scalars(void *arg)
 {
-    struct k_sumsq *a = arg;
-    double loss = 0;
+    struct k_scalars *a = arg;
+    double sq = 0, loss = 0;
+    for (int i = 0; i < a->nsq; i++) sq += a->sq[i];
     for (int i = 0; i < a->nloss; i++) loss += a->loss[i];
-    a->out[0] = ao_sum_squares(a->g, a->n) * a->scale;
+    a->out[0] = sq * a->scale;
     a->out[1] = loss;
     a->out[2] = a->stop;
 }
 
-static void cpu_step_scalars(ao_stream *s, double *out, const float *g, size_t n, double scale,
-                             const float *loss, int nloss, double stop, void *workspace)
+static void cpu_step_scalars(ao_stream *s, double *out, const double *sq, int nsq, double scale,
+                             const float *loss, int nloss, double stop)
 {
-    (void)workspace;
-    struct k_sumsq k = {g, n, loss, nloss, scale, stop, out};
-    ao_launch_host(s, run_sumsq, &k, sizeof k);
+    struct k_scalars k = {sq, nsq, loss, nloss, scale, stop, out};
+    ao_launch_host(s, run_scalars, &k, sizeof k);
 }
 
 struct k_adamw {
@@ -93,6 +111,7 @@ const struct ao_engine_backend ao_engine_cpu_backend = {
     .set_compute = NULL,
     .cast = NULL,
     .accumulate = cpu_accumulate,
+    .sum_squares = cpu_sum_squares,
     .step_scalars = cpu_step_scalars,
     .adamw = cpu_adamw,
 };

@@ -3,8 +3,8 @@
  * they read the device scalars (squared norms, losses) on the device, so the
  * host never waits inside a step.
  *
- * Workspace (one per engine; step_scalars and adamw run on one stream, in
- * order): the sum of squares' partials, then the clip coefficient. */
+ * Workspace (one per stream the engine enqueues them on, used in order
+ * there): the sum of squares' partials, then the clip coefficient. */
 #include "runtime/device_cuda.h"
 #include "workload/engine_backend.h"
 #include "workload/kernels_cuda.h"
@@ -41,12 +41,15 @@ static void cuda_accumulate(ao_stream *s, float *acc, const float *red, size_t n
     AO_CUDA_CHECK(ao_cuda_add(acc, acc, red, n, ao_cuda_stream(s)));
 }
 
-static void cuda_step_scalars(ao_stream *s, double *out, const float *g, size_t n, double scale,
-                              const float *loss, int nloss, double stop, void *workspace)
+static void cuda_sum_squares(ao_stream *s, double *out, const float *g, size_t n, void *workspace)
 {
-    cudaStream_t cs = ao_cuda_stream(s);
-    AO_CUDA_CHECK(ao_cuda_sum_squares(out, g, n, partials_of(workspace), cs));
-    AO_CUDA_CHECK(ao_cuda_step_scalars(out, scale, loss, nloss, stop, cs));
+    AO_CUDA_CHECK(ao_cuda_sum_squares(out, g, n, partials_of(workspace), ao_cuda_stream(s)));
+}
+
+static void cuda_step_scalars(ao_stream *s, double *out, const double *sq, int nsq, double scale,
+                              const float *loss, int nloss, double stop)
+{
+    AO_CUDA_CHECK(ao_cuda_step_scalars(out, sq, nsq, scale, loss, nloss, stop, ao_cuda_stream(s)));
 }
 
 static void cuda_adamw(ao_stream *s, float *p, void *p16, ao_dtype p16_type, float *m, float *v,
@@ -74,6 +77,7 @@ const struct ao_engine_backend ao_engine_cuda_backend = {
     .share_params16 = ao_model_cuda_share_params16,
     .fp32_parts = ao_model_cuda_fp32_parts,
     .accumulate = cuda_accumulate,
+    .sum_squares = cuda_sum_squares,
     .step_scalars = cuda_step_scalars,
     .adamw = cuda_adamw,
 };

@@ -623,6 +623,9 @@ __device__ void layernorm_backward_block_row(float *dx, const float *dy, const f
     }
     const double2 sums = block_sum2(sum_dxhat, sum_dxhat_xhat);
     const double mean_dxhat = sums.x / c, mean_dxhat_xhat = sums.y / c;
+    /* after the sums: derived before the loads, the stream stayed live
+     * through them and the kernel took 196 instead of 141 µs a call (1xH200,
+     * bench/RESULTS.md, session 11) */
     const auto row_state = tail.begin_row(row);
 #pragma unroll
     for (int k = 0; k < K; k++) {
@@ -760,6 +763,8 @@ constexpr int kChunk = 128;
  * put4(q, v) (float4 q of the row). */
 struct softmax_plain_out {
     float *y;
+    struct cache {
+    };
     struct writer {
         float *yr;
         __device__ void stats(int, float, float) const {}
@@ -773,7 +778,7 @@ struct softmax_plain_out {
             reinterpret_cast<float4 *>(yr)[q] = v;
         }
     };
-    __device__ writer row(int r, int c) const
+    __device__ writer row(int r, int c, cache &) const
     {
         return writer{y + (size_t)r * c};
     }
@@ -792,28 +797,48 @@ __device__ float softmax_exp(float x, float mx)
     return expf(x - mx);
 }
 
+/* Consecutive work items one worker takes in turn (softmax rows a warp,
+ * dropout tiles a block), so that a fused dropout derives a row's stream
+ * (1 or 2 Philox calls) once per run instead of once an item, against 4
+ * Philox blocks a lane an item: kRun where the launch keeps kMinRunBlocks
+ * blocks, else 1. The default config's launches are a few hundred blocks;
+ * runs of 4 there left SMs idle (3.25 -> 3.40 ms a step on 1xH200,
+ * bench/RESULTS.md, session 11). */
+constexpr int kRun = 4;
+constexpr size_t kMinRunBlocks = 2048;
+
+int run_length(size_t blocks_of_one)
+{
+    return blocks_of_one >= (size_t)kRun * kMinRunBlocks ? kRun : 1;
+}
+
 /* x: the scores through a typed_load (fp32, or 16-bit widened exactly). */
-template <class Out, class X> __global__ void softmax_forward_kernel(Out out, X x, int n, int c)
+template <class Out, class X>
+__global__ void softmax_forward_kernel(Out out, X x, int n, int c, int run)
 {
     pdl_wait();
-    const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (row >= n) return;
-    const size_t off = (size_t)row * c;
-    float mx = -INFINITY;
-    for (int j = lane; j < c; j += 32) mx = fmaxf(mx, x.load(off + j));
-    mx = warp_max(mx);
-    double s = 0.0;
-    for (int j = lane; j < c; j += 32) s += softmax_exp(x.load(off + j), mx);
-    const float inv = (float)(1.0 / warp_sum(s));
-    const auto w = out.row(row, c);
-    w.stats(lane, mx, inv);
-    for (int j0 = 0; j0 < c; j0 += kChunk) {
-        float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-        w.factors(j0, lane, c, f);
+    const int warp = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    typename Out::cache cache;
+    for (int k = 0; k < run; k++) {
+        const int row = warp * run + k;
+        if (row >= n) return;
+        const size_t off = (size_t)row * c;
+        float mx = -INFINITY;
+        for (int j = lane; j < c; j += 32) mx = fmaxf(mx, x.load(off + j));
+        mx = warp_max(mx);
+        double s = 0.0;
+        for (int j = lane; j < c; j += 32) s += softmax_exp(x.load(off + j), mx);
+        const float inv = (float)(1.0 / warp_sum(s));
+        const auto w = out.row(row, c, cache);
+        w.stats(lane, mx, inv);
+        for (int j0 = 0; j0 < c; j0 += kChunk) {
+            float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+            w.factors(j0, lane, c, f);
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const int j = j0 + lane + 32 * k;
-            if (j < c) w.put(j, softmax_exp(x.load(off + j), mx) * inv, f[k]);
+            for (int q = 0; q < 4; q++) {
+                const int j = j0 + lane + 32 * q;
+                if (j < c) w.put(j, softmax_exp(x.load(off + j), mx) * inv, f[q]);
+            }
         }
     }
 }
@@ -821,44 +846,51 @@ template <class Out, class X> __global__ void softmax_forward_kernel(Out out, X 
 /* softmax_forward_kernel for rows of at most 128 * V elements with c % 4 == 0
  * and x's float4 loads, y's stores aligned (attention's T x T scores): lane l
  * keeps groups l, l + 32, ... of its row and their exps in registers, so the
- * row is read once and each exp is computed once. Only the order of the
- * per-lane sum differs from the generic kernel (double rounding, far below
- * the float result's). */
+ * row is read once and each exp is computed once. Each group's four exps
+ * are summed in float, then the groups in double: one conversion per group,
+ * not per element (the conversions had the kernel waiting on their unit);
+ * the order differs from the generic kernel's, a few float ulp of a sum
+ * that the output rounds to 16 bits or keeps as the float it is. */
 template <int V, class Out, class X>
-__global__ void softmax_forward_vec_kernel(Out out, X x, int n, int c)
+__global__ void softmax_forward_vec_kernel(Out out, X x, int n, int c, int run)
 {
     pdl_wait();
-    const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (row >= n) return;
+    const int warp = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     const int c4 = c / 4;
-    const size_t off = (size_t)row * c;
-    float4 v[V];
-    float mx = -INFINITY;
+    typename Out::cache cache;
+    for (int k = 0; k < run; k++) {
+        const int row = warp * run + k;
+        if (row >= n) return;
+        const size_t off = (size_t)row * c;
+        float4 v[V];
+        float mx = -INFINITY;
 #pragma unroll
-    for (int i = 0; i < V; i++) {
-        const int q = lane + 32 * i;
-        if (q < c4) {
-            v[i] = x.load4(off + 4 * (size_t)q);
-            mx = fmaxf(mx, fmaxf(fmaxf(v[i].x, v[i].y), fmaxf(v[i].z, v[i].w)));
+        for (int i = 0; i < V; i++) {
+            const int q = lane + 32 * i;
+            if (q < c4) {
+                v[i] = x.load4(off + 4 * (size_t)q);
+                mx = fmaxf(mx, fmaxf(fmaxf(v[i].x, v[i].y), fmaxf(v[i].z, v[i].w)));
+            }
         }
-    }
-    mx = warp_max(mx);
-    double s = 0.0;
+        mx = warp_max(mx);
+        double s = 0.0;
 #pragma unroll
-    for (int i = 0; i < V; i++) {
-        if (lane + 32 * i < c4) {
-            v[i] = make_float4(softmax_exp(v[i].x, mx), softmax_exp(v[i].y, mx),
-                               softmax_exp(v[i].z, mx), softmax_exp(v[i].w, mx));
-            s += (double)v[i].x + v[i].y + v[i].z + v[i].w;
+        for (int i = 0; i < V; i++) {
+            if (lane + 32 * i < c4) {
+                v[i] = make_float4(softmax_exp(v[i].x, mx), softmax_exp(v[i].y, mx),
+                                   softmax_exp(v[i].z, mx), softmax_exp(v[i].w, mx));
+                s += (double)__fadd_rn(__fadd_rn(v[i].x, v[i].y), __fadd_rn(v[i].z, v[i].w));
+            }
         }
-    }
-    const float inv = (float)(1.0 / warp_sum(s));
-    const auto w = out.row(row, c);
-    w.stats(lane, mx, inv);
+        const float inv = (float)(1.0 / warp_sum(s));
+        const auto w = out.row(row, c, cache);
+        w.stats(lane, mx, inv);
 #pragma unroll
-    for (int i = 0; i < V; i++) {
-        const int q = lane + 32 * i;
-        if (q < c4) w.put4(q, make_float4(v[i].x * inv, v[i].y * inv, v[i].z * inv, v[i].w * inv));
+        for (int i = 0; i < V; i++) {
+            const int q = lane + 32 * i;
+            if (q < c4)
+                w.put4(q, make_float4(v[i].x * inv, v[i].y * inv, v[i].z * inv, v[i].w * inv));
+        }
     }
 }
 
@@ -871,15 +903,14 @@ cudaError_t launch_softmax_forward(Out out, bool y4, X x, bool x4, int n, int c,
 {
     if (n <= 0 || c <= 0) return cudaSuccess;
     const bool vec = c % 4 == 0 && x4 && y4;
+    const int run = run_length(row_warp_blocks(n));
+    const unsigned grid = row_warp_blocks((n + run - 1) / run);
     if (vec && c <= 128 * 4)
-        launch(softmax_forward_vec_kernel<4, Out, X>, row_warp_blocks(n), kThreads, 0, stream, out,
-               x, n, c);
+        launch(softmax_forward_vec_kernel<4, Out, X>, grid, kThreads, 0, stream, out, x, n, c, run);
     else if (vec && c <= 128 * 8)
-        launch(softmax_forward_vec_kernel<8, Out, X>, row_warp_blocks(n), kThreads, 0, stream, out,
-               x, n, c);
+        launch(softmax_forward_vec_kernel<8, Out, X>, grid, kThreads, 0, stream, out, x, n, c, run);
     else
-        launch(softmax_forward_kernel<Out, X>, row_warp_blocks(n), kThreads, 0, stream, out, x, n,
-               c);
+        launch(softmax_forward_kernel<Out, X>, grid, kThreads, 0, stream, out, x, n, c, run);
     return cudaGetLastError();
 }
 
@@ -979,8 +1010,10 @@ __global__ void softmax_backward_kernel(Dx dx, Dy dy, Y y, float scale, int n, i
  * and dy, y aligned (attention's T x T): lane l keeps float4s l,
  * l + 32, ... of y and of the dropped dy in registers, so both are read once
  * and each mask block is drawn once (one Philox block per float4, no
- * shuffles). dx4: Dx may store float4 groups. Only the order of the per-lane
- * dot differs from the generic kernel (double rounding). */
+ * shuffles). dx4: Dx may store float4 groups. Each group's four products
+ * are summed in float and the groups in double (one conversion a group, as
+ * the forward's sum), so the dot differs from the generic kernel's by a few
+ * float ulp of the group sums. */
 template <int V, class Dx, class Dy, class Y, class Drop>
 __global__ void __launch_bounds__(kThreads, V <= 4 ? 4 : 2)
     softmax_backward_vec_kernel(Dx dx, bool dx4, Dy dy, Y y, float scale, int n, int c, Drop drop)
@@ -1010,10 +1043,9 @@ __global__ void __launch_bounds__(kThreads, V <= 4 ? 4 : 2)
             if (d.on) d.block_factors((uint64_t)q, f);
             gv[i] = make_float4(d.apply(gv[i].x, f[0]), d.apply(gv[i].y, f[1]),
                                 d.apply(gv[i].z, f[2]), d.apply(gv[i].w, f[3]));
-            dot += (double)yv[i].x * gv[i].x;
-            dot += (double)yv[i].y * gv[i].y;
-            dot += (double)yv[i].z * gv[i].z;
-            dot += (double)yv[i].w * gv[i].w;
+            dot += (double)__fadd_rn(
+                __fadd_rn(__fmul_rn(yv[i].x, gv[i].x), __fmul_rn(yv[i].y, gv[i].y)),
+                __fadd_rn(__fmul_rn(yv[i].z, gv[i].z), __fmul_rn(yv[i].w, gv[i].w)));
         }
     }
     const float dotf = (float)warp_sum(dot);
@@ -1065,11 +1097,32 @@ cudaError_t launch_softmax_backward(Dx dx, bool dx4, Dy dy, bool dy4, Y y, float
  * up to but excluding the sample level, which is the same for every row and
  * so is derived once on the host; rows then cost 1 (2 with heads) Philox
  * calls instead of 4 (5). */
+/* A dropout probability in the forms the kernels use: p (on: p > 0); the
+ * threshold a word is dropped below (ao_dropout_threshold, 0 < p < 1); the
+ * kept elements' factor 1 / (1 - p), 0 when p >= 1, which then drops all.
+ * drop_factor(word) is then ao_dropout_factor_from_word's, bit for bit. */
+struct drop_rate {
+    float p;
+    uint32_t thr;
+    float keep;
+};
+
+drop_rate drop_rate_of(float p)
+{
+    if (p >= 1.0f) return drop_rate{p, 0u, 0.0f};
+    return drop_rate{p, p > 0.0f ? ao_dropout_threshold(p) : 0u, 1.0f / (1.0f - p)};
+}
+
+__device__ float drop_factor(uint32_t word, const drop_rate &r)
+{
+    return word < r.thr ? 0.0f : r.keep;
+}
+
 struct dropout_args {
     ao_rng_stream site;
     uint64_t first_sample;
     int heads;
-    float p;
+    drop_rate r;
 };
 
 dropout_args dropout_args_of(const ao_cuda_dropout_key &k)
@@ -1080,7 +1133,7 @@ dropout_args dropout_args_of(const ao_cuda_dropout_key &k)
     s = ao_rng_child(s, k.step);
     s = ao_rng_child(s, k.layer);
     s = ao_rng_child(s, k.site);
-    return dropout_args{s, k.first_sample, k.heads, k.p};
+    return dropout_args{s, k.first_sample, k.heads, drop_rate_of(k.p)};
 }
 
 /* The stream of row r of a dropout call (ops_ref's keying). */
@@ -1102,26 +1155,25 @@ __device__ uint8_t mask_byte(const float f[4])
                      (f[3] != 0.0f) << 3);
 }
 
-__device__ void mask_factors(uint8_t m, float p, float f[4])
+__device__ void mask_factors(uint8_t m, const drop_rate &r, float f[4])
 {
-    const float keep = p >= 1.0f ? 0.0f : 1.0f / (1.0f - p);
 #pragma unroll
-    for (int l = 0; l < 4; l++) f[l] = (m >> l) & 1 ? keep : 0.0f;
+    for (int l = 0; l < 4; l++) f[l] = (m >> l) & 1 ? r.keep : 0.0f;
 }
 
 /* The factors of a group of four elements, block g of stream s: read from
  * its mask byte *mask_in when that is set, else drawn, and then stored to
  * *mask_out when that is set. Every dropout path gets its factors here. */
-__device__ void group_factors(float f[4], ao_rng_stream s, uint64_t g, float p,
+__device__ void group_factors(float f[4], ao_rng_stream s, uint64_t g, const drop_rate &r,
                               const uint8_t *mask_in, uint8_t *mask_out)
 {
     if (mask_in) {
-        mask_factors(*mask_in, p, f);
+        mask_factors(*mask_in, r, f);
         return;
     }
     const ao_u32x4 w = ao_rng_block(s, g);
 #pragma unroll
-    for (int l = 0; l < 4; l++) f[l] = ao_dropout_factor_from_word(w.v[l], p);
+    for (int l = 0; l < 4; l++) f[l] = drop_factor(w.v[l], r);
     if (mask_out) *mask_out = mask_byte(f);
 }
 
@@ -1132,10 +1184,10 @@ __device__ float4 times4(float4 v, const float f[4])
 
 /* v times the dropout factors of block g of stream s (drawn): group g's four
  * elements, the product every float4 dropout path makes. */
-__device__ float4 drop4(float4 v, ao_rng_stream s, size_t g, float p)
+__device__ float4 drop4(float4 v, ao_rng_stream s, size_t g, const drop_rate &r)
 {
     float f[4];
-    group_factors(f, s, g, p, nullptr, nullptr);
+    group_factors(f, s, g, r, nullptr, nullptr);
     return times4(v, f);
 }
 
@@ -1151,8 +1203,9 @@ constexpr int kDropGroups = 4;
  * put their element-wise op before or after the mask (dropout_out_map and
  * the GELU maps, with the fused kernels below). */
 
-/* One block per tile: tile t covers groups [chunk * blockDim.x * kDropGroups,
- * + blockDim.x * kDropGroups) of row t / tiles_per_row, thread i the groups
+/* A block per `run` consecutive tiles (run_length): tile t covers groups
+ * [chunk * blockDim.x * kDropGroups, + blockDim.x * kDropGroups) of row
+ * t / tiles_per_row, thread i the groups
  * i, i + blockDim.x, ... of it (coalesced). Group g of a row is block g of
  * the row's stream and elements 4g .. 4g + 3, as ops_ref's dropout_apply.
  * Vec (per_row % 4 == 0, the Map's pointers aligned): a group is one float4.
@@ -1166,58 +1219,64 @@ constexpr int kDropGroups = 4;
  * session 7); every GPU measurement since was taken with it. */
 template <bool Vec, class Map>
 __global__ void __launch_bounds__(kThreads, 4)
-    dropout_kernel(Map m, size_t per_row, size_t tiles_per_row, size_t tiles, dropout_args k,
-                   const uint8_t *mask_in, uint8_t *mask_out)
+    dropout_kernel(Map m, size_t per_row, size_t tiles_per_row, size_t tiles, size_t run,
+                   dropout_args k, const uint8_t *mask_in, uint8_t *mask_out)
 {
     pdl_wait();
     const size_t groups = (per_row + 3) / 4;
     const size_t tile_groups = (size_t)blockDim.x * kDropGroups;
-    const bool drop = k.p > 0.0f;
-    for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const size_t r = t / tiles_per_row;
-        const size_t first = (t % tiles_per_row) * tile_groups + threadIdx.x;
-        const ao_rng_stream s = drop && !mask_in ? dropout_row_stream(k, r) : k.site;
-        const size_t off = r * per_row;
-        if (Vec) {
-            float4 v[kDropGroups];
-#pragma unroll
-            for (int i = 0; i < kDropGroups; i++) { /* all loads in flight first */
-                const size_t g = first + (size_t)i * blockDim.x;
-                v[i] = g < groups ? m.load4(off + 4 * g) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const bool drop = k.r.p > 0.0f;
+    size_t stream_row = SIZE_MAX; /* the row whose stream s is */
+    ao_rng_stream s = k.site;
+    for (size_t t0 = (size_t)blockIdx.x * run; t0 < tiles; t0 += (size_t)gridDim.x * run)
+        for (size_t t = t0; t < t0 + run && t < tiles; t++) {
+            const size_t r = t / tiles_per_row;
+            const size_t first = (t % tiles_per_row) * tile_groups + threadIdx.x;
+            if (drop && !mask_in && r != stream_row) {
+                s = dropout_row_stream(k, r);
+                stream_row = r;
             }
+            const size_t off = r * per_row;
+            if (Vec) {
+                float4 v[kDropGroups];
 #pragma unroll
-            for (int i = 0; i < kDropGroups; i++) {
-                const size_t g = first + (size_t)i * blockDim.x;
-                if (g >= groups) break;
-                if (drop) {
-                    float f[4];
-                    const size_t at = r * groups + g; /* the group's mask byte */
-                    group_factors(f, s, g, k.p, mask_in ? mask_in + at : nullptr,
-                                  mask_out ? mask_out + at : nullptr);
-                    v[i] = times4(v[i], f);
+                for (int i = 0; i < kDropGroups; i++) { /* all loads in flight first */
+                    const size_t g = first + (size_t)i * blockDim.x;
+                    v[i] = g < groups ? m.load4(off + 4 * g) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                 }
-                m.store4(off + 4 * g, v[i]);
-            }
-        } else {
 #pragma unroll
-            for (int i = 0; i < kDropGroups; i++) {
-                const size_t g = first + (size_t)i * blockDim.x;
-                if (g >= groups) break;
-                float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-                const size_t at = r * groups + g;
-                if (drop)
-                    group_factors(f, s, g, k.p, mask_in ? mask_in + at : nullptr,
-                                  mask_out ? mask_out + at : nullptr);
-                for (int l = 0; l < 4; l++) {
-                    const size_t e = g * 4 + l;
-                    if (e >= per_row) break;
-                    float v = m.load(off + e);
-                    if (drop) v *= f[l];
-                    m.store(off + e, v);
+                for (int i = 0; i < kDropGroups; i++) {
+                    const size_t g = first + (size_t)i * blockDim.x;
+                    if (g >= groups) break;
+                    if (drop) {
+                        float f[4];
+                        const size_t at = r * groups + g; /* the group's mask byte */
+                        group_factors(f, s, g, k.r, mask_in ? mask_in + at : nullptr,
+                                      mask_out ? mask_out + at : nullptr);
+                        v[i] = times4(v[i], f);
+                    }
+                    m.store4(off + 4 * g, v[i]);
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < kDropGroups; i++) {
+                    const size_t g = first + (size_t)i * blockDim.x;
+                    if (g >= groups) break;
+                    float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+                    const size_t at = r * groups + g;
+                    if (drop)
+                        group_factors(f, s, g, k.r, mask_in ? mask_in + at : nullptr,
+                                      mask_out ? mask_out + at : nullptr);
+                    for (int l = 0; l < 4; l++) {
+                        const size_t e = g * 4 + l;
+                        if (e >= per_row) break;
+                        float v = m.load(off + e);
+                        if (drop) v *= f[l];
+                        m.store(off + e, v);
+                    }
                 }
             }
         }
-    }
 }
 
 /* Launches dropout_kernel over [rows, per_row] (rows as the key says) with
@@ -1239,14 +1298,16 @@ cudaError_t launch_dropout_map(Map m, bool vec, int batch, size_t per_row,
     const size_t tile_groups = (size_t)threads * kDropGroups;
     const size_t tiles_per_row = (groups + tile_groups - 1) / tile_groups;
     const size_t tiles = rows * tiles_per_row;
-    const unsigned grid = (unsigned)(tiles < (size_t)INT32_MAX ? tiles : (size_t)INT32_MAX);
+    const size_t run = (size_t)run_length(tiles);
+    const size_t runs = (tiles + run - 1) / run;
+    const unsigned grid = (unsigned)(runs < (size_t)INT32_MAX ? runs : (size_t)INT32_MAX);
     const dropout_args args = dropout_args_of(key);
     if (vec && per_row % 4 == 0)
         launch(dropout_kernel<true, Map>, grid, threads, 0, stream, m, per_row, tiles_per_row,
-               tiles, args, mask_in, mask_out);
+               tiles, run, args, mask_in, mask_out);
     else
         launch(dropout_kernel<false, Map>, grid, threads, 0, stream, m, per_row, tiles_per_row,
-               tiles, args, mask_in, mask_out);
+               tiles, run, args, mask_in, mask_out);
     return cudaGetLastError();
 }
 
@@ -1410,13 +1471,14 @@ __global__ void clip_coef_kernel(float *coef, const double *sq_norm, float max_n
     coef[0] = c * extra;
 }
 
-__global__ void step_scalars_kernel(double *out, double norm_scale, const float *loss, int nloss,
-                                    double stop)
+__global__ void step_scalars_kernel(double *out, const double *sq, int nsq, double norm_scale,
+                                    const float *loss, int nloss, double stop)
 {
     pdl_wait();
-    double sum = 0.0;
+    double sum = 0.0, sq_sum = 0.0;
+    for (int i = 0; i < nsq; i++) sq_sum += sq[i];
     for (int i = 0; i < nloss; i++) sum += loss[i];
-    out[0] *= norm_scale;
+    out[0] = sq_sum * norm_scale;
     out[1] = sum;
     out[2] = stop;
 }
@@ -1682,7 +1744,7 @@ template <class F> cudaError_t with_dtype(ao_dtype t, F &&f)
 struct drop_row {
     ao_rng_stream s;
     uint64_t base;
-    float p;
+    drop_rate r;
     bool on;
     const uint8_t *mask_in;
     uint8_t *mask_out;
@@ -1695,7 +1757,7 @@ struct drop_row {
      * or the stored mask. */
     __device__ void block_factors(uint64_t q, float f[4]) const
     {
-        group_factors(f, s, base / 4 + q, p, mask_in ? mask_in + q : nullptr,
+        group_factors(f, s, base / 4 + q, r, mask_in ? mask_in + q : nullptr,
                       mask_out ? mask_out + q : nullptr);
     }
     /* Warp-collective (all 32 lanes): f[k] = factor of row element
@@ -1729,7 +1791,7 @@ struct drop_row {
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 const int j = j0 + lane + 32 * k;
-                if (j < c) f[k] = ao_dropout_factor_from_word(ao_rng_u32(s, base + j), p);
+                if (j < c) f[k] = drop_factor(ao_rng_u32(s, base + j), r);
             }
         }
     }
@@ -1742,17 +1804,35 @@ struct drop_rows {
     int T;
     const uint8_t *mask_in;
     uint8_t *mask_out;
-    __device__ drop_row row(int i) const
+    /* The stream of the dropout row a run of softmax rows last used: rows
+     * i / T alike share it. */
+    struct cache {
+        int key = -1;
+        ao_rng_stream s;
+    };
+    __device__ drop_row row(int i, cache &k) const
     {
         drop_row r;
-        r.p = a.p;
-        r.on = a.p > 0.0f;
+        r.r = a.r;
+        r.on = a.r.p > 0.0f;
         r.base = (uint64_t)(i % T) * (uint64_t)T;
         const size_t at = (size_t)i * (size_t)(T / 4);
         r.mask_in = r.on && mask_in ? mask_in + at : nullptr;
         r.mask_out = r.on && mask_out && !mask_in ? mask_out + at : nullptr;
-        r.s = r.on && !r.mask_in ? dropout_row_stream(a, (size_t)(i / T)) : a.site;
+        r.s = a.site;
+        if (r.on && !r.mask_in) {
+            if (i / T != k.key) {
+                k.s = dropout_row_stream(a, (size_t)(i / T));
+                k.key = i / T;
+            }
+            r.s = k.s;
+        }
         return r;
+    }
+    __device__ drop_row row(int i) const
+    {
+        cache k;
+        return row(i, k);
     }
 };
 
@@ -1773,6 +1853,7 @@ template <ao_dtype T> struct softmax_dropout_out {
     typed_store<T> out;
     drop_rows drop;
     bool out4;
+    using cache = drop_rows::cache;
     struct writer {
         float *ar;
         float2 *st;
@@ -1815,13 +1896,13 @@ template <ao_dtype T> struct softmax_dropout_out {
             }
         }
     };
-    __device__ writer row(int r, int c) const
+    __device__ writer row(int r, int c, cache &k) const
     {
         return writer{att ? att + (size_t)r * c : nullptr,
                       stats ? stats + r : nullptr,
                       out,
                       (size_t)r * c,
-                      drop.row(r),
+                      drop.row(r, k),
                       out4};
     }
 };
@@ -1970,11 +2051,11 @@ template <ao_dtype T> struct ln_dropout_tail {
     int tokens, c;
     __device__ ao_rng_stream begin_row(int row) const
     {
-        return k.p > 0.0f ? dropout_row_stream(k, (size_t)(row / tokens)) : k.site;
+        return k.r.p > 0.0f ? dropout_row_stream(k, (size_t)(row / tokens)) : k.site;
     }
     __device__ void put4(ao_rng_stream s, int row, int q, float4 v) const
     {
-        if (k.p > 0.0f) v = drop4(v, s, (size_t)(row % tokens) * (size_t)c / 4 + (size_t)q, k.p);
+        if (k.r.p > 0.0f) v = drop4(v, s, (size_t)(row % tokens) * (size_t)c / 4 + (size_t)q, k.r);
         m.store4((size_t)row * (size_t)c + 4 * (size_t)q, v);
     }
 };
@@ -2032,15 +2113,27 @@ __global__ void data_field_kernel(data_fill_args a, uint32_t purpose)
     }
 }
 
+/* The teacher's dense projection u (dense_dim normals, the same for every
+ * token) is drawn once a block into shared memory when it fits (u_shared):
+ * per token it cost 128 double-precision Box-Muller draws on the large
+ * config, 0.8-1.3 ms a step of SMs taken from the compute stream's kernels
+ * (bench/RESULTS.md, session 11). The same floats either way. */
 __global__ void teacher_target_kernel(data_fill_args a, int num_dense, int dense_dim,
-                                      int num_sparse)
+                                      int num_sparse, bool u_shared)
 {
+    extern __shared__ float u[];
     pdl_wait();
+    if (u_shared) {
+        const ao_rng_stream us = ao_rng_root(a.seed, AO_RNG_TEACHER_DENSE);
+        for (int i = (int)threadIdx.x; i < dense_dim; i += (int)blockDim.x)
+            u[i] = ao_rng_normal(us, (uint64_t)i);
+        __syncthreads();
+    }
     const size_t total = (size_t)a.batch * a.tokens, stride = (size_t)gridDim.x * blockDim.x;
     for (size_t tok = (size_t)blockIdx.x * blockDim.x + threadIdx.x; tok < total; tok += stride)
-        a.target[tok] =
-            ao_data_teacher_target(a.seed, num_dense, dense_dim, num_sparse,
-                                   a.dense + tok * num_dense * dense_dim, a.ids + tok * num_sparse);
+        a.target[tok] = ao_data_teacher_target_u(
+            u_shared ? u : nullptr, a.seed, num_dense, dense_dim, num_sparse,
+            a.dense + tok * num_dense * dense_dim, a.ids + tok * num_sparse);
 }
 
 } // namespace
@@ -2338,10 +2431,11 @@ extern "C" cudaError_t ao_cuda_clip_coef(float *coef, const double *sq_norm, flo
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t ao_cuda_step_scalars(double *out, double norm_scale, const float *loss,
-                                            int nloss, double stop, cudaStream_t stream)
+extern "C" cudaError_t ao_cuda_step_scalars(double *out, const double *sq, int nsq,
+                                            double norm_scale, const float *loss, int nloss,
+                                            double stop, cudaStream_t stream)
 {
-    launch(step_scalars_kernel, 1, 1, 0, stream, out, norm_scale, loss, nloss, stop);
+    launch(step_scalars_kernel, 1, 1, 0, stream, out, sq, nsq, norm_scale, loss, nloss, stop);
     return cudaGetLastError();
 }
 
@@ -2477,8 +2571,10 @@ extern "C" cudaError_t ao_cuda_data_fill(const ao_data_shape *shape, uint64_t se
         if (err != cudaSuccess) return err;
     }
     if (target_kind == AO_TARGET_TEACHER) {
-        launch(teacher_target_kernel, elem_blocks((size_t)batch * a.tokens), kThreads, 0, stream, a,
-               shape->num_dense, shape->dense_dim, shape->num_sparse);
+        const bool u_shared = shape->dense_dim <= 8192; /* 32 KiB */
+        launch(teacher_target_kernel, elem_blocks((size_t)batch * a.tokens), kThreads,
+               u_shared ? (size_t)shape->dense_dim * sizeof(float) : 0, stream, a, shape->num_dense,
+               shape->dense_dim, shape->num_sparse, u_shared);
         return cudaGetLastError();
     }
     return cudaSuccess;

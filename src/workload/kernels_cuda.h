@@ -235,11 +235,11 @@ cudaError_t ao_cuda_clip_coef(float *coef, const double *sq_norm, float max_norm
                               cudaStream_t stream);
 
 /* The sharding engine's step scalars (engine_cuda.c's mirror of its cpu
- * closure), one thread: out[0] *= norm_scale (out[0] holds a sum of squares,
- * e.g. from ao_cuda_sum_squares), out[1] = sum of loss[0..nloss) in double in
- * index order, out[2] = stop. */
-cudaError_t ao_cuda_step_scalars(double *out, double norm_scale, const float *loss, int nloss,
-                                 double stop, cudaStream_t stream);
+ * closure), one thread: out[0] = norm_scale * the sum of sq[0..nsq) (sums of
+ * squares, e.g. from ao_cuda_sum_squares; sq may be out), out[1] = sum of
+ * loss[0..nloss), both in double in index order, out[2] = stop. */
+cudaError_t ao_cuda_step_scalars(double *out, const double *sq, int nsq, double norm_scale,
+                                 const float *loss, int nloss, double stop, cudaStream_t stream);
 /* result[0] = sqrt(sq_norm[0]), result[1] = coef[0] (the clip coefficient of
  * ao_cuda_clip_coef), one thread. */
 cudaError_t ao_cuda_norm_result(double *result, const double *sq_norm, const float *coef,

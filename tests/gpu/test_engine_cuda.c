@@ -94,7 +94,8 @@ static void run_side(side *x, const float *red1, const float *red2, const float 
 
     ao_copy_async(x->dev, acc, r1, fb, AO_D2D, x->s); /* a step's first reduction */
     x->be->accumulate(x->s, acc, r2, N);
-    x->be->step_scalars(x->s, scal, acc, N, 0.5, l, nloss, 1.0, x->ws);
+    x->be->sum_squares(x->s, scal, acc, N, x->ws);
+    x->be->step_scalars(x->s, scal, scal, 1, 0.5, l, nloss, 1.0);
     x->be->adamw(x->s, p, NULL, AO_F32, m, v, acc, N, &h, 1e-3f, max_norm, grad_scale, 7, gsq,
                  result, x->ws);
     download(x, o->acc, acc, fb);

@@ -49,7 +49,8 @@ static void test_cpu_table_matches_the_reference(void **state)
 
     ao_copy_async(dev, acc, r1, N * sizeof *acc, AO_D2D, s); /* a step's first reduction */
     be->accumulate(s, acc, r2, N);
-    be->step_scalars(s, scal, acc, N, 0.5, loss, 2, 1.0, NULL);
+    be->sum_squares(s, scal, acc, N, NULL);
+    be->step_scalars(s, scal, scal, 1, 0.5, loss, 2, 1.0);
     ao_adamw_hparams h = {0.9f, 0.98f, 1e-8f, 0.01f};
     be->adamw(s, p, NULL, AO_F32, m, v, acc, N, &h, 1e-3f, 0.1f, 1.0f, 1, scal, res, NULL);
     ao_stream_sync(s);
