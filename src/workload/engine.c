@@ -21,9 +21,9 @@
  *
  * One rank (world 1, one micro-batch: `solo`) reduces nothing: ACC is GFULL
  * itself, each reduction is issued in place (the collective then moves no
- * bytes), and GFULL := 0 once after the update instead of after each
- * reduction. A shard group of one rank gathers in place: each unit keeps its
- * own buffer whose wire is its slice of Pw. On 1xH200 the copies and memsets
+ * bytes), and GFULL := 0 once, first in the next training iteration (after
+ * the update read it), instead of after each reduction. A shard group of one rank gathers in place:
+ * each unit keeps its own buffer whose wire is its slice of Pw. On 1xH200 the copies and memsets
  * this saves were ~8.8 GB of device memory traffic a large step, run by the
  * SMs beside the compute (bench/RESULTS.md, session 11).
  *
