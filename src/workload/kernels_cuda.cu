@@ -623,9 +623,6 @@ __device__ void layernorm_backward_block_row(float *dx, const float *dy, const f
     }
     const double2 sums = block_sum2(sum_dxhat, sum_dxhat_xhat);
     const double mean_dxhat = sums.x / c, mean_dxhat_xhat = sums.y / c;
-    /* after the sums: derived before the loads, the stream stayed live
-     * through them and the kernel took 196 instead of 141 µs a call (1xH200,
-     * bench/RESULTS.md, session 11) */
     const auto row_state = tail.begin_row(row);
 #pragma unroll
     for (int k = 0; k < K; k++) {

@@ -945,6 +945,9 @@ static void cuda_forward_layer(ao_model *m, ao_stream *s, int layer, const float
     c->saved_current[layer] = c->half != AO_F32;
 }
 
+/* The head's GELU goes through the FFN's fused kernels with no dropout. */
+static const ao_cuda_dropout_key no_dropout = {0};
+
 static void cuda_forward_head(ao_model *m, ao_stream *s, const float *root, const ao_batch *b,
                               double normalizer, float *loss_dev)
 {
@@ -970,9 +973,8 @@ static void cuda_forward_head(ao_model *m, ao_stream *s, const float *root, cons
                   0.0f, sv->hid, hs.hidden, single, hw.fc1_b, NULL, 1);
     ao_dtype h_type;
     const void *h = input_of(c, sv->hid, h16, &h_type);
-    const ao_cuda_dropout_key none = {0};
     KCHECK(ao_cuda_gelu_dropout(c->half != AO_F32 ? twin_of(c, sv->act) : sv->act, c->half, h,
-                                h_type, 1, nh, &none, NULL, cs));
+                                h_type, 1, nh, &no_dropout, NULL, cs));
     mark_current(c, s, sv->act, nh, 0);
     c->head_h16 = h16;
     linear_forward(m, s, c->a.z, sv->act, hw.fc2_w, hw.fc2_b, hs.n, hs.hidden, 1);
@@ -1013,9 +1015,8 @@ static void cuda_backward_head(ao_model *m, ao_stream *s, const float *root, flo
     ao_dtype in_type;
     const void *h_in = input_of(c, sv->hid, h16, &in_type);
     const void *dact_in = input_of(c, dact, h16, &in_type);
-    const ao_cuda_dropout_key none = {0};
     KCHECK(ao_cuda_dropout_gelu_backward(fp32_or_null(c, dact), twin_or_null(c, dact), c->half,
-                                         dact_in, h_in, in_type, 1, nh, &none, NULL, cs));
+                                         dact_in, h_in, in_type, 1, nh, &no_dropout, NULL, cs));
     mark_current(c, s, dact, nh, 0);
     linear_backward(m, s, dln, hg.fc1_w, hg.fc1_b, dact, sv->ln_out, hw.fc1_w, hs.n, hs.dim,
                     hs.hidden);
