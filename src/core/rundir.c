@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/rundir.h"
+#include "core/text.h"
 
 static int is_name_char(char c)
 {
@@ -38,43 +39,16 @@ int ao_rundir_make_id(char *buf, size_t n)
 
 int ao_rundir_validate_name(const char *name, const char *what)
 {
-    static const char *hint = "a run name is a plain file name: letters, digits, '.', '-', '_' "
-                              "(at most 100 characters)";
-    const char *why = NULL;
-    size_t len = strlen(name);
-    if (len == 0) {
-        why = "the run name is empty";
-    } else if (len > AO_RUN_NAME_MAX) {
-        ao_error(what, "the run name has %zu characters; at most %d are allowed", len,
-                 AO_RUN_NAME_MAX);
-        ao_hint("%s", hint);
-        return AO_EXIT_USAGE;
-    } else if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
-        why = "\".\" and \"..\" are not run names";
-    } else if (strcmp(name, AO_RUN_LATEST) == 0) {
-        why = "\"latest\" is reserved for the link to the newest run";
-    } else if (strchr(name, '/')) {
-        ao_error(what, "\"%s\" contains '/'; a run name cannot name a subdirectory", name);
-        ao_hint("%s", hint);
-        return AO_EXIT_USAGE;
-    } else {
-        for (size_t i = 0; i < len; i++) {
-            unsigned char c = (unsigned char)name[i];
-            if (c < 0x20 || c > 0x7e) {
-                /* Do not echo the name: it holds a control or non-ASCII byte. */
-                ao_error(what, "the run name has a non-printable byte 0x%02x at position %zu", c,
-                         i + 1);
-                ao_hint("%s", hint);
-                return AO_EXIT_USAGE;
-            }
-        }
+    int rc = ao_check_plain_name(name, AO_RUN_NAME_MAX, what, "run name");
+    if (rc == 0 && strcmp(name, AO_RUN_LATEST) == 0) {
+        ao_error(what, "\"latest\" is reserved for the link to the newest run");
+        rc = AO_EXIT_USAGE;
     }
-    if (why) {
-        ao_error(what, "%s", why);
-        ao_hint("%s", hint);
-        return AO_EXIT_USAGE;
-    }
-    return 0;
+    if (rc)
+        ao_hint("a run name is a plain file name: letters, digits, '.', '-', '_' (at most %d "
+                "characters)",
+                AO_RUN_NAME_MAX);
+    return rc;
 }
 
 /* mkdir -p: every missing component of `dir`. */

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/text.h"
 #include "report/compare.h"
 #include "report/html.h"
 #include "report/report.h"
@@ -15,8 +16,9 @@
 
 int ao_report_check_label(const char *label)
 {
+    if (ao_check_plain_name(label, 64, "--label", "label")) return AO_EXIT_USAGE;
     size_t n = strlen(label);
-    if (n == 0 || n > 64 || label[0] == '.' ||
+    if (label[0] == '.' ||
         strspn(label, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != n) {
         ao_error("--label",
                  "'%s' cannot name files; allowed: 1 to 64 of A-Z a-z 0-9 . _ - (not starting "

@@ -89,6 +89,7 @@ static void test_validate_bad_names(void **state)
     expect_bad(".", "not run names");
     expect_bad("..", "not run names");
     expect_bad("latest", "reserved");
+    expect_bad("-x", "starts with '-'");
     expect_bad("a/b", "contains '/'");
     expect_bad("/abs", "contains '/'");
     expect_bad("x/", "contains '/'");
