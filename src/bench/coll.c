@@ -94,6 +94,7 @@ int ao_coll_size_list(size_t min, size_t max, long factor, size_t step, size_t *
         }
         sizes = ao_realloc(sizes, (size_t)(n + 1) * sizeof *sizes);
         sizes[n++] = s;
+        if (s == max) break; /* also ends -b 0 -e 0, which a factor never grows */
         /* Stop before the next size passes max or overflows size_t. */
         if (factor) {
             if (s > max / (size_t)factor) break;
@@ -208,6 +209,9 @@ int ao_coll_bench_validate(const ao_coll_bench_opts *o, int nranks)
         ao_error("--root", "rank %d does not exist; there are %d ranks", o->root, nranks);
         return -1;
     }
+    size_t *sizes = NULL;
+    if (ao_coll_size_list(o->min_bytes, o->max_bytes, o->factor, o->step, &sizes) < 0) return -1;
+    free(sizes);
     const char *comm = ao_comm_backend_for(o->backend);
     if (reducing && comm && strcmp(comm, "mpi") == 0 &&
         (o->dtype == AO_F16 || o->dtype == AO_BF16)) {

@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "core/error.h"
+#include "core/rundir.h"
 #include "core/units.h"
 #include "launch/launch.h"
 
@@ -174,7 +175,9 @@ int cmd_coll(int argc, char **argv)
     ao_coll_bench_opts o;
     ao_coll_bench_defaults(&o);
     int nproc = 0;
-    if (parse(argc, argv, &o, &nproc) != 0 || cli_resolve_backend(&o.backend) != 0) {
+    if (parse(argc, argv, &o, &nproc) != 0 || cli_resolve_backend(&o.backend) != 0 ||
+        (o.json_path && ao_check_output_file("--json", o.json_path)) ||
+        (o.csv_path && ao_check_output_file("--csv", o.csv_path))) {
         fprintf(stderr, "%s\n", usage);
         return AO_EXIT_USAGE;
     }

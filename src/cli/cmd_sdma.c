@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "core/error.h"
+#include "core/rundir.h"
 #include "core/units.h"
 #include "launch/launch.h"
 
@@ -105,7 +106,8 @@ int cmd_sdma(int argc, char **argv)
     }
     ao_sdma_opts o;
     ao_sdma_defaults(&o);
-    if (parse(argc, argv, &o) != 0) {
+    if (parse(argc, argv, &o) != 0 ||
+        (o.json_path && ao_check_output_file("--json", o.json_path))) {
         fprintf(stderr, "%s\n", usage);
         return AO_EXIT_USAGE;
     }

@@ -51,6 +51,35 @@ int ao_rundir_validate_name(const char *name, const char *what)
     return rc;
 }
 
+int ao_check_output_file(const char *flag, const char *path)
+{
+    struct stat st;
+    if (!*path) {
+        ao_error(flag, "an empty file name");
+        return AO_EXIT_USAGE;
+    }
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        ao_error(flag, "%s is a directory; give a file name", path);
+        return AO_EXIT_USAGE;
+    }
+    const char *slash = strrchr(path, '/');
+    char *dir =
+        slash ? ao_asprintf("%.*s", (int)(slash - path) + (slash == path), path) : ao_strdup(".");
+    int rc = 0;
+    if (stat(dir, &st) != 0) {
+        ao_error(flag, "%s: the directory %s does not exist", path, dir);
+        rc = AO_EXIT_USAGE;
+    } else if (!S_ISDIR(st.st_mode)) {
+        ao_error(flag, "%s: %s is not a directory", path, dir);
+        rc = AO_EXIT_USAGE;
+    } else if (access(dir, W_OK | X_OK) != 0) {
+        ao_error(flag, "%s: cannot write in %s: %s", path, dir, strerror(errno));
+        rc = AO_EXIT_USAGE;
+    }
+    free(dir);
+    return rc;
+}
+
 /* mkdir -p: every missing component of `dir`. */
 static int make_dirs(const char *dir)
 {

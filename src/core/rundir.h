@@ -46,6 +46,12 @@ int ao_rundir_make_id(char *buf, size_t n);
  * flag or variable it came from, e.g. "--run-name"). */
 int ao_rundir_validate_name(const char *name, const char *what);
 
+/* A file a command will write at its end (--json, --csv): checked before any
+ * work, so a typo does not cost the whole run. It must not be a directory,
+ * and its directory must exist and be writable. Returns 0, or AO_EXIT_USAGE
+ * after one error naming `flag` and the path. */
+int ao_check_output_file(const char *flag, const char *path);
+
 /* Creator: make output_dir (with parents), then output_dir/run_id, which
  * must not exist; then update output_dir/latest. Returns 0, AO_EXIT_USAGE
  * (bad id, the run directory exists, output_dir is not a directory) or
