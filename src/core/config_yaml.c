@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "core/config_internal.h"
 #include "core/error.h"
+#include "core/rundir.h"
 #include "core/schema.h"
 
 #define MAX_DEPTH     8    /* deeper than any key: the rest is reported, not walked */
@@ -492,11 +493,8 @@ static int walk_mapping(struct file_ctx *fc, yaml_node_t *map, const char *prefi
 
 int ao_cfg_load_file(struct ao_config *cfg, const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        ao_error(path, "cannot read the config file: %s", strerror(errno));
-        return AO_EXIT_USAGE;
-    }
+    FILE *f = ao_open_input_file(path, "config file");
+    if (!f) return AO_EXIT_USAGE;
     const struct yaml_input in = {.where = path, .f = f};
     yaml_document_t doc;
     int rc = read_document(&in, &doc);

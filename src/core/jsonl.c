@@ -451,6 +451,12 @@ static int get_dbl(const in *c, yajl_val obj, const char *key, int null_ok, doub
     }
     if (!YAJL_IS_NUMBER(v)) return wrong_type(c, key, null_ok ? "a number or null" : "a number");
     *out = ao_json_number(v);
+    /* 1e999 parses as inf: as wrong as NaN, which JSON cannot even spell. */
+    if (!isfinite(*out))
+        return wrong_type(c, key, null_ok ? "a finite number or null" : "a finite number");
+    size_t n = strlen(key);
+    if (*out < 0 && n > 3 && strcmp(key + n - 3, "_ms") == 0) /* every *_ms is a duration */
+        ao_warn("%s: field \"%s%s\" is a negative duration (%g)", c->where, c->prefix, key, *out);
     return 0;
 }
 

@@ -51,6 +51,22 @@ int ao_rundir_validate_name(const char *name, const char *what)
     return rc;
 }
 
+FILE *ao_open_input_file(const char *path, const char *kind)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        ao_error(path, "cannot read the %s: %s", kind, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        ao_error(path, "is a directory, not a %s", kind);
+        return NULL;
+    }
+    return f;
+}
+
 int ao_check_output_file(const char *flag, const char *path)
 {
     struct stat st;

@@ -9,6 +9,7 @@
 #include "bench/coll.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/rundir.h"
 #include "core/text.h"
 #include "core/units.h"
 
@@ -426,10 +427,9 @@ static int load(const char *where, FILE *f, const char *text, ao_sweep_spec *s)
 
 int ao_sweep_spec_load(const char *path, ao_sweep_spec *s)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = ao_open_input_file(path, "sweep file");
     if (!f) {
         memset(s, 0, sizeof *s);
-        ao_error(path, "cannot read the sweep file: %s", strerror(errno));
         return AO_EXIT_USAGE;
     }
     int rc = load(path, f, NULL, s);

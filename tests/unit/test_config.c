@@ -277,7 +277,7 @@ static void test_type_errors_name_key_value_origin_and_allowed(void **state)
         const char *word, *expect;
     } cases[] = {
         {"training.batch_size=abc", "training.batch_size: 'abc' is not an integer; allowed: "
-                                    "integer 1 or more"},
+                                    "integer 1..2147483647"},
         {"training.batch_size=0", "'0' is out of range"},
         {"training.batch_size=2.5", "'2.5' is not an integer"},
         {"training.batch_size=99999999999", "is out of range"},
