@@ -383,12 +383,11 @@ int ao_summary_write(const char *path, const ao_summary *s)
 
 /* ---- the table ------------------------------------------------------------------ */
 
+/* Every cell with 3 decimals, large ones too, so a column reads alike. */
 static void fmt(char *buf, size_t n, double v)
 {
     if (isnan(v))
         snprintf(buf, n, "-");
-    else if (fabs(v) >= 1e4)
-        snprintf(buf, n, "%.0f", v);
     else
         snprintf(buf, n, "%.3f", v);
 }
