@@ -343,8 +343,9 @@ static int setup(trainer *t)
 
     char desc[512];
     ao_engine_describe(t->engine, desc, sizeof desc);
-    log_line(t, 1, "aorta train: run %s on %s (%s), rank %d of %d", t->rd.run_id, t->info.name,
-             t->info.backend, ri->rank, ri->world_size);
+    log_line(t, 1, "aorta train: run %s on %s (%s), rank %d of %d, %d steps planned%s",
+             t->rd.run_id, t->info.name, t->info.backend, ri->rank, ri->world_size,
+             t->total_steps + 2 * t->baselines, t->baselines ? " (baselines included)" : "");
     log_line(t, 1, "%s", desc);
     /* Forward plus backward (twice the forward), per rank and step: what
      * achieved TFLOP/s are computed from (bench/train.sh). */
@@ -528,6 +529,22 @@ static int run_loop(trainer *t)
     return t->append_failed ? AO_EXIT_FAIL : 0;
 }
 
+/* Limits that would otherwise cut a run short, or its learning rate, in
+ * silence: each named once, with the keys that set it. */
+static void warn_step_caps(const struct ao_config *cfg, int world_size, int steps, int train_steps)
+{
+    if (steps < cfg->training.max_steps)
+        ao_warn("the run makes %d steps, not training.max_steps %d: training.epochs %d over "
+                "dataset.num_samples %d at a global batch of %d x %d x %d (ranks x batch_size x "
+                "gradient_accumulation) ends it first",
+                steps, cfg->training.max_steps, cfg->training.epochs, cfg->dataset.num_samples,
+                world_size, cfg->training.batch_size, cfg->training.gradient_accumulation);
+    if (cfg->scheduler.total_steps < train_steps)
+        ao_warn("scheduler.total_steps %d is below the run's %d train steps: the learning rate "
+                "is 0 from step %d on",
+                cfg->scheduler.total_steps, train_steps, cfg->scheduler.total_steps + 1);
+}
+
 int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_rank_info *ri)
 {
     trainer t;
@@ -547,6 +564,7 @@ int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_
         t.baselines = 0;
     }
     t.total_steps = iterations - 2 * t.baselines;
+    if (ri->rank == 0) warn_step_caps(cfg, ri->world_size, iterations, t.total_steps);
     t.progress_tty = ri->rank == 0 && o->progress;
     int rc = setup(&t);
     if (rc == 0) rc = run_loop(&t);

@@ -2,6 +2,7 @@
 # The bad-input corpus: every file in tests/data/bad is one case, run by this
 # one script. A case file starts with comment lines:
 #   # expect: CODE FRAGMENT   the exit code and a fixed string the output holds
+#   # also: TEXT              (any number) more fixed strings the output holds
 #   # reject: TEXT            (optional) a fixed string the output must not hold
 #   # run: ARGS...            aorta's arguments (split on spaces); {file} is the
 #                             case file, {dir} the corpus (a copy), {src} the source tree,
@@ -67,6 +68,9 @@ for file in "$dir"/*; do
         sed 's/^/    /' "$log"
         continue
     }
+    while IFS= read -r also; do
+        grep -qF -- "$(subst "$also")" "$log" || fail "$name: the output lacks: $also"
+    done < <(sed -n 's/^# also: //p' "$file")
     if [ -n "$reject" ] && grep -qF -- "$reject" "$log"; then
         fail "$name: the output holds: $reject"
         sed 's/^/    /' "$log"
