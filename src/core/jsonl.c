@@ -32,6 +32,10 @@ static void g_int(gen *o, long long v)
 {
     if (o->s == yajl_gen_status_ok) o->s = yajl_gen_integer(o->g, v);
 }
+static void g_bool(gen *o, int v)
+{
+    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_bool(o->g, v);
+}
 static void g_u64(gen *o, uint64_t v)
 {
     if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_u64(o->g, v);
@@ -841,6 +845,18 @@ int ao_run_json_write(const char *path, const ao_run_header *h)
     g_int(&o, (long long)getpid());
     g_key(&o, "world_size");
     g_int(&o, h->world_size);
+    if (h->planned_steps > 0) {
+        g_key(&o, "planned_steps");
+        g_int(&o, h->planned_steps);
+    }
+    if (h->end) {
+        g_key(&o, "completed");
+        g_bool(&o, !*h->end);
+        if (*h->end) {
+            g_key(&o, "end");
+            g_str(&o, h->end);
+        }
+    }
     g_key(&o, "anchor");
     g_open(&o);
     gen_timespec(&o, "realtime", &h->anchor_realtime, 1);

@@ -150,11 +150,21 @@ int ao_summary_build(const char *label, const ao_run_data *runs, size_t nruns, a
             out->skipped += rd->skipped;
             out->truncated += rd->truncated;
             if (rd->n > out->steps) out->steps = rd->n;
+            if (r == 0 && rd->n + rd->skipped > out->steps_run)
+                out->steps_run = rd->n + rd->skipped;
             if (rd->n > max_rank_n) max_rank_n = rd->n;
         }
     }
     out->records = total;
+    out->planned_steps = -1;
+    out->completed = -1;
     if (nruns > 0) {
+        yajl_val planned = ao_json_member(runs[0].run, "planned_steps");
+        yajl_val done = ao_json_member(runs[0].run, "completed");
+        yajl_val end = ao_json_member(runs[0].run, "end");
+        if (YAJL_IS_INTEGER(planned)) out->planned_steps = YAJL_GET_INTEGER(planned);
+        if (YAJL_IS_TRUE(done) || YAJL_IS_FALSE(done)) out->completed = YAJL_IS_TRUE(done);
+        if (YAJL_IS_STRING(end)) out->end = ao_strdup(YAJL_GET_STRING(end));
         out->skip_steps = runs[0].skip_steps;
         out->skip_origin = runs[0].skip_origin;
         collect_knobs(out, &runs[0]);
@@ -215,6 +225,7 @@ void ao_summary_free(ao_summary *s)
     free(s->metrics);
     for (size_t r = 0; r < s->nruns && s->run_ids; r++) free(s->run_ids[r]);
     free(s->run_ids);
+    free(s->end);
     for (size_t i = 0; i < s->nknobs; i++) {
         free(s->knobs[i].key);
         free(s->knobs[i].value);
@@ -305,6 +316,13 @@ yajl_gen_status ao_summary_gen(yajl_gen g, const ao_summary *s)
     int_(&o, "records", (long long)s->records);
     int_(&o, "warmup_records_skipped", (long long)s->skipped);
     int_(&o, "truncated_lines", (long long)s->truncated);
+    int_(&o, "steps_run", (long long)s->steps_run);
+    if (s->planned_steps >= 0) int_(&o, "planned_steps", s->planned_steps);
+    if (s->completed >= 0) {
+        k_(&o, "completed");
+        if (o.s == yajl_gen_status_ok) o.s = yajl_gen_bool(g, s->completed);
+    }
+    if (s->end) str_(&o, "end", s->end);
     open_(&o, "knobs");
     for (size_t i = 0; i < s->nknobs; i++) str_(&o, s->knobs[i].key, s->knobs[i].value);
     close_(&o);
@@ -425,6 +443,9 @@ void ao_summary_print(FILE *out, const ao_summary *s)
     }
     if (s->truncated)
         fprintf(out, "  %zu incomplete last line(s) skipped (a stopped run)\n", s->truncated);
+    if (s->completed != 1 && s->planned_steps > 0)
+        fprintf(out, "  cut short: %zu of %lld planned steps; the run ended: %s\n", s->steps_run,
+                s->planned_steps, s->end ? s->end : "unknown");
 }
 
 int ao_summary_for_run(const char *run_dir, long long skip_steps, FILE *table)

@@ -54,6 +54,13 @@ typedef struct ao_summary {
     size_t ntelemetry;
     ao_knob *knobs; /* of the first run */
     size_t nknobs;
+    /* How the first run ended, from its run.json: train steps run (kept
+     * and warm-up, the rank with the most), those planned (-1 unknown),
+     * completed (1, 0, or -1 when nothing says), and why not (or NULL). */
+    size_t steps_run;
+    long long planned_steps;
+    int completed;
+    char *end;
 } ao_summary;
 
 /* Summarize the runs of one label. Returns 0, or AO_EXIT_USAGE after one

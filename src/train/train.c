@@ -64,6 +64,7 @@ typedef struct trainer {
     int total_steps; /* train steps */
     int baselines;   /* compute-only iterations, and as many comm-only */
     int stop_agreed;
+    const char *end; /* run.json's end: see ao_run_header */
     int progress_tty;
     double t_start;
     int64_t steps_done;
@@ -227,7 +228,9 @@ static int write_run_json(trainer *t)
                        .devices = devices,
                        .ndevices = 1,
                        .anchor_realtime = ao_timeline_anchor_realtime(t->tl),
-                       .anchor_monotonic = t->anchor_mono};
+                       .anchor_monotonic = t->anchor_mono,
+                       .planned_steps = t->total_steps + 2 * t->baselines,
+                       .end = t->end};
     char *path = ao_rundir_file(&t->rd, AO_RUN_JSON);
     int rc = ao_run_json_write(path, &h);
     free(path);
@@ -564,6 +567,8 @@ int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_
         t.baselines = 0;
     }
     t.total_steps = iterations - 2 * t.baselines;
+    /* What run.json says until the end is known: a killed run keeps it. */
+    t.end = "not recorded: the run was killed, or is still running";
     if (ri->rank == 0) warn_step_caps(cfg, ri->world_size, iterations, t.total_steps);
     t.progress_tty = ri->rank == 0 && o->progress;
     int rc = setup(&t);
@@ -578,6 +583,11 @@ int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_
     if (rc == 0) {
         log_line(&t, 0, "done: %lld steps", (long long)t.steps_done);
         if (ri->rank == 0) {
+            char why[96];
+            snprintf(why, sizeof why, "stopped by a signal (Ctrl-C or SIGTERM) after step %lld",
+                     (long long)t.steps_done);
+            t.end = t.stop_agreed ? why : "";
+            rc = write_run_json(&t);
             printf("\n");
             rc = ao_summary_for_run(t.rd.path, -1, stdout);
             if (rc == 0 && cfg->profiling.chrome_trace) {
@@ -588,7 +598,11 @@ int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_
             }
             printf("run directory: %s\n", t.rd.path);
             fflush(stdout);
+            t.end = NULL; /* why[] ends here */
         }
+        /* Rank 0 alone says so: others exiting non-zero first could make
+         * mpirun kill rank 0 while it writes the summary. */
+        if (rc == 0 && t.stop_agreed && ri->rank == 0) rc = AO_EXIT_INTERRUPTED;
     }
     teardown(&t);
     return rc;
