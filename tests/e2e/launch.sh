@@ -16,7 +16,8 @@ expect_not() { ! grep -qF -- "$2" "$1" || { fail "$1 has '$2'"; cat "$1"; }; }
 ctrl_c_test() {
     "$helper" spawn "$1" 2 1 stop >"$tmp/out" 2>"$tmp/err" &
     local pid=$!
-    for _ in $(seq 100); do
+    # Ordered by the ranks' "ready"; the bound (60 s) only ends a broken test.
+    for _ in $(seq 600); do
         [ "$(grep -c ready "$tmp/out")" = 2 ] && break
         sleep 0.1
     done

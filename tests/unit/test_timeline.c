@@ -33,8 +33,9 @@ static void enqueue_sleep(ao_stream *s, int ms)
     ao_launch_host(s, sleep_closure, &ms, sizeof ms);
 }
 
-/* Sleeps on a loaded 2-core machine overrun; they never run short. */
-static const double LATE_MS = 10.0;
+/* Sleeps on a loaded 2-core machine overrun, by seconds at worst; they never
+ * run short. Upper bounds only catch garbage, with a margin no load reaches. */
+static const double LATE_MS = 30000.0;
 
 /* ---- fixture: a cpu device, a compute and an all-gather stream ----------- */
 
@@ -503,7 +504,7 @@ static void test_disabled(void **state)
         assert_int_equal(fr.d.nops[i], 0);
         /* The frame still times the step: 3 ms of work, in order. */
         assert_true(fr.end_us[i] - fr.start_us[i] >= 2900);
-        assert_true(fr.end_us[i] - fr.start_us[i] < 3000 * 10);
+        assert_true(fr.end_us[i] - fr.start_us[i] < 3000 + LATE_MS * 1e3);
         if (i) assert_true(fr.start_us[i] >= fr.end_us[i - 1]);
     }
     /* the anchor and a frame pair per slot (at most one slot per
