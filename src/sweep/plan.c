@@ -7,6 +7,7 @@
 #include <yaml.h>
 
 #include "bench/coll.h"
+#include "bench/sdma.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/rundir.h"
@@ -20,31 +21,18 @@ const char *ao_sweep_command_name(ao_sweep_command c)
     return command_names[c];
 }
 
-/* Axis keys each command takes besides `nproc` (train: also every config key). */
-static const char *const coll_keys[] = {"size",
-                                        "--coll",
-                                        "-o",
-                                        "--op",
-                                        "-d",
-                                        "--dtype",
-                                        "-n",
-                                        "--iters",
-                                        "-w",
-                                        "--warmup",
-                                        "-c",
-                                        "--check",
-                                        "-a",
-                                        "--average",
-                                        "-r",
-                                        "--root",
-                                        "--min-ctas",
-                                        "--max-ctas",
-                                        "--with-compute",
-                                        "--backend",
-                                        NULL};
-static const char *const sdma_keys[] = {
-    "--device", "--matrix-size", "--dtype",  "--copy-mb", "--iterations",
-    "--warmup", "--direction",   "--engine", "--backend", NULL};
+/* Axis keys coll and sdma take besides `nproc`: their own flag tables' axes
+ * (every spelling), and coll's `size`. Train: config keys and --backend. */
+static const char **flag_axis_keys(ao_sweep_command c)
+{
+    const ao_bench_flag *t = c == AO_SWEEP_COLL ? ao_coll_flags : ao_sdma_flags;
+    int n = c == AO_SWEEP_COLL ? AO_COLL_NFLAGS : AO_SDMA_NFLAGS, k = 0;
+    const char **keys = ao_calloc((size_t)(4 * n + 2), sizeof *keys);
+    if (c == AO_SWEEP_COLL) keys[k++] = "size";
+    for (int f = 0; f < n; f++)
+        for (int s = 0; t[f].axis && t[f].names[s]; s++) keys[k++] = t[f].names[s];
+    return keys;
+}
 static const char *const train_flag_keys[] = {"--backend", NULL};
 
 static const char *const coll_metrics[] = {"coll",       "size",  "time_us", "algbw_gbps",
@@ -670,9 +658,14 @@ int ao_sweep_spec_check(const ao_sweep_spec *s)
                  ao_sweep_command_name(s->command));
         return AO_EXIT_USAGE;
     }
-    int rc = s->command == AO_SWEEP_TRAIN  ? check_train_axes(s)
-             : s->command == AO_SWEEP_COLL ? check_flag_axes(s, coll_keys)
-                                           : check_flag_axes(s, sdma_keys);
+    int rc;
+    if (s->command == AO_SWEEP_TRAIN) {
+        rc = check_train_axes(s);
+    } else {
+        const char **keys = flag_axis_keys(s->command);
+        rc = check_flag_axes(s, keys);
+        free((void *)keys);
+    }
     if (rc) return rc;
     for (int k = 0; k < s->nskips; k++) {
         const char *key = s->skips[k].key;
