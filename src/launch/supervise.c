@@ -289,6 +289,7 @@ int ao_supervisor_run(ao_supervisor *s)
         close_stream(s, i, 0);
         close_stream(s, i, 1);
     }
+    s->interrupts = st.interrupts;
     free(pfd);
     free(who);
     free(buf);

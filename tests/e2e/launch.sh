@@ -59,6 +59,20 @@ if [ $mpirun_ok = 1 ]; then
     # Ctrl-C: passed to the ranks as SIGUSR1 through mpirun; they stop cleanly.
     ctrl_c_test cpu
 
+    # Ctrl-C three times: the ranks are killed; no rank "failed", so no hint
+    # that mpirun's message names one.
+    "$helper" spawn cpu 2 1 stop >"$tmp/out" 2>"$tmp/err" &
+    pid=$!
+    for _ in $(seq 600); do
+        [ "$(grep -c ready "$tmp/out")" = 2 ] && break
+        sleep 0.1
+    done
+    kill -INT $pid
+    kill -INT $pid
+    kill -INT $pid
+    wait $pid
+    ! grep -q "names the rank that failed" "$tmp/err" || fail "a killed job blames a rank"
+
     # No mpirun: a clear error and exit 1.
     AORTA_MPIRUN=/nonexistent/mpirun "$helper" spawn cpu 2 0 report >"$tmp/out" 2>"$tmp/err"
     rc=$?

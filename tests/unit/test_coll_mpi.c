@@ -445,6 +445,8 @@ static void test_watchdog_on_2_ranks(void **state)
     assert_int_equal(rc, 1);
     assert_non_null(strstr(output, "aorta: error: rank 0: allreduce of 4194304 bytes on stream "
                                    "\"allreduce\" did not complete in 1 s"));
+    assert_null(strstr(output, "NCCL_DEBUG")); /* advice for MPI, not NCCL */
+    assert_non_null(strstr(output, "hint: an MPI collective waits for every rank"));
     const char *armed = strstr(output, "armed at ");
     assert_non_null(armed);
     long long t = atoll(armed + 9);
