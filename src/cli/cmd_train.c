@@ -44,8 +44,6 @@ static const char help[] =
     "the GEMMs through TF32 on cuda; the cpu backend computes in fp32 (warned).\n"
     "exit codes: 0 ok, 1 run failed, 2 bad flag or config\n";
 
-#define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
-
 typedef struct train_args {
     const char *config;
     struct cli_overrides ov;
@@ -61,30 +59,28 @@ static int parse(int argc, char **argv, train_args *a)
     for (int i = 1; i < argc; i++) {
         const char *v = NULL, *arg = argv[i];
         int r;
-#define VALUE(...) ((r = cli_take_value(argc, argv, &i, NAMES(__VA_ARGS__), &v)) != 0)
         if (cli_is_override(arg)) {
             if (cli_take_overrides("train", usage, argc, argv, &i, &a->ov)) return AO_EXIT_USAGE;
-        } else if (cli_is_flag(arg, NAMES("--all-ranks"))) {
+        } else if (cli_is_flag(arg, CLI_NAMES("--all-ranks"))) {
             a->all_ranks = 1;
-        } else if (VALUE("--config", "-c")) {
+        } else if (CLI_VALUE("--config", "-c")) {
             if (r < 0) return cli_usage_error("train", usage, "--config needs a file");
             a->config = v;
-        } else if (VALUE("--nproc")) {
+        } else if (CLI_VALUE("--nproc")) {
             if (r < 0 || ao_parse_int("--nproc", v, 1, 4096, &a->nproc)) return AO_EXIT_USAGE;
-        } else if (VALUE("--backend")) {
+        } else if (CLI_VALUE("--backend")) {
             if (r < 0) return cli_usage_error("train", usage, "--backend needs a value");
             a->backend = v;
-        } else if (VALUE("--run-name")) {
+        } else if (CLI_VALUE("--run-name")) {
             if (r < 0) return cli_usage_error("train", usage, "--run-name needs a value");
             if (ao_rundir_validate_name(v, "--run-name")) return AO_EXIT_USAGE;
             a->run_name = v;
-        } else if (VALUE("--rdzv-file")) {
+        } else if (CLI_VALUE("--rdzv-file")) {
             if (r < 0) return cli_usage_error("train", usage, "--rdzv-file needs a path");
             a->rdzv_file = v;
         } else {
             return cli_usage_error("train", usage, "unknown option '%s'", arg);
         }
-#undef VALUE
     }
     if (cli_resolve_backend(&a->backend) != 0) return AO_EXIT_USAGE;
     return 0;
@@ -156,12 +152,7 @@ static int run(int argc, char **argv, train_args *a, struct ao_config *cfg)
 
 int cmd_train(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            cli_print_help(stdout, usage, help);
-            return AO_EXIT_OK;
-        }
-    }
+    if (cli_help_requested(argc, argv, usage, help)) return AO_EXIT_OK;
     train_args a = {.backend = "auto"};
     int rc = parse(argc, argv, &a);
     if (rc == 0) {
