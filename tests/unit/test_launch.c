@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "launch/env.h"
 #include "launch/internal.h"
 #include "launch/launch.h"
 
