@@ -7,7 +7,6 @@
 #include "cli/cli_args.h"
 #include "core/error.h"
 #include "core/units.h"
-#include "launch/launch.h"
 
 static const char usage[] =
     "usage: aorta coll [--coll LIST] [-b MIN] [-e MAX] [-f FACTOR | -i STEP] [-n ITERS] "
@@ -169,24 +168,5 @@ int cmd_coll(int argc, char **argv)
         fprintf(stderr, "%s\n", usage);
         return AO_EXIT_USAGE;
     }
-    ao_rank_info ri;
-    int launched = ao_launch_detect(&ri, NULL);
-    if (launched < 0) return AO_EXIT_USAGE;
-    if (launched == 0 && nproc == 0)
-        nproc = strcmp(o.backend, "cpu") == 0 ? 2 : ao_device_count(o.backend);
-    if (ao_coll_bench_validate(&o, launched ? ri.world_size : (nproc > 1 ? nproc : 1)) != 0)
-        return AO_EXIT_USAGE;
-    if (launched == 0) {
-        if (nproc > 1) {
-            ao_launch_opts lo = {.nproc = nproc,
-                                 .backend = o.backend,
-                                 .comm_backend = ao_comm_backend_for(o.backend),
-                                 .grace_s = 5.0};
-            return ao_launch_spawn(argc, argv, &lo);
-        }
-    } else if (nproc && nproc != ri.world_size) {
-        ao_warn("--nproc %d ignored: the launcher started %d ranks", nproc, ri.world_size);
-    }
-    ao_launch_install_stop_handler();
-    return ao_coll_bench_run(&o, &ri);
+    return ao_coll_bench(argc, argv, &o, nproc);
 }

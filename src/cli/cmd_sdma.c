@@ -7,7 +7,6 @@
 #include "cli/cli_args.h"
 #include "core/error.h"
 #include "core/units.h"
-#include "launch/launch.h"
 
 static const char usage[] =
     "usage: aorta sdma [--device D] [--matrix-size N] [--dtype T] [--copy-mb M] "
@@ -100,10 +99,5 @@ int cmd_sdma(int argc, char **argv)
         fprintf(stderr, "%s\n", usage);
         return AO_EXIT_USAGE;
     }
-    ao_rank_info ri;
-    int launched = ao_launch_detect(&ri, NULL);
-    if (launched < 0) return AO_EXIT_USAGE;
-    if (launched && o.device < 0 && strcmp(o.backend, "cpu") != 0)
-        o.device = ao_launch_device_ordinal(ri.local_rank, ao_device_count(o.backend));
-    return ao_sdma_run(&o, ri.rank == 0);
+    return ao_sdma_run(&o);
 }

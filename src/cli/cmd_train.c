@@ -1,9 +1,7 @@
-/* aorta train: flag parsing, the launcher parent (config check, run
- * directory, spawn), then the rank side in workload/train. */
+/* aorta train: flag parsing and the config; the launcher parent and the
+ * rank are workload/train. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
@@ -11,8 +9,6 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/rundir.h"
-#include "launch/launch.h"
-#include "workload/engine.h"
 #include "workload/train.h"
 
 static const char usage[] =
@@ -86,25 +82,6 @@ static int parse(int argc, char **argv, train_args *a)
     return 0;
 }
 
-/* Parent: the run directory, made once, before any rank starts. */
-static int make_rundir(const struct ao_config *cfg, const char *run_name)
-{
-    char id[AO_RUN_ID_MAX];
-    if (run_name)
-        snprintf(id, sizeof id, "%s", run_name);
-    else if (ao_rundir_make_id(id, sizeof id) != 0)
-        return AO_EXIT_FAIL;
-    ao_rundir d;
-    int rc = ao_rundir_create(cfg->training.output_dir, id, &d);
-    if (rc) return rc;
-    ao_rundir_free(&d);
-    if (setenv(AO_RUN_ID_ENV, id, 1) != 0) {
-        ao_error("train", "cannot export %s", AO_RUN_ID_ENV);
-        return AO_EXIT_FAIL;
-    }
-    return 0;
-}
-
 static int run(int argc, char **argv, train_args *a, struct ao_config *cfg)
 {
     int rc = ao_config_load(cfg, a->config, a->ov.words, a->ov.n);
@@ -112,42 +89,14 @@ static int run(int argc, char **argv, train_args *a, struct ao_config *cfg)
     /* logging.level from here on; the configuration's own warnings (no-op
      * keys) came before the level was known and print at every level. */
     ao_set_log_level((int)cfg->logging.level);
-    ao_rank_info ri;
-    int launched = ao_launch_detect(&ri, NULL);
-    if (launched < 0) return AO_EXIT_USAGE;
     ao_train_opts o = {.backend = a->backend,
                        .run_name = a->run_name,
                        .rdzv_file = a->rdzv_file,
+                       .nproc = a->nproc,
+                       .all_ranks = a->all_ranks,
                        .argc = argc,
                        .argv = argv};
-    if (launched) {
-        if (a->nproc && a->nproc != ri.world_size)
-            ao_warn("--nproc %d ignored: the launcher started %d ranks", a->nproc, ri.world_size);
-        ao_launch_install_stop_handler();
-        return ao_train_rank(cfg, &o, &ri);
-    }
-    int nproc = a->nproc;
-    if (nproc == 0) nproc = strcmp(a->backend, "cpu") == 0 ? 1 : ao_device_count(a->backend);
-    if (nproc < 1) {
-        ao_error("--backend", "the %s backend sees no device", a->backend);
-        return AO_EXIT_USAGE;
-    }
-    if ((rc = ao_engine_check_config(cfg, nproc, nproc)) != 0) return rc;
-    if ((rc = make_rundir(cfg, a->run_name)) != 0) return rc;
-    if (nproc > 1) {
-        ao_launch_opts lo = {.nproc = nproc,
-                             .backend = a->backend,
-                             .comm_backend = ao_comm_backend_for(a->backend),
-                             .all_ranks_output = a->all_ranks,
-                             .grace_s = 5.0};
-        return ao_launch_spawn(argc, argv, &lo);
-    }
-    ri = (ao_rank_info){.rank = 0, .world_size = 1, .local_rank = 0, .local_world_size = 1};
-    /* Only here does rank 0 own the terminal: under a launcher its output goes
-     * through a line prefixer, where an in-place line would be noise. */
-    o.progress = isatty(STDOUT_FILENO);
-    ao_launch_install_stop_handler();
-    return ao_train_rank(cfg, &o, &ri);
+    return ao_train(cfg, &o);
 }
 
 int cmd_train(int argc, char **argv)
