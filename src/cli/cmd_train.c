@@ -1,15 +1,15 @@
 /* aorta train: flag parsing and the config; the launcher parent and the
- * rank are workload/train. */
+ * rank are train/train. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
-#include "core/units.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/rundir.h"
-#include "workload/train.h"
+#include "core/units.h"
+#include "train/train.h"
 
 static const char usage[] =
     "usage: aorta train [--config FILE] [--override KEY=VALUE ...] [--nproc N]\n"
