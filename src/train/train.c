@@ -1,4 +1,5 @@
-/* aorta train on one rank: set-up, the iteration loop, records, logs, the end. */
+/* aorta train: the launcher parent, then on one rank set-up, the iteration loop,
+ * records, logs, the end. */
 #include "train/train.h"
 
 #include <errno.h>
@@ -19,8 +20,7 @@
 #include "launch/launch.h"
 #include "launch/rank.h"
 #include "model/model.h"
-#include "report/summary.h"
-#include "report/trace.h"
+#include "report/run_end.h"
 #include "timeline/timeline.h"
 #include "train/train_profile.h"
 

@@ -1,4 +1,5 @@
-/* `aorta train` on one rank: device, streams, model, data loader, engine,
+/* `aorta train` after its flags: the launcher parent through launch/rank.h,
+ * then on each rank the device, streams, model, data loader, engine,
  * timeline, the run's files, the steps, and at the end (rank 0) summary.json
  * and the summary table (DESIGN §5-§8).
  *
