@@ -8,7 +8,6 @@
 #include "core/error.h"
 #include "core/rundir.h"
 #include "core/units.h"
-#include "launch/launch.h"
 
 static const char usage[] =
     "usage: aorta coll [--coll LIST] [-b MIN] [-e MAX] [-f FACTOR | -i STEP] [-n ITERS] "
@@ -64,8 +63,6 @@ static const char help[] =
     "algbw = size / time (GB/s, 1e9); busbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n\n"
     "(all_gather, reduce_scatter, alltoall) or 1. Only rank 0 prints.\n";
 
-#define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
-
 static int parse(int argc, char **argv, ao_coll_bench_opts *o, int *nproc)
 {
     int factor_given = 0, step_given = 0;
@@ -74,7 +71,7 @@ static int parse(int argc, char **argv, ao_coll_bench_opts *o, int *nproc)
         int r;
 /* The spellings from bench/coll.h's table, which sweeps check axes against. */
 #define FLAG(f) ((r = cli_take_value(argc, argv, &i, ao_coll_flags[f].names, &v)) != 0)
-        if (cli_is_flag(a, NAMES("--per-iter"))) {
+        if (cli_is_flag(a, CLI_NAMES("--per-iter"))) {
             o->per_iter = 1;
             continue;
         }
@@ -167,12 +164,7 @@ static int parse(int argc, char **argv, ao_coll_bench_opts *o, int *nproc)
 
 int cmd_coll(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            cli_print_help(stdout, usage, help);
-            return AO_EXIT_OK;
-        }
-    }
+    if (cli_help_requested(argc, argv, usage, help)) return AO_EXIT_OK;
     ao_coll_bench_opts o;
     ao_coll_bench_defaults(&o);
     int nproc = 0;
@@ -182,24 +174,5 @@ int cmd_coll(int argc, char **argv)
         fprintf(stderr, "%s\n", usage);
         return AO_EXIT_USAGE;
     }
-    ao_rank_info ri;
-    int launched = ao_launch_detect(&ri, NULL);
-    if (launched < 0) return AO_EXIT_USAGE;
-    if (launched == 0 && nproc == 0)
-        nproc = strcmp(o.backend, "cpu") == 0 ? 2 : ao_device_count(o.backend);
-    if (ao_coll_bench_validate(&o, launched ? ri.world_size : (nproc > 1 ? nproc : 1)) != 0)
-        return AO_EXIT_USAGE;
-    if (launched == 0) {
-        if (nproc > 1) {
-            ao_launch_opts lo = {.nproc = nproc,
-                                 .backend = o.backend,
-                                 .comm_backend = ao_comm_backend_for(o.backend),
-                                 .grace_s = 5.0};
-            return ao_launch_spawn(argc, argv, &lo);
-        }
-    } else if (nproc && nproc != ri.world_size) {
-        ao_warn("--nproc %d ignored: the launcher started %d ranks", nproc, ri.world_size);
-    }
-    ao_launch_install_stop_handler();
-    return ao_coll_bench_run(&o, &ri);
+    return ao_coll_bench(argc, argv, &o, nproc);
 }

@@ -8,7 +8,6 @@
 #include "core/error.h"
 #include "core/rundir.h"
 #include "core/units.h"
-#include "launch/launch.h"
 
 static const char usage[] =
     "usage: aorta sdma [--device D] [--matrix-size N] [--dtype T] [--copy-mb M] "
@@ -97,12 +96,7 @@ static int parse(int argc, char **argv, ao_sdma_opts *o)
 
 int cmd_sdma(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            cli_print_help(stdout, usage, help);
-            return AO_EXIT_OK;
-        }
-    }
+    if (cli_help_requested(argc, argv, usage, help)) return AO_EXIT_OK;
     ao_sdma_opts o;
     ao_sdma_defaults(&o);
     if (parse(argc, argv, &o) != 0 ||
@@ -110,10 +104,5 @@ int cmd_sdma(int argc, char **argv)
         fprintf(stderr, "%s\n", usage);
         return AO_EXIT_USAGE;
     }
-    ao_rank_info ri;
-    int launched = ao_launch_detect(&ri, NULL);
-    if (launched < 0) return AO_EXIT_USAGE;
-    if (launched && o.device < 0 && strcmp(o.backend, "cpu") != 0)
-        o.device = ao_launch_device_ordinal(ri.local_rank, ao_device_count(o.backend));
-    return ao_sdma_run(&o, ri.rank == 0);
+    return ao_sdma_run(&o);
 }
