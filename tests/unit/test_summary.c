@@ -157,9 +157,8 @@ static void test_summary_numbers(void **state)
     const char *row = strstr(text, "\n  tokens_per_s ");
     assert_non_null(row);
     char name[32], cell[4][32];
-    assert_int_equal(sscanf(row, " %31s %31s %31s %31s %31s", name, cell[0], cell[1], cell[2],
-                            cell[3]),
-                     5);
+    assert_int_equal(
+        sscanf(row, " %31s %31s %31s %31s %31s", name, cell[0], cell[1], cell[2], cell[3]), 5);
     for (int i = 0; i < 4; i++) {
         const char *dot = strchr(cell[i], '.');
         if (!dot || strlen(dot) != 4) fail_msg("tokens_per_s cell %d is '%s'", i, cell[i]);
