@@ -1,4 +1,5 @@
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,26 +72,38 @@ int ao_starts_with(const char *s, const char *prefix)
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
+/* ao_error, unless what is NULL (a caller that words the error itself). */
+static void say(const char *what, const char *fmt, ...) AO_PRINTF(2, 3);
+static void say(const char *what, const char *fmt, ...)
+{
+    if (!what) return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    ao_error(what, "%s", buf);
+}
+
 int ao_check_plain_name(const char *name, size_t max, const char *what, const char *kind)
 {
     size_t len = strlen(name);
     if (len == 0) {
-        ao_error(what, "the %s is empty", kind);
+        say(what, "the %s is empty", kind);
     } else if (len > max) {
-        ao_error(what, "the %s has %zu characters; at most %zu are allowed", kind, len, max);
+        say(what, "the %s has %zu characters; at most %zu are allowed", kind, len, max);
     } else if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
-        ao_error(what, "\".\" and \"..\" are not %ss", kind);
+        say(what, "\".\" and \"..\" are not %ss", kind);
     } else if (strchr(name, '/')) {
-        ao_error(what, "\"%s\" contains '/'; a %s cannot name a subdirectory", name, kind);
+        say(what, "\"%s\" contains '/'; a %s cannot name a subdirectory", name, kind);
     } else if (name[0] == '-') {
-        ao_error(what, "\"%s\" starts with '-'; a %s cannot look like a flag", name, kind);
+        say(what, "\"%s\" starts with '-'; a %s cannot look like a flag", name, kind);
     } else {
         for (size_t i = 0; i < len; i++) {
             unsigned char c = (unsigned char)name[i];
             if (c < 0x20 || c > 0x7e) {
                 /* Do not echo the name: it holds a control or non-ASCII byte. */
-                ao_error(what, "the %s has a non-printable byte 0x%02x at position %zu", kind, c,
-                         i + 1);
+                say(what, "the %s has a non-printable byte 0x%02x at position %zu", kind, c, i + 1);
                 return AO_EXIT_USAGE;
             }
         }
