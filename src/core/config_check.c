@@ -129,7 +129,8 @@ int ao_config_validate(const struct ao_config *cfg)
     if (!cfg->training.output_dir[0])
         return cross_error(cfg, "training.output_dir", NULL, "must not be empty");
     const char *trace = cfg->profiling.trace_filename;
-    if (ao_check_plain_name(trace, 255, NULL, "file name"))
+    char why[512];
+    if (ao_plain_name_problem(trace, 255, "file name", why, sizeof why))
         return cross_error(cfg, "profiling.trace_filename", NULL,
                            "must be a plain file name (written inside the run directory): no '/', "
                            "not . or .., not starting with '-'");

@@ -1,5 +1,4 @@
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,42 +71,39 @@ int ao_starts_with(const char *s, const char *prefix)
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
-/* ao_error, unless what is NULL (a caller that words the error itself). */
-static void say(const char *what, const char *fmt, ...) AO_PRINTF(2, 3);
-static void say(const char *what, const char *fmt, ...)
-{
-    if (!what) return;
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    ao_error(what, "%s", buf);
-}
-
-int ao_check_plain_name(const char *name, size_t max, const char *what, const char *kind)
+const char *ao_plain_name_problem(const char *name, size_t max, const char *kind, char *buf,
+                                  size_t n)
 {
     size_t len = strlen(name);
     if (len == 0) {
-        say(what, "the %s is empty", kind);
+        snprintf(buf, n, "the %s is empty", kind);
     } else if (len > max) {
-        say(what, "the %s has %zu characters; at most %zu are allowed", kind, len, max);
+        snprintf(buf, n, "the %s has %zu characters; at most %zu are allowed", kind, len, max);
     } else if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
-        say(what, "\".\" and \"..\" are not %ss", kind);
+        snprintf(buf, n, "\".\" and \"..\" are not %ss", kind);
     } else if (strchr(name, '/')) {
-        say(what, "\"%s\" contains '/'; a %s cannot name a subdirectory", name, kind);
+        snprintf(buf, n, "\"%.200s\" contains '/'; a %s cannot name a subdirectory", name, kind);
     } else if (name[0] == '-') {
-        say(what, "\"%s\" starts with '-'; a %s cannot look like a flag", name, kind);
+        snprintf(buf, n, "\"%.200s\" starts with '-'; a %s cannot look like a flag", name, kind);
     } else {
         for (size_t i = 0; i < len; i++) {
             unsigned char c = (unsigned char)name[i];
             if (c < 0x20 || c > 0x7e) {
                 /* Do not echo the name: it holds a control or non-ASCII byte. */
-                say(what, "the %s has a non-printable byte 0x%02x at position %zu", kind, c, i + 1);
-                return AO_EXIT_USAGE;
+                snprintf(buf, n, "the %s has a non-printable byte 0x%02x at position %zu", kind, c,
+                         i + 1);
+                return buf;
             }
         }
-        return 0;
+        return NULL;
     }
+    return buf;
+}
+
+int ao_check_plain_name(const char *name, size_t max, const char *what, const char *kind)
+{
+    char why[512];
+    if (!ao_plain_name_problem(name, max, kind, why, sizeof why)) return 0;
+    ao_error(what, "%s", why);
     return AO_EXIT_USAGE;
 }
