@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "workload/engine_backend.h"
@@ -159,6 +160,7 @@ struct ao_engine {
     const ao_batch *pend_batch;
     ao_event *pend_ready;
     size_t batch_bytes;
+    double data_wait_ms; /* host wait for the loader since ao_engine_take_data_wait_ms */
 };
 
 const char *ao_phase_name(ao_phase p)
@@ -887,6 +889,14 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase, int final)
 static void fetch(ao_engine *e, int64_t step, int micro)
 {
     ao_stream_wait_event(e->streams[AO_STREAM_H2D], compute_point(e, e->fetch_go));
+    /* The host's wait for the loader is its own number (data_wait_ms), and
+     * outside the copy's event pair: the h2d op times the copy only. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ao_loader_prepare(e->loader, step, micro);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    e->data_wait_ms +=
+        (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     int op = op_begin(e, AO_STREAM_H2D, AO_CLASS_COPY, AO_KIND_NONE, "h2d", -1, e->batch_bytes);
     e->pend_batch = ao_loader_next(e->loader, step, micro, &e->pend_ready);
     ao_timeline_op_end(e->tl, op);
@@ -1131,6 +1141,13 @@ void ao_engine_barrier(ao_engine *e)
     ao_allreduce(ar->world, d, d + 1, 1, AO_F64, AO_SUM);
     ao_stream_sync(ar->s);
     ao_dev_free(e->dev, d);
+}
+
+double ao_engine_take_data_wait_ms(ao_engine *e)
+{
+    double ms = e->data_wait_ms;
+    e->data_wait_ms = 0;
+    return ms;
 }
 
 int64_t ao_engine_step_samples(const ao_engine *e)

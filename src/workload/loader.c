@@ -70,6 +70,9 @@ struct ao_loader {
     uint64_t generation;
     uint64_t copies;
     int shutdown;
+    /* ao_loader_prepare's slot, taken by the next ao_loader_next of its ordinal */
+    host_slot *prepared;
+    int64_t prepared_q;
 };
 
 int64_t ao_loader_first_sample(const ao_loader_config *cfg, int64_t step, int micro)
@@ -448,18 +451,33 @@ void ao_loader_destroy(ao_loader *l)
     free_loader(l);
 }
 
-const ao_batch *ao_loader_next(ao_loader *l, int64_t step, int micro, ao_event **ready)
+static int64_t ordinal_of(const ao_loader *l, int64_t step, int micro)
 {
     if (step < 0 || micro < 0 || micro >= l->cfg.accum)
         ao_fatal(AO_EXIT_FAIL, "data loader",
                  "asked for micro-batch %d of step %lld (steps from 0, micro-batches 0..%d)", micro,
                  (long long)step, l->cfg.accum - 1);
-    const int64_t q = step * l->cfg.accum + micro;
+    return step * l->cfg.accum + micro;
+}
+
+void ao_loader_prepare(ao_loader *l, int64_t step, int micro)
+{
+    const int64_t q = ordinal_of(l, step, micro);
+    if (l->cfg.placement != AO_PLACEMENT_HOST) return;
+    l->prepared = host_slot_for(l, q);
+    l->prepared_q = q;
+}
+
+const ao_batch *ao_loader_next(ao_loader *l, int64_t step, int micro, ao_event **ready)
+{
+    const int64_t q = ordinal_of(l, step, micro);
     dev_slot *d = &l->dev_slots[l->calls++ % l->cfg.depth];
     d->batch.first_sample = first_of_ordinal(&l->cfg, q);
 
     host_slot *h = NULL;
-    if (l->cfg.placement == AO_PLACEMENT_HOST) h = host_slot_for(l, q);
+    if (l->cfg.placement == AO_PLACEMENT_HOST)
+        h = l->prepared && l->prepared_q == q ? l->prepared : host_slot_for(l, q);
+    l->prepared = NULL;
     if (d->release_pending) {
         ao_stream_wait_event(l->h2d, d->released);
         d->release_pending = 0;

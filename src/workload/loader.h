@@ -75,6 +75,12 @@ ao_loader *ao_loader_create(ao_device *dev, ao_stream *h2d, const ao_loader_conf
  * no-op. */
 void ao_loader_destroy(ao_loader *l);
 
+/* Waits on the host until the batch of (step, micro) is ready to copy (host
+ * placement: filled by a worker, or filled here without workers; device
+ * placement: returns at once), so that the caller can time that wait apart
+ * from the copy (data_wait_ms) and start the copy's interval after it. The
+ * next ao_loader_next for the same batch takes it without waiting. */
+void ao_loader_prepare(ao_loader *l, int64_t step, int micro);
 /* The batch of (step, micro), in device memory, with its copy or generation
  * enqueued on `h2d`; *ready (when non-NULL) is the event recorded after it.
  * The batch and the event stay valid until the depth-th next call after this

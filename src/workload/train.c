@@ -35,6 +35,7 @@ typedef struct issued {
     int64_t iter;
     int64_t step; /* the record's step: the optimizer step (baselines: the next one) */
     ao_phase phase;
+    double data_wait_ms; /* the host's wait for the loader while issuing it */
 } issued;
 
 typedef struct trainer {
@@ -420,6 +421,7 @@ static void on_iteration(void *ctx, int64_t step, const char *phase, const ao_op
     r.world_size = t->ri->world_size;
     r.step = step;
     r.phase = phase;
+    r.data_wait_ms = it.data_wait_ms;
     ao_overlap_compute(ops, nops, t->ri->world_size, &r.m);
     double f0, f1;
     if (nops == 0 && ao_timeline_frame(t->tl, &f0, &f1)) {
@@ -429,8 +431,8 @@ static void on_iteration(void *ctx, int64_t step, const char *phase, const ao_op
         r.m.window_end_us = f1;
         r.m.step_ms = (f1 - f0) / 1000.0;
         r.m.compute_ms = r.m.comm_ms = r.m.copy_ms = r.m.overlap_ms = NAN;
-        r.m.exposed_comm_ms = r.m.idle_ms = NAN;
-        for (int k = 0; k < AO_NKINDS; k++) r.m.compute_kind_ms[k] = NAN;
+        r.m.exposed_comm_ms = r.m.idle_ms = r.m.host_wait_ms = NAN;
+        for (int k = 0; k < AO_NKINDS; k++) r.m.compute_kind_ms[k] = r.m.exposed_kind_ms[k] = NAN;
     }
     struct timespec a = ao_timeline_anchor_realtime(t->tl);
     r.wall_time = (double)a.tv_sec + 1e-9 * (double)a.tv_nsec + 1e-6 * r.m.window_start_us;
@@ -508,7 +510,7 @@ static int run_loop(trainer *t)
         ao_timeline_begin(t->tl, p.data_step, ao_phase_name(p.phase));
         ao_engine_iteration(t->engine, k, p.phase, p.data_step, next, ao_launch_stop_requested());
         ao_timeline_end(t->tl);
-        push_issued(t, (issued){k, p.data_step, p.phase});
+        push_issued(t, (issued){k, p.data_step, p.phase, ao_engine_take_data_wait_ms(t->engine)});
         /* One iteration late: the previous train step's scalars, with the
          * stop request every rank voted on in it. */
         if (prev_train >= 0 && scalars_of(t, prev_train)->stop) t->stop_agreed = 1;

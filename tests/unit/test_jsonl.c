@@ -575,14 +575,14 @@ static void test_ops_round_trip(void **state)
 {
     fixture *f = *state;
     const ao_op ops[] = {
-        {0.5, 120.25, 0, "forward", 3, AO_STREAM_COMPUTE, AO_CLASS_COMPUTE, AO_KIND_NONE},
+        {0.5, 120.25, 0, "forward", 3, AO_STREAM_COMPUTE, AO_CLASS_COMPUTE, AO_KIND_NONE, 0, 0},
         {1.0, 99.0, 1ULL << 28, "allgather", 4, AO_STREAM_ALLGATHER, AO_CLASS_COMM,
-         AO_KIND_ALLGATHER},
+         AO_KIND_ALLGATHER, 0, 0},
         {2.0, 2.0, 9223372036854775813ULL, "reducescatter", 0, AO_STREAM_REDUCESCATTER,
-         AO_CLASS_COMM, AO_KIND_REDUCESCATTER},
-        {3.0, 50.0, 4096, "bucket", -1, AO_STREAM_ALLREDUCE, AO_CLASS_COMM, AO_KIND_ALLREDUCE},
-        {4.0, 5.0, 64, "broadcast", -1, AO_STREAM_ALLREDUCE, AO_CLASS_COMM, AO_KIND_BROADCAST},
-        {1e9 + 0.125, 1e9 + 7.5, 1 << 20, "h2d", -1, AO_STREAM_H2D, AO_CLASS_COPY, AO_KIND_NONE},
+         AO_CLASS_COMM, AO_KIND_REDUCESCATTER, 0, 0},
+        {3.0, 50.0, 4096, "bucket", -1, AO_STREAM_ALLREDUCE, AO_CLASS_COMM, AO_KIND_ALLREDUCE, 0, 0},
+        {4.0, 5.0, 64, "broadcast", -1, AO_STREAM_ALLREDUCE, AO_CLASS_COMM, AO_KIND_BROADCAST, 0, 0},
+        {1e9 + 0.125, 1e9 + 7.5, 1 << 20, "h2d", -1, AO_STREAM_H2D, AO_CLASS_COPY, AO_KIND_NONE, 0, 0},
     };
     ao_jsonl_writer *w = ao_jsonl_open(f->path, 10);
     ao_iter_record a, b, empty;
