@@ -1,0 +1,241 @@
+/* A diagnosis as text and as JSON. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "diagnose/internal.h"
+
+static void print_notes(FILE *f, const char *title, const ao_diag_note *v, size_t n)
+{
+    if (!n) return;
+    fprintf(f, "  %s:\n", title);
+    for (size_t i = 0; i < n; i++) fprintf(f, "    - [%s] %s\n", v[i].id, v[i].text);
+}
+
+void ao_diagnosis_print(FILE *f, const ao_diagnosis *d, size_t max_findings)
+{
+    fprintf(f, "diagnosis of %s: %s\n", d->run_id, ao_bound_name(d->bound));
+    fprintf(f, "  why: %s\n", d->bound_why);
+    if (isfinite(d->step_ms))
+        fprintf(f,
+                "  rank %d (the slowest), median of %zu steps: step %.3f ms, compute %.3f, "
+                "exposed comm %.3f, idle %.3f (host wait %.3f), data wait %.3f, between steps "
+                "%.3f ms\n",
+                d->critical_rank, d->steps, d->step_ms, d->compute_ms, d->exposed_comm_ms,
+                d->idle_ms, d->host_wait_ms, d->data_wait_ms, d->gap_ms);
+    if (!d->nfindings)
+        fprintf(f, "  findings: none at %.0f %% of the step or more\n",
+                100 * AO_DIAG_FINDING_SHARE);
+    size_t n = max_findings && max_findings < d->nfindings ? max_findings : d->nfindings;
+    for (size_t i = 0; i < n; i++) {
+        const ao_finding *x = &d->findings[i];
+        fprintf(f, "  %zu. [%s] %s (%.0f %% of the step)\n", i + 1, ao_finding_id(x->kind), x->what,
+                100 * x->share);
+        fprintf(f, "     where: %s\n", x->where);
+        if (x->evidence[0]) fprintf(f, "     evidence: %s\n", x->evidence);
+        if (x->knobs[0]) fprintf(f, "     knobs: %s\n", x->knobs);
+        fprintf(f, "     gain: %s\n", x->gain);
+    }
+    if (n < d->nfindings) fprintf(f, "  (%zu more: aorta diagnose)\n", d->nfindings - n);
+    print_notes(f, "flags", d->flags, d->nflags);
+    print_notes(f, "outlier steps", d->outliers, d->noutliers);
+    if (max_findings == 0) print_notes(f, "limitations", d->limits, d->nlimits);
+}
+
+/* ---- JSON --------------------------------------------------------------------- */
+
+typedef struct gen {
+    yajl_gen g;
+    yajl_gen_status s;
+} gen;
+
+static void key(gen *o, const char *k)
+{
+    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_str(o->g, k);
+}
+static void str(gen *o, const char *k, const char *v)
+{
+    key(o, k);
+    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_str(o->g, v);
+}
+static void num(gen *o, const char *k, double v)
+{
+    key(o, k);
+    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_double(o->g, v);
+}
+static void integer(gen *o, const char *k, long long v)
+{
+    key(o, k);
+    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_integer(o->g, v);
+}
+static void open_map(gen *o)
+{
+    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_map_open(o->g);
+}
+static void close_map(gen *o)
+{
+    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_map_close(o->g);
+}
+static void open_array(gen *o, const char *k)
+{
+    key(o, k);
+    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_array_open(o->g);
+}
+static void close_array(gen *o)
+{
+    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_array_close(o->g);
+}
+
+static void notes(gen *o, const char *k, const ao_diag_note *v, size_t n)
+{
+    open_array(o, k);
+    for (size_t i = 0; i < n; i++) {
+        open_map(o);
+        str(o, "id", v[i].id);
+        str(o, "text", v[i].text);
+        close_map(o);
+    }
+    close_array(o);
+}
+
+yajl_gen_status ao_diagnosis_gen(yajl_gen g, const ao_diagnosis *d)
+{
+    gen o = {g, yajl_gen_status_ok};
+    open_map(&o);
+    str(&o, "run_id", d->run_id);
+    str(&o, "dir", d->dir);
+    integer(&o, "world_size", d->world_size);
+    integer(&o, "ranks", d->nranks);
+    integer(&o, "critical_rank", d->critical_rank);
+    integer(&o, "steps", (long long)d->steps);
+    str(&o, "bound", ao_bound_name(d->bound));
+    str(&o, "why", d->bound_why);
+    key(&o, "thresholds");
+    open_map(&o);
+    num(&o, "finding_share", AO_DIAG_FINDING_SHARE);
+    num(&o, "bound_share", AO_DIAG_BOUND_SHARE);
+    num(&o, "compute_share", AO_DIAG_COMPUTE_SHARE);
+    integer(&o, "min_steps", AO_DIAG_MIN_STEPS);
+    num(&o, "spread", AO_DIAG_SPREAD);
+    num(&o, "outlier", AO_DIAG_OUTLIER);
+    close_map(&o);
+    key(&o, "terms_ms");
+    open_map(&o);
+    num(&o, "step", d->step_ms);
+    num(&o, "compute", d->compute_ms);
+    num(&o, "exposed_comm", d->exposed_comm_ms);
+    num(&o, "idle", d->idle_ms);
+    num(&o, "host_wait", d->host_wait_ms);
+    num(&o, "data_wait", d->data_wait_ms);
+    num(&o, "between_steps", d->gap_ms);
+    close_map(&o);
+    open_array(&o, "findings");
+    for (size_t i = 0; i < d->nfindings; i++) {
+        const ao_finding *x = &d->findings[i];
+        open_map(&o);
+        str(&o, "id", ao_finding_id(x->kind));
+        num(&o, "ms", x->ms);
+        num(&o, "share", x->share);
+        integer(&o, "rank", x->rank);
+        str(&o, "what", x->what);
+        str(&o, "where", x->where);
+        str(&o, "evidence", x->evidence);
+        str(&o, "knobs", x->knobs);
+        str(&o, "gain", x->gain);
+        close_map(&o);
+    }
+    close_array(&o);
+    notes(&o, "flags", d->flags, d->nflags);
+    notes(&o, "outliers", d->outliers, d->noutliers);
+    notes(&o, "limitations", d->limits, d->nlimits);
+    close_map(&o);
+    return o.s;
+}
+
+int ao_diagnose_print_run(const char *run_dir, FILE *f)
+{
+    ao_run_data run;
+    memset(&run, 0, sizeof run);
+    int rc = ao_run_load(run_dir, -1, &run);
+    if (rc == 0) {
+        ao_diagnosis d;
+        ao_diagnose_run(&run, &d);
+        ao_diagnosis_print(f, &d, 3);
+        ao_diagnosis_free(&d);
+    }
+    ao_run_free(&run);
+    return rc;
+}
+
+/* The source of a run: run.json's command ("train", "analyze", ...). */
+static const char *source_of(const ao_run_data *r)
+{
+    yajl_val c = ao_run_config_value(r, "command");
+    return YAJL_IS_STRING(c) ? c->u.string : "unknown";
+}
+
+int ao_diagnose_dirs(const ao_diagnose_opts *o)
+{
+    size_t cap = 0, n = 0;
+    char **all = NULL;
+    int rc = 0;
+    for (size_t i = 0; i < o->ndirs && rc == 0; i++) {
+        char **dirs = NULL;
+        size_t nd = 0;
+        rc = ao_run_dirs_resolve(o->dirs[i], 0, &dirs, &nd);
+        for (size_t j = 0; rc == 0 && j < nd; j++) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 8;
+                all = ao_realloc(all, cap * sizeof *all);
+            }
+            all[n++] = ao_strdup(dirs[j]);
+        }
+        if (rc == 0) ao_run_dirs_free(dirs, nd);
+    }
+    ao_run_data *runs = ao_calloc(n ? n : 1, sizeof *runs);
+    ao_diagnosis *ds = ao_calloc(n ? n : 1, sizeof *ds);
+    size_t loaded = 0;
+    for (size_t i = 0; i < n && rc == 0; i++, loaded++)
+        rc = ao_run_load(all[i], o->skip_steps, &runs[i]);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        ao_diagnose_run(&runs[i], &ds[i]);
+        if (strcmp(source_of(&runs[i]), source_of(&runs[0])) != 0)
+            ao_diag_note_add(&ds[i].flags, &ds[i].nflags, "mixed_sources",
+                             "this run comes from `%s`, %s from `%s`: compare their numbers "
+                             "only as far as both measure the same",
+                             source_of(&runs[i]), runs[0].run_id, source_of(&runs[0]));
+    }
+    if (rc == 0 && o->json) {
+        yajl_gen g = ao_json_gen_new(1);
+        gen w = {g, yajl_gen_status_ok};
+        open_map(&w);
+        integer(&w, "schema", 1);
+        open_array(&w, "runs");
+        for (size_t i = 0; i < n && w.s == yajl_gen_status_ok; i++)
+            w.s = ao_diagnosis_gen(g, &ds[i]);
+        close_array(&w);
+        close_map(&w);
+        const unsigned char *buf;
+        size_t len;
+        yajl_gen_get_buf(g, &buf, &len);
+        fwrite(buf, 1, len, o->out);
+        fputc('\n', o->out);
+        yajl_gen_free(g);
+    } else if (rc == 0) {
+        for (size_t i = 0; i < n; i++) {
+            if (i) fputc('\n', o->out);
+            ao_diagnosis_print(o->out, &ds[i], 0);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (i < loaded) ao_run_free(&runs[i]);
+        ao_diagnosis_free(&ds[i]);
+        free(all[i]);
+    }
+    free(all);
+    free(runs);
+    free(ds);
+    return rc;
+}
