@@ -45,6 +45,11 @@ void ao_diag_note_add(ao_diag_note **v, size_t *n, const char *id, const char *f
     va_end(ap);
 }
 
+static double nz(double x)
+{
+    return isfinite(x) && x > 0 ? x : 0;
+}
+
 /* ---- the terms of a step, per rank ----------------------------------------- */
 
 /* Median of metric `name` over a rank's kept steps; NAN when absent. */
@@ -92,13 +97,9 @@ void ao_diag_terms_of(const ao_rank_data *rd, ao_diag_terms *t)
     static const char *const kinds[AO_NKINDS] = {"exposed_allgather_ms", "exposed_reducescatter_ms",
                                                  "exposed_allreduce_ms", "exposed_broadcast_ms"};
     for (int k = 0; k < AO_NKINDS; k++) t->exposed_kind[k] = rank_median(rd, kinds[k]);
-    /* What the rank spends not waiting for the others in collectives. */
-    t->own = t->step - (isnan(t->exposed) ? 0 : t->exposed);
-}
-
-static double nz(double x)
-{
-    return isfinite(x) && x > 0 ? x : 0;
+    /* The rank's own time: its compute and its device waiting for its host
+     * (what a slow device or host adds), not what it waits for the others. */
+    t->own = t->compute + nz(t->host_wait);
 }
 
 /* ---- findings ---------------------------------------------------------------- */
@@ -121,8 +122,11 @@ static int by_cost(const void *a, const void *b)
     return (x->ms < y->ms) - (x->ms > y->ms);
 }
 
-/* The ranks: the critical one (most time of its own, not waiting for the
- * others) and how much longer it is than the median of the others. */
+/* The ranks: the critical one (most time of its own: compute and waiting
+ * for its host) and how much it holds the others back: the smaller of how
+ * much longer its own time is than the others' median and how much longer
+ * the others wait in collectives than it does (both hold for a straggler;
+ * one alone is noise between ranks). */
 static int critical_rank(const ao_run_data *run, const ao_diag_terms *t, double *straggle_ms)
 {
     int c = 0;
@@ -130,12 +134,19 @@ static int critical_rank(const ao_run_data *run, const ao_diag_terms *t, double 
         if (t[i].own > t[c].own || isnan(t[c].own)) c = i;
     *straggle_ms = NAN;
     if (run->nranks < 2) return c;
-    double *others = ao_malloc((size_t)run->nranks * sizeof *others);
+    double *own = ao_malloc(2 * (size_t)run->nranks * sizeof *own), *wait = own + run->nranks;
     size_t n = 0;
     for (int i = 0; i < run->nranks; i++)
-        if (i != c && isfinite(t[i].own)) others[n++] = t[i].own;
-    if (n) *straggle_ms = t[c].own - ao_stats_median(others, n);
-    free(others);
+        if (i != c && isfinite(t[i].own) && isfinite(t[i].exposed)) {
+            own[n] = t[i].own;
+            wait[n++] = t[i].exposed;
+        }
+    if (n && isfinite(t[c].exposed)) {
+        double a = t[c].own - ao_stats_median(own, n);
+        double b = ao_stats_median(wait, n) - t[c].exposed;
+        *straggle_ms = a < b ? a : b;
+    }
+    free(own);
     return c;
 }
 
@@ -144,14 +155,16 @@ static void straggler_finding(ao_diagnosis *d, const ao_run_data *run, const ao_
 {
     /* The others waited that long in collectives: their exposed
      * communication exceeds the critical rank's by about the same. */
-    double others_exposed = 0;
+    double others_exposed = 0, med_own = 0;
     int n = 0;
     for (int i = 0; i < run->nranks; i++)
         if (i != c && isfinite(t[i].exposed)) {
             others_exposed += t[i].exposed;
+            med_own += t[i].own;
             n++;
         }
     others_exposed = n ? others_exposed / n : NAN;
+    med_own = n ? med_own / n : NAN; /* their mean, as the evidence states */
     ao_finding *f = add_finding(d, AO_FIND_STRAGGLER, straggle, run->ranks[c].rank);
     snprintf(f->what, sizeof f->what, "rank %d is slower than the others by %.3g ms a step",
              run->ranks[c].rank, straggle);
@@ -159,9 +172,11 @@ static void straggler_finding(ao_diagnosis *d, const ao_run_data *run, const ao_
              "rank %d: compute %.3g ms, data wait %.3g ms, idle %.3g ms a step", run->ranks[c].rank,
              t[c].compute, nz(t[c].data_wait), nz(t[c].idle));
     snprintf(f->evidence, sizeof f->evidence,
-             "time of its own (step - exposed comm) %.3g ms against a median %.3g ms on the other "
-             "%d rank(s); they wait %.3g ms a step in collectives against %.3g ms on rank %d",
-             t[c].own, t[c].own - straggle, run->nranks - 1, others_exposed, nz(t[c].exposed),
+             "time of its own (compute + host wait) %.3g ms against a mean %.3g ms on the other "
+             "%d rank(s); they wait %.3g ms a step (mean) in collectives against %.3g ms on rank "
+             "%d; the "
+             "cost is the smaller difference",
+             t[c].own, med_own, run->nranks - 1, others_exposed, nz(t[c].exposed),
              run->ranks[c].rank);
     ao_diag_knobs_straggler(run, t, c, f);
     snprintf(f->gain, sizeof f->gain,

@@ -46,6 +46,7 @@
 #include "workload/engine_backend.h"
 #include "workload/ops_ref.h"
 #include "workload/shard.h"
+#include "workload/test_hooks.h"
 
 enum { LANE_AG, LANE_RS, LANE_AR, NLANES };
 
@@ -161,6 +162,7 @@ struct ao_engine {
     ao_event *pend_ready;
     size_t batch_bytes;
     double data_wait_ms; /* host wait for the loader since ao_engine_take_data_wait_ms */
+    int test_slow_ms;    /* AORTA_TEST_SLOW_RANK: this rank's planted delay (tests only) */
 };
 
 const char *ao_phase_name(ao_phase p)
@@ -588,6 +590,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     e->nunits = ao_model_units(&e->shape);
     e->nlayers = e->nunits - 1;
     e->pend_step = -1;
+    e->test_slow_ms = ao_test_slow_rank_ms(e->rank);
     if (e->backend->set_dependent_launch)
         e->backend->set_dependent_launch(ao_engine_compute_alone(cfg, e->world));
     e->hp = (ao_adamw_hparams){.beta1 = (float)cfg->optimizer.betas[0],
@@ -931,6 +934,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
     wait_gather(e, 0);
     if (x->do_compute) {
         op = compute_begin(e, "forward", 0);
+        if (e->test_slow_ms) ao_test_slow_enqueue(cs, e->test_slow_ms);
         cast_gathered(e, 0);
         ao_model_forward_input(e->model, cs, e->units[0].params, b, x->data_step);
         compute_end(e, op);

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/jsonl.h"
 #include "core/rundir.h"
+#include "diagnose/diagnose.h"
 #include "launch/launch.h"
 #include "report/summary.h"
 #include "report/trace.h"
@@ -564,6 +565,7 @@ int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_
         if (ri->rank == 0) {
             printf("\n");
             rc = ao_summary_for_run(t.rd.path, -1, stdout);
+            if (rc == 0) rc = ao_diagnose_print_run(t.rd.path, stdout);
             if (rc == 0 && cfg->profiling.chrome_trace) {
                 char *trace = ao_rundir_file(&t.rd, cfg->profiling.trace_filename);
                 rc = ao_trace_from_run(t.rd.path, trace);
