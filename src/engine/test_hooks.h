@@ -5,8 +5,8 @@
  * AORTA_TEST_SLOW_RANK=R[:MS]: rank R's compute stream sleeps MS ms (default
  * 20) inside its first forward op of every micro-batch, so that one rank is
  * slower on the device and the others wait for it in collectives. */
-#ifndef AORTA_WORKLOAD_TEST_HOOKS_H
-#define AORTA_WORKLOAD_TEST_HOOKS_H
+#ifndef AORTA_ENGINE_TEST_HOOKS_H
+#define AORTA_ENGINE_TEST_HOOKS_H
 
 #include "runtime/device.h"
 

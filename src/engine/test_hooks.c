@@ -1,5 +1,5 @@
 /* Planted faults for tests (test_hooks.h). */
-#include "workload/test_hooks.h"
+#include "engine/test_hooks.h"
 
 #include <stdlib.h>
 #include <time.h>
