@@ -100,6 +100,7 @@ static const dfield train_fields[] = {
 };
 static const dfield optional_record_fields[] = {
     RF(data_wait_ms),
+    RF(mem_peak_mb),
 };
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 

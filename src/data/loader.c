@@ -400,9 +400,7 @@ ao_loader *ao_loader_create(ao_device *dev, ao_stream *h2d, const ao_loader_conf
     l->h2d = h2d;
     l->cfg = *cfg;
     l->gen = cfg->placement == AO_PLACEMENT_DEVICE ? loader_backend_for(dev) : NULL;
-    const ao_data_shape *d = &cfg->data;
-    const size_t tokens = (size_t)cfg->batch * d->seq_len;
-    l->bytes = 4 * tokens * ((size_t)d->num_dense * d->dense_dim + (size_t)d->num_sparse + 2);
+    l->bytes = ao_loader_slot_bytes(cfg);
     l->dev_slots = ao_calloc((size_t)cfg->depth, sizeof *l->dev_slots);
     for (int i = 0; i < cfg->depth; i++) {
         dev_slot *s = &l->dev_slots[i];
@@ -508,6 +506,18 @@ void ao_loader_release(ao_loader *l, const ao_batch *b, ao_stream *consumer)
         return;
     }
     ao_fatal(AO_EXIT_FAIL, "data loader", "released a batch this loader did not make");
+}
+
+int ao_loader_depth_for(int placement, int workers)
+{
+    return 2 + (placement == AO_PLACEMENT_HOST && workers > 1 ? workers : 1);
+}
+
+size_t ao_loader_slot_bytes(const ao_loader_config *cfg)
+{
+    const ao_data_shape *d = &cfg->data;
+    const size_t tokens = (size_t)cfg->batch * d->seq_len;
+    return 4 * tokens * ((size_t)d->num_dense * d->dense_dim + (size_t)d->num_sparse + 2);
 }
 
 size_t ao_loader_batch_bytes(const ao_loader *l)

@@ -91,6 +91,14 @@ const ao_batch *ao_loader_next(ao_loader *l, int64_t step, int micro, ao_event *
  * loader); the work that reuses b's device buffers waits for it. */
 void ao_loader_release(ao_loader *l, const ao_batch *b, ao_stream *consumer);
 
+/* Batches in flight for a placement and worker count: the batch in use, the
+ * prefetched one, and one being filled per host worker (with fewer slots
+ * than workers, workers sit idle and the host fill paces the step);
+ * generated on the device, one being filled is enough. */
+int ao_loader_depth_for(int placement, int workers);
+/* Device bytes of one batch's buffers (dense, ids, target, weight). */
+size_t ao_loader_slot_bytes(const ao_loader_config *cfg);
+
 /* Bytes one batch moves host to device (its h2d copy), 0 for device
  * placement: B*T*(F*D*4 + S*4 + 4 + 4). */
 size_t ao_loader_batch_bytes(const ao_loader *l);

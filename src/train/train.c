@@ -101,24 +101,6 @@ static void log_line(trainer *t, int to_stdout, const char *fmt, ...)
 
 /* ---- set-up -------------------------------------------------------------- */
 
-static void model_shape(const struct ao_config *cfg, ao_model_shape *s)
-{
-    *s = (ao_model_shape){.batch = cfg->training.batch_size,
-                          .seq = cfg->dataset.sequence_length,
-                          .num_dense = cfg->model.num_dense_features,
-                          .dense_dim = cfg->model.dense_dim,
-                          .sparse = cfg->dataset.sparse_features,
-                          .vocab = cfg->model.vocab_size,
-                          .emb_dim = cfg->model.embedding_dim,
-                          .dim = cfg->model.model_dim,
-                          .heads = cfg->model.num_heads,
-                          .layers = cfg->model.num_layers,
-                          .ff = ao_config_ff_dim(cfg),
-                          .mlp_hidden = cfg->model.mlp_hidden_dim,
-                          .dropout = (float)cfg->model.dropout,
-                          .seed = (uint64_t)cfg->dataset.seed};
-}
-
 /* The run directory: joined when a launcher parent made it, else made by rank
  * 0 and its id broadcast to the others. */
 static int open_rundir(trainer *t)
@@ -292,7 +274,7 @@ static int setup(trainer *t)
     free(path);
     if (!t->w) return AO_EXIT_FAIL;
 
-    model_shape(cfg, &t->shape);
+    ao_model_shape_of(cfg, &t->shape);
     t->model = ao_model_create(t->dev, &t->shape);
     if (!t->model) return AO_EXIT_USAGE;
     ao_loader_config lc = {
@@ -312,13 +294,7 @@ static int setup(trainer *t)
         .placement = cfg->dataset.placement,
         .workers = cfg->dataloader.num_workers,
         .pinned = cfg->dataloader.pin_memory,
-        /* The batch in use, the prefetched one, and one being filled per
-         * host worker: with fewer slots than workers, workers sit idle and
-         * the host fill (tens of ms per batch at the default shape) paces
-         * the step. Generated on the device, one being filled is enough. */
-        .depth = 2 + (cfg->dataset.placement == AO_PLACEMENT_HOST && cfg->dataloader.num_workers > 1
-                          ? cfg->dataloader.num_workers
-                          : 1),
+        .depth = ao_loader_depth_for(cfg->dataset.placement, cfg->dataloader.num_workers),
     };
     t->loader = ao_loader_create(t->dev, t->streams[AO_STREAM_H2D], &lc);
     if (!t->loader) return AO_EXIT_USAGE;
@@ -423,6 +399,8 @@ static void on_iteration(void *ctx, int64_t step, const char *phase, const ao_op
     r.step = step;
     r.phase = phase;
     r.data_wait_ms = it.data_wait_ms;
+    size_t in_use, peak;
+    if (ao_dev_mem_usage(t->dev, &in_use, &peak) == 0) r.mem_peak_mb = (double)peak / 1048576.0;
     ao_overlap_compute(ops, nops, t->ri->world_size, &r.m);
     double f0, f1;
     if (nops == 0 && ao_timeline_frame(t->tl, &f0, &f1)) {
