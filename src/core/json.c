@@ -312,3 +312,56 @@ double ao_json_number(yajl_val v)
     /* yajl_tree drops the double on ERANGE (subnormals); the text is exact. */
     return strtod(v->u.number.r, NULL);
 }
+
+/* ---- ao_jw: a generator with a sticky status ------------------------------ */
+
+static int jw_key(ao_jw *w, const char *k)
+{
+    if (w->s == yajl_gen_status_ok && k) w->s = ao_json_gen_str(w->g, k);
+    return w->s == yajl_gen_status_ok;
+}
+
+void ao_jw_str(ao_jw *w, const char *k, const char *v)
+{
+    if (jw_key(w, k)) w->s = ao_json_gen_str(w->g, v);
+}
+
+void ao_jw_num(ao_jw *w, const char *k, double v)
+{
+    if (jw_key(w, k)) w->s = ao_json_gen_double(w->g, v);
+}
+
+void ao_jw_int(ao_jw *w, const char *k, long long v)
+{
+    if (jw_key(w, k)) w->s = yajl_gen_integer(w->g, v);
+}
+
+void ao_jw_u64(ao_jw *w, const char *k, uint64_t v)
+{
+    if (jw_key(w, k)) w->s = ao_json_gen_u64(w->g, v);
+}
+
+void ao_jw_bool(ao_jw *w, const char *k, int v)
+{
+    if (jw_key(w, k)) w->s = yajl_gen_bool(w->g, v);
+}
+
+void ao_jw_open(ao_jw *w, const char *k)
+{
+    if (jw_key(w, k)) w->s = yajl_gen_map_open(w->g);
+}
+
+void ao_jw_close(ao_jw *w)
+{
+    if (w->s == yajl_gen_status_ok) w->s = yajl_gen_map_close(w->g);
+}
+
+void ao_jw_aopen(ao_jw *w, const char *k)
+{
+    if (jw_key(w, k)) w->s = yajl_gen_array_open(w->g);
+}
+
+void ao_jw_aclose(ao_jw *w)
+{
+    if (w->s == yajl_gen_status_ok) w->s = yajl_gen_array_close(w->g);
+}

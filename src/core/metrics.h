@@ -39,13 +39,13 @@ const char *ao_coll_kind_name(ao_coll_kind k);
 
 typedef struct ao_op {
     double start_us, end_us; /* end >= start; relative to the run's anchor */
-    uint64_t bytes;    /* collectives: nccl-tests "size"; copies: bytes moved */
-    const char *name;  /* static string: "forward", "backward", "allgather" ... */
-    int16_t unit;      /* FSDP unit or bucket index, -1 when none */
-    uint8_t stream;    /* ao_stream_id */
-    uint8_t cls;       /* ao_op_class */
-    int8_t kind;       /* ao_coll_kind for AO_CLASS_COMM, else AO_KIND_NONE */
-    uint8_t has_issue; /* issue_us is known */
+    uint64_t bytes;          /* collectives: nccl-tests "size"; copies: bytes moved */
+    const char *name;        /* static string: "forward", "backward", "allgather" ... */
+    int16_t unit;            /* FSDP unit or bucket index, -1 when none */
+    uint8_t stream;          /* ao_stream_id */
+    uint8_t cls;             /* ao_op_class */
+    int8_t kind;             /* ao_coll_kind for AO_CLASS_COMM, else AO_KIND_NONE */
+    uint8_t has_issue;       /* issue_us is known */
     /* When the host enqueued the op, on the same axis (host clock from the
      * anchor's host time), valid when has_issue. Splits idle time
      * (host_wait_ms). Zero-initialized ops have none. */

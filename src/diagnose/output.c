@@ -46,111 +46,67 @@ void ao_diagnosis_print(FILE *f, const ao_diagnosis *d, size_t max_findings)
 
 /* ---- JSON --------------------------------------------------------------------- */
 
-typedef struct gen {
-    yajl_gen g;
-    yajl_gen_status s;
-} gen;
-
-static void key(gen *o, const char *k)
+static void notes(ao_jw *o, const char *k, const ao_diag_note *v, size_t n)
 {
-    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_str(o->g, k);
-}
-static void str(gen *o, const char *k, const char *v)
-{
-    key(o, k);
-    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_str(o->g, v);
-}
-static void num(gen *o, const char *k, double v)
-{
-    key(o, k);
-    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_double(o->g, v);
-}
-static void integer(gen *o, const char *k, long long v)
-{
-    key(o, k);
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_integer(o->g, v);
-}
-static void open_map(gen *o)
-{
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_map_open(o->g);
-}
-static void close_map(gen *o)
-{
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_map_close(o->g);
-}
-static void open_array(gen *o, const char *k)
-{
-    key(o, k);
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_array_open(o->g);
-}
-static void close_array(gen *o)
-{
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_array_close(o->g);
-}
-
-static void notes(gen *o, const char *k, const ao_diag_note *v, size_t n)
-{
-    open_array(o, k);
+    ao_jw_aopen(o, k);
     for (size_t i = 0; i < n; i++) {
-        open_map(o);
-        str(o, "id", v[i].id);
-        str(o, "text", v[i].text);
-        close_map(o);
+        ao_jw_open(o, NULL);
+        ao_jw_str(o, "id", v[i].id);
+        ao_jw_str(o, "text", v[i].text);
+        ao_jw_close(o);
     }
-    close_array(o);
+    ao_jw_aclose(o);
 }
 
 yajl_gen_status ao_diagnosis_gen(yajl_gen g, const ao_diagnosis *d)
 {
-    gen o = {g, yajl_gen_status_ok};
-    open_map(&o);
-    str(&o, "run_id", d->run_id);
-    str(&o, "dir", d->dir);
-    integer(&o, "world_size", d->world_size);
-    integer(&o, "ranks", d->nranks);
-    integer(&o, "critical_rank", d->critical_rank);
-    integer(&o, "steps", (long long)d->steps);
-    str(&o, "bound", ao_bound_name(d->bound));
-    str(&o, "why", d->bound_why);
-    key(&o, "thresholds");
-    open_map(&o);
-    num(&o, "finding_share", AO_DIAG_FINDING_SHARE);
-    num(&o, "bound_share", AO_DIAG_BOUND_SHARE);
-    num(&o, "compute_share", AO_DIAG_COMPUTE_SHARE);
-    integer(&o, "min_steps", AO_DIAG_MIN_STEPS);
-    num(&o, "spread", AO_DIAG_SPREAD);
-    num(&o, "outlier", AO_DIAG_OUTLIER);
-    close_map(&o);
-    key(&o, "terms_ms");
-    open_map(&o);
-    num(&o, "step", d->step_ms);
-    num(&o, "compute", d->compute_ms);
-    num(&o, "exposed_comm", d->exposed_comm_ms);
-    num(&o, "idle", d->idle_ms);
-    num(&o, "host_wait", d->host_wait_ms);
-    num(&o, "data_wait", d->data_wait_ms);
-    num(&o, "between_steps", d->gap_ms);
-    close_map(&o);
-    open_array(&o, "findings");
+    ao_jw o = {g, yajl_gen_status_ok};
+    ao_jw_open(&o, NULL);
+    ao_jw_str(&o, "run_id", d->run_id);
+    ao_jw_str(&o, "dir", d->dir);
+    ao_jw_int(&o, "world_size", d->world_size);
+    ao_jw_int(&o, "ranks", d->nranks);
+    ao_jw_int(&o, "critical_rank", d->critical_rank);
+    ao_jw_int(&o, "steps", (long long)d->steps);
+    ao_jw_str(&o, "bound", ao_bound_name(d->bound));
+    ao_jw_str(&o, "why", d->bound_why);
+    ao_jw_open(&o, "thresholds");
+    ao_jw_num(&o, "finding_share", AO_DIAG_FINDING_SHARE);
+    ao_jw_num(&o, "bound_share", AO_DIAG_BOUND_SHARE);
+    ao_jw_num(&o, "compute_share", AO_DIAG_COMPUTE_SHARE);
+    ao_jw_int(&o, "min_steps", AO_DIAG_MIN_STEPS);
+    ao_jw_num(&o, "spread", AO_DIAG_SPREAD);
+    ao_jw_num(&o, "outlier", AO_DIAG_OUTLIER);
+    ao_jw_close(&o);
+    ao_jw_open(&o, "terms_ms");
+    ao_jw_num(&o, "step", d->step_ms);
+    ao_jw_num(&o, "compute", d->compute_ms);
+    ao_jw_num(&o, "exposed_comm", d->exposed_comm_ms);
+    ao_jw_num(&o, "idle", d->idle_ms);
+    ao_jw_num(&o, "host_wait", d->host_wait_ms);
+    ao_jw_num(&o, "data_wait", d->data_wait_ms);
+    ao_jw_num(&o, "between_steps", d->gap_ms);
+    ao_jw_close(&o);
+    ao_jw_aopen(&o, "findings");
     for (size_t i = 0; i < d->nfindings; i++) {
         const ao_finding *x = &d->findings[i];
-        open_map(&o);
-        str(&o, "id", ao_finding_id(x->kind));
-        num(&o, "ms", x->ms);
-        num(&o, "share", x->share);
-        integer(&o, "rank", x->rank);
-        str(&o, "what", x->what);
-        str(&o, "where", x->where);
-        str(&o, "evidence", x->evidence);
-        str(&o, "knobs", x->knobs);
-        str(&o, "gain", x->gain);
-        close_map(&o);
+        ao_jw_open(&o, NULL);
+        ao_jw_str(&o, "id", ao_finding_id(x->kind));
+        ao_jw_num(&o, "ms", x->ms);
+        ao_jw_num(&o, "share", x->share);
+        ao_jw_int(&o, "rank", x->rank);
+        ao_jw_str(&o, "what", x->what);
+        ao_jw_str(&o, "where", x->where);
+        ao_jw_str(&o, "evidence", x->evidence);
+        ao_jw_str(&o, "knobs", x->knobs);
+        ao_jw_str(&o, "gain", x->gain);
+        ao_jw_close(&o);
     }
-    close_array(&o);
+    ao_jw_aclose(&o);
     notes(&o, "flags", d->flags, d->nflags);
     notes(&o, "outliers", d->outliers, d->noutliers);
     notes(&o, "limitations", d->limits, d->nlimits);
-    close_map(&o);
+    ao_jw_close(&o);
     return o.s;
 }
 
@@ -209,14 +165,14 @@ int ao_diagnose_dirs(const ao_diagnose_opts *o)
     }
     if (rc == 0 && o->json) {
         yajl_gen g = ao_json_gen_new(1);
-        gen w = {g, yajl_gen_status_ok};
-        open_map(&w);
-        integer(&w, "schema", 1);
-        open_array(&w, "runs");
+        ao_jw w = {g, yajl_gen_status_ok};
+        ao_jw_open(&w, NULL);
+        ao_jw_int(&w, "schema", 1);
+        ao_jw_aopen(&w, "runs");
         for (size_t i = 0; i < n && w.s == yajl_gen_status_ok; i++)
             w.s = ao_diagnosis_gen(g, &ds[i]);
-        close_array(&w);
-        close_map(&w);
+        ao_jw_aclose(&w);
+        ao_jw_close(&w);
         const unsigned char *buf;
         size_t len;
         yajl_gen_get_buf(g, &buf, &len);

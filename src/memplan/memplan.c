@@ -119,24 +119,18 @@ static void print_rows(FILE *f, const row *rows, size_t n, const ao_memplan_opts
 static void gen_rows(FILE *f, const row *rows, size_t n, const ao_memplan_opts *o)
 {
     yajl_gen g = ao_json_gen_new(1);
-    yajl_gen_map_open(g);
-    ao_json_gen_str(g, "schema");
-    yajl_gen_integer(g, 1);
-    ao_json_gen_str(g, "world_size");
-    yajl_gen_integer(g, o->world);
-    ao_json_gen_str(g, "device_mem");
-    ao_json_gen_u64(g, o->device_mem);
-    ao_json_gen_str(g, "plans");
-    yajl_gen_array_open(g);
+    ao_jw w = {g, yajl_gen_status_ok};
+    ao_jw_open(&w, NULL);
+    ao_jw_int(&w, "schema", 1);
+    ao_jw_int(&w, "world_size", o->world);
+    ao_jw_u64(&w, "device_mem", o->device_mem);
+    ao_jw_aopen(&w, "plans");
     for (size_t i = 0; i < n; i++) {
         const row *r = &rows[i];
-        yajl_gen_map_open(g);
-        ao_json_gen_str(g, "strategy");
-        ao_json_gen_str(g, r->strategy);
-        ao_json_gen_str(g, "precision");
-        ao_json_gen_str(g, r->precision);
-        ao_json_gen_str(g, "gradient_accumulation");
-        yajl_gen_integer(g, r->accum);
+        ao_jw_open(&w, NULL);
+        ao_jw_str(&w, "strategy", r->strategy);
+        ao_jw_str(&w, "precision", r->precision);
+        ao_jw_int(&w, "gradient_accumulation", r->accum);
         const struct {
             const char *k;
             size_t v;
@@ -145,22 +139,17 @@ static void gen_rows(FILE *f, const row *rows, size_t n, const ao_memplan_opts *
                      {"optimizer", r->m.optimizer}, {"activations", r->m.activations},
                      {"data", r->m.data},           {"comm", r->m.comm},
                      {"baseline", r->m.baseline},   {"total", r->m.total}};
-        for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++) {
-            ao_json_gen_str(g, parts[p].k);
-            ao_json_gen_u64(g, parts[p].v);
-        }
-        ao_json_gen_str(g, "gather_slots");
-        yajl_gen_integer(g, r->m.gather_slots);
+        for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++)
+            ao_jw_u64(&w, parts[p].k, parts[p].v);
+        ao_jw_int(&w, "gather_slots", r->m.gather_slots);
         if (r->fits >= 0) {
-            ao_json_gen_str(g, "fits");
-            yajl_gen_bool(g, r->fits);
-            ao_json_gen_str(g, "max_batch");
-            yajl_gen_integer(g, r->max_batch);
+            ao_jw_bool(&w, "fits", r->fits);
+            ao_jw_int(&w, "max_batch", r->max_batch);
         }
-        yajl_gen_map_close(g);
+        ao_jw_close(&w);
     }
-    yajl_gen_array_close(g);
-    yajl_gen_map_close(g);
+    ao_jw_aclose(&w);
+    ao_jw_close(&w);
     const unsigned char *buf;
     size_t len;
     yajl_gen_get_buf(g, &buf, &len);
