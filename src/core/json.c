@@ -313,55 +313,67 @@ double ao_json_number(yajl_val v)
     return strtod(v->u.number.r, NULL);
 }
 
-/* ---- ao_jw: a generator with a sticky status ------------------------------ */
+/* ---- writing with one sticky status ------------------------------------------ */
 
-static int jw_key(ao_jw *w, const char *k)
+void ao_jw_key(ao_json_writer *w, const char *key)
 {
-    if (w->s == yajl_gen_status_ok && k) w->s = ao_json_gen_str(w->g, k);
-    return w->s == yajl_gen_status_ok;
+    if (key && w->st == yajl_gen_status_ok) w->st = ao_json_gen_str(w->g, key);
 }
 
-void ao_jw_str(ao_jw *w, const char *k, const char *v)
+void ao_jw_str(ao_json_writer *w, const char *key, const char *s)
 {
-    if (jw_key(w, k)) w->s = ao_json_gen_str(w->g, v);
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = ao_json_gen_str(w->g, s);
 }
 
-void ao_jw_num(ao_jw *w, const char *k, double v)
+void ao_jw_int(ao_json_writer *w, const char *key, long long v)
 {
-    if (jw_key(w, k)) w->s = ao_json_gen_double(w->g, v);
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = yajl_gen_integer(w->g, v);
 }
 
-void ao_jw_int(ao_jw *w, const char *k, long long v)
+void ao_jw_u64(ao_json_writer *w, const char *key, uint64_t v)
 {
-    if (jw_key(w, k)) w->s = yajl_gen_integer(w->g, v);
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = ao_json_gen_u64(w->g, v);
 }
 
-void ao_jw_u64(ao_jw *w, const char *k, uint64_t v)
+void ao_jw_double(ao_json_writer *w, const char *key, double v)
 {
-    if (jw_key(w, k)) w->s = ao_json_gen_u64(w->g, v);
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = ao_json_gen_double(w->g, v);
 }
 
-void ao_jw_bool(ao_jw *w, const char *k, int v)
+void ao_jw_null(ao_json_writer *w, const char *key)
 {
-    if (jw_key(w, k)) w->s = yajl_gen_bool(w->g, v);
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = yajl_gen_null(w->g);
 }
 
-void ao_jw_open(ao_jw *w, const char *k)
+void ao_jw_value(ao_json_writer *w, const char *key, const ao_json_value *v)
 {
-    if (jw_key(w, k)) w->s = yajl_gen_map_open(w->g);
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = ao_json_gen_value(w->g, v);
 }
 
-void ao_jw_close(ao_jw *w)
+void ao_jw_open(ao_json_writer *w, const char *key)
 {
-    if (w->s == yajl_gen_status_ok) w->s = yajl_gen_map_close(w->g);
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = yajl_gen_map_open(w->g);
 }
 
-void ao_jw_aopen(ao_jw *w, const char *k)
+void ao_jw_close(ao_json_writer *w)
 {
-    if (jw_key(w, k)) w->s = yajl_gen_array_open(w->g);
+    if (w->st == yajl_gen_status_ok) w->st = yajl_gen_map_close(w->g);
 }
 
-void ao_jw_aclose(ao_jw *w)
+void ao_jw_aopen(ao_json_writer *w, const char *key)
 {
-    if (w->s == yajl_gen_status_ok) w->s = yajl_gen_array_close(w->g);
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = yajl_gen_array_open(w->g);
+}
+
+void ao_jw_aclose(ao_json_writer *w)
+{
+    if (w->st == yajl_gen_status_ok) w->st = yajl_gen_array_close(w->g);
 }

@@ -84,22 +84,28 @@ yajl_gen_status ao_json_gen_value(yajl_gen g, const ao_json_value *v);
 /* {"k": v, ...} */
 yajl_gen_status ao_json_gen_object(yajl_gen g, const ao_json_object *o);
 
-/* A generator that carries its first failing status, so a document is
- * written call after call and checked once at the end: each call is a no-op
- * once s is not ok. `k` is the member's key, NULL inside an array. */
-typedef struct ao_jw {
+/* ---- writing with one sticky status ----------------------------------------
+ * Every call is a no-op once one failed, so a document is built without
+ * checking each token and the first failure is reported once (st). A non-NULL
+ * key writes "key": before the value; NULL inside arrays or after
+ * ao_jw_key. */
+typedef struct ao_json_writer {
     yajl_gen g;
-    yajl_gen_status s;
-} ao_jw;
-void ao_jw_str(ao_jw *w, const char *k, const char *v);
-void ao_jw_num(ao_jw *w, const char *k, double v);
-void ao_jw_int(ao_jw *w, const char *k, long long v);
-void ao_jw_u64(ao_jw *w, const char *k, uint64_t v);
-void ao_jw_bool(ao_jw *w, const char *k, int v);
-void ao_jw_open(ao_jw *w, const char *k);  /* { */
-void ao_jw_close(ao_jw *w);                /* } */
-void ao_jw_aopen(ao_jw *w, const char *k); /* [ */
-void ao_jw_aclose(ao_jw *w);               /* ] */
+    yajl_gen_status st; /* first failure of any call, else yajl_gen_status_ok */
+} ao_json_writer;
+
+void ao_jw_key(ao_json_writer *w, const char *key);
+void ao_jw_str(ao_json_writer *w, const char *key, const char *s);
+void ao_jw_int(ao_json_writer *w, const char *key, long long v);
+void ao_jw_u64(ao_json_writer *w, const char *key, uint64_t v);
+void ao_jw_double(ao_json_writer *w, const char *key, double v);
+void ao_jw_null(ao_json_writer *w, const char *key);
+void ao_jw_value(ao_json_writer *w, const char *key, const ao_json_value *v);
+/* { and [ (after the key, when given), and their ends. */
+void ao_jw_open(ao_json_writer *w, const char *key);
+void ao_jw_close(ao_json_writer *w);
+void ao_jw_aopen(ao_json_writer *w, const char *key);
+void ao_jw_aclose(ao_json_writer *w);
 
 /* Write the generator's buffer to `path` through a temporary file in the
  * same directory and rename(2), so a reader never sees half a file. Returns

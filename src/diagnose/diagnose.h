@@ -17,6 +17,7 @@
 
 #include <yajl/yajl_gen.h>
 
+#include "diagnose/for_run.h"
 #include "report/rundata.h"
 
 typedef enum ao_bound {
@@ -111,9 +112,5 @@ typedef struct ao_diagnose_opts {
     FILE *out;
 } ao_diagnose_opts;
 int ao_diagnose_dirs(const ao_diagnose_opts *o);
-
-/* For `aorta train`: load run_dir and print its findings (the top three).
- * Returns 0, or AO_EXIT_USAGE when the run cannot be loaded. */
-int ao_diagnose_print_run(const char *run_dir, FILE *f);
 
 #endif

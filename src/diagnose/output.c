@@ -46,7 +46,7 @@ void ao_diagnosis_print(FILE *f, const ao_diagnosis *d, size_t max_findings)
 
 /* ---- JSON --------------------------------------------------------------------- */
 
-static void notes(ao_jw *o, const char *k, const ao_diag_note *v, size_t n)
+static void notes(ao_json_writer *o, const char *k, const ao_diag_note *v, size_t n)
 {
     ao_jw_aopen(o, k);
     for (size_t i = 0; i < n; i++) {
@@ -60,7 +60,7 @@ static void notes(ao_jw *o, const char *k, const ao_diag_note *v, size_t n)
 
 yajl_gen_status ao_diagnosis_gen(yajl_gen g, const ao_diagnosis *d)
 {
-    ao_jw o = {g, yajl_gen_status_ok};
+    ao_json_writer o = {g, yajl_gen_status_ok};
     ao_jw_open(&o, NULL);
     ao_jw_str(&o, "run_id", d->run_id);
     ao_jw_str(&o, "dir", d->dir);
@@ -71,29 +71,29 @@ yajl_gen_status ao_diagnosis_gen(yajl_gen g, const ao_diagnosis *d)
     ao_jw_str(&o, "bound", ao_bound_name(d->bound));
     ao_jw_str(&o, "why", d->bound_why);
     ao_jw_open(&o, "thresholds");
-    ao_jw_num(&o, "finding_share", AO_DIAG_FINDING_SHARE);
-    ao_jw_num(&o, "bound_share", AO_DIAG_BOUND_SHARE);
-    ao_jw_num(&o, "compute_share", AO_DIAG_COMPUTE_SHARE);
+    ao_jw_double(&o, "finding_share", AO_DIAG_FINDING_SHARE);
+    ao_jw_double(&o, "bound_share", AO_DIAG_BOUND_SHARE);
+    ao_jw_double(&o, "compute_share", AO_DIAG_COMPUTE_SHARE);
     ao_jw_int(&o, "min_steps", AO_DIAG_MIN_STEPS);
-    ao_jw_num(&o, "spread", AO_DIAG_SPREAD);
-    ao_jw_num(&o, "outlier", AO_DIAG_OUTLIER);
+    ao_jw_double(&o, "spread", AO_DIAG_SPREAD);
+    ao_jw_double(&o, "outlier", AO_DIAG_OUTLIER);
     ao_jw_close(&o);
     ao_jw_open(&o, "terms_ms");
-    ao_jw_num(&o, "step", d->step_ms);
-    ao_jw_num(&o, "compute", d->compute_ms);
-    ao_jw_num(&o, "exposed_comm", d->exposed_comm_ms);
-    ao_jw_num(&o, "idle", d->idle_ms);
-    ao_jw_num(&o, "host_wait", d->host_wait_ms);
-    ao_jw_num(&o, "data_wait", d->data_wait_ms);
-    ao_jw_num(&o, "between_steps", d->gap_ms);
+    ao_jw_double(&o, "step", d->step_ms);
+    ao_jw_double(&o, "compute", d->compute_ms);
+    ao_jw_double(&o, "exposed_comm", d->exposed_comm_ms);
+    ao_jw_double(&o, "idle", d->idle_ms);
+    ao_jw_double(&o, "host_wait", d->host_wait_ms);
+    ao_jw_double(&o, "data_wait", d->data_wait_ms);
+    ao_jw_double(&o, "between_steps", d->gap_ms);
     ao_jw_close(&o);
     ao_jw_aopen(&o, "findings");
     for (size_t i = 0; i < d->nfindings; i++) {
         const ao_finding *x = &d->findings[i];
         ao_jw_open(&o, NULL);
         ao_jw_str(&o, "id", ao_finding_id(x->kind));
-        ao_jw_num(&o, "ms", x->ms);
-        ao_jw_num(&o, "share", x->share);
+        ao_jw_double(&o, "ms", x->ms);
+        ao_jw_double(&o, "share", x->share);
         ao_jw_int(&o, "rank", x->rank);
         ao_jw_str(&o, "what", x->what);
         ao_jw_str(&o, "where", x->where);
@@ -107,7 +107,7 @@ yajl_gen_status ao_diagnosis_gen(yajl_gen g, const ao_diagnosis *d)
     notes(&o, "outliers", d->outliers, d->noutliers);
     notes(&o, "limitations", d->limits, d->nlimits);
     ao_jw_close(&o);
-    return o.s;
+    return o.st;
 }
 
 int ao_diagnose_print_run(const char *run_dir, FILE *f)
@@ -165,12 +165,12 @@ int ao_diagnose_dirs(const ao_diagnose_opts *o)
     }
     if (rc == 0 && o->json) {
         yajl_gen g = ao_json_gen_new(1);
-        ao_jw w = {g, yajl_gen_status_ok};
+        ao_json_writer w = {g, yajl_gen_status_ok};
         ao_jw_open(&w, NULL);
         ao_jw_int(&w, "schema", 1);
         ao_jw_aopen(&w, "runs");
-        for (size_t i = 0; i < n && w.s == yajl_gen_status_ok; i++)
-            w.s = ao_diagnosis_gen(g, &ds[i]);
+        for (size_t i = 0; i < n && w.st == yajl_gen_status_ok; i++)
+            w.st = ao_diagnosis_gen(g, &ds[i]);
         ao_jw_aclose(&w);
         ao_jw_close(&w);
         const unsigned char *buf;

@@ -119,7 +119,7 @@ static void print_rows(FILE *f, const row *rows, size_t n, const ao_memplan_opts
 static void gen_rows(FILE *f, const row *rows, size_t n, const ao_memplan_opts *o)
 {
     yajl_gen g = ao_json_gen_new(1);
-    ao_jw w = {g, yajl_gen_status_ok};
+    ao_json_writer w = {g, yajl_gen_status_ok};
     ao_jw_open(&w, NULL);
     ao_jw_int(&w, "schema", 1);
     ao_jw_int(&w, "world_size", o->world);
@@ -143,7 +143,8 @@ static void gen_rows(FILE *f, const row *rows, size_t n, const ao_memplan_opts *
             ao_jw_u64(&w, parts[p].k, parts[p].v);
         ao_jw_int(&w, "gather_slots", r->m.gather_slots);
         if (r->fits >= 0) {
-            ao_jw_bool(&w, "fits", r->fits);
+            ao_json_value fits = ao_json_bool(r->fits);
+            ao_jw_value(&w, "fits", &fits);
             ao_jw_int(&w, "max_batch", r->max_batch);
         }
         ao_jw_close(&w);
