@@ -51,6 +51,7 @@ static const dfield train_fields[] = {
 static const dfield optional_record_fields[] = {
     RF(data_wait_ms),
     RF(mem_peak_mb),
+    RF(host_gap_ms),
 };
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -109,7 +109,7 @@ void ao_overlap_compute(const ao_op *ops, size_t n, int world_size, ao_overlap *
 {
     memset(out, 0, sizeof *out);
     out->overlap_ratio = out->compute_covered_ratio = out->overlap_efficiency = NAN;
-    out->host_wait_ms = NAN;
+    out->host_wait_ms = out->first_issue_us = NAN;
     if (n == 0) return;
 
     /* Scratch: three groupings of n, the union of all classes (n), and a
@@ -160,6 +160,9 @@ void ao_overlap_compute(const ao_op *ops, size_t n, int world_size, ao_overlap *
     ao_ival window = {w0, w1};
     out->idle_ms = ao_iv_length(tmp, ao_iv_subtract(&window, w1 > w0, all, nall, tmp)) / 1000.0;
     out->host_wait_ms = host_wait_ms(ops, n, &window, all, nall, buf + 5 * n + 1);
+    if (isfinite(out->host_wait_ms))
+        for (size_t i = 0; i < n; i++)
+            if (!(ops[i].issue_us >= out->first_issue_us)) out->first_issue_us = ops[i].issue_us;
 
     out->overlap_ratio = ratio_or_nan(overlap_us, m_us);
     out->compute_covered_ratio = ratio_or_nan(overlap_us, c_us);

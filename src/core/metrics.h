@@ -76,7 +76,8 @@ typedef struct ao_overlap {
      * Q = union of [issue_us, start_us] (an op enqueued, not yet running).
      * NAN when some op has no issue time (has_issue 0). */
     double host_wait_ms;
-    double overlap_ratio;              /* |C ∩ M| / |M|; NAN when M is empty */
+    double first_issue_us; /* the earliest issue_us of the ops; NAN when unknown (not in records) */
+    double overlap_ratio;  /* |C ∩ M| / |M|; NAN when M is empty */
     double compute_covered_ratio;      /* |C ∩ M| / |C|; NAN when C is empty */
     double overlap_efficiency;         /* |C ∩ M| / min(|C|,|M|); NAN when the min is 0 */
     double compute_kind_ms[AO_NKINDS]; /* |C ∩ M_k| */

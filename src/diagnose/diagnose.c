@@ -93,7 +93,9 @@ void ao_diag_terms_of(const ao_rank_data *rd, ao_diag_terms *t)
     t->idle = rank_median(rd, "idle_ms");
     t->host_wait = rank_median(rd, "host_wait_ms");
     t->data_wait = rank_median(rd, "data_wait_ms");
-    t->gap = rank_gap_median(rd);
+    /* the host's share of the gap when the records have it, else all of it */
+    t->gap = rank_median(rd, "host_gap_ms");
+    if (isnan(t->gap)) t->gap = rank_gap_median(rd);
     static const char *const kinds[AO_NKINDS] = {"exposed_allgather_ms", "exposed_reducescatter_ms",
                                                  "exposed_allreduce_ms", "exposed_broadcast_ms"};
     for (int k = 0; k < AO_NKINDS; k++) t->exposed_kind[k] = rank_median(rd, kinds[k]);

@@ -62,6 +62,7 @@ static const metric metrics[] = {
     OVF(host_wait_ms, "ms", AO_BETTER_LOWER, 0),
     RECF(data_wait_ms, "ms", AO_BETTER_LOWER, 0),
     RECF(mem_peak_mb, "MiB", AO_BETTER_LOWER, 0),
+    RECF(host_gap_ms, "ms", AO_BETTER_LOWER, 0),
     OVF(overlap_ratio, "ratio", AO_BETTER_HIGHER, 1),
     OVF(compute_covered_ratio, "ratio", AO_BETTER_HIGHER, 1),
     OVF(overlap_efficiency, "ratio", AO_BETTER_HIGHER, 1),

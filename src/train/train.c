@@ -71,6 +71,7 @@ typedef struct trainer {
     int progress_tty;
     double t_start;
     int64_t steps_done;
+    double prev_window_end; /* the last delivered iteration's, µs; NAN before the first */
     int append_failed;
 } trainer;
 
@@ -397,6 +398,12 @@ static void on_iteration(void *ctx, int64_t step, const char *phase, const ao_op
         r.m.exposed_comm_ms = r.m.idle_ms = r.m.host_wait_ms = NAN;
         for (int k = 0; k < AO_NKINDS; k++) r.m.compute_kind_ms[k] = r.m.exposed_kind_ms[k] = NAN;
     }
+    /* The gap before this window that the host caused: nothing of this
+     * iteration was enqueued yet when the previous one's last op ended. */
+    double enq = fmin(r.m.first_issue_us, r.m.window_start_us);
+    if (isfinite(t->prev_window_end) && isfinite(r.m.first_issue_us))
+        r.host_gap_ms = enq > t->prev_window_end ? (enq - t->prev_window_end) / 1000.0 : 0;
+    if (nops) t->prev_window_end = r.m.window_end_us;
     struct timespec a = ao_timeline_anchor_realtime(t->tl);
     r.wall_time = (double)a.tv_sec + 1e-9 * (double)a.tv_nsec + 1e-6 * r.m.window_start_us;
     int64_t samples = ao_engine_step_samples(t->engine);
@@ -499,6 +506,7 @@ static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const
     memset(&t, 0, sizeof t);
     for (int i = 0; i < SCALAR_RING; i++) t.sc_iter[i] = -1;
     t.cfg = cfg;
+    t.prev_window_end = NAN;
     t.o = o;
     t.ri = ri;
     int iterations = ao_config_total_steps(cfg, ri->world_size);
