@@ -363,12 +363,12 @@ static const yajl_callbacks callbacks = {
 };
 
 /* yajl's short message without its trailing newline. */
-static void parse_error(const char *path, size_t offset, yajl_handle h)
+static void parse_error(const char *path, size_t offset, const char *unit, yajl_handle h)
 {
     unsigned char *m = yajl_get_error(h, 0, NULL, 0);
     size_t n = strlen((char *)m);
     while (n && (m[n - 1] == '\n' || m[n - 1] == ' ')) m[--n] = '\0';
-    ao_error(path, "byte %zu: not valid JSON (%s)", offset, (char *)m);
+    ao_error(path, "byte %zu%s: not valid JSON (%s)", offset, unit, (char *)m);
     yajl_free_error(h, m);
 }
 
@@ -386,12 +386,14 @@ int ao_cj_read(const char *path, const ao_cj_callbacks *cb, void *ctx)
     unsigned char *buf = ao_malloc(CHUNK);
     size_t base = 0;
     int rc = 0;
+    /* Offsets count the JSON text: a .gz file's uncompressed bytes. */
+    const char *unit = gzdirect(f) ? "" : " (uncompressed)";
     for (;;) {
         int n = gzread(f, buf, (unsigned)CHUNK);
         if (n < 0) {
             int zerr;
             const char *m = gzerror(f, &zerr);
-            ao_error(path, "byte %zu: cannot read%s: %s", base, gzdirect(f) ? "" : " (gzip)",
+            ao_error(path, "byte %zu%s: cannot read: %s", base, unit,
                      zerr == Z_ERRNO ? strerror(errno) : m);
             rc = AO_EXIT_USAGE;
             break;
@@ -401,9 +403,9 @@ int ao_cj_read(const char *path, const ao_cj_callbacks *cb, void *ctx)
         if (st != yajl_status_ok) {
             size_t off = base + yajl_get_bytes_consumed(h);
             if (st == yajl_status_client_canceled)
-                ao_error(path, "byte %zu: %s", off, p.err);
+                ao_error(path, "byte %zu%s: %s", off, unit, p.err);
             else
-                parse_error(path, off, h);
+                parse_error(path, off, unit, h);
             rc = AO_EXIT_USAGE;
             break;
         }
@@ -413,13 +415,14 @@ int ao_cj_read(const char *path, const ao_cj_callbacks *cb, void *ctx)
         yajl_status st = yajl_complete_parse(h);
         if (st != yajl_status_ok) {
             if (st == yajl_status_client_canceled)
-                ao_error(path, "byte %zu: %s", base, p.err);
+                ao_error(path, "byte %zu%s: %s", base, unit, p.err);
             else
-                ao_error(path, "byte %zu: truncated: the JSON ends inside %s", base,
+                ao_error(path, "byte %zu%s: truncated: the JSON ends inside %s", base, unit,
                          p.in_events ? "traceEvents" : "the document");
             rc = AO_EXIT_USAGE;
         } else if (!p.saw_events) {
-            ao_error(path, "byte %zu: no \"traceEvents\" array: not a Chrome/Kineto trace", base);
+            ao_error(path, "byte %zu%s: no \"traceEvents\" array: not a Chrome/Kineto trace", base,
+                     unit);
             rc = AO_EXIT_USAGE;
         }
     }
