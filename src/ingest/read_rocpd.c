@@ -141,35 +141,33 @@ static int read_ranges(ao_sql *q, ao_trace *t)
 }
 
 /* HIP API calls whose correlation id issued a kernel or copy. */
-static int read_launches(ao_sql *q, ao_trace *t, int has_copy)
+static int read_launches(ao_sql *q, ao_trace *t)
 {
-    char *sql = ao_asprintf(
-        "SELECT R.id, R.start AS start, R.end AS end, E.correlation_id AS correlation_id,"
-        " COALESCE(T.tid, R.tid) AS tid" REGION_FROM
-        " WHERE substr(C.string, 1, 4) = 'HIP_' AND E.correlation_id IN"
-        " (SELECT E.correlation_id FROM " DISPATCH " K JOIN rocpd_event E ON E.id = K.event_id"
-        " AND E.guid = K.guid%s) ORDER BY R.start",
-        has_copy ? " UNION ALL SELECT E.correlation_id FROM " COPY
-                   " M JOIN rocpd_event E ON E.id = M.event_id AND E.guid = M.guid"
-                 : "");
     sqlite3_stmt *st;
-    int rc = ao_sql_prepare(q, sql, &st);
-    free(sql);
-    if (rc) return rc;
+    if (ao_sql_prepare(
+            q,
+            "SELECT R.id, R.start AS start, R.end AS end,"
+            " E.correlation_id AS correlation_id, COALESCE(T.tid, R.tid) AS tid" REGION_FROM
+            " WHERE substr(C.string, 1, 4) = 'HIP_' ORDER BY R.start",
+            &st))
+        return AO_EXIT_USAGE;
+    ao_corr_set ids;
+    ao_corr_set_build(&ids, t);
     int r;
     while ((r = ao_sql_step(q, st)) == 1) {
         ao_sql_row row = {q, st, REGION, sqlite3_column_int64(st, 0)};
         double s, e;
         int64_t corr, tid;
-        if (ao_sql_times(&row, 1, &s, &e) || ao_sql_int(&row, 3, &corr) ||
-            ao_sql_int_or(&row, 4, -1, &tid))
-            break;
+        if (ao_sql_int_or(&row, 3, -1, &corr)) break;
+        if (!ao_corr_set_has(&ids, corr)) continue;
+        if (ao_sql_times(&row, 1, &s, &e) || ao_sql_int_or(&row, 4, -1, &tid)) break;
         ao_launch *l = ao_trace_add_launch(t);
         l->start_us = s;
         l->end_us = e;
         l->correlation = corr;
         l->tid = tid;
     }
+    ao_corr_set_free(&ids);
     sqlite3_finalize(st);
     return r == 0 ? 0 : AO_EXIT_USAGE;
 }
@@ -224,7 +222,7 @@ int ao_read_rocpd(const char *path, ao_trace *out)
     int has_copy = ao_sql_has_table(&q, COPY);
     int rc = read_activities(&q, out, has_copy);
     if (rc == 0) rc = read_ranges(&q, out);
-    if (rc == 0) rc = read_launches(&q, out, has_copy);
+    if (rc == 0) rc = read_launches(&q, out);
     if (rc == 0 && !ao_ingest_has_kernels(out)) {
         ao_error(path, "%s is empty: no kernel dispatches (recorded without --kernel-trace?)",
                  DISPATCH);

@@ -208,27 +208,15 @@ out:
     return rc;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* HIP API calls that issued a kernel or copy read above (the others, such as
  * hipMalloc or hipStreamSynchronize, launched nothing). */
 static int read_launches(const char *file, ao_trace *t)
 {
-    size_t n = 0;
-    int64_t *ids = ao_malloc((t->nacts + 1) * sizeof *ids);
-    for (size_t i = 0; i < t->nacts; i++)
-        if (t->acts[i].correlation >= 0) ids[n++] = t->acts[i].correlation;
-    qsort(ids, n, sizeof *ids, cmp_i64);
     ao_csv c;
     int rc = AO_EXIT_USAGE;
-    if (ao_csv_open(&c, file)) {
-        free(ids);
-        return rc;
-    }
+    if (ao_csv_open(&c, file)) return rc;
+    ao_corr_set ids;
+    ao_corr_set_build(&ids, t);
     int cc = ao_csv_require(&c, "Correlation_Id");
     int cs = cc < 0 ? -1 : ao_csv_require(&c, "Start_Timestamp");
     int ce = cs < 0 ? -1 : ao_csv_require(&c, "End_Timestamp");
@@ -240,7 +228,7 @@ static int read_launches(const char *file, ao_trace *t)
         int64_t corr, tid;
         if (ao_csv_i64(&c, cc, &corr) || times(&c, cs, ce, &s, &e) || opt_i64(&c, ct, -1, &tid))
             goto out;
-        if (!bsearch(&corr, ids, n, sizeof *ids, cmp_i64)) continue;
+        if (!ao_corr_set_has(&ids, corr)) continue;
         ao_launch *l = ao_trace_add_launch(t);
         l->start_us = s;
         l->end_us = e;
@@ -250,7 +238,7 @@ static int read_launches(const char *file, ao_trace *t)
     rc = r < 0 ? AO_EXIT_USAGE : 0;
 out:
     ao_csv_close(&c);
-    free(ids);
+    ao_corr_set_free(&ids);
     return rc;
 }
 

@@ -86,3 +86,30 @@ int ao_ingest_has_kernels(const ao_trace *t)
         if (t->acts[i].kind == AO_ACT_KERNEL) return 1;
     return 0;
 }
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+void ao_corr_set_build(ao_corr_set *s, const ao_trace *t)
+{
+    s->n = 0;
+    s->ids = ao_malloc((t->nacts + 1) * sizeof *s->ids);
+    for (size_t i = 0; i < t->nacts; i++)
+        if (t->acts[i].correlation >= 0) s->ids[s->n++] = t->acts[i].correlation;
+    qsort(s->ids, s->n, sizeof *s->ids, cmp_i64);
+}
+
+int ao_corr_set_has(const ao_corr_set *s, int64_t id)
+{
+    return bsearch(&id, s->ids, s->n, sizeof *s->ids, cmp_i64) != NULL;
+}
+
+void ao_corr_set_free(ao_corr_set *s)
+{
+    free(s->ids);
+    s->ids = NULL;
+    s->n = 0;
+}

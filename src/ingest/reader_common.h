@@ -2,6 +2,7 @@
 #ifndef AORTA_INGEST_READER_COMMON_H
 #define AORTA_INGEST_READER_COMMON_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ingest/trace.h"
@@ -24,6 +25,18 @@ void ao_ingest_add_device_name(ao_trace *t, const char *name);
 /* Whether the trace holds a kernel: a trace of copies alone was recorded
  * without kernel tracing and has no compute to measure overlap against. */
 int ao_ingest_has_kernels(const ao_trace *t);
+
+/* The correlation ids of a trace's activities, to keep only the host calls
+ * that issued one (hipMalloc or cudaStreamSynchronize issue none). Checked
+ * here rather than in SQL: a sorted array and a binary search cost less than
+ * SQLite's IN over a subquery. */
+typedef struct ao_corr_set {
+    int64_t *ids;
+    size_t n;
+} ao_corr_set;
+void ao_corr_set_build(ao_corr_set *s, const ao_trace *t);
+int ao_corr_set_has(const ao_corr_set *s, int64_t id);
+void ao_corr_set_free(ao_corr_set *s);
 
 /* Kineto-style copy name ("Memcpy HtoD") for a rocprofv3 copy direction
  * ("MEMORY_COPY_HOST_TO_DEVICE", CSV Direction or rocpd name); "Memcpy" when

@@ -140,10 +140,10 @@ static void test_nsys_bad(void **state)
     expect_nsys_error("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = '4 MiB';",
                       "table CUPTI_ACTIVITY_KIND_MEMCPY, row 1: column bytes is text, expected an "
                       "integer");
-    expect_nsys_error(
-        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = 99 WHERE rowid = 1;"
-        " UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET shortName = 98 WHERE rowid = 1;",
-        "table CUPTI_ACTIVITY_KIND_KERNEL, row 1: column name is NULL, expected text");
+    expect_nsys_error("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = 99 WHERE rowid = 1;"
+                      " UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET shortName = 98 WHERE rowid = 1;",
+                      "table CUPTI_ACTIVITY_KIND_KERNEL, row 1: no StringIds row for its name "
+                      "(demangledName 99, shortName 98)");
     expect_nsys_error("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN streamId;",
                       "table CUPTI_ACTIVITY_KIND_KERNEL has no column streamId");
     expect_nsys_error("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN demangledName;"
