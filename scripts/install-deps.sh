@@ -4,8 +4,8 @@
 # NCCL are not installed here: the CUDA backend builds when nvcc is found.
 set -euo pipefail
 
-packages=(cmake make gcc pkg-config libyaml-dev libyajl-dev libcairo2-dev libcmocka-dev
-          libopenmpi-dev openmpi-bin libopenblas-dev libsqlite3-dev clang-format shellcheck)
+packages=(cmake make gcc pkg-config libyaml-dev libyajl-dev zlib1g-dev libsqlite3-dev libcairo2-dev libcmocka-dev
+          libopenmpi-dev openmpi-bin libopenblas-dev clang-format shellcheck)
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     echo "install-deps: not a Debian/Ubuntu system; install these yourself: ${packages[*]}" >&2
