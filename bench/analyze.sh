@@ -87,7 +87,7 @@ if [[ -n "${BIG_MB:-}" ]]; then
         --threads 1 --output \"$TMP/big\" --run-name b\$\$ >/dev/null")
     printf '%-28s %10.3f %10.3f %12.1f   (%.0f MB on one core; goal <= 10 s for 1 GB)\n' \
         "aorta analyze, large" "$big_w" "$big_c" "$(echo "$big_r / 1024" | bc -l)" \
-        "$(echo "$size / 1e6" | bc -l)"
+        "$(awk -v s="$size" 'BEGIN { print s / 1e6 }')"
     big_json=", \"large\": {\"bytes\": $size, \"wall_s\": $big_w, \"cpu_s\": $big_c, \"peak_rss_kb\": $big_r, \"cores\": 1}"
 fi
 
