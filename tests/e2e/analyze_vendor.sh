@@ -64,31 +64,19 @@ run_expect 0 "$TMP/nsys.log" analyze "$TMP/job_rank_0.sqlite" --output "$TMP/out
 # ProfilerStep#7 (a registered NVTX string): the memcpy 4 us and the memset 1 us are copies
 check nsys nsys "NVIDIA H200" "7 0.04 0.06525 0.005 0.03"
 
-# bad NAME TEXT ARGS...: exit 2, one error line holding TEXT, an empty output directory.
-bad() {
-    local name=$1 text=$2
-    shift 2
-    run_expect 2 "$TMP/$name.log" analyze "$@" --output "$TMP/bad-$name" --run-name r
-    [[ $(grep -c '^aorta: error: ' "$TMP/$name.log") -eq 1 ]] || { cat "$TMP/$name.log" >&2; fail "$name: not one error line"; }
-    contains "$TMP/$name.log" "$text"
-    if [[ -d "$TMP/bad-$name" ]] && [[ -n "$(ls -A "$TMP/bad-$name")" ]]; then
-        fail "$name: left files in the output directory"
-    fi
-}
-
 mkdir "$TMP/trunc"
 cp "$DATA/rocprof/rank_1/"4242_* "$TMP/trunc/"
 head -n 3 "$DATA/rocprof/rank_1/4242_kernel_trace.csv" >"$TMP/trunc/4242_kernel_trace.csv"
 printf '"KERNEL_DISPATCH",2,1,0,4243,3,18' >>"$TMP/trunc/4242_kernel_trace.csv"
-bad csv_truncated "4242_kernel_trace.csv: line 4: 7 fields where the header has 22" \
+analyze_fails csv_truncated "4242_kernel_trace.csv: line 4: 7 fields where the header has 22" \
     "$TMP/trunc/4242_kernel_trace.csv"
 db "$DATA/nsys.sql" "$TMP/no_kernels.sqlite" "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL;"
-bad nsys_no_kernel_table "no_kernels.sqlite: no CUPTI_ACTIVITY_KIND_KERNEL table" \
+analyze_fails nsys_no_kernel_table "no_kernels.sqlite: no CUPTI_ACTIVITY_KIND_KERNEL table" \
     --format nsys "$TMP/no_kernels.sqlite"
 db "$DATA/rocpd.sql" "$TMP/bad_type.db" \
     "UPDATE rocpd_kernel_dispatch_0001 SET end = 'later' WHERE id = 1;"
-bad rocpd_wrong_type "bad_type.db: table rocpd_kernel_dispatch, row 1: column end is text" \
+analyze_fails rocpd_wrong_type "bad_type.db: table rocpd_kernel_dispatch, row 1: column end is text" \
     "$TMP/bad_type.db"
 printf 'not a database\n' >"$TMP/fake.sqlite"
-bad nsys_not_a_database "fake.sqlite: not an SQLite database" --format nsys "$TMP/fake.sqlite"
+analyze_fails nsys_not_a_database "fake.sqlite: not an SQLite database" --format nsys "$TMP/fake.sqlite"
 echo "analyze_vendor: ok"

@@ -325,20 +325,7 @@ static void test_rocpd(void **state)
 
 static void expect_rocpd_error(const char *extra, const char *needle)
 {
-    char *dir = make_temp_dir();
-    char *db = make_db(dir, "bad.db", "rocpd.sql", extra);
-    stderr_capture cap;
-    capture_begin(&cap);
-    ao_trace t;
-    int rc = ao_read_rocpd(db, &t);
-    char *err = capture_end(&cap);
-    assert_int_equal(rc, AO_EXIT_USAGE);
-    assert_contains(err, "bad.db: ");
-    assert_contains(err, needle);
-    assert_int_equal(count_lines(err), 1);
-    free(err);
-    free(db);
-    remove_temp_dir(dir);
+    expect_db_error(ao_read_rocpd, "bad.db", "rocpd.sql", extra, needle);
 }
 
 static void test_rocpd_bad(void **state)
