@@ -310,6 +310,10 @@ static void window_stats(const ao_trace *t, const act_info *info, size_t *idx, s
     ao_op *ops = ao_malloc((n ? n : 1) * sizeof *ops);
     for (size_t i = 0; i < n; i++) ops[i] = make_op(t, &t->acts[idx[i]], &info[idx[i]]);
     ao_overlap_compute(ops, n, world_size, &r->m);
+    /* Kernel traces rarely give a collective's size (Kineto's NCCL kernels
+     * carry none): no bytes is an unknown bandwidth, not 0 GB/s. */
+    for (int k = 0; k < AO_NKINDS; k++)
+        if (r->m.kinds[k].bytes == 0) r->m.kinds[k].algbw_gbps = r->m.kinds[k].busbw_gbps = NAN;
 
     /* Idle gaps in time order: the activity after a gap says whether the host
      * had launched it yet when the device ran dry. */

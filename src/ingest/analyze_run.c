@@ -68,7 +68,9 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-static int scan_dir(file_list *l, const char *dir, ao_trace_format forced)
+/* The traces in dir and, a few levels down, its subdirectories (rocprofv3
+ * writes HOST/PID/PID_kernel_trace.csv; a job may keep one folder a rank). */
+static int scan_tree(file_list *l, const char *dir, ao_trace_format forced, int depth)
 {
     struct dirent **names;
     int n = scandir(dir, &names, NULL, alphasort);
@@ -76,7 +78,6 @@ static int scan_dir(file_list *l, const char *dir, ao_trace_format forced)
         ao_error(dir, "cannot list the directory");
         return AO_EXIT_USAGE;
     }
-    size_t before = l->n;
     for (int i = 0; i < n; i++) {
         const char *nm = names[i]->d_name;
         if (nm[0] != '.') {
@@ -92,12 +93,21 @@ static int scan_dir(file_list *l, const char *dir, ao_trace_format forced)
                     add_file(l, p, f);
                 else if (!ends_with(nm, ".csv"))
                     ao_debug("%s: not a trace, skipped", p);
+            } else if (depth < 3 && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+                scan_tree(l, p, forced, depth + 1);
             }
             free(p);
         }
         free(names[i]);
     }
     free(names);
+    return 0;
+}
+
+static int scan_dir(file_list *l, const char *dir, ao_trace_format forced)
+{
+    size_t before = l->n;
+    if (scan_tree(l, dir, forced, 0)) return AO_EXIT_USAGE;
     if (l->n == before) {
         ao_error(dir, "no trace files in the directory (Kineto .json/.json.gz, rocprofv3 "
                       "*kernel_trace.csv or .db, nsys .sqlite, aorta trace.json)");
@@ -188,15 +198,16 @@ static int run_pool(job *jobs, size_t n, const ao_classifier *cls, int world_siz
 
 /* ---- ranks -------------------------------------------------------------------- */
 
+/* "rank<N>" (or rank_N, rank-N) in the path, the last one (a file name
+ * before its folders: rocprofv3 keeps one folder a rank); -1 when none. */
 static int rank_from_name(const char *path)
 {
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
     regex_t re;
     if (regcomp(&re, "rank[_-]?([0-9]+)", REG_EXTENDED | REG_ICASE)) return -1;
     regmatch_t g[2];
     int r = -1;
-    if (regexec(&re, base, 2, g, 0) == 0) r = atoi(base + g[1].rm_so);
+    for (const char *p = path; regexec(&re, p, 2, g, 0) == 0; p += g[0].rm_eo)
+        r = atoi(p + g[1].rm_so);
     regfree(&re);
     return r;
 }

@@ -19,16 +19,17 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/intervals.h"
 #include "ingest/analyze.h"
 
-typedef struct hiv {
-    double ts, end;
-} hiv;
+/* HTA's groups can be empty or reversed (a sub-µs kernel rounds to end <
+ * start), which HTA's sums keep; ao_ival holds them, ao_iv_* ignore them. */
+typedef ao_ival hiv;
 
 static int by_ts(const void *a, const void *b)
 {
     const hiv *x = a, *y = b;
-    return (x->ts > y->ts) - (x->ts < y->ts);
+    return (x->start > y->start) - (x->start < y->start);
 }
 
 /* merge_kernel_intervals, in place; returns the group count. */
@@ -39,7 +40,7 @@ static size_t hta_merge(hiv *v, size_t n)
     size_t g = 0;
     double cummax = v[0].end;
     for (size_t i = 1; i < n; i++) {
-        if (v[i].ts > cummax) {
+        if (v[i].start > cummax) {
             v[++g] = v[i];
         } else if (v[i].end > v[g].end) {
             v[g].end = v[i].end;
@@ -54,25 +55,9 @@ static double sum_len(const hiv *v, size_t n)
     double ends = 0, starts = 0; /* as HTA: end.sum() - ts.sum() */
     for (size_t i = 0; i < n; i++) {
         ends += v[i].end;
-        starts += v[i].ts;
+        starts += v[i].start;
     }
     return ends - starts;
-}
-
-static double intersect(const hiv *a, size_t na, const hiv *b, size_t nb)
-{
-    double s = 0;
-    size_t i = 0, j = 0;
-    while (i < na && j < nb) {
-        double lo = a[i].ts > b[j].ts ? a[i].ts : b[j].ts;
-        double hi = a[i].end < b[j].end ? a[i].end : b[j].end;
-        if (hi > lo) s += hi - lo;
-        if (a[i].end < b[j].end)
-            i++;
-        else
-            j++;
-    }
-    return s;
 }
 
 static int prefix(const char *s, const char *p)
@@ -156,12 +141,12 @@ void ao_hta_compute(const ao_trace *t, ao_hta_values *out)
     ncm = hta_merge(comm, ncm);
     if (na) {
         out->valid = 1;
-        out->kernel_us = all[na - 1].end - all[0].ts;
+        out->kernel_us = all[na - 1].end - all[0].start;
         out->idle_us = out->kernel_us - sum_len(all, na);
         out->compute_us = sum_len(comp, ncp);
         out->non_compute_us = out->kernel_us - out->compute_us - out->idle_us;
         double m = sum_len(comm, ncm);
-        if (m > 0) out->overlap_pct = 100.0 * intersect(comp, ncp, comm, ncm) / m;
+        if (m > 0) out->overlap_pct = 100.0 * ao_iv_intersect_length(comp, ncp, comm, ncm) / m;
     }
     free(all);
     free(comp);

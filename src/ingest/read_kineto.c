@@ -1,8 +1,8 @@
 /* PyTorch profiler (Kineto) Chrome-trace JSON, CUDA or ROCm builds, plain or
  * .gz: device activity from "kernel", "gpu_memcpy" and "gpu_memset" events,
  * launches from "*_runtime"/"*_driver" calls with a correlation id (the
- * ids the ac2g flows draw), host ranges from "user_annotation" and "cpu_op"
- * events (ProfilerStep#N, record_function), and the device copies of
+ * ids the ac2g flows draw), host ranges from "user_annotation" events
+ * (ProfilerStep#N, record_function), and the device copies of
  * annotations ("gpu_user_annotation"). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,7 +68,9 @@ static int on_event(void *vctx, const ao_cj_event *e, char *err, size_t errlen)
         return 0;
     }
     int dev_ann = cat_is(e, "gpu_user_annotation");
-    if (dev_ann || cat_is(e, "user_annotation") || cat_is(e, "cpu_op")) {
+    /* cpu_op (aten::*) events are not kept: the steps are annotations, and
+     * they are most of a trace's events. */
+    if (dev_ann || cat_is(e, "user_annotation")) {
         if (need_times(e, err, errlen)) return 1;
         ao_range *r = ao_trace_add_range(t);
         r->start_us = e->ts;

@@ -44,6 +44,10 @@ PY
 run_expect 0 "$TMP/report.log" report --log-dir "$TMP/runs/cpu" --label cpu \
     --log-dir "$TMP/an/fsdp2" --label fsdp2 --output "$TMP/rep" --reference cpu --candidate fsdp2
 [[ -f "$TMP/rep/index.html" ]] || fail "no index.html"
+# the analyzed label's section: HTA's numbers per rank, slowest ranks, top kernels
+contains "$TMP/rep/index.html" "Trace analysis (kineto traces)"
+contains "$TMP/rep/index.html" 'id="slowest-1"'
+contains "$TMP/rep/index.html" "ncclDevKernel_AllGather_RING_LL"
 python3 - "$TMP/rep/summary.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
