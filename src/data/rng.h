@@ -13,8 +13,8 @@
  * them by comparison (dropout masks, ids) are bit-identical. Normals go through
  * log and cos, evaluated in double and rounded to float, so they agree except
  * when a double result lies within ~1e-16 of a float rounding boundary. */
-#ifndef AORTA_WORKLOAD_RNG_H
-#define AORTA_WORKLOAD_RNG_H
+#ifndef AORTA_DATA_RNG_H
+#define AORTA_DATA_RNG_H
 
 #include <stdint.h>
 #include <math.h>

@@ -8,8 +8,8 @@
  * host, so a step needs no host synchronization. The engine finds the table
  * of its device's backend by name (ao_device_backend), as model.c does; a
  * new backend adds its table here and to engine.c's list. */
-#ifndef AORTA_WORKLOAD_ENGINE_BACKEND_H
-#define AORTA_WORKLOAD_ENGINE_BACKEND_H
+#ifndef AORTA_ENGINE_ENGINE_BACKEND_H
+#define AORTA_ENGINE_ENGINE_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -13,8 +13,8 @@
  * plus what each op saves for its backward (ops_ref.h's *_saved) and one
  * scratch area sized for the largest backward. Dropout of encoder layer l
  * (unit l, 1..L) is keyed by ao_dropout_cfg.layer = l. */
-#ifndef AORTA_WORKLOAD_MODEL_BACKEND_H
-#define AORTA_WORKLOAD_MODEL_BACKEND_H
+#ifndef AORTA_MODEL_MODEL_BACKEND_H
+#define AORTA_MODEL_MODEL_BACKEND_H
 
 #include "model/model.h"
 #include "model/ops_ref.h"
