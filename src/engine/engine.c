@@ -45,6 +45,7 @@
 #include "engine/engine_backend.h"
 #include "engine/shard.h"
 #include "model/ops_ref.h"
+#include "runtime/backend_table.h"
 
 enum { LANE_AG, LANE_RS, LANE_AR, NLANES };
 
@@ -476,19 +477,15 @@ static void make_buffers(ao_engine *e)
 /* ---- create / destroy ---------------------------------------------------- */
 
 /* The backends with engine kernels. */
-static const struct ao_engine_backend *const engine_backends[] = {
-    &ao_engine_cpu_backend,
-#ifdef AORTA_HAVE_CUDA
-    &ao_engine_cuda_backend,
-#endif
-};
+static const struct ao_engine_backend *const engine_backends[] = AO_BACKEND_LIST(ao_engine);
+_Static_assert(offsetof(struct ao_engine_backend, device_backend) == 0, "backend_table.h");
 
 static const struct ao_engine_backend *backend_for(ao_device *dev)
 {
-    const char *name = ao_device_backend(dev);
-    for (size_t i = 0; i < sizeof engine_backends / sizeof engine_backends[0]; i++)
-        if (strcmp(engine_backends[i]->device_backend, name) == 0) return engine_backends[i];
-    ao_error("train", "the sharding engine has no kernels for the %s backend in this build", name);
+    const struct ao_engine_backend *backend = AO_BACKEND_FIND(engine_backends, dev);
+    if (backend) return backend;
+    ao_error("train", "the sharding engine has no kernels for the %s backend in this build",
+             ao_device_backend(dev));
     ao_hint("use --backend cpu");
     return NULL;
 }

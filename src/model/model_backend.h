@@ -2,9 +2,9 @@
  * state every backend shares.
  *
  * model.c checks the shape and the arguments and dispatches each pass through
- * the table of the device's backend; a backend only enqueues its work. A new
- * backend (model_cuda.c) adds its table here and to model.c's list, and
- * model.h's callers do not change.
+ * the table of the device's backend (found as runtime/backend_table.h says);
+ * a backend only enqueues its work. A new backend adds its table
+ * (ao_model_<name>_backend) here, and model.h's callers do not change.
  *
  * Activation layout, the same for every backend (N = B*T tokens):
  *   x[l], l = 0..L  [N, d]  input of encoder layer l+1 (x[0] the input stage's
