@@ -43,12 +43,11 @@ extern "C" {
 
 /* Programmatic dependent launch of the kernels below (kernels/common.cuh's
  * launch()), process-wide, on by default: each kernel is scheduled while the
- * one before it on its stream still runs, which hides the device's ~2 us
- * between kernels (default config, 1 H200: 4.7 -> 4.2 ms a step). The waiting
- * thread blocks hold SMs, though: a collective launched beside them waits
- * for SMs until a kernel boundary (large, 2 ranks: ~20 us later per
- * collective, time its event pair counts as communication). The engine turns
- * it off where collectives run beside the compute stream. */
+ * one before it on its stream still runs, which hides the device's latency
+ * between kernels. The waiting thread blocks hold SMs, though: a collective
+ * launched beside them waits for SMs until a kernel boundary (time its event
+ * pair counts as communication; bench/RESULTS.md). The engine turns it off
+ * where collectives run beside the compute stream. */
 void ao_cuda_set_dependent_launch(int on);
 
 /* ---- element-wise and row-wise --------------------------------------------- */

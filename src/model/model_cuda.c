@@ -56,7 +56,7 @@
 /* A dropout site's masks (kernels_cuda.h's bytes), a slice per layer,
  * written by the layer's forward under key[l] and read by its backward
  * under the same key instead of drawing them again: the backward kernels
- * were Philox-bound (bench/RESULTS.md, session 8). */
+ * were Philox-bound (bench/RESULTS.md). */
 typedef struct {
     uint8_t *mem;             /* NULL without dropout */
     size_t bytes;             /* per layer */

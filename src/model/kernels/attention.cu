@@ -513,7 +513,7 @@ template <ao_dtype T> struct softmax_dropout_out {
  * softmax_exp(x, max) * inv, so the same bits as the forward's y. Storing
  * 16-bit scores instead of float probabilities halves what the score GEMM
  * writes and softmax reads, and the backward reads 2 bytes a probability
- * instead of 4 (bench/RESULTS.md, session 9). */
+ * instead of 4. */
 template <ao_dtype T> struct softmax_recomputed_y {
     typed_load<T> x;
     const float2 *stats;

@@ -153,9 +153,8 @@ __device__ double block_sum(double v)
  * dropout tiles a block), so that a fused dropout derives a row's stream
  * (1 or 2 Philox calls) once per run instead of once an item, against 4
  * Philox blocks a lane an item: kRun where the launch keeps kMinRunBlocks
- * blocks, else 1. The default config's launches are a few hundred blocks;
- * runs of 4 there left SMs idle (3.25 -> 3.40 ms a step on 1xH200,
- * bench/RESULTS.md, session 11). */
+ * blocks, else 1: in launches of a few hundred blocks (the default config's)
+ * runs of 4 leave SMs idle (bench/RESULTS.md). */
 constexpr int kRun = 4;
 constexpr size_t kMinRunBlocks = 2048;
 

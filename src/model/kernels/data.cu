@@ -58,9 +58,8 @@ __global__ void data_field_kernel(data_fill_args a, uint32_t purpose)
 
 /* The teacher's dense projection u (dense_dim normals, the same for every
  * token) is drawn once a block into shared memory when it fits (u_shared):
- * per token it cost 128 double-precision Box-Muller draws on the large
- * config, 0.8-1.3 ms a step of SMs taken from the compute stream's kernels
- * (bench/RESULTS.md, session 11). The same floats either way. */
+ * drawn per token, its double-precision Box-Muller draws took SMs from the
+ * compute stream's kernels (bench/RESULTS.md). The same floats either way. */
 __global__ void teacher_target_kernel(data_fill_args a, int num_dense, int dense_dim,
                                       int num_sparse, bool u_shared)
 {

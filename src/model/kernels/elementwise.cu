@@ -103,10 +103,9 @@ constexpr int kDropGroups = 4;
  * applied: the values pass through unchanged, as a skipped dropout.
  * mask_out: also store each group's mask byte (group_factors); mask_in: read
  * them instead of drawing (a backward after its forward: no Philox).
- * At most 64 registers (4 blocks an SM): GELU + dropout went from 72 to 62
- * and 238 to 214 µs a large layer, dropout + GELU backward from 64 and 278
- * to 303 µs, about a wash over a step (Nsight Compute, bench/RESULTS.md,
- * session 7); every GPU measurement since was taken with it. */
+ * At most 64 registers (4 blocks an SM): faster for GELU + dropout, slower
+ * for dropout + GELU backward, about a wash over a step (Nsight Compute,
+ * bench/RESULTS.md); every GPU measurement since was taken with it. */
 template <bool Vec, class Map>
 __global__ void __launch_bounds__(kThreads, 4)
     dropout_kernel(Map m, size_t per_row, size_t tiles_per_row, size_t tiles, size_t run,

@@ -204,9 +204,9 @@ struct bias_grad_term {
         load_row<W>(dy, c, i, j, d);
         for (int l = 0; l < W; l++) v[l] = sum2{(double)d[l], 0.0};
     }
-    /* One column a thread: float4s made the bias sums slower (large, 2
-     * ranks: 2.45 against 2.13 ms a step, visit 6), a quarter of the blocks
-     * for a single output; the LayerNorm sums (two outputs) got faster. */
+    /* One column a thread: float4s made the bias sums slower, a quarter of
+     * the blocks for a single output; the LayerNorm sums (two outputs) got
+     * faster (bench/RESULTS.md). */
     int width() const
     {
         return 1;
@@ -245,12 +245,10 @@ __device__ float layernorm_out(float x, double m, double rs, float g, float b)
 /* Rows with c % 4 == 0 and aligned pointers (the model's) go a block a row,
  * each thread holding K float4s of the row (and of dy in the backward) in
  * registers from one load: the row is read from memory once, where a warp a
- * row re-read it for each of its passes. On config/large.yaml's 2048-wide
- * rows (H200, bench/RESULTS.md session 9) the forward went from 72 to 42 us
- * a call; the backward, with two arrays a row and a block sync between its
- * passes, runs about as the warp-a-row kernel did (116 against ~106 us).
- * The per-element math is the reference's; only the order of the double
- * sums differs (their rounding). Other rows go a warp a row, scalar. */
+ * row re-reads it for each of its passes (the forward's gain; the backward,
+ * with two arrays a row and a block sync between its passes, runs about as
+ * a warp a row does: bench/RESULTS.md). The per-element math is the reference's; only the order of
+ * the double sums differs (their rounding). Other rows go a warp a row, scalar. */
 constexpr int kRowMaxK = 8; /* so rows of up to kRowMaxK * 4 * kThreads floats */
 
 template <int K> struct row_k {
@@ -380,9 +378,9 @@ struct no_ln_tail {
 /* dx of row `row`, by the whole block (layernorm_forward_rows_kernel's
  * layout: thread t holds float4s t + k * kThreads of x and dy). */
 /* Blocks a backward kernel of K float4s a thread asks room for: 4 (64
- * registers) for the model's rows, 37.5 % occupancy at the 72 registers it
- * would take otherwise, too few rows in flight for the memory (Nsight
- * Compute, bench/RESULTS.md session 9); 2 where 64 would spill. */
+ * registers) for the model's rows, since the registers it would take
+ * otherwise leave too few rows in flight for the memory (Nsight Compute,
+ * bench/RESULTS.md); 2 where 64 would spill. */
 template <int K> constexpr int kRowMinBlocks = K <= 2 ? 4 : 2;
 
 template <int K, class Tail>
