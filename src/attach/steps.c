@@ -6,6 +6,8 @@
 #include "attach/steps.h"
 #include "core/error.h"
 
+#define MAX_PENDING (4u << 20)
+
 typedef struct pending {
     ao_cupti_record r;
     uint64_t arrived;
@@ -42,6 +44,8 @@ struct ao_steps {
     int64_t horizon;      /* largest id of a settled record */
     uint64_t settled_end; /* latest end of a settled record (windows) */
     int64_t done_corr;    /* records up to this id belong to emitted steps */
+    int64_t consumed;     /* the largest id of a record consumed */
+    long long emitted;
     int have_w0;
     uint64_t w0, done_t; /* windows: origin; device time up to which windows are done */
     ao_op *ops;
@@ -287,6 +291,7 @@ static void emit(ao_steps *s, const pending *recs, size_t n, ao_step_source src,
     qsort(s->ops, n, sizeof *s->ops, by_op_start);
     ao_step_out out = {.step = step, .source = src, .name = name, .ops = s->ops, .nops = n};
     ao_overlap_compute(s->ops, n, s->o.world_size, &out.m);
+    s->emitted++;
     fn(ctx, &out);
 }
 
@@ -299,6 +304,8 @@ static void mark_unseen(ao_steps *s)
 /* Drop the first k records (sorted by id). */
 static void consume(ao_steps *s, size_t k)
 {
+    for (size_t i = 0; i < k; i++)
+        if (s->recs[i].r.correlation > s->consumed) s->consumed = s->recs[i].r.correlation;
     memmove(s->recs, s->recs + k, (s->n - k) * sizeof *s->recs);
     s->n -= k;
 }
@@ -426,17 +433,17 @@ void ao_steps_advance(ao_steps *s, uint64_t now_ns, int final, ao_step_emit_fn f
         want = s->source; /* not before the first range */
     }
     if (want > s->source) {
-        /* leaving windows: their done time as ids */
-        if (s->source == AO_STEP_WINDOW) {
-            size_t k = 0;
-            while (k < s->n && mid(&s->recs[k].r) < s->done_t) k++;
-            if (k) s->done_corr = s->recs[k - 1].r.correlation;
-        }
+        /* leaving windows: what they took, by id */
+        if (s->source == AO_STEP_WINDOW) s->done_corr = s->consumed;
         set_source(s, want);
     }
     switch (s->source) {
     case AO_STEP_NVTX:
         advance_nvtx(s, final, fn, ctx);
+        if (s->n > MAX_PENDING) { /* no range ends any more (marks lost): bound memory */
+            s->outside += s->n - MAX_PENDING / 2;
+            consume(s, s->n - MAX_PENDING / 2);
+        }
         if (final) {
             s->outside += s->n;
             s->n = 0;

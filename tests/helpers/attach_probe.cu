@@ -1,0 +1,179 @@
+// A CUDA program with a known overlap, for aorta attach's GPU test
+// (tests/gpu/attach.sh). Every step, inside an NVTX range "step":
+//   stream 1: compute_a (6 ms) then compute_b (4 ms), spinning on the GPU's
+//             global timer, so their lengths are what they are asked to be;
+//   stream 2: fake_comm (8 ms), after compute_a (an event), so it runs
+//             beside compute_b: 4 ms of it hidden, 4 ms exposed;
+//   stream 3: a 64 MiB host-to-device copy from pinned memory.
+// Events around each piece measure what really ran; one JSON line a step
+// (stdout) gives the expected §7 numbers. With --own-cupti K, the program is
+// also a second CUPTI client for steps K and K+1 (registers its buffers,
+// enables kernel activity, disables it after), as torch.profiler would be:
+// it prints how many kernels it saw, which must be all of them.
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cupti.h>
+#include <nvtx3/nvToolsExt.h>
+
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (x);                                                                      \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "attach_probe: %s: %s\n", #x, cudaGetErrorString(e_));                 \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+__device__ static unsigned long long now_ns()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__global__ void compute_a(unsigned long long ns)
+{
+    unsigned long long t0 = now_ns();
+    while (now_ns() - t0 < ns) {
+    }
+}
+__global__ void compute_b(unsigned long long ns)
+{
+    unsigned long long t0 = now_ns();
+    while (now_ns() - t0 < ns) {
+    }
+}
+__global__ void fake_comm(unsigned long long ns)
+{
+    unsigned long long t0 = now_ns();
+    while (now_ns() - t0 < ns) {
+    }
+}
+
+// ---- the second CUPTI client (through the process's symbol scope, as a
+// program linked with libcupti would call it) ----------------------------------
+static size_t own_kernels;
+static void CUPTIAPI own_request(uint8_t **b, size_t *size, size_t *max)
+{
+    *size = 1 << 20;
+    *b = (uint8_t *)aligned_alloc(8, *size);
+    *max = 0;
+}
+static CUptiResult (*next_record)(uint8_t *, size_t, CUpti_Activity **);
+static void CUPTIAPI own_complete(CUcontext, uint32_t, uint8_t *b, size_t, size_t valid)
+{
+    CUpti_Activity *a = NULL;
+    while (next_record(b, valid, &a) == CUPTI_SUCCESS)
+        if (a->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) own_kernels++;
+    free(b);
+}
+static void *sym(const char *name)
+{
+    void *p = dlsym(RTLD_DEFAULT, name);
+    if (!p) {
+        static void *lib;
+        if (!lib) lib = dlopen("libcupti.so", RTLD_NOW | RTLD_GLOBAL);
+        if (!lib) lib = dlopen("libcupti.so.13", RTLD_NOW | RTLD_GLOBAL);
+        p = dlsym(RTLD_DEFAULT, name); // the global scope: aorta's stand-ins come first
+    }
+    if (!p) {
+        fprintf(stderr, "attach_probe: no %s\n", name);
+        exit(1);
+    }
+    return p;
+}
+
+int main(int argc, char **argv)
+{
+    int steps = 6, own = -1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--own-cupti") && i + 1 < argc) own = atoi(argv[++i]);
+    }
+    cudaError_t first = cudaFree(0); // CUDA first: the injection sets NVTX up when CUDA starts
+    if (first == cudaErrorNoDevice || first == cudaErrorInsufficientDriver) {
+        printf("SKIP: no CUDA device (%s)\n", cudaGetErrorString(first));
+        return 77;
+    }
+    CHECK(first);
+    cudaStream_t s1, s2, s3;
+    CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&s3, cudaStreamNonBlocking));
+    const size_t bytes = 64u << 20;
+    void *host, *dev;
+    CHECK(cudaMallocHost(&host, bytes));
+    CHECK(cudaMalloc(&dev, bytes));
+    memset(host, 1, bytes);
+    cudaEvent_t e[8];
+    for (int i = 0; i < 8; i++) CHECK(cudaEventCreate(&e[i]));
+    const unsigned long long ms = 1000000ull;
+    CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) = NULL;
+    CUptiResult (*enable)(CUpti_ActivityKind) = NULL, (*disable)(CUpti_ActivityKind) = NULL;
+    CUptiResult (*flush)(uint32_t) = NULL;
+    if (own >= 0) {
+        *(void **)&reg = sym("cuptiActivityRegisterCallbacks");
+        *(void **)&enable = sym("cuptiActivityEnable");
+        *(void **)&disable = sym("cuptiActivityDisable");
+        *(void **)&flush = sym("cuptiActivityFlushAll");
+        *(void **)&next_record = sym("cuptiActivityGetNextRecord");
+    }
+    size_t launched_own = 0;
+    for (int step = 0; step < steps; step++) {
+        if (step == own) {
+            if (reg(own_request, own_complete) != CUPTI_SUCCESS ||
+                enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+                fprintf(stderr, "attach_probe: CUPTI refused the second client\n");
+                return 1;
+            }
+        }
+        nvtxRangePushA("step");
+        CHECK(cudaEventRecord(e[0], s1));
+        compute_a<<<1, 1, 0, s1>>>(6 * ms);
+        CHECK(cudaEventRecord(e[1], s1));
+        CHECK(cudaStreamWaitEvent(s2, e[1], 0));
+        CHECK(cudaStreamWaitEvent(s3, e[0], 0));
+        CHECK(cudaEventRecord(e[6], s3));
+        CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s3));
+        CHECK(cudaEventRecord(e[7], s3));
+        CHECK(cudaEventRecord(e[3], s2));
+        fake_comm<<<1, 1, 0, s2>>>(8 * ms);
+        CHECK(cudaEventRecord(e[4], s2));
+        compute_b<<<1, 1, 0, s1>>>(4 * ms);
+        CHECK(cudaEventRecord(e[2], s1));
+        nvtxRangePop();
+        CHECK(cudaDeviceSynchronize());
+        if (step == own || step == own + 1) launched_own += 3;
+        if (step == own + 1) {
+            flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+            disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+            flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+            printf("{\"own_cupti_kernels\": %zu, \"own_cupti_launched\": %zu}\n", own_kernels,
+                   launched_own);
+        }
+        // expected, in ms from e0: compute [0, c_end] (a then b, back to
+        // back), comm [m0, m1], copy [x0, x1]
+        float c_mid, c_end, m0, m1, x0, x1;
+        CHECK(cudaEventElapsedTime(&c_mid, e[0], e[1]));
+        CHECK(cudaEventElapsedTime(&c_end, e[0], e[2]));
+        CHECK(cudaEventElapsedTime(&m0, e[0], e[3]));
+        CHECK(cudaEventElapsedTime(&m1, e[0], e[4]));
+        CHECK(cudaEventElapsedTime(&x0, e[0], e[6]));
+        CHECK(cudaEventElapsedTime(&x1, e[0], e[7]));
+        float lo = x0 < 0 ? x0 : 0, hi = c_end;
+        if (m1 > hi) hi = m1;
+        if (x1 > hi) hi = x1;
+        float ov = (c_end < m1 ? c_end : m1) - m0;
+        printf("{\"step\": %d, \"step_ms\": %.4f, \"compute_ms\": %.4f, \"comm_ms\": %.4f, "
+               "\"copy_ms\": %.4f, \"overlap_ms\": %.4f, \"exposed_comm_ms\": %.4f, "
+               "\"compute_a_ms\": %.4f}\n",
+               step, hi - lo, c_end, m1 - m0, x1 - x0, ov > 0 ? ov : 0,
+               (m1 - m0) - (ov > 0 ? ov : 0), c_mid);
+        fflush(stdout);
+    }
+    return 0;
+}
