@@ -68,13 +68,15 @@ if [ "$what" = torch ] || [ "$what" = all ]; then
     "$aorta" attach --output "$out" --run-name attach-torch -- \
         "${launch[@]}" "$here/torch_attach.py" --steps "$steps" \
         >"$out/torch-attach.out" 2>"$out/torch-attach.err"
+    stamp "torch, alone again (the script's own run-to-run spread)"
+    "${launch[@]}" "$here/torch_attach.py" --steps "$steps" >"$out/torch-plain2.out" 2>"$out/torch-plain2.err"
     stamp "torch, under aorta attach, torch.profiler on steps 10..12"
     "$aorta" attach --output "$out" --run-name attach-torch-prof -- \
         "${launch[@]}" "$here/torch_attach.py" --steps 16 --profile 10:13 \
         --trace "$out/torch-kineto.json" >"$out/torch-prof.out" 2>"$out/torch-prof.err" || true
     stamp "compare"
     "$py" "$here/attach_compare.py" torch "$out/torch-plain.out" "$out/torch-attach.out" \
-        "$out/attach-torch" --skip 5 | tee "$out/torch-compare.json"
+        "$out/attach-torch" "$out/torch-plain2.out" --skip 5 | tee "$out/torch-compare.json"
     grep profiler_cuda_kernels "$out/torch-prof.out" || echo "no profiler line"
     cat "$out/attach-torch-prof/rank_00_attach.json" 2>/dev/null || tail -5 "$out/torch-prof.err"
     grep -h "aorta" "$out/torch-prof.err" | head -5 || true

@@ -6,10 +6,10 @@
         event-based records of the same run, per step; medians against a
         separate profiling.kernel_trace=true run's kernel view
         (extra.overlap_kernels) when given.
-    attach_compare.py torch PLAIN_OUT ATTACH_OUT ATTACH_RUN [--skip N]
+    attach_compare.py torch PLAIN_OUT ATTACH_OUT ATTACH_RUN [PLAIN2_OUT] [--skip N]
         step time of the PyTorch script with and without attach (overhead),
-        its losses (the job's results must not change), and attach's step
-        count.
+        its losses (the job's results must not change: against a second
+        plain run's, the script's own run-to-run spread), and attach's steps.
 Prints one JSON object; exit 0 (the numbers are the result, not a verdict).
 """
 import json
@@ -75,10 +75,16 @@ def torch_cmp(args, skip):
     att = [d for d in lines(args[1]) if "step" in d]
     p = statistics.median(d["step_ms"] for d in plain if d["step"] >= skip)
     a = statistics.median(d["step_ms"] for d in att if d["step"] >= skip)
-    same = all(x["loss"] == y["loss"] for x, y in zip(plain, att))
+    def loss_diff(x, y):
+        return max(abs(u["loss"] - v["loss"]) / abs(v["loss"]) for u, v in zip(x, y))
     recs = records(args[2])
-    return {"plain_step_ms_median": p, "attach_step_ms_median": a, "overhead_pct": (a - p) / p * 100,
-            "losses_identical": same, "attach_steps": len(recs),
+    res2 = {}
+    if len(args) > 3:
+        plain2 = [d for d in lines(args[3]) if "step" in d]
+        res2 = {"loss_max_rel_diff_plain_vs_plain": loss_diff(plain2, plain),
+                "plain2_step_ms_median": statistics.median(d["step_ms"] for d in plain2 if d["step"] >= skip)}
+    return {**res2, "plain_step_ms_median": p, "attach_step_ms_median": a, "overhead_pct": (a - p) / p * 100,
+            "loss_max_rel_diff_attach_vs_plain": loss_diff(att, plain), "attach_steps": len(recs),
             "attach_step_ms_median_own": statistics.median(r["step_ms"] for r in recs[skip:]) if len(recs) > skip else None,
             "attach_overlap_ratio_median": statistics.median(r["overlap_ratio"] for r in recs[skip:] if r["overlap_ratio"] is not None) if len(recs) > skip and any(r["overlap_ratio"] is not None for r in recs[skip:]) else None}
 

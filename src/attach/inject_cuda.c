@@ -94,7 +94,7 @@ static struct {
     size_t nevents, capevents;
     open_range *ranges;
     size_t nranges, capranges;
-    int activity_on, subscribed, lost_subscriber;
+    int activity_on, subscribed;
     unsigned foreign_kinds;
     int foreign_registered;
     CUpti_BuffersCallbackRequestFunc their_request;
@@ -113,6 +113,18 @@ static struct {
 } G = {.qmu = PTHREAD_MUTEX_INITIALIZER,
        .qcv = PTHREAD_COND_INITIALIZER,
        .ctl = PTHREAD_MUTEX_INITIALIZER};
+
+/* The other client's subscription, when attach rides on it (below). */
+#define MAX_CBID 4096
+
+static struct {
+    int active;
+    CUpti_SubscriberHandle h;
+    CUpti_CallbackFunc cb;
+    void *ud;
+    uint8_t all[CUPTI_CB_DOMAIN_SIZE];
+    uint8_t cbid[CUPTI_CB_DOMAIN_SIZE][MAX_CBID];
+} T;
 
 static uint64_t mono_ns(void)
 {
@@ -336,18 +348,28 @@ static const CUpti_CallbackId driver_cbids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz,
 };
 
-/* Subscribe and enable the launch and NVTX callbacks (ctl held). */
+/* Enable the launch and NVTX callbacks on sub (ours, or the other
+ * client's that ours rides on). */
+static CUptiResult enable_ours(CUpti_SubscriberHandle sub)
+{
+    CUptiResult r = CUPTI_SUCCESS;
+    for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof runtime_cbids / sizeof *runtime_cbids; i++)
+        r = G.f.enable_callback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_cbids[i]);
+    for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof driver_cbids / sizeof *driver_cbids; i++)
+        r = G.f.enable_callback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_cbids[i]);
+    if (r == CUPTI_SUCCESS) r = G.f.enable_domain(1, sub, CUPTI_CB_DOMAIN_NVTX);
+    return r;
+}
+
+/* Subscribe ours, or ride on the other client's subscription (ctl held). */
 static CUptiResult subscribe(void)
 {
     if (!G.f.subscribe || !G.f.enable_callback || !G.f.enable_domain)
         return CUPTI_ERROR_NOT_SUPPORTED;
+    if (T.active) return enable_ours(T.h);
     CUptiResult r = G.f.subscribe(&G.sub, on_callback, NULL);
     if (r != CUPTI_SUCCESS) return r;
-    for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof runtime_cbids / sizeof *runtime_cbids; i++)
-        r = G.f.enable_callback(1, G.sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_cbids[i]);
-    for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof driver_cbids / sizeof *driver_cbids; i++)
-        r = G.f.enable_callback(1, G.sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_cbids[i]);
-    if (r == CUPTI_SUCCESS) r = G.f.enable_domain(1, G.sub, CUPTI_CB_DOMAIN_NVTX);
+    r = enable_ours(G.sub);
     if (r != CUPTI_SUCCESS) {
         G.f.unsubscribe(G.sub);
         return r;
@@ -380,7 +402,7 @@ static void push_event(int on)
 /* ---- a second CUPTI client ---------------------------------------------------- */
 
 /* ctl held. `what` names the call that showed the other client. */
-static void step_aside(const char *what, int drop_subscriber)
+static void step_aside(const char *what)
 {
     if (!G.on) return;
     if (!G.foreign[0]) {
@@ -395,11 +417,6 @@ static void step_aside(const char *what, int drop_subscriber)
         G.activity_on = 0;
         push_event(1);
     }
-    if (drop_subscriber && G.subscribed) {
-        G.f.unsubscribe(G.sub);
-        G.subscribed = 0;
-        G.lost_subscriber = 1;
-    }
 }
 
 /* ctl held: the other client is done with activity. */
@@ -409,9 +426,26 @@ static void come_back(void)
     if (activity_on() == CUPTI_SUCCESS) push_event(0);
 }
 
+/* libcupti's own entry point: the next definition after this library's in
+ * the global scope, else the copy loaded in a local scope (Python loads
+ * PyTorch's libcupti with its extension modules, RTLD_LOCAL): the caller of a
+ * cupti* function has it loaded. */
+static void *real_sym(const char *name)
+{
+    void *p = dlsym(RTLD_NEXT, name);
+    if (p) return p;
+    if (G.f.lib && (p = dlsym(G.f.lib, name))) return p;
+    static const char *const libs[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+    for (size_t i = 0; i < sizeof libs / sizeof *libs && !p; i++) {
+        void *h = dlopen(libs[i], RTLD_NOW | RTLD_NOLOAD);
+        if (h) p = dlsym(h, name);
+    }
+    return p;
+}
+
 #define REAL(name, params)                                                                         \
     static CUptiResult(*real) params;                                                              \
-    if (!real) *(void **)&real = dlsym(RTLD_NEXT, name);                                           \
+    if (!real) *(void **)&real = real_sym(name);                                                   \
     if (!real) return CUPTI_ERROR_NOT_INITIALIZED
 
 AO_EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(
@@ -420,7 +454,7 @@ AO_EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(
     REAL("cuptiActivityRegisterCallbacks",
          (CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc));
     pthread_mutex_lock(&G.ctl);
-    step_aside("cuptiActivityRegisterCallbacks", 0);
+    step_aside("cuptiActivityRegisterCallbacks");
     pthread_mutex_lock(&G.qmu);
     G.their_request = req;
     G.their_complete = comp;
@@ -435,7 +469,7 @@ AO_EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
 {
     REAL("cuptiActivityEnable", (CUpti_ActivityKind));
     pthread_mutex_lock(&G.ctl);
-    step_aside("cuptiActivityEnable", 0);
+    step_aside("cuptiActivityEnable");
     /* it registered once and we took the callbacks back since: give them back */
     if (G.foreign_registered && G.on && !G.foreign_kinds)
         G.f.register_callbacks(G.their_request, G.their_complete);
@@ -456,13 +490,98 @@ AO_EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind)
     return r;
 }
 
+/* ---- one subscriber for two clients ----------------------------------------------
+ * The other client subscribes with a trampoline that calls attach's callback
+ * (launches, NVTX) and the other's for what it enabled; attach's callbacks
+ * are enabled on the shared handle, and its disables leave attach's on. */
+
+static int theirs(CUpti_CallbackDomain d, CUpti_CallbackId id)
+{
+    if ((unsigned)d >= CUPTI_CB_DOMAIN_SIZE) return 1;
+    return T.all[d] || id >= MAX_CBID || T.cbid[d][id];
+}
+
+static int ours(CUpti_CallbackDomain d, CUpti_CallbackId id)
+{
+    const CUpti_CallbackId *ids = d == CUPTI_CB_DOMAIN_RUNTIME_API  ? runtime_cbids
+                                  : d == CUPTI_CB_DOMAIN_DRIVER_API ? driver_cbids
+                                                                    : NULL;
+    size_t n = d == CUPTI_CB_DOMAIN_RUNTIME_API  ? sizeof runtime_cbids / sizeof *runtime_cbids
+               : d == CUPTI_CB_DOMAIN_DRIVER_API ? sizeof driver_cbids / sizeof *driver_cbids
+                                                 : 0;
+    if (d == CUPTI_CB_DOMAIN_NVTX) return 1;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == id) return 1;
+    return 0;
+}
+
+static void CUPTIAPI trampoline(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
+                                const void *data)
+{
+    (void)ud;
+    if (G.on && ours(d, id)) on_callback(NULL, d, id, data);
+    if (T.cb && theirs(d, id)) T.cb(T.ud, d, id, data);
+}
+
 AO_EXPORT CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb,
                                               void *ud)
 {
     REAL("cuptiSubscribe", (CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *));
     pthread_mutex_lock(&G.ctl);
-    if (G.subscribed) step_aside("cuptiSubscribe", 1);
-    CUptiResult r = real(sub, cb, ud);
+    int had = G.subscribed;
+    if (had) { /* CUPTI holds one: ours makes way, then rides on theirs */
+        G.f.unsubscribe(G.sub);
+        G.subscribed = 0;
+    }
+    CUptiResult r = real(sub, trampoline, NULL);
+    if (r == CUPTI_SUCCESS) {
+        memset(&T, 0, sizeof T);
+        T.active = 1;
+        T.h = *sub;
+        T.cb = cb;
+        T.ud = ud;
+        if (G.on) enable_ours(T.h);
+    } else if (had) {
+        subscribe();
+    }
+    pthread_mutex_unlock(&G.ctl);
+    return r;
+}
+
+AO_EXPORT CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle sub,
+                                                   CUpti_CallbackDomain d, CUpti_CallbackId id)
+{
+    REAL("cuptiEnableCallback",
+         (uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId));
+    if (!T.active || sub != T.h) return real(enable, sub, d, id);
+    pthread_mutex_lock(&G.ctl);
+    if ((unsigned)d < CUPTI_CB_DOMAIN_SIZE && id < MAX_CBID) T.cbid[d][id] = enable != 0;
+    CUptiResult r = real(enable || (G.on && ours(d, id)), sub, d, id);
+    pthread_mutex_unlock(&G.ctl);
+    return r;
+}
+
+AO_EXPORT CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle sub,
+                                                 CUpti_CallbackDomain d)
+{
+    REAL("cuptiEnableDomain", (uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain));
+    if (!T.active || sub != T.h) return real(enable, sub, d);
+    pthread_mutex_lock(&G.ctl);
+    if ((unsigned)d < CUPTI_CB_DOMAIN_SIZE) T.all[d] = enable != 0;
+    CUptiResult r = real(enable, sub, d);
+    if (!enable && G.on) enable_ours(sub); /* what attach needs stays on */
+    pthread_mutex_unlock(&G.ctl);
+    return r;
+}
+
+AO_EXPORT CUptiResult CUPTIAPI cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle sub)
+{
+    REAL("cuptiEnableAllDomains", (uint32_t, CUpti_SubscriberHandle));
+    if (!T.active || sub != T.h) return real(enable, sub);
+    pthread_mutex_lock(&G.ctl);
+    memset(T.all, enable != 0, sizeof T.all);
+    CUptiResult r = real(enable, sub);
+    if (!enable && G.on) enable_ours(sub);
     pthread_mutex_unlock(&G.ctl);
     return r;
 }
@@ -470,9 +589,14 @@ AO_EXPORT CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti
 AO_EXPORT CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle sub)
 {
     REAL("cuptiUnsubscribe", (CUpti_SubscriberHandle));
-    CUptiResult r = real(sub);
     pthread_mutex_lock(&G.ctl);
-    if (G.on && G.lost_subscriber && subscribe() == CUPTI_SUCCESS) G.lost_subscriber = 0;
+    int shared = T.active && sub == T.h;
+    CUptiResult r = real(sub);
+    if (shared) {
+        T.active = 0;
+        T.cb = NULL;
+        if (G.on) subscribe(); /* ours alone again */
+    }
     pthread_mutex_unlock(&G.ctl);
     return r;
 }
@@ -481,15 +605,21 @@ AO_EXPORT CUptiResult CUPTIAPI cuptiFinalize(void)
 {
     REAL("cuptiFinalize", (void));
     pthread_mutex_lock(&G.ctl);
-    step_aside("cuptiFinalize", 1);
+    step_aside("cuptiFinalize");
+    if (G.subscribed) {
+        G.f.unsubscribe(G.sub);
+        G.subscribed = 0;
+    }
     CUptiResult r = real();
-    /* CUPTI starts afresh at its next call: take activity and callbacks up
-     * again */
+    /* CUPTI starts afresh at its next call, every subscription gone: take
+     * activity and callbacks up again */
+    T.active = 0;
+    T.cb = NULL;
     G.foreign_kinds = 0;
     G.foreign_registered = 0;
     if (G.on) {
         come_back();
-        if (G.lost_subscriber && subscribe() == CUPTI_SUCCESS) G.lost_subscriber = 0;
+        subscribe();
     }
     pthread_mutex_unlock(&G.ctl);
     return r;
@@ -670,13 +800,13 @@ static int start(void)
     pthread_mutex_lock(&G.ctl);
     G.on = 1;
     CUptiResult r = subscribe();
-    if (r != CUPTI_SUCCESS) {
-        G.lost_subscriber = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
-        step_aside(r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
-                       ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
-                       : ao_cupti_result_text(&G.f, r),
-                   0);
+    if (r != CUPTI_SUCCESS) { /* a client this library did not see (not preloaded) */
+        snprintf(G.foreign, sizeof G.foreign, "cuptiSubscribe: %s", ao_cupti_result_text(&G.f, r));
+        ao_warn("attach: no CUPTI callbacks in pid %d (%s: another CUPTI client?); steps come "
+                "from kernels or windows, not NVTX",
+                (int)getpid(), ao_cupti_result_text(&G.f, r));
     }
+    if (G.foreign_kinds) step_aside("cuptiActivityEnable before CUDA started");
     r = G.foreign_kinds ? CUPTI_ERROR_NOT_READY : activity_on();
     pthread_mutex_unlock(&G.ctl);
     if (r != CUPTI_SUCCESS && !G.foreign_kinds) {
