@@ -78,6 +78,13 @@ if [ "$what" = torch ] || [ "$what" = all ]; then
     "$py" "$here/attach_compare.py" torch "$out/torch-plain.out" "$out/torch-attach.out" \
         "$out/attach-torch" "$out/torch-plain2.out" --skip 5 | tee "$out/torch-compare.json"
     grep profiler_cuda_kernels "$out/torch-prof.out" || echo "no profiler line"
+    if [ -s "$out/torch-kineto.json" ]; then
+        stamp "aorta analyze of the profiler's Kineto trace"
+        "$aorta" analyze "$out/torch-kineto.json" --step '^step$' --output "$out" \
+            --run-name analyze-kineto >"$out/analyze.log" 2>&1 &&
+            "$py" "$here/attach_compare.py" kineto "$out/attach-torch-prof" \
+                "$out/analyze-kineto" --skip 3 | tee "$out/kineto-compare.json"
+    fi
     cat "$out/attach-torch-prof/rank_00_attach.json" 2>/dev/null || tail -5 "$out/torch-prof.err"
     grep -h "aorta" "$out/torch-prof.err" | head -5 || true
 fi

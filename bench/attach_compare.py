@@ -10,6 +10,10 @@
         step time of the PyTorch script with and without attach (overhead),
         its losses (the job's results must not change: against a second
         plain run's, the script's own run-to-run spread), and attach's steps.
+    attach_compare.py kineto ATTACH_RUN ANALYZE_RUN [--skip N]
+        attach's step medians (the steps it saw) against `aorta analyze` of
+        the Kineto trace torch.profiler wrote of the steps attach could not
+        see (the two CUPTI clients cannot record one step together).
 Prints one JSON object; exit 0 (the numbers are the result, not a verdict).
 """
 import json
@@ -89,6 +93,20 @@ def torch_cmp(args, skip):
             "attach_overlap_ratio_median": statistics.median(r["overlap_ratio"] for r in recs[skip:] if r["overlap_ratio"] is not None) if len(recs) > skip and any(r["overlap_ratio"] is not None for r in recs[skip:]) else None}
 
 
+def kineto(args, skip):
+    att = [r for r in records(args[0]) if r["step"] >= skip]
+    ana = records(args[1])
+    res = {"attach_steps": len(att), "analyze_steps": len(ana)}
+    for f in FIELDS + ("copy_ms", "idle_ms"):
+        a = [r[f] for r in att if r[f] is not None]
+        k = [r[f] for r in ana if r[f] is not None]
+        if a and k:
+            ma, mk = statistics.median(a), statistics.median(k)
+            res[f] = {"attach_median": ma, "analyze_kineto_median": mk,
+                      "rel_diff": abs(ma - mk) / max(abs(mk), 1e-9)}
+    return res
+
+
 def main():
     argv = sys.argv[1:]
     skip = 5
@@ -97,7 +115,7 @@ def main():
         skip = int(argv[i + 1])
         del argv[i:i + 2]
     mode, rest = argv[0], argv[1:]
-    res = train(rest, skip) if mode == "train" else torch_cmp(rest, skip)
+    res = train(rest, skip) if mode == "train" else kineto(rest, skip) if mode == "kineto" else torch_cmp(rest, skip)
     print(json.dumps(res, indent=1))
 
 

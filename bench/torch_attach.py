@@ -8,7 +8,7 @@ aorta.
     torchrun --nproc_per_node 2 torch_attach.py ...   (DDP over NCCL)
 
 Each step is an NVTX range "step" (torch.cuda.nvtx.range, as a user writes
-it) holding forward, backward, grad clipping and AdamW; CUDA events around it
+it; also a torch.profiler annotation "step" for the Kineto trace) holding forward, backward, grad clipping and AdamW; CUDA events around it
 time the step. One JSON line per step on rank 0's stdout: step, step_ms, loss.
 --profile A:B records steps A..B-1 with torch.profiler (a second CUPTI
 client); the line {"profiler_cuda_kernels": n, "profiler_steps": [A, B)} says
@@ -91,7 +91,9 @@ def main():
         target = torch.rand(a.batch, a.seq, device=dev)
         weight = torch.rand(a.batch, a.seq, device=dev)
         start.record()
-        with torch.cuda.nvtx.range("step"):
+        # the NVTX range is attach's step; the same name as a profiler
+        # annotation is `aorta analyze --step '^step$'`'s in the Kineto trace
+        with torch.cuda.nvtx.range("step"), torch.profiler.record_function("step"):
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 z = model(dense, ids)
             loss = (nn.functional.binary_cross_entropy_with_logits(

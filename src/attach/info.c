@@ -150,12 +150,13 @@ int ao_attach_info_write(const ao_attach_info *in, const ao_steps_stats *st)
 
 int ao_attach_extra_gen(void *ctx, yajl_gen g)
 {
-    const ao_attach_extra *e = ctx;
-    yajl_gen_status s = ao_json_gen_str(g, "step_source");
-    if (s == yajl_gen_status_ok) s = ao_json_gen_str(g, ao_step_source_name(e->source));
+    const ao_step_out *o = ((const ao_attach_extra *)ctx)->s;
+    yajl_gen_status s = ao_step_result_gen_extra(g, o->analysis);
+    if (s == yajl_gen_status_ok) s = ao_json_gen_str(g, "step_source");
+    if (s == yajl_gen_status_ok) s = ao_json_gen_str(g, ao_step_source_name(o->source));
     if (s == yajl_gen_status_ok) s = ao_json_gen_str(g, "step_name");
-    if (s == yajl_gen_status_ok) s = ao_json_gen_str(g, e->name);
+    if (s == yajl_gen_status_ok) s = ao_json_gen_str(g, o->name);
     if (s == yajl_gen_status_ok) s = ao_json_gen_str(g, "activities");
-    if (s == yajl_gen_status_ok) s = yajl_gen_integer(g, (long long)e->activities);
+    if (s == yajl_gen_status_ok) s = yajl_gen_integer(g, (long long)o->nops);
     return s != yajl_gen_status_ok;
 }

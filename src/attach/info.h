@@ -30,11 +30,11 @@ void ao_attach_info_step(ao_attach_info *in, const ao_step_out *s);
  * after a warning. */
 int ao_attach_info_write(const ao_attach_info *in, const ao_steps_stats *st);
 
-/* The JSONL record's "extra": step_source, step_name, activities. */
+/* The JSONL record's "extra": what `aorta analyze` writes beside §7 (host
+ * wait, comm and exposure by kind), then step_source, step_name,
+ * activities. */
 typedef struct ao_attach_extra {
-    ao_step_source source;
-    const char *name;
-    size_t activities;
+    const ao_step_out *s;
 } ao_attach_extra;
 int ao_attach_extra_gen(void *ctx, yajl_gen g);
 

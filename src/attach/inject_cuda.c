@@ -639,7 +639,7 @@ static void write_step(void *ctx, const ao_step_out *s)
     r.step = s->step;
     r.wall_time = G.anchor_wall + s->m.window_start_us / 1e6;
     r.m = s->m;
-    ao_attach_extra ex = {s->source, s->name, s->nops};
+    ao_attach_extra ex = {s};
     r.extra = ao_attach_extra_gen;
     r.extra_ctx = &ex;
     if (ao_jsonl_append(G.w, &r) != 0) { /* disk full...: stop writing, keep the job */

@@ -26,8 +26,8 @@ typedef struct aside {
 struct ao_steps {
     ao_steps_opts o;
     uint64_t anchor;
-    regex_t nvtx, kernel, comm;
-    int have_comm;
+    regex_t nvtx, kernel;
+    ao_classifier classifier;
     pending *recs;
     size_t n, cap;
     mark *marks;
@@ -48,8 +48,6 @@ struct ao_steps {
     long long emitted;
     int have_w0;
     uint64_t w0, done_t; /* windows: origin; device time up to which windows are done */
-    ao_op *ops;
-    size_t cap_ops;
 };
 
 const char *ao_step_source_name(ao_step_source s)
@@ -100,14 +98,11 @@ ao_steps *ao_steps_new(const ao_steps_opts *o, uint64_t anchor_ns)
         free(s);
         return NULL;
     }
-    if (s->o.comm_regex) {
-        if (regcomp(&s->comm, s->o.comm_regex, REG_EXTENDED | REG_NOSUB) != 0) {
-            regfree(&s->nvtx);
-            regfree(&s->kernel);
-            free(s);
-            return NULL;
-        }
-        s->have_comm = 1;
+    if (ao_classifier_init(&s->classifier, NULL, s->o.comm_regex) != 0) {
+        regfree(&s->nvtx);
+        regfree(&s->kernel);
+        free(s);
+        return NULL;
     }
     return s;
 }
@@ -117,14 +112,13 @@ void ao_steps_free(ao_steps *s)
     if (!s) return;
     regfree(&s->nvtx);
     regfree(&s->kernel);
-    if (s->have_comm) regfree(&s->comm);
+    ao_classifier_free(&s->classifier);
     for (size_t i = 0; i < s->nmarks; i++) free(s->marks[i].name);
     free(s->marks);
     free(s->recs);
     free(s->asides);
     free(s->changes);
     free(s->unseen);
-    free(s->ops);
     free(s);
 }
 
@@ -219,80 +213,52 @@ static int by_corr(const void *a, const void *b)
     return (x->r.correlation > y->r.correlation) - (x->r.correlation < y->r.correlation);
 }
 
-static int by_op_start(const void *a, const void *b)
-{
-    const ao_op *x = a, *y = b;
-    return (x->start_us > y->start_us) - (x->start_us < y->start_us);
-}
-
 static int is_kernel_match(const ao_steps *s, const ao_cupti_record *r)
 {
     return r->kind == AO_CUPTI_KERNEL && regexec(&s->kernel, r->name, 0, NULL, 0) == 0;
 }
 
-/* The records [from, to) of recs as ops, classified (DESIGN §11: NCCL
- * kernels are communication; a memset or copy on the compute stream, here
- * the stream that ran the most compute, is compute), then the §7 metrics. */
+/* The records as one step of a trace, analysed as `aorta analyze` analyses
+ * a trace (ingest/analyze.h): one classification, one set of metrics. */
 static void emit(ao_steps *s, const pending *recs, size_t n, ao_step_source src, const char *name,
                  ao_step_emit_fn fn, void *ctx)
 {
     long long step = s->next_step++;
     if (n == 0) return;
-    if (s->cap_ops < n) {
-        s->cap_ops = n;
-        s->ops = ao_realloc(s->ops, n * sizeof *s->ops);
-    }
-    /* the compute stream: most compute-kernel time */
-    uint32_t ids[64];
-    uint64_t busy[64];
-    int nids = 0;
+    static const uint8_t kinds[] = {[AO_CUPTI_KERNEL] = AO_ACT_KERNEL,
+                                    [AO_CUPTI_MEMCPY] = AO_ACT_MEMCPY,
+                                    [AO_CUPTI_MEMSET] = AO_ACT_MEMSET};
+    ao_trace t;
+    ao_trace_init(&t, "attach", "cupti");
     for (size_t i = 0; i < n; i++) {
         const ao_cupti_record *r = &recs[i].r;
-        ao_coll_kind k;
-        if (r->kind != AO_CUPTI_KERNEL || ao_cupti_classify(r->name, &k) != AO_CLASS_COMPUTE)
-            continue;
-        int j = 0;
-        while (j < nids && ids[j] != r->stream_id) j++;
-        if (j == nids) {
-            if (nids == 64) continue;
-            ids[nids] = r->stream_id;
-            busy[nids++] = 0;
-        }
-        busy[j] += r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0;
+        ao_activity *a = ao_trace_add_activity(&t);
+        /* signed differences: an activity may precede the anchor */
+        a->start_us = (double)(int64_t)(r->start_ns - s->anchor) / 1000.0;
+        a->end_us = (double)(int64_t)(r->end_ns - s->anchor) / 1000.0;
+        if (a->end_us < a->start_us) a->end_us = a->start_us;
+        a->bytes = r->bytes;
+        a->name = r->name; /* interned by the caller: analysis keys names by pointer */
+        a->correlation = r->correlation;
+        a->stream = r->stream_id;
+        a->kind = kinds[r->kind];
+        a->step = step; /* the trace states the step: no ranges, no launches needed */
     }
-    int have_compute = 0;
-    uint32_t compute_stream = 0;
-    uint64_t best = 0;
-    for (int j = 0; j < nids; j++)
-        if (!have_compute || busy[j] > best) {
-            have_compute = 1;
-            compute_stream = ids[j];
-            best = busy[j];
-        }
-    for (size_t i = 0; i < n; i++) {
-        const ao_cupti_record *r = &recs[i].r;
-        ao_op *op = &s->ops[i];
-        ao_cupti_record_to_op(r, s->anchor, 0, have_compute && r->stream_id == compute_stream, op);
-        if (r->kind == AO_CUPTI_KERNEL && s->have_comm) {
-            ao_coll_kind k;
-            ao_cupti_classify(r->name, &k);
-            int comm = regexec(&s->comm, r->name, 0, NULL, 0) == 0;
-            op->cls = (uint8_t)(comm ? AO_CLASS_COMM : AO_CLASS_COMPUTE);
-            op->kind = (int8_t)(comm ? k : AO_KIND_NONE);
-        }
-        /* foreign streams onto the named ones, by what they ran */
-        op->stream = op->cls == AO_CLASS_COPY      ? AO_STREAM_H2D
-                     : op->cls == AO_CLASS_COMPUTE ? AO_STREAM_COMPUTE
-                     : op->kind == AO_KIND_ALLGATHER
-                         ? AO_STREAM_ALLGATHER
-                         : (op->kind == AO_KIND_REDUCESCATTER ? AO_STREAM_REDUCESCATTER
-                                                              : AO_STREAM_ALLREDUCE);
+    ao_rank_result res;
+    if (ao_analyze_trace(&t, &s->classifier, s->o.world_size, &res) == 0 && res.nsteps == 1) {
+        const ao_step_result *sr = &res.steps[0];
+        ao_step_out out = {.step = step,
+                           .source = src,
+                           .name = name,
+                           .ops = sr->ops,
+                           .nops = sr->nops,
+                           .m = sr->m,
+                           .analysis = sr};
+        s->emitted++;
+        fn(ctx, &out);
     }
-    qsort(s->ops, n, sizeof *s->ops, by_op_start);
-    ao_step_out out = {.step = step, .source = src, .name = name, .ops = s->ops, .nops = n};
-    ao_overlap_compute(s->ops, n, s->o.world_size, &out.m);
-    s->emitted++;
-    fn(ctx, &out);
+    ao_rank_result_free(&res);
+    ao_trace_free(&t);
 }
 
 static void mark_unseen(ao_steps *s)

@@ -14,6 +14,9 @@
  *           optimizer's).
  *   window  fixed windows of device time, by an activity's midpoint.
  *
+ * Each step's activities are analysed as `aorta analyze` analyses a trace
+ * (ingest/analyze.h: the same classification, with --comm, and metrics).
+ *
  * Completion: records arrive in buffers, late and out of order. A step is
  * complete once a record issued after it (a larger correlation id; for
  * windows, one that ended after the window) arrived at least settle_ns ago.
@@ -29,6 +32,7 @@
 #include <stdint.h>
 
 #include "core/metrics.h"
+#include "ingest/analyze.h"
 #include "timeline/cupti.h"
 
 typedef enum ao_step_source {
@@ -51,7 +55,7 @@ typedef struct ao_steps_opts {
     const char *nvtx_regex;   /* NULL: AO_STEP_NVTX_DEFAULT */
     const char *kernel_regex; /* NULL: AO_STEP_KERNEL_DEFAULT */
     double window_ms;         /* <= 0: AO_STEP_WINDOW_MS_DEFAULT */
-    const char *comm_regex;   /* kernels that are communication; NULL: NCCL/RCCL names */
+    const char *comm_regex;   /* kernels that are communication besides NCCL/RCCL's */
     uint64_t settle_ns;
     int min_gap; /* <= 0: 16 */
     int world_size;
@@ -68,6 +72,7 @@ typedef struct ao_step_out {
     const ao_op *ops; /* by start; times in µs from the anchor */
     size_t nops;
     ao_overlap m;
+    const ao_step_result *analysis; /* everything `aorta analyze` says of a step */
 } ao_step_out;
 typedef void (*ao_step_emit_fn)(void *ctx, const ao_step_out *s);
 

@@ -5,11 +5,16 @@
 //   stream 2: fake_comm (8 ms), after compute_a (an event), so it runs
 //             beside compute_b: 4 ms of it hidden, 4 ms exposed;
 //   stream 3: a 64 MiB host-to-device copy from pinned memory.
-// Events around each piece measure what really ran; one JSON line a step
+// The step's work is queued behind a gate (a stream wait on a host word,
+// which CUPTI records no activity for) and released at once, so the host's
+// launch times (CUPTI's first launch after enabling activity costs ~0.3 ms)
+// never fall between two kernels. Events around each piece measure what
+// really ran; one JSON line a step
 // (stdout) gives the expected §7 numbers. With --own-cupti K, the program is
 // also a second CUPTI client for steps K and K+1 (registers its buffers,
 // enables kernel activity, disables it after), as torch.profiler would be:
 // it prints how many kernels it saw, which must be all of them.
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -127,6 +132,10 @@ int main(int argc, char **argv)
         *(void **)&flush = sym("cuptiActivityFlushAll");
         *(void **)&next_record = sym("cuptiActivityGetNextRecord");
     }
+    unsigned *gate, *gate_dev;
+    CHECK(cudaHostAlloc((void **)&gate, sizeof *gate, cudaHostAllocMapped));
+    *gate = 0;
+    CHECK(cudaHostGetDevicePointer((void **)&gate_dev, gate, 0));
     size_t launched_own = 0;
     for (int step = 0; step < steps; step++) {
         if (step == own) {
@@ -137,6 +146,11 @@ int main(int argc, char **argv)
             }
         }
         nvtxRangePushA("step");
+        if (cuStreamWaitValue32((CUstream)s1, (CUdeviceptr)gate_dev, (unsigned)step + 1,
+                                CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS) {
+            fprintf(stderr, "attach_probe: cuStreamWaitValue32 failed\n");
+            return 1;
+        }
         CHECK(cudaEventRecord(e[0], s1));
         compute_a<<<1, 1, 0, s1>>>(6 * ms);
         CHECK(cudaEventRecord(e[1], s1));
@@ -152,6 +166,7 @@ int main(int argc, char **argv)
         compute_b<<<1, 1, 0, s1>>>(4 * ms);
         CHECK(cudaEventRecord(e[2], s1));
         nvtxRangePop();
+        __atomic_store_n(gate, (unsigned)step + 1, __ATOMIC_SEQ_CST); // go
         CHECK(cudaDeviceSynchronize());
         if (own >= 0 && (step == own || step == own + 1)) launched_own += 3;
         if (own >= 0 && step == own + 1) {
