@@ -54,7 +54,20 @@ static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
 typedef struct qbuf {
     uint8_t *p;
     size_t valid;
+    int clock; /* the clock its timestamps are on (below) */
 } qbuf;
+
+/* The other client may give CUPTI its own clock
+ * (cuptiActivityRegisterTimestampCallback: PyTorch's Kineto gives a TSC
+ * count); CUPTI then stamps every record it hands out on that clock, in its
+ * units. Clock k > 0 maps back onto CUPTI's own nanoseconds through the
+ * readings taken when it was registered: t = cupti0 + (x - x0) / scale,
+ * with scale (units per ns) measured against CLOCK_MONOTONIC since. */
+#define MAX_CLOCKS 8
+typedef struct clock_map {
+    CUpti_TimestampCallbackFunc fn;
+    uint64_t cupti0, x0, mono0;
+} clock_map;
 
 typedef struct qmark {
     char name[NAME_MAX_];
@@ -86,6 +99,8 @@ static struct {
     size_t nours, capours;
     size_t dropped;
     int stop;
+    clock_map clocks[MAX_CLOCKS];
+    int nclocks; /* 0: CUPTI's own clock throughout */
     /* ctl: marks, events, open ranges, the foreign client */
     pthread_mutex_t ctl;
     qmark *marks;
@@ -133,11 +148,29 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Units of clock k per nanosecond, measured since it was registered; 0
+ * while that is under 200 ms (too short to tell) unless `final` (then 1:
+ * take it for nanoseconds). */
+static double clock_scale(int k, int final)
+{
+    const clock_map *c = &G.clocks[k - 1];
+    uint64_t x = c->fn(), m = mono_ns();
+    if (m < c->mono0 + 200000000ull || x <= c->x0) return final ? 1.0 : 0.0;
+    return (double)(x - c->x0) / (double)(m - c->mono0);
+}
+
+static uint64_t to_cupti_ns(int k, uint64_t x, double scale)
+{
+    if (k == 0) return x;
+    const clock_map *c = &G.clocks[k - 1];
+    return c->cupti0 + (uint64_t)((double)((int64_t)(x - c->x0)) / scale);
+}
+
 static uint64_t cupti_now(void)
 {
     uint64_t t = 0;
     if (G.f.timestamp) G.f.timestamp(&t);
-    return t;
+    return G.nclocks ? to_cupti_ns(G.nclocks, t, clock_scale(G.nclocks, 1)) : t;
 }
 
 static void grow(void **p, size_t *cap, size_t need, size_t size)
@@ -178,7 +211,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     size_t d = 0;
     if (G.f.dropped && G.f.dropped(ctx, stream_id, &d) == CUPTI_SUCCESS) G.dropped += d;
     grow((void **)&G.q, &G.capq, G.nq + 1, sizeof *G.q);
-    G.q[G.nq++] = (qbuf){buffer, valid};
+    G.q[G.nq++] = (qbuf){buffer, valid, G.nclocks};
     pthread_cond_signal(&G.qcv);
     pthread_mutex_unlock(&G.qmu);
 }
@@ -465,6 +498,28 @@ AO_EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(
     return r;
 }
 
+AO_EXPORT CUptiResult CUPTIAPI
+cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc fn)
+{
+    REAL("cuptiActivityRegisterTimestampCallback", (CUpti_TimestampCallbackFunc));
+    pthread_mutex_lock(&G.ctl);
+    /* what CUPTI holds is stamped at the flush: flush it on the clock we know */
+    step_aside("cuptiActivityRegisterTimestampCallback");
+    uint64_t c0 = cupti_now();
+    CUptiResult r = real(fn);
+    if (r == CUPTI_SUCCESS && fn) {
+        pthread_mutex_lock(&G.qmu);
+        if (G.nclocks < MAX_CLOCKS) {
+            G.clocks[G.nclocks] = (clock_map){fn, c0, fn(), mono_ns()};
+            G.nclocks++;
+        }
+        pthread_mutex_unlock(&G.qmu);
+    }
+    come_back(); /* on the new clock, unless the other client traces now */
+    pthread_mutex_unlock(&G.ctl);
+    return r;
+}
+
 AO_EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
 {
     REAL("cuptiActivityEnable", (CUpti_ActivityKind));
@@ -657,15 +712,37 @@ static void drain(int final)
     G.nq = G.capq = 0;
     pthread_mutex_unlock(&G.qmu);
     uint64_t now = mono_ns();
+    size_t kept = 0;
     for (size_t i = 0; i < nq; i++) {
         CUpti_Activity *a = NULL;
+        int k = q[i].clock;
+        double scale = k ? clock_scale(k, final) : 1.0;
+        if (scale == 0) { /* its clock is not measured yet: next time */
+            q[kept++] = q[i];
+            continue;
+        }
         while (G.f.next_record(q[i].p, q[i].valid, &a) == CUPTI_SUCCESS) {
             ao_cupti_record r;
-            if (ao_cupti_decode(a, &G.names, &r)) ao_steps_add(G.steps, &r, now);
+            if (!ao_cupti_decode(a, &G.names, &r)) continue;
+            r.start_ns = to_cupti_ns(k, r.start_ns, scale);
+            r.end_ns = to_cupti_ns(k, r.end_ns, scale);
+            ao_steps_add(G.steps, &r, now);
         }
         free(q[i].p);
     }
-    free(q);
+    if (kept) { /* back in front of what arrived meanwhile */
+        pthread_mutex_lock(&G.qmu);
+        size_t n = kept + G.nq;
+        q = ao_realloc(q, n * sizeof *q);
+        memcpy(q + kept, G.q, G.nq * sizeof *q);
+        free(G.q);
+        G.q = q;
+        G.nq = n;
+        G.capq = n;
+        pthread_mutex_unlock(&G.qmu);
+    } else {
+        free(q);
+    }
 
     pthread_mutex_lock(&G.ctl);
     qmark *marks = G.marks;

@@ -11,8 +11,9 @@
 // never fall between two kernels. Events around each piece measure what
 // really ran; one JSON line a step
 // (stdout) gives the expected §7 numbers. With --own-cupti K, the program is
-// also a second CUPTI client for steps K and K+1 (registers its buffers,
-// enables kernel activity, disables it after), as torch.profiler would be:
+// also a second CUPTI client for steps K and K+1 (gives CUPTI a clock of its
+// own, registers its buffers, enables kernel activity, disables it after), as
+// torch.profiler would be:
 // it prints how many kernels it saw, which must be all of them.
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cupti.h>
 #include <nvtx3/nvToolsExt.h>
@@ -76,6 +78,15 @@ static void CUPTIAPI own_complete(CUcontext, uint32_t, uint8_t *b, size_t, size_
         if (a->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) own_kernels++;
     free(b);
 }
+// The second client's own clock, as Kineto gives CUPTI one: half-nanoseconds
+// of CLOCK_MONOTONIC, so attach must measure its unit to keep its numbers.
+static uint64_t CUPTIAPI half_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) / 2;
+}
+
 static void *sym(const char *name)
 {
     void *p = dlsym(RTLD_DEFAULT, name);
@@ -125,12 +136,14 @@ int main(int argc, char **argv)
     CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) = NULL;
     CUptiResult (*enable)(CUpti_ActivityKind) = NULL, (*disable)(CUpti_ActivityKind) = NULL;
     CUptiResult (*flush)(uint32_t) = NULL;
+    CUptiResult (*clock)(CUpti_TimestampCallbackFunc) = NULL;
     if (own >= 0) {
         *(void **)&reg = sym("cuptiActivityRegisterCallbacks");
         *(void **)&enable = sym("cuptiActivityEnable");
         *(void **)&disable = sym("cuptiActivityDisable");
         *(void **)&flush = sym("cuptiActivityFlushAll");
         *(void **)&next_record = sym("cuptiActivityGetNextRecord");
+        *(void **)&clock = sym("cuptiActivityRegisterTimestampCallback");
     }
     unsigned *gate, *gate_dev;
     CHECK(cudaHostAlloc((void **)&gate, sizeof *gate, cudaHostAllocMapped));
@@ -139,7 +152,8 @@ int main(int argc, char **argv)
     size_t launched_own = 0;
     for (int step = 0; step < steps; step++) {
         if (step == own) {
-            if (reg(own_request, own_complete) != CUPTI_SUCCESS ||
+            if (clock(half_ns) != CUPTI_SUCCESS ||
+                reg(own_request, own_complete) != CUPTI_SUCCESS ||
                 enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
                 fprintf(stderr, "attach_probe: CUPTI refused the second client\n");
                 return 1;
