@@ -149,13 +149,14 @@ static uint64_t mono_ns(void)
 }
 
 /* Units of clock k per nanosecond, measured since it was registered; 0
- * while that is under 200 ms (too short to tell) unless `final` (then 1:
- * take it for nanoseconds). */
+ * while that is under 200 ms (too short for 1e-5), unless `final`, when
+ * any span over 1 ms will do (1 where there is none: take it for ns). */
 static double clock_scale(int k, int final)
 {
     const clock_map *c = &G.clocks[k - 1];
     uint64_t x = c->fn(), m = mono_ns();
-    if (m < c->mono0 + 200000000ull || x <= c->x0) return final ? 1.0 : 0.0;
+    uint64_t need = final ? 1000000ull : 200000000ull;
+    if (m < c->mono0 + need || x <= c->x0) return final ? 1.0 : 0.0;
     return (double)(x - c->x0) / (double)(m - c->mono0);
 }
 
