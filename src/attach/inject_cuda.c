@@ -125,6 +125,7 @@ static struct {
     ao_attach_info info;
     uint64_t anchor_ns;
     double anchor_wall; /* UNIX seconds at anchor_ns */
+    pid_t pid;          /* the process that started: at_exit only there */
 } G = {.qmu = PTHREAD_MUTEX_INITIALIZER,
        .qcv = PTHREAD_COND_INITIALIZER,
        .ctl = PTHREAD_MUTEX_INITIALIZER};
@@ -794,7 +795,9 @@ static void *worker(void *arg)
 
 static void at_exit(void)
 {
-    if (!G.on) return;
+    /* a child forked after CUDA started (a data loader's worker) has no
+     * worker thread and no business with the parent's files */
+    if (!G.on || getpid() != G.pid) return;
     pthread_mutex_lock(&G.ctl);
     if (G.activity_on) {
         G.f.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -909,6 +912,7 @@ static int start(void)
         pthread_mutex_unlock(&G.ctl);
         return 0;
     }
+    G.pid = getpid();
     atexit(at_exit);
     return 1;
 }
