@@ -145,6 +145,15 @@ int main(int argc, char **argv)
         *(void **)&next_record = sym("cuptiActivityGetNextRecord");
         *(void **)&clock = sym("cuptiActivityRegisterTimestampCallback");
     }
+    // the driver's stream wait through the libcuda CUDA loaded: the probe
+    // links only the runtime, so it starts (and skips) where there is no driver
+    typedef CUresult (*wait_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    wait_fn wait_value = cuda ? (wait_fn)dlsym(cuda, "cuStreamWaitValue32_v2") : NULL;
+    if (!wait_value) {
+        fprintf(stderr, "attach_probe: no cuStreamWaitValue32 in libcuda\n");
+        return 1;
+    }
     unsigned *gate, *gate_dev;
     CHECK(cudaHostAlloc((void **)&gate, sizeof *gate, cudaHostAllocMapped));
     *gate = 0;
@@ -160,8 +169,8 @@ int main(int argc, char **argv)
             }
         }
         nvtxRangePushA("step");
-        if (cuStreamWaitValue32((CUstream)s1, (CUdeviceptr)gate_dev, (unsigned)step + 1,
-                                CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS) {
+        if (wait_value((CUstream)s1, (CUdeviceptr)gate_dev, (unsigned)step + 1,
+                       CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS) {
             fprintf(stderr, "attach_probe: cuStreamWaitValue32 failed\n");
             return 1;
         }
