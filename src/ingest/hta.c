@@ -1,5 +1,5 @@
 /* HTA 0.5.0's per-rank numbers, reproduced step by step from its source so
- * that aorta can be checked against it (DESIGN §13):
+ * that aorta can be checked against it (DESIGN §14):
  *   - trace_parser.round_down_time_stamps: ts = ceil(ts), end = floor(ts + dur);
  *   - Trace._filter_irrelevant_gpu_kernels: with more than one ProfilerStep
  *     name, keep GPU events whose correlation matches a CPU event starting

@@ -24,12 +24,9 @@
  * and domain/category registrations are no ranges. */
 #define NVTX_RANGE_TYPES "59, 60"
 
-/* globalTid packs the process and thread ids; the thread id is its low 24
- * bits (the export documentation's "serialized thread id"). */
-static int64_t nsys_tid(int64_t global_tid)
-{
-    return global_tid < 0 ? -1 : global_tid % 0x1000000;
-}
+/* globalTid packs the process and thread ids; the thread id is it modulo
+ * 2^24 (the export documentation's "serialized thread id"). */
+#define NSYS_TID_MODULO 0x1000000
 
 /* CUpti_ActivityMemcpyKind, the copyKind column, in Kineto's words. */
 static const char *copy_name(int64_t kind)
@@ -212,26 +209,7 @@ static int read_launches(ao_sql *q, ao_trace *t)
     sqlite3_stmt *st;
     int rc = ao_sql_prepare(q, sql, &st);
     free(sql);
-    if (rc) return rc;
-    ao_corr_set ids;
-    ao_corr_set_build(&ids, t);
-    int r;
-    while ((r = ao_sql_step(q, st)) == 1) {
-        ao_sql_row row = {q, st, RUNTIME, sqlite3_column_int64(st, 0)};
-        double s, e;
-        int64_t corr, gtid;
-        if (ao_sql_int_or(&row, 3, -1, &corr)) break;
-        if (!ao_corr_set_has(&ids, corr)) continue;
-        if (ao_sql_times(&row, 1, &s, &e) || ao_sql_int_or(&row, 4, -1, &gtid)) break;
-        ao_launch *l = ao_trace_add_launch(t);
-        l->start_us = s;
-        l->end_us = e;
-        l->correlation = corr;
-        l->tid = nsys_tid(gtid);
-    }
-    ao_corr_set_free(&ids);
-    sqlite3_finalize(st);
-    return r == 0 ? 0 : AO_EXIT_USAGE;
+    return rc ? rc : ao_sql_read_launches(q, st, RUNTIME, NSYS_TID_MODULO, t);
 }
 
 /* NVTX push/pop and start/end ranges that closed; text inline or through
@@ -251,25 +229,7 @@ static int read_ranges(ao_sql *q, ao_trace *t)
     sqlite3_stmt *st;
     int rc = ao_sql_prepare(q, sql, &st);
     free(sql);
-    if (rc) return rc;
-    int r;
-    while ((r = ao_sql_step(q, st)) == 1) {
-        ao_sql_row row = {q, st, NVTX, sqlite3_column_int64(st, 0)};
-        double s, e;
-        int64_t gtid;
-        const char *text;
-        if (ao_sql_times(&row, 1, &s, &e) || ao_sql_text(&row, 3, 1, &text) ||
-            ao_sql_int_or(&row, 4, -1, &gtid))
-            break;
-        if (!text || e <= s) continue; /* unnamed or empty: no step */
-        ao_range *g = ao_trace_add_range(t);
-        g->start_us = s;
-        g->end_us = e;
-        g->name = ao_trace_intern(t, text, (size_t)-1);
-        g->tid = nsys_tid(gtid);
-    }
-    sqlite3_finalize(st);
-    return r == 0 ? 0 : AO_EXIT_USAGE;
+    return rc ? rc : ao_sql_read_ranges(q, st, NVTX, NSYS_TID_MODULO, t);
 }
 
 /* Optional facts: the GPUs' names and the export's schema version. */

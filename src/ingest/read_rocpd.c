@@ -120,24 +120,7 @@ static int read_ranges(ao_sql *q, ao_trace *t)
                        " WHERE C.string = 'MARKER_CORE_RANGE_API' ORDER BY R.start",
                        &st))
         return AO_EXIT_USAGE;
-    int r;
-    while ((r = ao_sql_step(q, st)) == 1) {
-        ao_sql_row row = {q, st, REGION, sqlite3_column_int64(st, 0)};
-        double s, e;
-        const char *name;
-        int64_t tid;
-        if (ao_sql_times(&row, 1, &s, &e) || ao_sql_text(&row, 3, 1, &name) ||
-            ao_sql_int_or(&row, 4, -1, &tid))
-            break;
-        if (!name || e <= s) continue; /* unnamed or an instant: no step */
-        ao_range *g = ao_trace_add_range(t);
-        g->start_us = s;
-        g->end_us = e;
-        g->name = ao_trace_intern(t, name, (size_t)-1);
-        g->tid = tid;
-    }
-    sqlite3_finalize(st);
-    return r == 0 ? 0 : AO_EXIT_USAGE;
+    return ao_sql_read_ranges(q, st, REGION, 0, t);
 }
 
 /* HIP API calls whose correlation id issued a kernel or copy. */
@@ -151,25 +134,7 @@ static int read_launches(ao_sql *q, ao_trace *t)
             " WHERE substr(C.string, 1, 4) = 'HIP_' ORDER BY R.start",
             &st))
         return AO_EXIT_USAGE;
-    ao_corr_set ids;
-    ao_corr_set_build(&ids, t);
-    int r;
-    while ((r = ao_sql_step(q, st)) == 1) {
-        ao_sql_row row = {q, st, REGION, sqlite3_column_int64(st, 0)};
-        double s, e;
-        int64_t corr, tid;
-        if (ao_sql_int_or(&row, 3, -1, &corr)) break;
-        if (!ao_corr_set_has(&ids, corr)) continue;
-        if (ao_sql_times(&row, 1, &s, &e) || ao_sql_int_or(&row, 4, -1, &tid)) break;
-        ao_launch *l = ao_trace_add_launch(t);
-        l->start_us = s;
-        l->end_us = e;
-        l->correlation = corr;
-        l->tid = tid;
-    }
-    ao_corr_set_free(&ids);
-    sqlite3_finalize(st);
-    return r == 0 ? 0 : AO_EXIT_USAGE;
+    return ao_sql_read_launches(q, st, REGION, 0, t);
 }
 
 /* Optional facts: GPU product names, and the rank and world size where the

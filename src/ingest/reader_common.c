@@ -13,6 +13,7 @@ int ao_ingest_rank_from_path(const char *path)
     int rank = -1;
     for (const char *p = path; *p; p++) {
         if (strncasecmp(p, "rank", 4) != 0) continue;
+        if (p > path && isalnum((unsigned char)p[-1])) continue; /* "frank_2" */
         const char *d = p + 4;
         if (*d == '_' || *d == '-' || *d == '.') d++;
         if (!isdigit((unsigned char)*d)) continue;

@@ -7,9 +7,9 @@
 
 #include "ingest/trace.h"
 
-/* The rank a trace's path names: the last "rank" followed by an optional
- * '_', '-' or '.' and digits ("rank_3/", "trace_rank-12.db"), case ignored;
- * -1 when the path names none. */
+/* The rank a trace's path names: the last word "rank" followed by an
+ * optional '_', '-' or '.' and digits ("rank_3/", "trace_rank-12.db", not
+ * "frank_2"), case ignored; -1 when the path names none. */
 int ao_ingest_rank_from_path(const char *path);
 
 /* Profilers stamp nanoseconds; ao_trace holds microseconds. */

@@ -151,3 +151,55 @@ int ao_sql_times(const ao_sql_row *r, int col, double *start_us, double *end_us)
     *end_us = ao_ingest_ns_to_us(e);
     return 0;
 }
+
+static int64_t thread_id(int64_t tid, int64_t tid_modulo)
+{
+    return tid < 0 || tid_modulo <= 0 ? tid : tid % tid_modulo;
+}
+
+int ao_sql_read_launches(ao_sql *q, sqlite3_stmt *st, const char *table, int64_t tid_modulo,
+                         ao_trace *t)
+{
+    ao_corr_set ids;
+    ao_corr_set_build(&ids, t);
+    int r;
+    while ((r = ao_sql_step(q, st)) == 1) {
+        ao_sql_row row = {q, st, table, sqlite3_column_int64(st, 0)};
+        double s, e;
+        int64_t corr, tid;
+        if (ao_sql_int_or(&row, 3, -1, &corr)) break;
+        if (!ao_corr_set_has(&ids, corr)) continue;
+        if (ao_sql_times(&row, 1, &s, &e) || ao_sql_int_or(&row, 4, -1, &tid)) break;
+        ao_launch *l = ao_trace_add_launch(t);
+        l->start_us = s;
+        l->end_us = e;
+        l->correlation = corr;
+        l->tid = thread_id(tid, tid_modulo);
+    }
+    ao_corr_set_free(&ids);
+    sqlite3_finalize(st);
+    return r == 0 ? 0 : AO_EXIT_USAGE;
+}
+
+int ao_sql_read_ranges(ao_sql *q, sqlite3_stmt *st, const char *table, int64_t tid_modulo,
+                       ao_trace *t)
+{
+    int r;
+    while ((r = ao_sql_step(q, st)) == 1) {
+        ao_sql_row row = {q, st, table, sqlite3_column_int64(st, 0)};
+        double s, e;
+        const char *name;
+        int64_t tid;
+        if (ao_sql_times(&row, 1, &s, &e) || ao_sql_text(&row, 3, 1, &name) ||
+            ao_sql_int_or(&row, 4, -1, &tid))
+            break;
+        if (!name || e <= s) continue;
+        ao_range *g = ao_trace_add_range(t);
+        g->start_us = s;
+        g->end_us = e;
+        g->name = ao_trace_intern(t, name, (size_t)-1);
+        g->tid = thread_id(tid, tid_modulo);
+    }
+    sqlite3_finalize(st);
+    return r == 0 ? 0 : AO_EXIT_USAGE;
+}

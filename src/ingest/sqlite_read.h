@@ -7,6 +7,8 @@
 #include <sqlite3.h>
 #include <stdint.h>
 
+#include "ingest/trace.h"
+
 typedef struct ao_sql {
     sqlite3 *db;
     const char *path;
@@ -48,5 +50,16 @@ int ao_sql_text(const ao_sql_row *r, int col, int nullable, const char **out);
 /* Result columns `col` and `col + 1`: start and end in nanoseconds, end not
  * before start, as microseconds. 0, or AO_EXIT_USAGE after an error. */
 int ao_sql_times(const ao_sql_row *r, int col, double *start_us, double *end_us);
+/* The two row loops the databases share. `st` selects (row id, start ns,
+ * end ns, X, thread) ordered by start, where X is the correlation id for
+ * launches and the name for ranges; the thread is kept modulo `tid_modulo`
+ * (nsys packs the process id above the thread id; 0 keeps it whole). Both
+ * finalize `st`. 0, or AO_EXIT_USAGE after an error naming `table`. */
+/* Launches: the rows whose correlation id issued one of t's activities. */
+int ao_sql_read_launches(ao_sql *q, sqlite3_stmt *st, const char *table, int64_t tid_modulo,
+                         ao_trace *t);
+/* Ranges: the named rows that last (marks and unnamed ranges are no steps). */
+int ao_sql_read_ranges(ao_sql *q, sqlite3_stmt *st, const char *table, int64_t tid_modulo,
+                       ao_trace *t);
 
 #endif

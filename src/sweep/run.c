@@ -17,7 +17,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/rundir.h"
-#include "launch/internal.h"
+#include "launch/env.h"
 #include "sweep/chart.h"
 
 extern char **environ;

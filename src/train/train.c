@@ -1,4 +1,5 @@
-/* aorta train on one rank: set-up, the iteration loop, records, logs, the end. */
+/* aorta train: the launcher parent, then on one rank set-up, the iteration loop,
+ * records, logs, the end. */
 #include "train/train.h"
 
 #include <errno.h>
@@ -15,11 +16,12 @@
 #include "core/jsonl.h"
 #include "core/rundir.h"
 #include "data/loader.h"
+#include "diagnose/for_run.h"
 #include "engine/engine.h"
 #include "launch/launch.h"
+#include "launch/rank.h"
 #include "model/model.h"
-#include "report/summary.h"
-#include "report/trace.h"
+#include "report/run_end.h"
 #include "timeline/timeline.h"
 #include "train/train_profile.h"
 
@@ -35,13 +37,15 @@ typedef struct issued {
     int64_t iter;
     int64_t step; /* the record's step: the optimizer step (baselines: the next one) */
     ao_phase phase;
+    double data_wait_ms; /* the host's wait for the loader while issuing it */
 } issued;
 
 typedef struct trainer {
     const struct ao_config *cfg;
     const ao_train_opts *o;
     const ao_rank_info *ri;
-    ao_device *dev;
+    ao_rank rank;   /* the device and the root communicator */
+    ao_device *dev; /* rank.dev */
     ao_device_info info;
     ao_stream *streams[AO_NSTREAMS];
     ao_model_shape shape;
@@ -49,7 +53,7 @@ typedef struct trainer {
     ao_loader *loader;
     ao_timeline *tl;
     ao_engine *engine;
-    ao_comm *root; /* the one communicator made from the bootstrap id */
+    ao_comm *root; /* rank.comm: every other communicator is split from it */
     ao_rundir rd;
     int have_rd;
     ao_jsonl_writer *w;
@@ -67,6 +71,7 @@ typedef struct trainer {
     int progress_tty;
     double t_start;
     int64_t steps_done;
+    double prev_window_end; /* the last delivered iteration's, µs; NAN before the first */
     int append_failed;
 } trainer;
 
@@ -98,24 +103,6 @@ static void log_line(trainer *t, int to_stdout, const char *fmt, ...)
 }
 
 /* ---- set-up -------------------------------------------------------------- */
-
-static void model_shape(const struct ao_config *cfg, ao_model_shape *s)
-{
-    *s = (ao_model_shape){.batch = cfg->training.batch_size,
-                          .seq = cfg->dataset.sequence_length,
-                          .num_dense = cfg->model.num_dense_features,
-                          .dense_dim = cfg->model.dense_dim,
-                          .sparse = cfg->dataset.sparse_features,
-                          .vocab = cfg->model.vocab_size,
-                          .emb_dim = cfg->model.embedding_dim,
-                          .dim = cfg->model.model_dim,
-                          .heads = cfg->model.num_heads,
-                          .layers = cfg->model.num_layers,
-                          .ff = ao_config_ff_dim(cfg),
-                          .mlp_hidden = cfg->model.mlp_hidden_dim,
-                          .dropout = (float)cfg->model.dropout,
-                          .seed = (uint64_t)cfg->dataset.seed};
-}
 
 /* The run directory: joined when a launcher parent made it, else made by rank
  * 0 and its id broadcast to the others. */
@@ -240,44 +227,26 @@ static int setup(trainer *t)
     const ao_rank_info *ri = t->ri;
     int rc = ao_engine_check_config(cfg, ri->world_size, ri->local_world_size);
     if (rc) return rc;
-    int ndev = ao_device_count(t->o->backend);
-    if (ndev <= 0) {
-        ao_error("--backend", "the %s backend sees no device", t->o->backend);
-        return AO_EXIT_USAGE;
-    }
-    /* The cpu backend's one device is shared by every rank by design. */
-    int ordinal =
-        strcmp(t->o->backend, "cpu") == 0 ? 0 : ao_launch_device_ordinal(ri->local_rank, ndev);
-    t->dev = ao_device_open(t->o->backend, ordinal);
-    if (!t->dev) return AO_EXIT_USAGE;
-    ao_device_get_info(t->dev, &t->info);
+    ao_rank_opts ro = {.cmd = "train",
+                       .backend = t->o->backend,
+                       .ordinal = -1,
+                       .rdzv_file = t->o->rdzv_file,
+                       .bootstrap_timeout_s = cfg->distributed.timeout_s,
+                       .comm = {.min_ctas = cfg->distributed.nccl.min_ctas,
+                                .max_ctas = cfg->distributed.nccl.max_ctas,
+                                .cga_cluster_size = cfg->distributed.nccl.cga_cluster_size,
+                                .timeout_s = cfg->distributed.timeout_s}};
+    if ((rc = ao_rank_open(&t->rank, ri, &ro)) != 0) return rc;
+    t->dev = t->rank.dev;
+    t->info = t->rank.info;
     for (int i = 0; i < AO_NSTREAMS; i++)
         t->streams[i] = ao_stream_create(t->dev, ao_stream_id_name((ao_stream_id)i),
                                          cfg->streams.by_id[i].priority);
     ao_gemm_set_policy(t->dev, cfg->compute.gemm_chunks, cfg->compute.sm_count_target,
                        ao_engine_compute_alone(cfg, ri->world_size));
 
-    const char *cb = ao_comm_backend_for(t->info.backend);
-    if (!cb) {
-        ao_error("train", "no collective backend for the %s device backend in this build",
-                 t->info.backend);
-        return AO_EXIT_USAGE;
-    }
-    ao_comm_id id;
-    memset(&id, 0, sizeof id);
-    if ((ri->world_size == 1 ? ao_comm_make_id(cb, &id)
-                             : ao_launch_bootstrap_id(ri, cb, t->o->rdzv_file,
-                                                      cfg->distributed.timeout_s, &id)) != 0)
-        return AO_EXIT_FAIL;
-    /* One communicator from the id: an NCCL id serves exactly one
-     * ncclCommInitRank, so every other communicator (the engine's, one per
-     * comm stream) is split from this one. */
-    ao_comm_opts co = {.min_ctas = cfg->distributed.nccl.min_ctas,
-                       .max_ctas = cfg->distributed.nccl.max_ctas,
-                       .cga_cluster_size = cfg->distributed.nccl.cga_cluster_size,
-                       .timeout_s = cfg->distributed.timeout_s};
-    t->root = ao_comm_create(t->dev, t->streams[AO_STREAM_COMPUTE], ri, &id, &co);
-    if (!t->root) return AO_EXIT_FAIL;
+    if ((rc = ao_rank_connect(&t->rank, t->streams[AO_STREAM_COMPUTE], &ro)) != 0) return rc;
+    t->root = t->rank.comm;
     if ((rc = open_rundir(t)) != 0) return rc;
     t->have_rd = 1;
 
@@ -290,7 +259,7 @@ static int setup(trainer *t)
     free(path);
     if (!t->w) return AO_EXIT_FAIL;
 
-    model_shape(cfg, &t->shape);
+    ao_model_shape_of(cfg, &t->shape);
     t->model = ao_model_create(t->dev, &t->shape);
     if (!t->model) return AO_EXIT_USAGE;
     ao_loader_config lc = {
@@ -310,13 +279,7 @@ static int setup(trainer *t)
         .placement = cfg->dataset.placement,
         .workers = cfg->dataloader.num_workers,
         .pinned = cfg->dataloader.pin_memory,
-        /* The batch in use, the prefetched one, and one being filled per
-         * host worker: with fewer slots than workers, workers sit idle and
-         * the host fill (tens of ms per batch at the default shape) paces
-         * the step. Generated on the device, one being filled is enough. */
-        .depth = 2 + (cfg->dataset.placement == AO_PLACEMENT_HOST && cfg->dataloader.num_workers > 1
-                          ? cfg->dataloader.num_workers
-                          : 1),
+        .depth = ao_loader_depth_for(cfg->dataset.placement, cfg->dataloader.num_workers),
     };
     t->loader = ao_loader_create(t->dev, t->streams[AO_STREAM_H2D], &lc);
     if (!t->loader) return AO_EXIT_USAGE;
@@ -356,14 +319,14 @@ static int setup(trainer *t)
 static void teardown(trainer *t)
 {
     ao_engine_destroy(t->engine);
-    if (t->root) ao_comm_destroy(t->root);
+    ao_rank_disconnect(&t->rank);
     ao_loader_destroy(t->loader);
     ao_train_profile_stop(t->prof);
     if (t->tl) ao_timeline_destroy(t->tl);
     ao_model_destroy(t->model);
     for (int i = 0; i < AO_NSTREAMS; i++)
         if (t->streams[i]) ao_stream_destroy(t->streams[i]);
-    if (t->dev) ao_device_close(t->dev);
+    ao_rank_close(&t->rank);
     if (t->w) ao_jsonl_close(t->w);
     if (t->log) fclose(t->log);
     if (t->have_rd) ao_rundir_free(&t->rd);
@@ -420,6 +383,9 @@ static void on_iteration(void *ctx, int64_t step, const char *phase, const ao_op
     r.world_size = t->ri->world_size;
     r.step = step;
     r.phase = phase;
+    r.data_wait_ms = it.data_wait_ms;
+    size_t in_use, peak;
+    if (ao_dev_mem_usage(t->dev, &in_use, &peak) == 0) r.mem_peak_mb = (double)peak / 1048576.0;
     ao_overlap_compute(ops, nops, t->ri->world_size, &r.m);
     double f0, f1;
     if (nops == 0 && ao_timeline_frame(t->tl, &f0, &f1)) {
@@ -429,9 +395,15 @@ static void on_iteration(void *ctx, int64_t step, const char *phase, const ao_op
         r.m.window_end_us = f1;
         r.m.step_ms = (f1 - f0) / 1000.0;
         r.m.compute_ms = r.m.comm_ms = r.m.copy_ms = r.m.overlap_ms = NAN;
-        r.m.exposed_comm_ms = r.m.idle_ms = NAN;
-        for (int k = 0; k < AO_NKINDS; k++) r.m.compute_kind_ms[k] = NAN;
+        r.m.exposed_comm_ms = r.m.idle_ms = r.m.host_wait_ms = NAN;
+        for (int k = 0; k < AO_NKINDS; k++) r.m.compute_kind_ms[k] = r.m.exposed_kind_ms[k] = NAN;
     }
+    /* The gap before this window that the host caused: nothing of this
+     * iteration was enqueued yet when the previous one's last op ended. */
+    double enq = fmin(r.m.first_issue_us, r.m.window_start_us);
+    if (isfinite(t->prev_window_end) && isfinite(r.m.first_issue_us))
+        r.host_gap_ms = enq > t->prev_window_end ? (enq - t->prev_window_end) / 1000.0 : 0;
+    if (nops) t->prev_window_end = r.m.window_end_us;
     struct timespec a = ao_timeline_anchor_realtime(t->tl);
     r.wall_time = (double)a.tv_sec + 1e-9 * (double)a.tv_nsec + 1e-6 * r.m.window_start_us;
     int64_t samples = ao_engine_step_samples(t->engine);
@@ -508,7 +480,7 @@ static int run_loop(trainer *t)
         ao_timeline_begin(t->tl, p.data_step, ao_phase_name(p.phase));
         ao_engine_iteration(t->engine, k, p.phase, p.data_step, next, ao_launch_stop_requested());
         ao_timeline_end(t->tl);
-        push_issued(t, (issued){k, p.data_step, p.phase});
+        push_issued(t, (issued){k, p.data_step, p.phase, ao_engine_take_data_wait_ms(t->engine)});
         /* One iteration late: the previous train step's scalars, with the
          * stop request every rank voted on in it. */
         if (prev_train >= 0 && scalars_of(t, prev_train)->stop) t->stop_agreed = 1;
@@ -528,12 +500,13 @@ static int run_loop(trainer *t)
     return t->append_failed ? AO_EXIT_FAIL : 0;
 }
 
-int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_rank_info *ri)
+static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_rank_info *ri)
 {
     trainer t;
     memset(&t, 0, sizeof t);
     for (int i = 0; i < SCALAR_RING; i++) t.sc_iter[i] = -1;
     t.cfg = cfg;
+    t.prev_window_end = NAN;
     t.o = o;
     t.ri = ri;
     int iterations = ao_config_total_steps(cfg, ri->world_size);
@@ -562,6 +535,7 @@ int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_
         if (ri->rank == 0) {
             printf("\n");
             rc = ao_summary_for_run(t.rd.path, -1, stdout);
+            if (rc == 0) rc = ao_diagnose_print_run(t.rd.path, stdout);
             if (rc == 0 && cfg->profiling.chrome_trace) {
                 char *trace = ao_rundir_file(&t.rd, cfg->profiling.trace_filename);
                 rc = ao_trace_from_run(t.rd.path, trace);
@@ -574,4 +548,61 @@ int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_
     }
     teardown(&t);
     return rc;
+}
+
+/* ---- the launcher parent ----------------------------------------------------- */
+
+struct parent_ctx {
+    const struct ao_config *cfg;
+    const char *run_name;
+};
+
+/* The run directory, made once, before any rank starts. */
+static int make_rundir(const struct ao_config *cfg, const char *run_name)
+{
+    char id[AO_RUN_ID_MAX];
+    if (run_name)
+        snprintf(id, sizeof id, "%s", run_name);
+    else if (ao_rundir_make_id(id, sizeof id) != 0)
+        return AO_EXIT_FAIL;
+    ao_rundir d;
+    int rc = ao_rundir_create(cfg->training.output_dir, id, &d);
+    if (rc) return rc;
+    ao_rundir_free(&d);
+    if (setenv(AO_RUN_ID_ENV, id, 1) != 0) {
+        ao_error("train", "cannot export %s", AO_RUN_ID_ENV);
+        return AO_EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* Under a launcher every rank checks for itself (setup); here the parent
+ * checks once for the ranks it will start. */
+static int parent_check(void *vctx, int world_size, int launched)
+{
+    const struct parent_ctx *c = vctx;
+    if (launched) return 0;
+    int rc = ao_engine_check_config(c->cfg, world_size, world_size);
+    return rc ? rc : make_rundir(c->cfg, c->run_name);
+}
+
+int ao_train(const struct ao_config *cfg, ao_train_opts *o)
+{
+    struct parent_ctx pc = {cfg, o->run_name};
+    ao_launch_req req = {.backend = o->backend,
+                         .nproc = o->nproc,
+                         .cpu_nproc = 1,
+                         .spawn = 1,
+                         .all_ranks_output = o->all_ranks,
+                         .stop_handler = 1,
+                         .check = parent_check,
+                         .ctx = &pc};
+    ao_rank_info ri;
+    ao_launch_role role;
+    int rc = ao_launch_ranks(o->argc, o->argv, &req, &ri, &role);
+    if (role == AO_ROLE_DONE) return rc;
+    /* Only a solo rank 0 owns the terminal: under a launcher its output goes
+     * through a line prefixer, where an in-place line would be noise. */
+    o->progress = role == AO_ROLE_SOLO && isatty(STDOUT_FILENO);
+    return train_rank(cfg, o, &ri);
 }

@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 
 #include "core/error.h"
+#include "ingest/trace.h"
 
 /* DIR/FILE built from tests/data/SCRIPT plus `extra` (may be NULL); heap path. */
 static inline char *make_db(const char *dir, const char *file, const char *script,
@@ -38,6 +39,28 @@ static inline int count_lines(const char *text)
     int n = 0;
     for (; *text; text++) n += *text == '\n';
     return n;
+}
+
+/* SCRIPT plus `extra` as DIR/FILE read with `read`: AO_EXIT_USAGE after one
+ * error line naming FILE and holding `needle`. */
+static inline void expect_db_error(int (*read)(const char *, ao_trace *), const char *file,
+                                   const char *script, const char *extra, const char *needle)
+{
+    char *dir = make_temp_dir();
+    char *db = make_db(dir, file, script, extra);
+    stderr_capture cap;
+    capture_begin(&cap);
+    ao_trace t;
+    int rc = read(db, &t);
+    char *err = capture_end(&cap);
+    assert_int_equal(rc, AO_EXIT_USAGE);
+    assert_contains(err, "aorta: error: ");
+    assert_contains(err, file);
+    assert_contains(err, needle);
+    assert_int_equal(count_lines(err), 1);
+    free(err);
+    free(db);
+    remove_temp_dir(dir);
 }
 
 #endif

@@ -110,21 +110,7 @@ static void test_nsys_minimal(void **state)
 
 static void expect_nsys_error(const char *extra, const char *needle)
 {
-    char *dir = make_temp_dir();
-    char *db = make_db(dir, "bad.sqlite", "nsys.sql", extra);
-    stderr_capture cap;
-    capture_begin(&cap);
-    ao_trace t;
-    int rc = ao_read_nsys(db, &t);
-    char *err = capture_end(&cap);
-    assert_int_equal(rc, AO_EXIT_USAGE);
-    assert_contains(err, "aorta: error: ");
-    assert_contains(err, "bad.sqlite: ");
-    assert_contains(err, needle);
-    assert_int_equal(count_lines(err), 1);
-    free(err);
-    free(db);
-    remove_temp_dir(dir);
+    expect_db_error(ao_read_nsys, "bad.sqlite", "nsys.sql", extra, needle);
 }
 
 static void test_nsys_bad(void **state)

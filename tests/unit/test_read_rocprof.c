@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "ingest/csv.h"
+#include "ingest/reader_common.h"
 #include "ingest/trace.h"
 
 static char *data_path(const char *rel)
@@ -111,6 +112,18 @@ static void test_csv_bad_quoting(void **state)
     assert_int_equal(csv_read_all("A,B\n1,2\n3", &err), -1);
     assert_contains(err, "line 3: 1 fields where the header has 2");
     free(err);
+}
+
+static void test_rank_from_path(void **state)
+{
+    (void)state;
+    assert_int_equal(ao_ingest_rank_from_path("out/rank_3/4242_kernel_trace.csv"), 3);
+    assert_int_equal(ao_ingest_rank_from_path("job_rank-12.sqlite"), 12);
+    assert_int_equal(ao_ingest_rank_from_path("RANK7.db"), 7);
+    assert_int_equal(ao_ingest_rank_from_path("rank_1/sub/rank.2/x.db"), 2); /* the last */
+    assert_int_equal(ao_ingest_rank_from_path("/home/frank_2/trace.db"), -1);
+    assert_int_equal(ao_ingest_rank_from_path("ranking/rank_/x.db"), -1);
+    assert_int_equal(ao_ingest_rank_from_path("rank_99999999999/x.db"), -1);
 }
 
 /* ---- rocprofv3 CSV ------------------------------------------------------------- */
@@ -325,20 +338,7 @@ static void test_rocpd(void **state)
 
 static void expect_rocpd_error(const char *extra, const char *needle)
 {
-    char *dir = make_temp_dir();
-    char *db = make_db(dir, "bad.db", "rocpd.sql", extra);
-    stderr_capture cap;
-    capture_begin(&cap);
-    ao_trace t;
-    int rc = ao_read_rocpd(db, &t);
-    char *err = capture_end(&cap);
-    assert_int_equal(rc, AO_EXIT_USAGE);
-    assert_contains(err, "bad.db: ");
-    assert_contains(err, needle);
-    assert_int_equal(count_lines(err), 1);
-    free(err);
-    free(db);
-    remove_temp_dir(dir);
+    expect_db_error(ao_read_rocpd, "bad.db", "rocpd.sql", extra, needle);
 }
 
 static void test_rocpd_bad(void **state)
@@ -384,13 +384,10 @@ static void test_not_a_database(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_csv_quoting),
-        cmocka_unit_test(test_csv_bad_quoting),
-        cmocka_unit_test(test_rocprof_csv),
-        cmocka_unit_test(test_rocprof_csv_bad),
-        cmocka_unit_test(test_rocprof_csv_not_found),
-        cmocka_unit_test(test_rocpd),
-        cmocka_unit_test(test_rocpd_bad),
+        cmocka_unit_test(test_csv_quoting),     cmocka_unit_test(test_csv_bad_quoting),
+        cmocka_unit_test(test_rank_from_path),  cmocka_unit_test(test_rocprof_csv),
+        cmocka_unit_test(test_rocprof_csv_bad), cmocka_unit_test(test_rocprof_csv_not_found),
+        cmocka_unit_test(test_rocpd),           cmocka_unit_test(test_rocpd_bad),
         cmocka_unit_test(test_not_a_database),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
