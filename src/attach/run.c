@@ -20,7 +20,7 @@
 #include "core/error.h"
 #include "core/jsonl.h"
 #include "core/rundir.h"
-#include "launch/internal.h"
+#include "launch/env.h"
 #include "launch/launch.h"
 #include "report/summary.h"
 
