@@ -10,3 +10,4 @@ AO_COMMAND(diagnose, "what bounds a step: classification, ranked findings with k
 AO_COMMAND(plan, "device memory per rank by strategy, precision and accumulation; what fits")
 AO_COMMAND(sweep, "axes and environment sweeps over train, coll and sdma")
 AO_COMMAND(analyze, "the same overlap metrics from a job's own traces (Kineto, rocprofv3, nsys)")
+AO_COMMAND(attach, "per-step overlap metrics of an unmodified CUDA job (CUPTI injection)")

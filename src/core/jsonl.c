@@ -706,8 +706,8 @@ void ao_iter_records_free(ao_iter_record *recs, size_t n)
 
 /* ---- run.json ------------------------------------------------------------------ */
 
-static const char *const env_prefixes[] = {"NCCL_", "RCCL_", "CUDA_",  "HIP_",
-                                           "HSA_",  "OMPI_", "SLURM_", "AORTA_"};
+static const char *const env_prefixes[] = {"NCCL_", "RCCL_",  "CUDA_",  "HIP_",  "HSA_",
+                                           "OMPI_", "SLURM_", "AORTA_", "TORCH_"};
 
 static int env_cmp(const void *a, const void *b)
 {

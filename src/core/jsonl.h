@@ -71,7 +71,7 @@ typedef struct ao_run_header {
 int ao_run_json_write(const char *path, const ao_run_header *h);
 
 /* The variables worth recording (NCCL_*, RCCL_*, CUDA_*, HIP_*, HSA_*,
- * OMPI_*, SLURM_*, AORTA_*), sorted by name: a heap array of pointers into
+ * OMPI_*, SLURM_*, AORTA_*, TORCH_*), sorted by name: a heap array of pointers into
  * envp ("NAME=VALUE"), *n of them; free() the array only. */
 char **ao_env_filter(char *const *envp, size_t *n);
 

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/intervals.h"
+#include "core/json.h"
 
 #define DEFAULT_STEP "^ProfilerStep#([0-9]+)"
 
@@ -503,4 +504,26 @@ void ao_rank_result_free(ao_rank_result *r)
     free(r->steps);
     free(r->kernels);
     memset(r, 0, sizeof *r);
+}
+
+static yajl_gen_status gen_kinds(yajl_gen g, const char *k, const double *v)
+{
+    yajl_gen_status st = ao_json_gen_str(g, k);
+    if (st == yajl_gen_status_ok) st = yajl_gen_map_open(g);
+    for (int i = 0; i < AO_NXKINDS && st == yajl_gen_status_ok; i++) {
+        st = ao_json_gen_str(g, ao_xkind_name((ao_xkind)i));
+        if (st == yajl_gen_status_ok) st = ao_json_gen_double(g, v[i]);
+    }
+    return st == yajl_gen_status_ok ? yajl_gen_map_close(g) : st;
+}
+
+yajl_gen_status ao_step_result_gen_extra(yajl_gen g, const ao_step_result *r)
+{
+    yajl_gen_status st = ao_json_gen_str(g, "host_wait_ms");
+    if (st == yajl_gen_status_ok) st = ao_json_gen_double(g, r->host_wait_ms);
+    if (st == yajl_gen_status_ok) st = ao_json_gen_str(g, "idle_other_ms");
+    if (st == yajl_gen_status_ok) st = ao_json_gen_double(g, r->idle_other_ms);
+    if (st == yajl_gen_status_ok) st = gen_kinds(g, "comm_by_kind_ms", r->comm_kind_ms);
+    if (st == yajl_gen_status_ok) st = gen_kinds(g, "exposed_by_kind_ms", r->exposed_kind_ms);
+    return st;
 }

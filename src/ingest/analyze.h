@@ -25,6 +25,8 @@
 #include <regex.h>
 #include <stddef.h>
 
+#include <yajl/yajl_gen.h>
+
 #include "core/metrics.h"
 #include "ingest/trace.h"
 
@@ -109,6 +111,11 @@ typedef struct ao_rank_result {
 int ao_analyze_trace(const ao_trace *t, const ao_classifier *c, int world_size,
                      ao_rank_result *out);
 void ao_rank_result_free(ao_rank_result *r);
+
+/* The numbers beside §7 that every step record's "extra" has (host wait,
+ * idle otherwise, communication and exposure by collective kind), as
+ * key/value pairs into an open map; `aorta attach` writes them too. */
+yajl_gen_status ao_step_result_gen_extra(yajl_gen g, const ao_step_result *r);
 
 /* HTA's numbers for t (exposed for tests). */
 void ao_hta_compute(const ao_trace *t, ao_hta_values *out);

@@ -310,25 +310,6 @@ static yajl_gen_status key_num(yajl_gen g, const char *k, double v)
     return ao_json_gen_double(g, v);
 }
 
-static yajl_gen_status gen_kinds(yajl_gen g, const char *k, const double *v)
-{
-    yajl_gen_status st;
-    G(key(g, k));
-    G(yajl_gen_map_open(g));
-    for (int i = 0; i < AO_NXKINDS; i++) G(key_num(g, ao_xkind_name((ao_xkind)i), v[i]));
-    return yajl_gen_map_close(g);
-}
-
-/* The numbers beside §7 that every window has. */
-static yajl_gen_status gen_window_extra(yajl_gen g, const ao_step_result *r)
-{
-    yajl_gen_status st;
-    G(key_num(g, "host_wait_ms", r->host_wait_ms));
-    G(key_num(g, "idle_other_ms", r->idle_other_ms));
-    G(gen_kinds(g, "comm_by_kind_ms", r->comm_kind_ms));
-    return gen_kinds(g, "exposed_by_kind_ms", r->exposed_kind_ms);
-}
-
 static yajl_gen_status gen_kernel(yajl_gen g, const ao_kernel_stat *k)
 {
     yajl_gen_status st;
@@ -391,7 +372,7 @@ static size_t step_top(const ao_step_result *s, ao_kernel_stat *top, size_t cap)
 static int record_extra(void *vctx, yajl_gen g)
 {
     rec_ctx *x = vctx;
-    yajl_gen_status st = gen_window_extra(g, x->s);
+    yajl_gen_status st = ao_step_result_gen_extra(g, x->s);
     if (st == yajl_gen_status_ok) st = key(g, "trace_rank");
     if (st == yajl_gen_status_ok) st = yajl_gen_integer(g, x->j->trace_rank);
     const step_cmp *e = find_cmp(x->c, x->s->step);
@@ -543,7 +524,7 @@ static yajl_gen_status gen_rank(yajl_gen g, const job *j)
     G(key(g, "total"));
     G(yajl_gen_map_open(g));
     G(ao_overlap_gen_fields(g, &r->total.m, 1));
-    G(gen_window_extra(g, &r->total));
+    G(ao_step_result_gen_extra(g, &r->total));
     G(yajl_gen_map_close(g));
     G(key(g, "class_ms"));
     G(yajl_gen_map_open(g));

@@ -90,6 +90,7 @@ typedef struct ao_cupti_record {
     uint32_t stream_id;        /* CUPTI's stream id */
     uint64_t bytes;            /* memcpy/memset; 0 for kernels */
     const char *name;          /* kernel name (interned), or "memcpy HtoD", "memset", ... */
+    int64_t correlation;       /* CUPTI's id of the API call that issued it (aorta attach) */
 } ao_cupti_record;
 
 /* The class of a kernel by its name; *kind gets the collective of an NCCL

@@ -8,7 +8,6 @@
  * Global state: CUPTI's buffer callbacks carry no user pointer, so the one
  * active tracer of the process is reached through `active` (CUPTI itself
  * allows one activity client per process). */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,37 +17,18 @@
 
 #include "core/error.h"
 #include "timeline/cupti.h"
+#include "timeline/cupti_lib.h"
 
 #define BUFFER_BYTES    (8u << 20)
 #define WINDOW_SLACK_NS 50000
 #define ALIGN           8
 
-typedef struct fns {
-    CUptiResult (*get_version)(uint32_t *);
-    CUptiResult (*enable)(CUpti_ActivityKind);
-    CUptiResult (*disable)(CUpti_ActivityKind);
-    CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
-                                      CUpti_BuffersCallbackCompleteFunc);
-    CUptiResult (*flush_all)(uint32_t);
-    CUptiResult (*next_record)(uint8_t *, size_t, CUpti_Activity **);
-    CUptiResult (*dropped)(CUcontext, uint32_t, size_t *);
-    CUptiResult (*timestamp)(uint64_t *);
-    CUptiResult (*result_string)(CUptiResult, const char **);
-} fns;
-
-/* Interned kernel names: CUPTI's name pointers belong to CUPTI. */
-typedef struct names {
-    char **slots;
-    size_t cap, n;
-} names;
-
 struct ao_cupti {
-    void *lib;
-    fns f;
+    ao_cupti_fns f;
     pthread_mutex_t mu; /* records, names, dropped: the callbacks run on CUPTI's thread */
     ao_cupti_record *recs;
     size_t nrecs, cap;
-    names names;
+    ao_cupti_names names;
     size_t dropped;
     uint64_t anchor_ns;
     ao_cupti_lanes lanes;
@@ -57,55 +37,6 @@ struct ao_cupti {
 };
 
 static ao_cupti *active;
-
-static uint64_t hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
-static const char *intern(names *t, const char *s)
-{
-    if (2 * (t->n + 1) > t->cap) {
-        names bigger = {ao_calloc(t->cap ? 2 * t->cap : 256, sizeof(char *)),
-                        t->cap ? 2 * t->cap : 256, 0};
-        for (size_t i = 0; i < t->cap; i++)
-            if (t->slots[i]) {
-                size_t j = hash(t->slots[i]) & (bigger.cap - 1);
-                while (bigger.slots[j]) j = (j + 1) & (bigger.cap - 1);
-                bigger.slots[j] = t->slots[i];
-                bigger.n++;
-            }
-        free(t->slots);
-        *t = bigger;
-    }
-    size_t j = hash(s) & (t->cap - 1);
-    while (t->slots[j]) {
-        if (strcmp(t->slots[j], s) == 0) return t->slots[j];
-        j = (j + 1) & (t->cap - 1);
-    }
-    t->n++;
-    return t->slots[j] = ao_strdup(s);
-}
-
-static const char *memcpy_name(uint8_t copy_kind)
-{
-    switch (copy_kind) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
-        return "memcpy HtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
-        return "memcpy DtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
-        return "memcpy DtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
-        return "memcpy HtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
-        return "memcpy PtoP";
-    default:
-        return "memcpy";
-    }
-}
 
 static void push(ao_cupti *c, const ao_cupti_record *r)
 {
@@ -135,25 +66,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     pthread_mutex_lock(&c->mu);
     CUpti_Activity *a = NULL;
     while (c->f.next_record(buffer, valid, &a) == CUPTI_SUCCESS) {
-        ao_cupti_record r = {0};
-        if (a->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
-            a->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
-            const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)a;
-            r = (ao_cupti_record){
-                AO_CUPTI_KERNEL, k->start, k->end,
-                k->streamId,     0,        k->name ? intern(&c->names, k->name) : "kernel"};
-        } else if (a->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
-            const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)a;
-            r = (ao_cupti_record){AO_CUPTI_MEMCPY, m->start, m->end,
-                                  m->streamId,     m->bytes, memcpy_name(m->copyKind)};
-        } else if (a->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
-            const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)a;
-            r = (ao_cupti_record){AO_CUPTI_MEMSET, m->start, m->end,
-                                  m->streamId,     m->bytes, "memset"};
-        } else {
-            continue;
-        }
-        push(c, &r);
+        ao_cupti_record r;
+        if (ao_cupti_decode(a, &c->names, &r)) push(c, &r);
     }
     size_t dropped = 0;
     if (c->f.dropped && c->f.dropped(ctx, stream_id, &dropped) == CUPTI_SUCCESS)
@@ -162,40 +76,15 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     free(buffer);
 }
 
-static const char *result_text(ao_cupti *c, CUptiResult r)
-{
-    const char *s = NULL;
-    if (c->f.result_string && c->f.result_string(r, &s) == CUPTI_SUCCESS && s) return s;
-    return "unknown CUPTI error";
-}
-
-static void *open_library(void)
-{
-    static const char *const libs[] = {"libcupti.so", "libcupti.so.13", "libcupti.so.12"};
-    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
-        void *lib = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
-        if (lib) return lib;
-    }
-    const char *home = getenv("CUDA_HOME");
-    if (!home || !*home) return NULL;
-    char *path = ao_asprintf("%s/extras/CUPTI/lib64/libcupti.so", home);
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    free(path);
-    return lib;
-}
-
 static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                                            CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
 
 static void free_cupti(ao_cupti *c)
 {
-    for (size_t i = 0; i < c->names.cap; i++) free(c->names.slots[i]);
-    free(c->names.slots);
+    ao_cupti_names_free(&c->names);
     free(c->recs);
     free(c->ops);
     pthread_mutex_destroy(&c->mu);
-    /* libcupti stays loaded: CUPTI does not support being unloaded from a
-     * process it has attached to. */
     free(c);
 }
 
@@ -206,46 +95,17 @@ ao_cupti *ao_cupti_start(void)
                 "kernel trace disabled");
         return NULL;
     }
-    void *lib = open_library();
-    if (!lib) {
-        ao_warn("profiling.kernel_trace: cannot load libcupti (%s); kernel trace disabled",
-                dlerror());
+    ao_cupti *c = ao_calloc(1, sizeof *c);
+    const char *why = NULL;
+    if (ao_cupti_fns_load(&c->f, &why) != 0) {
+        ao_warn("profiling.kernel_trace: %s; kernel trace disabled", why);
         ao_hint("set CUDA_HOME to the toolkit (extras/CUPTI/lib64) or add CUPTI to "
                 "LD_LIBRARY_PATH");
+        free(c);
         return NULL;
     }
-    ao_cupti *c = ao_calloc(1, sizeof *c);
-    c->lib = lib;
     pthread_mutex_init(&c->mu, NULL);
-    fns *f = &c->f;
-    f->get_version = (CUptiResult(*)(uint32_t *))dlsym(lib, "cuptiGetVersion");
-    f->enable = (CUptiResult(*)(CUpti_ActivityKind))dlsym(lib, "cuptiActivityEnable");
-    f->disable = (CUptiResult(*)(CUpti_ActivityKind))dlsym(lib, "cuptiActivityDisable");
-    f->register_callbacks =
-        (CUptiResult(*)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc))dlsym(
-            lib, "cuptiActivityRegisterCallbacks");
-    f->flush_all = (CUptiResult(*)(uint32_t))dlsym(lib, "cuptiActivityFlushAll");
-    f->next_record = (CUptiResult(*)(uint8_t *, size_t, CUpti_Activity **))dlsym(
-        lib, "cuptiActivityGetNextRecord");
-    f->dropped = (CUptiResult(*)(CUcontext, uint32_t, size_t *))dlsym(
-        lib, "cuptiActivityGetNumDroppedRecords");
-    f->timestamp = (CUptiResult(*)(uint64_t *))dlsym(lib, "cuptiGetTimestamp");
-    f->result_string =
-        (CUptiResult(*)(CUptiResult, const char **))dlsym(lib, "cuptiGetResultString");
-    if (!f->get_version || !f->enable || !f->disable || !f->register_callbacks || !f->flush_all ||
-        !f->next_record || !f->timestamp) {
-        ao_warn("profiling.kernel_trace: libcupti lacks the activity API; kernel trace disabled");
-        free_cupti(c);
-        return NULL;
-    }
-    uint32_t version = 0;
-    if (f->get_version(&version) != CUPTI_SUCCESS || version < CUPTI_API_VERSION) {
-        ao_warn("profiling.kernel_trace: libcupti has API version %u, older than %u (this "
-                "build's); kernel trace disabled",
-                version, (unsigned)CUPTI_API_VERSION);
-        free_cupti(c);
-        return NULL;
-    }
+    const ao_cupti_fns *f = &c->f;
     active = c;
     CUptiResult r = f->register_callbacks(buffer_requested, buffer_completed);
     for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof kinds / sizeof kinds[0]; i++)
@@ -253,7 +113,7 @@ ao_cupti *ao_cupti_start(void)
     if (r != CUPTI_SUCCESS) {
         ao_warn("profiling.kernel_trace: CUPTI refused activity tracing (%s); kernel trace "
                 "disabled",
-                result_text(c, r));
+                ao_cupti_result_text(&c->f, r));
         for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) f->disable(kinds[i]);
         f->flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
         active = NULL;

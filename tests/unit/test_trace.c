@@ -396,7 +396,7 @@ static void test_cupti_records_to_ops(void **state)
     (void)state;
     const uint64_t anchor = 5000000;
     ao_cupti_record k = {
-        AO_CUPTI_KERNEL, anchor + 1500, anchor + 4000, 7, 0, "ncclDevKernel_AllReduce_RING_LL"};
+        AO_CUPTI_KERNEL, anchor + 1500, anchor + 4000, 7, 0, "ncclDevKernel_AllReduce_RING_LL", -1};
     ao_op op;
     ao_cupti_record_to_op(&k, anchor, 3, 0, &op);
     assert_true(op.start_us == 1.5 && op.end_us == 4.0);
@@ -406,7 +406,8 @@ static void test_cupti_records_to_ops(void **state)
     assert_int_equal(op.unit, -1);
     assert_string_equal(op.name, "ncclDevKernel_AllReduce_RING_LL");
 
-    ao_cupti_record m = {AO_CUPTI_MEMCPY, anchor - 2000, anchor - 3000, 9, 1 << 20, "memcpy HtoD"};
+    ao_cupti_record m = {
+        AO_CUPTI_MEMCPY, anchor - 2000, anchor - 3000, 9, 1 << 20, "memcpy HtoD", -1};
     ao_cupti_record_to_op(&m, anchor, 0, 0, &op);
     assert_true(op.start_us == -2.0);      /* before the anchor: negative, not wrapped */
     assert_true(op.end_us == op.start_us); /* a reversed record is clamped */
@@ -414,7 +415,7 @@ static void test_cupti_records_to_ops(void **state)
     assert_int_equal(op.kind, AO_KIND_NONE);
     assert_int_equal(op.bytes, 1 << 20);
 
-    ao_cupti_record s = {AO_CUPTI_MEMSET, anchor, anchor + 10, 9, 64, "memset"};
+    ao_cupti_record s = {AO_CUPTI_MEMSET, anchor, anchor + 10, 9, 64, "memset", -1};
     ao_cupti_record_to_op(&s, anchor, 0, 0, &op);
     assert_int_equal(op.cls, AO_CLASS_COPY);
     /* on the compute stream, a memset or copy belongs to the compute op
@@ -430,12 +431,12 @@ static void test_cupti_records_to_ops(void **state)
      * order with lanes by first appearance, at or after t1 kept in order; a
      * kernel that starts just before t1 but runs past it is the next one's */
     ao_cupti_record recs[] = {
-        {AO_CUPTI_KERNEL, 100, 150, 11, 0, "old"},
-        {AO_CUPTI_KERNEL, 1300, 1400, 22, 0, "gemm_b"},
-        {AO_CUPTI_KERNEL, 1000, 1200, 11, 0, "gemm_a"},
-        {AO_CUPTI_KERNEL, 1995, 2100, 33, 0, "next_1"},
-        {AO_CUPTI_MEMSET, 1990, 2004, 22, 8, "memset"},
-        {AO_CUPTI_KERNEL, 2500, 2600, 11, 0, "next_2"},
+        {AO_CUPTI_KERNEL, 100, 150, 11, 0, "old", -1},
+        {AO_CUPTI_KERNEL, 1300, 1400, 22, 0, "gemm_b", -1},
+        {AO_CUPTI_KERNEL, 1000, 1200, 11, 0, "gemm_a", -1},
+        {AO_CUPTI_KERNEL, 1995, 2100, 33, 0, "next_1", -1},
+        {AO_CUPTI_MEMSET, 1990, 2004, 22, 8, "memset", -1},
+        {AO_CUPTI_KERNEL, 2500, 2600, 11, 0, "next_2", -1},
     };
     size_t n = sizeof recs / sizeof recs[0], cap = 0;
     ao_cupti_lanes lanes = {.n = 0};
@@ -463,8 +464,8 @@ static void test_cupti_records_to_ops(void **state)
 
     /* with the compute stream known, its memset is compute */
     ao_cupti_record more[] = {
-        {AO_CUPTI_MEMSET, 1100, 1110, 22, 4, "memset"},
-        {AO_CUPTI_MEMSET, 1120, 1130, 33, 4, "memset"},
+        {AO_CUPTI_MEMSET, 1100, 1110, 22, 4, "memset", -1},
+        {AO_CUPTI_MEMSET, 1120, 1130, 33, 4, "memset", -1},
     };
     n = 2;
     ao_cupti_lanes known = {.n = 0, .compute_known = 1, .compute_stream = 22};

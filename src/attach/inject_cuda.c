@@ -1,0 +1,929 @@
+/* The injection library of aorta attach (attach/attach.h), built as
+ * libaorta_attach.so: CUDA calls InitializeInjection when the process
+ * initializes the driver.
+ *
+ * Threads: the application's threads only run CUPTI's callbacks (an atomic
+ * max of the correlation id per launch, a few compares per NVTX range) and
+ * hand CUPTI's full buffers to a queue; one worker thread decodes them, cuts
+ * steps (attach/steps.h) and writes the JSONL lines.
+ *
+ * A second CUPTI client: CUPTI allows one subscriber and one set of buffer
+ * callbacks per process, and a second client's registration silently takes
+ * the buffers of the first (Kineto: "bufferCompleted called with unknown
+ * buffer", 0 events). Loaded with LD_PRELOAD, this library's cupti* entry
+ * points below stand in front of libcupti's, so the other client's calls
+ * come here first: before forwarding them, attach steps aside (disables its
+ * activity kinds, flushes so its buffers come back to it, unsubscribes), and
+ * when the other client has disabled all its kinds (or finalized) it comes
+ * back. A buffer of the other client that reaches attach's callback is
+ * handed to the other client's. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cupti.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <generated_nvtx_meta.h>
+
+#include "attach/attach.h"
+#include "attach/steps.h"
+#include "attach/info.h"
+#include "core/error.h"
+#include "core/jsonl.h"
+#include "core/rundir.h"
+#include "launch/launch.h"
+#include "timeline/cupti_lib.h"
+
+/* The library is built with hidden visibility: only these are exported. */
+#define AO_EXPORT __attribute__((visibility("default")))
+
+#define BUFFER_BYTES (4u << 20)
+#define FLUSH_MS     100
+#define SETTLE_NS    500000000ull
+#define NAME_MAX_    128
+
+static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                           CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
+
+typedef struct qbuf {
+    uint8_t *p;
+    size_t valid;
+    int clock; /* the clock its timestamps are on (below) */
+} qbuf;
+
+/* The other client may give CUPTI its own clock
+ * (cuptiActivityRegisterTimestampCallback: PyTorch's Kineto gives a TSC
+ * count); CUPTI then stamps every record it hands out on that clock, in its
+ * units. Clock k > 0 maps back onto CUPTI's own nanoseconds through the
+ * readings taken when it was registered: t = cupti0 + (x - x0) / scale,
+ * with scale (units per ns) measured against CLOCK_MONOTONIC since. */
+#define MAX_CLOCKS 8
+typedef struct clock_map {
+    CUpti_TimestampCallbackFunc fn;
+    uint64_t cupti0, x0, mono0;
+} clock_map;
+
+typedef struct qmark {
+    char name[NAME_MAX_];
+    int64_t begin, end;
+} qmark;
+
+typedef struct qevent { /* aside (on = 1) or resume, in order */
+    int on;
+    int64_t corr;
+    uint64_t t;
+} qevent;
+
+typedef struct open_range { /* nvtxRangeStart ... nvtxRangeEnd */
+    uint64_t id;
+    int64_t begin;
+    char name[NAME_MAX_];
+} open_range;
+
+static struct {
+    int on;
+    ao_cupti_fns f;
+    /* qmu: the buffer queue and the set of our buffers (buffer callbacks
+     * may run inside a flush this library makes while holding ctl) */
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;
+    qbuf *q;
+    size_t nq, capq;
+    void **ours;
+    size_t nours, capours;
+    size_t dropped;
+    int stop;
+    clock_map clocks[MAX_CLOCKS];
+    int nclocks; /* 0: CUPTI's own clock throughout */
+    /* ctl: marks, events, open ranges, the foreign client */
+    pthread_mutex_t ctl;
+    qmark *marks;
+    size_t nmarks, capmarks;
+    qevent *events;
+    size_t nevents, capevents;
+    open_range *ranges;
+    size_t nranges, capranges;
+    int activity_on, subscribed;
+    unsigned foreign_kinds;
+    int foreign_registered;
+    CUpti_BuffersCallbackRequestFunc their_request;
+    CUpti_BuffersCallbackCompleteFunc their_complete;
+    char foreign[256];
+    CUpti_SubscriberHandle sub;
+    atomic_llong last_corr;
+    /* worker-only */
+    pthread_t worker;
+    ao_cupti_names names;
+    ao_steps *steps;
+    ao_jsonl_writer *w;
+    ao_attach_info info;
+    uint64_t anchor_ns;
+    double anchor_wall; /* UNIX seconds at anchor_ns */
+    pid_t pid;          /* the process that started: at_exit only there */
+} G = {.qmu = PTHREAD_MUTEX_INITIALIZER,
+       .qcv = PTHREAD_COND_INITIALIZER,
+       .ctl = PTHREAD_MUTEX_INITIALIZER};
+
+/* The other client's subscription, when attach rides on it (below). */
+#define MAX_CBID 4096
+
+static struct {
+    int active;
+    CUpti_SubscriberHandle h;
+    CUpti_CallbackFunc cb;
+    void *ud;
+    uint8_t all[CUPTI_CB_DOMAIN_SIZE];
+    uint8_t cbid[CUPTI_CB_DOMAIN_SIZE][MAX_CBID];
+} T;
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Units of clock k per nanosecond, measured since it was registered; 0
+ * while that is under 200 ms (too short for 1e-5), unless `final`, when
+ * any span over 1 ms will do (1 where there is none: take it for ns). */
+static double clock_scale(int k, int final)
+{
+    const clock_map *c = &G.clocks[k - 1];
+    uint64_t x = c->fn(), m = mono_ns();
+    uint64_t need = final ? 1000000ull : 200000000ull;
+    if (m < c->mono0 + need || x <= c->x0) return final ? 1.0 : 0.0;
+    return (double)(x - c->x0) / (double)(m - c->mono0);
+}
+
+static uint64_t to_cupti_ns(int k, uint64_t x, double scale)
+{
+    if (k == 0) return x;
+    const clock_map *c = &G.clocks[k - 1];
+    return c->cupti0 + (uint64_t)((double)((int64_t)(x - c->x0)) / scale);
+}
+
+static uint64_t cupti_now(void)
+{
+    uint64_t t = 0;
+    if (G.f.timestamp) G.f.timestamp(&t);
+    return G.nclocks ? to_cupti_ns(G.nclocks, t, clock_scale(G.nclocks, 1)) : t;
+}
+
+static void grow(void **p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap) return;
+    *cap = *cap ? 2 * *cap : 64;
+    if (*cap < need) *cap = need;
+    *p = ao_realloc(*p, *cap * size);
+}
+
+/* ---- activity buffers ------------------------------------------------------ */
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    *buffer = aligned_alloc(8, BUFFER_BYTES);
+    *size = *buffer ? BUFFER_BYTES : 0;
+    *max_records = 0;
+    if (!*buffer) return;
+    pthread_mutex_lock(&G.qmu);
+    grow((void **)&G.ours, &G.capours, G.nours + 1, sizeof *G.ours);
+    G.ours[G.nours++] = *buffer;
+    pthread_mutex_unlock(&G.qmu);
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
+                                      size_t size, size_t valid)
+{
+    pthread_mutex_lock(&G.qmu);
+    size_t i = 0;
+    while (i < G.nours && G.ours[i] != buffer) i++;
+    if (i == G.nours) { /* the other client's buffer: its callback's */
+        CUpti_BuffersCallbackCompleteFunc theirs = G.their_complete;
+        pthread_mutex_unlock(&G.qmu);
+        if (theirs) theirs(ctx, stream_id, buffer, size, valid);
+        return;
+    }
+    G.ours[i] = G.ours[--G.nours];
+    size_t d = 0;
+    if (G.f.dropped && G.f.dropped(ctx, stream_id, &d) == CUPTI_SUCCESS) G.dropped += d;
+    grow((void **)&G.q, &G.capq, G.nq + 1, sizeof *G.q);
+    G.q[G.nq++] = (qbuf){buffer, valid, G.nclocks};
+    pthread_cond_signal(&G.qcv);
+    pthread_mutex_unlock(&G.qmu);
+}
+
+/* ---- callbacks: launches and NVTX ranges ------------------------------------- */
+
+static int64_t corr_now(void)
+{
+    return atomic_load_explicit(&G.last_corr, memory_order_relaxed);
+}
+
+static void push_mark(const char *name, int64_t begin, int64_t end)
+{
+    pthread_mutex_lock(&G.ctl);
+    grow((void **)&G.marks, &G.capmarks, G.nmarks + 1, sizeof *G.marks);
+    qmark *m = &G.marks[G.nmarks++];
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->begin = begin;
+    m->end = end;
+    pthread_mutex_unlock(&G.ctl);
+}
+
+/* The default domain's push/pop stack of this thread: the outermost step
+ * range is the step. */
+static _Thread_local struct {
+    int depth, step_depth;
+    int64_t begin;
+    char name[NAME_MAX_];
+} tls;
+
+static const char *attr_message(const nvtxEventAttributes_t *a)
+{
+    return a && a->messageType == NVTX_MESSAGE_TYPE_ASCII ? a->message.ascii : NULL;
+}
+
+static void on_push(const char *msg)
+{
+    tls.depth++;
+    if (tls.step_depth == 0 && msg && ao_steps_is_step_range(G.steps, msg)) {
+        tls.step_depth = tls.depth;
+        tls.begin = corr_now();
+        snprintf(tls.name, sizeof tls.name, "%s", msg);
+    }
+}
+
+static void on_pop(void)
+{
+    if (tls.depth <= 0) return;
+    if (tls.depth == tls.step_depth) {
+        push_mark(tls.name, tls.begin, corr_now());
+        tls.step_depth = 0;
+    }
+    tls.depth--;
+}
+
+static void on_start(const char *msg, uint64_t id)
+{
+    if (!msg || !ao_steps_is_step_range(G.steps, msg)) return;
+    pthread_mutex_lock(&G.ctl);
+    grow((void **)&G.ranges, &G.capranges, G.nranges + 1, sizeof *G.ranges);
+    open_range *r = &G.ranges[G.nranges++];
+    r->id = id;
+    r->begin = corr_now();
+    snprintf(r->name, sizeof r->name, "%s", msg);
+    pthread_mutex_unlock(&G.ctl);
+}
+
+static void on_end(uint64_t id)
+{
+    pthread_mutex_lock(&G.ctl);
+    for (size_t i = 0; i < G.nranges; i++)
+        if (G.ranges[i].id == id) {
+            open_range r = G.ranges[i];
+            G.ranges[i] = G.ranges[--G.nranges];
+            pthread_mutex_unlock(&G.ctl);
+            push_mark(r.name, r.begin, corr_now());
+            return;
+        }
+    pthread_mutex_unlock(&G.ctl);
+}
+
+static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                 const void *data)
+{
+    (void)ud;
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+        const CUpti_CallbackData *cb = data;
+        if (cb->callbackSite != CUPTI_API_ENTER) return;
+        long long id = (long long)cb->correlationId, cur = corr_now();
+        while (id > cur && !atomic_compare_exchange_weak(&G.last_corr, &cur, id)) {
+        }
+        return;
+    }
+    if (domain != CUPTI_CB_DOMAIN_NVTX) return;
+    const CUpti_NvtxData *nv = data;
+    switch (cbid) {
+    case CUPTI_CBID_NVTX_nvtxRangePushA:
+        on_push(((const nvtxRangePushA_params *)nv->functionParams)->message);
+        break;
+    case CUPTI_CBID_NVTX_nvtxRangePushEx:
+        on_push(attr_message(((const nvtxRangePushEx_params *)nv->functionParams)->eventAttrib));
+        break;
+    case CUPTI_CBID_NVTX_nvtxRangePop:
+        on_pop();
+        break;
+    case CUPTI_CBID_NVTX_nvtxRangeStartA:
+        if (nv->functionReturnValue)
+            on_start(((const nvtxRangeStartA_params *)nv->functionParams)->message,
+                     *(const nvtxRangeId_t *)nv->functionReturnValue);
+        break;
+    case CUPTI_CBID_NVTX_nvtxRangeStartEx:
+        if (nv->functionReturnValue)
+            on_start(
+                attr_message(((const nvtxRangeStartEx_params *)nv->functionParams)->eventAttrib),
+                *(const nvtxRangeId_t *)nv->functionReturnValue);
+        break;
+    case CUPTI_CBID_NVTX_nvtxRangeEnd:
+        on_end(((const nvtxRangeEnd_params *)nv->functionParams)->id);
+        break;
+    default:
+        break;
+    }
+}
+
+static const CUpti_CallbackId runtime_cbids[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
+};
+
+static const CUpti_CallbackId driver_cbids[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,
+    CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async,
+    CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz,
+};
+
+/* Enable the launch and NVTX callbacks on sub (ours, or the other
+ * client's that ours rides on). */
+static CUptiResult enable_ours(CUpti_SubscriberHandle sub)
+{
+    CUptiResult r = CUPTI_SUCCESS;
+    for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof runtime_cbids / sizeof *runtime_cbids; i++)
+        r = G.f.enable_callback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_cbids[i]);
+    for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof driver_cbids / sizeof *driver_cbids; i++)
+        r = G.f.enable_callback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_cbids[i]);
+    if (r == CUPTI_SUCCESS) r = G.f.enable_domain(1, sub, CUPTI_CB_DOMAIN_NVTX);
+    return r;
+}
+
+/* Subscribe ours, or ride on the other client's subscription (ctl held). */
+static CUptiResult subscribe(void)
+{
+    if (!G.f.subscribe || !G.f.enable_callback || !G.f.enable_domain)
+        return CUPTI_ERROR_NOT_SUPPORTED;
+    if (T.active) return enable_ours(T.h);
+    CUptiResult r = G.f.subscribe(&G.sub, on_callback, NULL);
+    if (r != CUPTI_SUCCESS) return r;
+    r = enable_ours(G.sub);
+    if (r != CUPTI_SUCCESS) {
+        G.f.unsubscribe(G.sub);
+        return r;
+    }
+    G.subscribed = 1;
+    return CUPTI_SUCCESS;
+}
+
+/* Register our buffers and enable our kinds (ctl held). */
+static CUptiResult activity_on(void)
+{
+    CUptiResult r = G.f.register_callbacks(buffer_requested, buffer_completed);
+    for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof kinds / sizeof *kinds; i++)
+        r = G.f.enable(kinds[i]);
+    if (r != CUPTI_SUCCESS) {
+        for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) G.f.disable(kinds[i]);
+        return r;
+    }
+    if (G.f.flush_period) G.f.flush_period(FLUSH_MS);
+    G.activity_on = 1;
+    return CUPTI_SUCCESS;
+}
+
+static void push_event(int on)
+{
+    grow((void **)&G.events, &G.capevents, G.nevents + 1, sizeof *G.events);
+    G.events[G.nevents++] = (qevent){on, corr_now(), cupti_now()};
+}
+
+/* ---- a second CUPTI client ---------------------------------------------------- */
+
+/* ctl held. `what` names the call that showed the other client. */
+static void step_aside(const char *what)
+{
+    if (!G.on) return;
+    if (!G.foreign[0]) {
+        snprintf(G.foreign, sizeof G.foreign, "%s", what);
+        ao_warn("attach: another CUPTI client (%s) in pid %d: attach steps aside while it "
+                "traces; the steps it cannot see are listed in its rank file",
+                what, (int)getpid());
+    }
+    if (G.activity_on) {
+        for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) G.f.disable(kinds[i]);
+        G.f.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); /* our buffers come back to us */
+        G.activity_on = 0;
+        push_event(1);
+    }
+}
+
+/* ctl held: the other client is done with activity. */
+static void come_back(void)
+{
+    if (!G.on || G.activity_on || G.foreign_kinds) return;
+    if (activity_on() == CUPTI_SUCCESS) push_event(0);
+}
+
+/* libcupti's own entry point: the next definition after this library's in
+ * the global scope, else the copy loaded in a local scope (Python loads
+ * PyTorch's libcupti with its extension modules, RTLD_LOCAL): the caller of a
+ * cupti* function has it loaded. */
+static void *real_sym(const char *name)
+{
+    void *p = dlsym(RTLD_NEXT, name);
+    if (p) return p;
+    if (G.f.lib && (p = dlsym(G.f.lib, name))) return p;
+    static const char *const libs[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+    for (size_t i = 0; i < sizeof libs / sizeof *libs && !p; i++) {
+        void *h = dlopen(libs[i], RTLD_NOW | RTLD_NOLOAD);
+        if (h) p = dlsym(h, name);
+    }
+    return p;
+}
+
+#define REAL(name, params)                                                                         \
+    static CUptiResult(*real) params;                                                              \
+    if (!real) *(void **)&real = real_sym(name);                                                   \
+    if (!real) return CUPTI_ERROR_NOT_INITIALIZED
+
+AO_EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(
+    CUpti_BuffersCallbackRequestFunc req, CUpti_BuffersCallbackCompleteFunc comp)
+{
+    REAL("cuptiActivityRegisterCallbacks",
+         (CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc));
+    pthread_mutex_lock(&G.ctl);
+    step_aside("cuptiActivityRegisterCallbacks");
+    pthread_mutex_lock(&G.qmu);
+    G.their_request = req;
+    G.their_complete = comp;
+    pthread_mutex_unlock(&G.qmu);
+    G.foreign_registered = 1;
+    CUptiResult r = real(req, comp);
+    pthread_mutex_unlock(&G.ctl);
+    return r;
+}
+
+AO_EXPORT CUptiResult CUPTIAPI
+cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc fn)
+{
+    REAL("cuptiActivityRegisterTimestampCallback", (CUpti_TimestampCallbackFunc));
+    pthread_mutex_lock(&G.ctl);
+    /* what CUPTI holds is stamped at the flush: flush it on the clock we know */
+    step_aside("cuptiActivityRegisterTimestampCallback");
+    uint64_t c0 = cupti_now();
+    CUptiResult r = real(fn);
+    if (r == CUPTI_SUCCESS && fn) {
+        pthread_mutex_lock(&G.qmu);
+        if (G.nclocks < MAX_CLOCKS) {
+            G.clocks[G.nclocks] = (clock_map){fn, c0, fn(), mono_ns()};
+            G.nclocks++;
+        }
+        pthread_mutex_unlock(&G.qmu);
+    }
+    come_back(); /* on the new clock, unless the other client traces now */
+    pthread_mutex_unlock(&G.ctl);
+    return r;
+}
+
+AO_EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
+{
+    REAL("cuptiActivityEnable", (CUpti_ActivityKind));
+    pthread_mutex_lock(&G.ctl);
+    step_aside("cuptiActivityEnable");
+    /* it registered once and we took the callbacks back since: give them back */
+    if (G.foreign_registered && G.on && !G.foreign_kinds)
+        G.f.register_callbacks(G.their_request, G.their_complete);
+    if ((unsigned)kind < 32) G.foreign_kinds |= 1u << kind;
+    CUptiResult r = real(kind);
+    pthread_mutex_unlock(&G.ctl);
+    return r;
+}
+
+AO_EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind)
+{
+    REAL("cuptiActivityDisable", (CUpti_ActivityKind));
+    CUptiResult r = real(kind);
+    pthread_mutex_lock(&G.ctl);
+    if ((unsigned)kind < 32) G.foreign_kinds &= ~(1u << kind);
+    come_back();
+    pthread_mutex_unlock(&G.ctl);
+    return r;
+}
+
+/* ---- one subscriber for two clients ----------------------------------------------
+ * The other client subscribes with a trampoline that calls attach's callback
+ * (launches, NVTX) and the other's for what it enabled; attach's callbacks
+ * are enabled on the shared handle, and its disables leave attach's on. */
+
+static int theirs(CUpti_CallbackDomain d, CUpti_CallbackId id)
+{
+    if ((unsigned)d >= CUPTI_CB_DOMAIN_SIZE) return 1;
+    return T.all[d] || id >= MAX_CBID || T.cbid[d][id];
+}
+
+static int ours(CUpti_CallbackDomain d, CUpti_CallbackId id)
+{
+    const CUpti_CallbackId *ids = d == CUPTI_CB_DOMAIN_RUNTIME_API  ? runtime_cbids
+                                  : d == CUPTI_CB_DOMAIN_DRIVER_API ? driver_cbids
+                                                                    : NULL;
+    size_t n = d == CUPTI_CB_DOMAIN_RUNTIME_API  ? sizeof runtime_cbids / sizeof *runtime_cbids
+               : d == CUPTI_CB_DOMAIN_DRIVER_API ? sizeof driver_cbids / sizeof *driver_cbids
+                                                 : 0;
+    if (d == CUPTI_CB_DOMAIN_NVTX) return 1;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == id) return 1;
+    return 0;
+}
+
+static void CUPTIAPI trampoline(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
+                                const void *data)
+{
+    (void)ud;
+    if (G.on && ours(d, id)) on_callback(NULL, d, id, data);
+    if (T.cb && theirs(d, id)) T.cb(T.ud, d, id, data);
+}
+
+AO_EXPORT CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb,
+                                              void *ud)
+{
+    REAL("cuptiSubscribe", (CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *));
+    pthread_mutex_lock(&G.ctl);
+    int had = G.subscribed;
+    if (had) { /* CUPTI holds one: ours makes way, then rides on theirs */
+        G.f.unsubscribe(G.sub);
+        G.subscribed = 0;
+    }
+    CUptiResult r = real(sub, trampoline, NULL);
+    if (r == CUPTI_SUCCESS) {
+        memset(&T, 0, sizeof T);
+        T.active = 1;
+        T.h = *sub;
+        T.cb = cb;
+        T.ud = ud;
+        if (G.on) enable_ours(T.h);
+    } else if (had) {
+        subscribe();
+    }
+    pthread_mutex_unlock(&G.ctl);
+    return r;
+}
+
+AO_EXPORT CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle sub,
+                                                   CUpti_CallbackDomain d, CUpti_CallbackId id)
+{
+    REAL("cuptiEnableCallback",
+         (uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId));
+    if (!T.active || sub != T.h) return real(enable, sub, d, id);
+    pthread_mutex_lock(&G.ctl);
+    if ((unsigned)d < CUPTI_CB_DOMAIN_SIZE && id < MAX_CBID) T.cbid[d][id] = enable != 0;
+    CUptiResult r = real(enable || (G.on && ours(d, id)), sub, d, id);
+    pthread_mutex_unlock(&G.ctl);
+    return r;
+}
+
+AO_EXPORT CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle sub,
+                                                 CUpti_CallbackDomain d)
+{
+    REAL("cuptiEnableDomain", (uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain));
+    if (!T.active || sub != T.h) return real(enable, sub, d);
+    pthread_mutex_lock(&G.ctl);
+    if ((unsigned)d < CUPTI_CB_DOMAIN_SIZE) T.all[d] = enable != 0;
+    CUptiResult r = real(enable, sub, d);
+    if (!enable && G.on) enable_ours(sub); /* what attach needs stays on */
+    pthread_mutex_unlock(&G.ctl);
+    return r;
+}
+
+AO_EXPORT CUptiResult CUPTIAPI cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle sub)
+{
+    REAL("cuptiEnableAllDomains", (uint32_t, CUpti_SubscriberHandle));
+    if (!T.active || sub != T.h) return real(enable, sub);
+    pthread_mutex_lock(&G.ctl);
+    memset(T.all, enable != 0, sizeof T.all);
+    CUptiResult r = real(enable, sub);
+    if (!enable && G.on) enable_ours(sub);
+    pthread_mutex_unlock(&G.ctl);
+    return r;
+}
+
+AO_EXPORT CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle sub)
+{
+    REAL("cuptiUnsubscribe", (CUpti_SubscriberHandle));
+    pthread_mutex_lock(&G.ctl);
+    int shared = T.active && sub == T.h;
+    CUptiResult r = real(sub);
+    if (shared) {
+        T.active = 0;
+        T.cb = NULL;
+        if (G.on) subscribe(); /* ours alone again */
+    }
+    pthread_mutex_unlock(&G.ctl);
+    return r;
+}
+
+AO_EXPORT CUptiResult CUPTIAPI cuptiFinalize(void)
+{
+    REAL("cuptiFinalize", (void));
+    pthread_mutex_lock(&G.ctl);
+    step_aside("cuptiFinalize");
+    if (G.subscribed) {
+        G.f.unsubscribe(G.sub);
+        G.subscribed = 0;
+    }
+    CUptiResult r = real();
+    /* CUPTI starts afresh at its next call, every subscription gone: take
+     * activity and callbacks up again */
+    T.active = 0;
+    T.cb = NULL;
+    G.foreign_kinds = 0;
+    G.foreign_registered = 0;
+    if (G.on) {
+        come_back();
+        subscribe();
+    }
+    pthread_mutex_unlock(&G.ctl);
+    return r;
+}
+
+/* ---- the worker ---------------------------------------------------------------- */
+
+static void write_step(void *ctx, const ao_step_out *s)
+{
+    (void)ctx;
+    ao_attach_info_step(&G.info, s);
+    if (!G.w) return;
+    ao_iter_record r;
+    ao_iter_record_init(&r);
+    r.rank = G.info.rank;
+    r.world_size = G.info.world_size;
+    r.step = s->step;
+    r.wall_time = G.anchor_wall + s->m.window_start_us / 1e6;
+    r.m = s->m;
+    ao_attach_extra ex = {s};
+    r.extra = ao_attach_extra_gen;
+    r.extra_ctx = &ex;
+    if (ao_jsonl_append(G.w, &r) != 0) { /* disk full...: stop writing, keep the job */
+        ao_jsonl_close(G.w);
+        G.w = NULL;
+    }
+}
+
+static void drain(int final)
+{
+    pthread_mutex_lock(&G.qmu);
+    qbuf *q = G.q;
+    size_t nq = G.nq;
+    G.q = NULL;
+    G.nq = G.capq = 0;
+    pthread_mutex_unlock(&G.qmu);
+    uint64_t now = mono_ns();
+    size_t kept = 0;
+    for (size_t i = 0; i < nq; i++) {
+        CUpti_Activity *a = NULL;
+        int k = q[i].clock;
+        double scale = k ? clock_scale(k, final) : 1.0;
+        if (scale == 0) { /* its clock is not measured yet: next time */
+            q[kept++] = q[i];
+            continue;
+        }
+        while (G.f.next_record(q[i].p, q[i].valid, &a) == CUPTI_SUCCESS) {
+            ao_cupti_record r;
+            if (!ao_cupti_decode(a, &G.names, &r)) continue;
+            r.start_ns = to_cupti_ns(k, r.start_ns, scale);
+            r.end_ns = to_cupti_ns(k, r.end_ns, scale);
+            ao_steps_add(G.steps, &r, now);
+        }
+        free(q[i].p);
+    }
+    if (kept) { /* back in front of what arrived meanwhile */
+        pthread_mutex_lock(&G.qmu);
+        size_t n = kept + G.nq;
+        q = ao_realloc(q, n * sizeof *q);
+        memcpy(q + kept, G.q, G.nq * sizeof *q);
+        free(G.q);
+        G.q = q;
+        G.nq = n;
+        G.capq = n;
+        pthread_mutex_unlock(&G.qmu);
+    } else {
+        free(q);
+    }
+
+    pthread_mutex_lock(&G.ctl);
+    qmark *marks = G.marks;
+    size_t nmarks = G.nmarks;
+    qevent *events = G.events;
+    size_t nevents = G.nevents;
+    G.marks = NULL;
+    G.nmarks = G.capmarks = 0;
+    G.events = NULL;
+    G.nevents = G.capevents = 0;
+    pthread_mutex_unlock(&G.ctl);
+    for (size_t i = 0; i < nevents; i++) {
+        if (events[i].on)
+            ao_steps_aside(G.steps, events[i].corr, events[i].t);
+        else
+            ao_steps_resume(G.steps, events[i].corr, events[i].t);
+    }
+    for (size_t i = 0; i < nmarks; i++)
+        ao_steps_add_mark(G.steps, marks[i].name, marks[i].begin, marks[i].end);
+    free(marks);
+    free(events);
+    ao_steps_advance(G.steps, now, final, write_step, NULL);
+}
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&G.qmu);
+    while (!G.stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += FLUSH_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&G.qcv, &G.qmu, &until);
+        if (G.stop) break;
+        pthread_mutex_unlock(&G.qmu);
+        drain(0);
+        pthread_mutex_lock(&G.qmu);
+    }
+    pthread_mutex_unlock(&G.qmu);
+    return NULL;
+}
+
+/* ---- start and end ------------------------------------------------------------- */
+
+static void at_exit(void)
+{
+    /* a child forked after CUDA started (a data loader's worker) has no
+     * worker thread and no business with the parent's files */
+    if (!G.on || getpid() != G.pid) return;
+    pthread_mutex_lock(&G.ctl);
+    if (G.activity_on) {
+        G.f.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) G.f.disable(kinds[i]);
+        G.f.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    }
+    G.on = 0; /* from here the cupti* stand-ins only forward */
+    pthread_mutex_unlock(&G.ctl);
+    pthread_mutex_lock(&G.qmu);
+    G.stop = 1;
+    pthread_cond_signal(&G.qcv);
+    pthread_mutex_unlock(&G.qmu);
+    pthread_join(G.worker, NULL);
+    drain(1);
+    ao_steps_stats st;
+    ao_steps_get_stats(G.steps, &st);
+    G.info.dropped = G.dropped;
+    snprintf(G.info.foreign, sizeof G.info.foreign, "%s", G.foreign);
+    ao_attach_info_write(&G.info, &st);
+    ao_jsonl_close(G.w);
+    G.w = NULL;
+    /* the names outlive nothing now; the tables stay until exit */
+}
+
+static ao_step_source source_from_env(void)
+{
+    const char *s = getenv(AO_ATTACH_ENV_SOURCE);
+    if (!s) return AO_STEP_NONE;
+    if (!strcmp(s, "nvtx")) return AO_STEP_NVTX;
+    if (!strcmp(s, "kernel")) return AO_STEP_KERNEL;
+    if (!strcmp(s, "window")) return AO_STEP_WINDOW;
+    return AO_STEP_NONE;
+}
+
+static int start(void)
+{
+    const char *dir = getenv(AO_ATTACH_ENV_DIR);
+    if (!dir || !*dir) return 0; /* injected by something else than aorta attach */
+    ao_rank_info ri = {0, 1, 0, 1, 0};
+    if (ao_launch_detect(&ri, NULL) < 0) ri = (ao_rank_info){0, 1, 0, 1, 0};
+    const char *why = NULL;
+    if (ao_cupti_fns_load(&G.f, &why) != 0) {
+        ao_warn("attach: CUPTI cannot be used in pid %d (%s); this process runs untraced",
+                (int)getpid(), why);
+        return 0;
+    }
+    const char *w = getenv(AO_ATTACH_ENV_WINDOW_MS);
+    ao_steps_opts so = {.forced = source_from_env(),
+                        .nvtx_regex = getenv(AO_ATTACH_ENV_STEP_NVTX),
+                        .kernel_regex = getenv(AO_ATTACH_ENV_STEP_KERNEL),
+                        .window_ms = w ? atof(w) : 0,
+                        .comm_regex = getenv(AO_ATTACH_ENV_COMM),
+                        .settle_ns = SETTLE_NS,
+                        .world_size = ri.world_size};
+    G.anchor_ns = cupti_now();
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    G.anchor_wall = (double)rt.tv_sec + rt.tv_nsec / 1e9;
+    G.steps = ao_steps_new(&so, G.anchor_ns);
+    if (!G.steps) {
+        ao_warn("attach: a step or comm regex does not compile; pid %d runs untraced",
+                (int)getpid());
+        return 0;
+    }
+    ao_attach_info_init(&G.info, dir, ri.rank, ri.world_size, G.f.version);
+    char *name = ao_rank_file_name(ri.rank, ri.world_size, AO_RANK_METRICS);
+    char *path = ao_asprintf("%s/%s", dir, name);
+    free(name);
+    if (access(path, F_OK) == 0) {
+        ao_warn("attach: %s exists (a second CUDA process of rank %d); pid %d runs untraced", path,
+                ri.rank, (int)getpid());
+        free(path);
+        return 0;
+    }
+    G.w = ao_jsonl_open(path, 1); /* a line per step, whole: tail -f and crashes */
+    free(path);
+    if (!G.w) return 0;
+    /* NVTX reaches CUPTI only through NVTX's own injection variable */
+    if (G.f.path[0]) setenv("NVTX_INJECTION64_PATH", G.f.path, 0);
+
+    pthread_mutex_lock(&G.ctl);
+    G.on = 1;
+    CUptiResult r = subscribe();
+    if (r != CUPTI_SUCCESS) { /* a client this library did not see (not preloaded) */
+        snprintf(G.foreign, sizeof G.foreign, "cuptiSubscribe: %s", ao_cupti_result_text(&G.f, r));
+        ao_warn("attach: no CUPTI callbacks in pid %d (%s: another CUPTI client?); steps come "
+                "from kernels or windows, not NVTX",
+                (int)getpid(), ao_cupti_result_text(&G.f, r));
+    }
+    if (G.foreign_kinds) step_aside("cuptiActivityEnable before CUDA started");
+    r = G.foreign_kinds ? CUPTI_ERROR_NOT_READY : activity_on();
+    pthread_mutex_unlock(&G.ctl);
+    if (r != CUPTI_SUCCESS && !G.foreign_kinds) {
+        ao_warn("attach: CUPTI refused activity tracing in pid %d (%s); this process runs "
+                "untraced",
+                (int)getpid(), ao_cupti_result_text(&G.f, r));
+        pthread_mutex_lock(&G.ctl);
+        G.on = 0;
+        if (G.subscribed) G.f.unsubscribe(G.sub);
+        G.subscribed = 0;
+        pthread_mutex_unlock(&G.ctl);
+        ao_jsonl_close(G.w);
+        G.w = NULL;
+        return 0;
+    }
+    if (pthread_create(&G.worker, NULL, worker, NULL) != 0) {
+        ao_warn("attach: no worker thread in pid %d; this process runs untraced", (int)getpid());
+        pthread_mutex_lock(&G.ctl);
+        for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) G.f.disable(kinds[i]);
+        G.activity_on = 0;
+        G.on = 0;
+        pthread_mutex_unlock(&G.ctl);
+        return 0;
+    }
+    G.pid = getpid();
+    atexit(at_exit);
+    return 1;
+}
+
+/* CUDA's entry point (CUDA_INJECTION64_PATH). The job runs whatever this
+ * returns. */
+AO_EXPORT int InitializeInjection(void);
+AO_EXPORT int InitializeInjection(void)
+{
+    static int once;
+    if (once++) return 1;
+    start();
+    return 1;
+}

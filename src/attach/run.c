@@ -1,0 +1,428 @@
+/* The parent of aorta attach (attach/attach.h): run directory, run.json, the
+ * command with the injection library, the exit status passed through, and
+ * the ranks' files folded into run.json and summary.json afterwards. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attach/attach.h"
+#include "attach/steps.h"
+#include "core/error.h"
+#include "core/jsonl.h"
+#include "core/rundir.h"
+#include "launch/env.h"
+#include "launch/launch.h"
+#include "report/summary.h"
+
+extern char **environ;
+
+/* The injection library beside the binary (build tree), or in ../lib/aorta
+ * (an install). NULL when this build has none (no CUDA). */
+static char *find_library(void)
+{
+    char *exe = ao_self_exe();
+    if (!exe) return NULL;
+    const char *dir = dirname(exe);
+    const char *const rel[] = {"", "/../lib/aorta"};
+    for (size_t i = 0; i < 2; i++) {
+        char *p = ao_asprintf("%s%s/%s", dir, rel[i], AO_ATTACH_LIBRARY);
+        if (access(p, R_OK) == 0) {
+            free(exe);
+            return p;
+        }
+        free(p);
+    }
+    free(exe);
+    return NULL;
+}
+
+/* ---- signals: forwarded to the command ------------------------------------ */
+
+static volatile sig_atomic_t child_pid;
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+static void forward(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    /* The terminal sends its signals to the whole foreground group, the
+     * command included: pass on only what a process sent to us. */
+    if (child_pid > 0 && si && si->si_code <= 0) kill((pid_t)child_pid, sig);
+}
+
+static void install_forwarding(struct sigaction *old)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+        sigaction(forwarded[i], &sa, &old[i]);
+}
+
+static void restore_signals(const struct sigaction *old)
+{
+    for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+        sigaction(forwarded[i], &old[i], NULL);
+}
+
+/* ---- the command ------------------------------------------------------------ */
+
+/* fork + execvp with envp; exec failures come back through a close-on-exec
+ * pipe. Returns the wait status, or -1 after printing why it did not start
+ * (*exec_errno set). */
+static int run_command(char **argv, char **envp, int *exec_errno)
+{
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0) {
+        *exec_errno = errno;
+        return -1;
+    }
+    struct sigaction old[sizeof forwarded / sizeof *forwarded];
+    install_forwarding(old);
+    pid_t pid = fork();
+    if (pid < 0) {
+        *exec_errno = errno;
+        restore_signals(old);
+        close(pfd[0]);
+        close(pfd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        restore_signals(old);
+        close(pfd[0]);
+        environ = envp;
+        execvp(argv[0], argv);
+        int e = errno;
+        if (write(pfd[1], &e, sizeof e) < 0) _exit(127);
+        _exit(127);
+    }
+    child_pid = pid;
+    close(pfd[1]);
+    int e = 0;
+    ssize_t n;
+    while ((n = read(pfd[0], &e, sizeof e)) < 0 && errno == EINTR) {
+    }
+    close(pfd[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    child_pid = 0;
+    restore_signals(old);
+    if (n == (ssize_t)sizeof e) {
+        *exec_errno = e;
+        return -1;
+    }
+    return status;
+}
+
+/* ---- run.json --------------------------------------------------------------- */
+
+typedef struct attach_config {
+    const ao_attach_opts *o;
+    const char *used; /* the ranks' step sources, "" before the run */
+    char *ranks;      /* JSON array of the rank files, or NULL */
+    long long skip;
+} attach_config;
+
+static void visit(const void *cfg, ao_config_emit_fn emit, void *ctx)
+{
+    const attach_config *c = cfg;
+    const ao_attach_opts *o = c->o;
+    const char *flag = "--step-nvtx/--step-kernel/--window-ms";
+    char win[32];
+    snprintf(win, sizeof win, "%g", o->window_ms > 0 ? o->window_ms : AO_STEP_WINDOW_MS_DEFAULT);
+    ao_config_entry e[] = {
+        {"attach.step_request", ao_json_str(o->source), "string", flag},
+        {"attach.step_nvtx", ao_json_str(o->step_nvtx ? o->step_nvtx : AO_STEP_NVTX_DEFAULT),
+         "string", o->step_nvtx ? "--step-nvtx" : "default"},
+        {"attach.step_kernel",
+         ao_json_str(o->step_kernel ? o->step_kernel : AO_STEP_KERNEL_DEFAULT), "string",
+         o->step_kernel ? "--step-kernel" : "default"},
+        {"attach.window_ms", ao_json_raw(win), "float",
+         o->window_ms > 0 ? "--window-ms" : "default"},
+        {"attach.comm", o->comm ? ao_json_str(o->comm) : ao_json_raw("null"), "string",
+         o->comm ? "--comm" : "default (NCCL/RCCL kernel names)"},
+        {"attach.step_source", ao_json_str(c->used), "string", "the ranks (rank_NN_attach.json)"},
+        {"attach.ranks", ao_json_raw(c->ranks ? c->ranks : "[]"), "list",
+         "the ranks (rank_NN_attach.json)"},
+        {"training.summary_skip_steps", ao_json_int(c->skip), "int", "aorta attach"},
+    };
+    for (size_t i = 0; i < sizeof e / sizeof *e; i++) emit(ctx, &e[i]);
+}
+
+static int write_run_json(const ao_rundir *rd, int argc, char **argv, char **envp, int world_size,
+                          const attach_config *cfg, const struct timespec *rt,
+                          const struct timespec *mono)
+{
+    ao_json_field versions[] = {{"aorta", ao_json_str(AORTA_VERSION)},
+                                {"git_commit", ao_json_str(AORTA_GIT_COMMIT)}};
+    ao_run_header h = {.run_id = rd->run_id,
+                       .command = "attach",
+                       .argc = argc,
+                       .argv = argv,
+                       .world_size = world_size,
+                       .config_visit = visit,
+                       .config = cfg,
+                       .envp = envp,
+                       .versions = versions,
+                       .nversions = sizeof versions / sizeof *versions,
+                       .anchor_realtime = *rt,
+                       .anchor_monotonic = *mono};
+    char *path = ao_rundir_file(rd, AO_RUN_JSON);
+    int rc = ao_run_json_write(path, &h);
+    free(path);
+    return rc;
+}
+
+/* ---- after the command ------------------------------------------------------- */
+
+static int has_suffix(const char *s, const char *suf)
+{
+    size_t n = strlen(s), m = strlen(suf);
+    return n > m && strcmp(s + n - m, suf) == 0 && strncmp(s, "rank_", 5) == 0;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = ao_malloc(cap);
+    size_t k;
+    while ((k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += k;
+        if (cap - n - 1 == 0) buf = ao_realloc(buf, cap *= 2);
+    }
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+typedef struct gathered {
+    char *ranks; /* "[{...},{...}]" */
+    char used[256];
+    int world_size, nmetrics, ninfo;
+    long long min_lines; /* lines of the rank with the fewest; -1 when none */
+} gathered;
+
+static long long count_lines(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    long long n = 0;
+    int c;
+    while ((c = fgetc(f)) != EOF) n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+/* A string member's value in a small JSON text we wrote (info.c): enough
+ * for "step_source" without a parser. */
+static void member_text(const char *json, const char *key, char *out, size_t n)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": \"", key);
+    const char *p = strstr(json, pat);
+    out[0] = '\0';
+    if (!p) return;
+    p += strlen(pat);
+    size_t i = 0;
+    while (p[i] && p[i] != '"' && i + 1 < n) {
+        out[i] = p[i];
+        i++;
+    }
+    out[i] = '\0';
+}
+
+static long member_int(const char *json, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(json, pat);
+    return p ? strtol(p + strlen(pat), NULL, 10) : -1;
+}
+
+static void gather(const char *dir, gathered *g)
+{
+    memset(g, 0, sizeof *g);
+    g->min_lines = -1;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    size_t cap = 2, len = 1;
+    g->ranks = ao_malloc(cap + 1);
+    strcpy(g->ranks, "[");
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *path = ao_asprintf("%s/%s", dir, e->d_name);
+        if (has_suffix(e->d_name, AO_RANK_METRICS)) {
+            long long n = count_lines(path);
+            if (g->min_lines < 0 || n < g->min_lines) g->min_lines = n;
+            g->nmetrics++;
+        } else if (has_suffix(e->d_name, AO_ATTACH_RANK_INFO)) {
+            char *text = slurp(path);
+            if (text) {
+                size_t tl = strlen(text);
+                while (len + tl + 3 > cap) cap *= 2;
+                g->ranks = ao_realloc(g->ranks, cap + 1);
+                if (g->ninfo++) g->ranks[len++] = ',';
+                memcpy(g->ranks + len, text, tl);
+                len += tl;
+                g->ranks[len] = '\0';
+                char src[32];
+                member_text(text, "step_source", src, sizeof src);
+                long rank = member_int(text, "rank"), ws = member_int(text, "world_size");
+                if (ws > g->world_size) g->world_size = (int)ws;
+                size_t ul = strlen(g->used);
+                snprintf(g->used + ul, sizeof g->used - ul, "%srank %ld: %s", ul ? ", " : "", rank,
+                         src);
+                free(text);
+            }
+        }
+        free(path);
+    }
+    closedir(d);
+    strcpy(g->ranks + len, "]");
+}
+
+/* One source for every rank: just its name. */
+static void simplify_used(char *used)
+{
+    const char *first = strstr(used, ": ");
+    if (!first) return;
+    char name[32];
+    snprintf(name, sizeof name, "%s", first + 2);
+    char *comma = strchr(name, ',');
+    if (comma) *comma = '\0';
+    for (const char *p = used; (p = strstr(p, ": ")); p += 2)
+        if (strncmp(p + 2, name, strlen(name)) != 0) return;
+    snprintf(used, 256, "%s", name);
+}
+
+static int exit_code(int status)
+{
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return 1;
+}
+
+int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
+{
+    const char *preset = getenv("CUDA_INJECTION64_PATH");
+    char *lib = NULL;
+    if (preset && *preset)
+        ao_warn("attach: CUDA_INJECTION64_PATH is already set (%s: another tool injects into "
+                "this job); running it untraced",
+                preset);
+    else if (!(lib = find_library()))
+        ao_warn("attach: no %s beside this aorta (a build without CUDA); running the command "
+                "untraced",
+                AO_ATTACH_LIBRARY);
+
+    ao_rundir rd = {0};
+    char **envp = NULL;
+    char *set[10] = {0};
+    attach_config cfg = {o, "", NULL, o->skip_steps};
+    struct timespec rt, mono;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    ao_rank_info ri = {0, 1, 0, 1, 0};
+    if (ao_launch_detect(&ri, NULL) < 0) ri.world_size = 1;
+    if (lib) {
+        char id[AO_RUN_ID_MAX];
+        if (o->run_name)
+            snprintf(id, sizeof id, "%s", o->run_name);
+        else
+            ao_rundir_make_id(id, sizeof id);
+        int rc = ao_rundir_create(o->output_dir, id, &rd);
+        if (rc != 0) {
+            free(lib);
+            return rc;
+        }
+        char abs[PATH_MAX];
+        if (!realpath(rd.path, abs)) snprintf(abs, sizeof abs, "%s", rd.path);
+        const char *pre = getenv("LD_PRELOAD");
+        char win[32];
+        snprintf(win, sizeof win, "%g", o->window_ms);
+        size_t k = 0;
+        set[k++] = ao_asprintf("CUDA_INJECTION64_PATH=%s", lib);
+        set[k++] = pre && *pre ? ao_asprintf("LD_PRELOAD=%s:%s", lib, pre)
+                               : ao_asprintf("LD_PRELOAD=%s", lib);
+        set[k++] = ao_asprintf("%s=%s", AO_ATTACH_ENV_DIR, abs);
+        set[k++] = ao_asprintf("%s=%s", AO_ATTACH_ENV_SOURCE, o->source);
+        if (o->step_nvtx) set[k++] = ao_asprintf("%s=%s", AO_ATTACH_ENV_STEP_NVTX, o->step_nvtx);
+        if (o->step_kernel)
+            set[k++] = ao_asprintf("%s=%s", AO_ATTACH_ENV_STEP_KERNEL, o->step_kernel);
+        if (o->window_ms > 0) set[k++] = ao_asprintf("%s=%s", AO_ATTACH_ENV_WINDOW_MS, win);
+        if (o->comm) set[k++] = ao_asprintf("%s=%s", AO_ATTACH_ENV_COMM, o->comm);
+        envp = ao_env_merge(environ, set);
+        if (write_run_json(&rd, argc, argv, environ, ri.world_size, &cfg, &rt, &mono) != 0) {
+            for (size_t i = 0; i < k; i++) free(set[i]);
+            free(envp);
+            ao_rundir_free(&rd);
+            free(lib);
+            return AO_EXIT_FAIL;
+        }
+    }
+
+    int exec_errno = 0;
+    int status = run_command(argv, envp ? envp : environ, &exec_errno);
+    int code;
+    if (status < 0) {
+        ao_error(argv[0], "cannot run the command: %s", strerror(exec_errno));
+        code = exec_errno == ENOENT ? 127 : 126;
+    } else {
+        code = exit_code(status);
+    }
+
+    if (lib && status >= 0) {
+        gathered g;
+        gather(rd.path, &g);
+        if (g.nmetrics == 0) {
+            fprintf(stderr,
+                    "aorta: note: attach: %s made no CUDA context (not a CUDA program, or it "
+                    "never used the GPU): no metrics\n",
+                    argv[0]);
+        } else {
+            simplify_used(g.used);
+            cfg.used = g.used;
+            cfg.ranks = g.ranks;
+            if (g.min_lines >= 0 && cfg.skip >= g.min_lines) cfg.skip = 0;
+            write_run_json(&rd, argc, argv, environ,
+                           g.world_size > 0 ? g.world_size : ri.world_size, &cfg, &rt, &mono);
+            if (g.min_lines > 0) {
+                if (ao_summary_for_run(rd.path, cfg.skip, NULL) == 0)
+                    fprintf(stderr, "aorta: attach: %d rank%s, steps from %s; %s/%s\n", g.nmetrics,
+                            g.nmetrics == 1 ? "" : "s", g.used[0] ? g.used : "none", rd.path,
+                            AO_RUN_SUMMARY);
+            } else {
+                fprintf(stderr,
+                        "aorta: note: attach: no complete step was seen (%s); the rank files "
+                        "are in %s\n",
+                        g.used[0] ? g.used : "no rank finished", rd.path);
+            }
+        }
+        free(g.ranks);
+    }
+    for (size_t i = 0; i < sizeof set / sizeof *set; i++) free(set[i]);
+    free(envp);
+    ao_rundir_free(&rd);
+    free(lib);
+    if (status >= 0 && WIFSIGNALED(status)) {
+        /* die the same way, so the caller's shell sees the signal */
+        fflush(NULL);
+        signal(WTERMSIG(status), SIG_DFL);
+        raise(WTERMSIG(status));
+    }
+    return code;
+}
