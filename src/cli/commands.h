@@ -6,4 +6,5 @@ AO_COMMAND(train, "the FSDP/DDP workload: overlap of communication and compute p
 AO_COMMAND(coll, "collective bandwidth (nccl-tests columns), optionally under a GEMM")
 AO_COMMAND(sdma, "GEMM vs DMA copy overlap on two streams")
 AO_COMMAND(report, "summaries, comparisons with verdicts, charts and HTML from run directories")
+AO_COMMAND(queues, "how stream count and hardware queues shape concurrency")
 AO_COMMAND(sweep, "axes and environment sweeps over train, coll and sdma")

@@ -16,6 +16,7 @@
 #include "comm/comm.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "core/rundir.h"
 #include "launch/internal.h"
 #include "sweep/chart.h"
@@ -138,29 +139,6 @@ static int add_point_row(results *r, int point, const char *run_dir, const char 
 }
 
 /* ---- JSON helpers ------------------------------------------------------------ */
-
-static yajl_val read_json(const char *path, char *err, size_t nerr)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, nerr, "cannot read %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = ao_malloc(cap);
-    size_t got;
-    while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (len + 1 == cap) buf = ao_realloc(buf, cap *= 2);
-    }
-    fclose(f);
-    buf[len] = 0;
-    char why[256] = "";
-    yajl_val v = yajl_tree_parse(buf, why, sizeof why);
-    free(buf);
-    if (!v) snprintf(err, nerr, "%s is not JSON: %s", path, why);
-    return v;
-}
 
 static yajl_val member(yajl_val obj, const char *key)
 {
@@ -300,7 +278,7 @@ static void collect(launch_ctx *c, const char *result)
     const ao_sweep_plan *p = c->r->p;
     const ao_sweep_launch *l = &p->launches[c->li];
     char why[512] = "";
-    yajl_val doc = read_json(result, why, sizeof why);
+    yajl_val doc = ao_json_read_file(result, why, sizeof why);
     if (doc && p->spec->command == AO_SWEEP_COLL && !YAJL_IS_ARRAY(doc)) {
         snprintf(why, sizeof why, "%s is not a JSON array of rows", result);
         yajl_tree_free(doc);
@@ -574,7 +552,7 @@ static int read_old_json(const char *path, old_row **rows, int *nrows)
 {
     if (access(path, F_OK) != 0) return 0;
     char why[512];
-    yajl_val doc = read_json(path, why, sizeof why);
+    yajl_val doc = ao_json_read_file(path, why, sizeof why);
     if (!doc || !YAJL_IS_ARRAY(doc)) {
         ao_error("--resume", "%s", doc ? "the results file is not a JSON array of rows" : why);
         yajl_tree_free(doc);

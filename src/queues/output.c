@@ -1,0 +1,414 @@
+/* What `aorta queues` prints and writes: the table (nccl-tests style, one
+ * row per stream count; the same cells go to --csv), the per-op latencies,
+ * the JSON record with every sample, and the queue variables in effect. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/table.h"
+#include "core/error.h"
+#include "core/json.h"
+#include "core/text.h"
+#include "queues/internal.h"
+
+extern char **environ;
+
+/* ---- the queue variables ---------------------------------------------------- */
+
+/* Always listed (null when unset): CUDA's and HIP's number of hardware
+ * queues, and the switch that serializes every launch. */
+static const char *const fixed_vars[] = {"CUDA_DEVICE_MAX_CONNECTIONS", "GPU_MAX_HW_QUEUES",
+                                         "CUDA_LAUNCH_BLOCKING", NULL};
+/* Listed when set: ROCm's queue, scheduling and signalling knobs live here. */
+static const char *const prefixes[] = {"HIP_", "AMD_", "HSA_", NULL};
+
+static void env_add(ao_qenv *e, const char *name, const char *value)
+{
+    e->names = ao_realloc(e->names, (size_t)(e->n + 1) * sizeof *e->names);
+    e->values = ao_realloc(e->values, (size_t)(e->n + 1) * sizeof *e->values);
+    e->names[e->n] = ao_strdup(name);
+    e->values[e->n] = value ? ao_strdup(value) : NULL;
+    e->n++;
+}
+
+static void env_read(ao_qenv *e)
+{
+    memset(e, 0, sizeof *e);
+    for (const char *const *v = fixed_vars; *v; v++) env_add(e, *v, getenv(*v));
+    for (char **kv = environ; kv && *kv; kv++) {
+        const char *eq = strchr(*kv, '=');
+        if (!eq) continue;
+        int match = 0;
+        for (const char *const *p = prefixes; *p; p++) match |= ao_starts_with(*kv, *p);
+        if (!match) continue;
+        char *name = ao_strdup(*kv);
+        name[eq - *kv] = 0;
+        env_add(e, name, eq + 1);
+        free(name);
+    }
+}
+
+void ao_qenv_user(ao_qenv *user)
+{
+    env_read(user);
+}
+
+static const char *env_value(const ao_qenv *e, const char *name, int *found)
+{
+    for (int i = 0; i < e->n; i++)
+        if (strcmp(e->names[i], name) == 0) {
+            *found = 1;
+            return e->values[i];
+        }
+    *found = 0;
+    return NULL;
+}
+
+void ao_qenv_effective(const ao_qenv *user, ao_qenv *eff)
+{
+    env_read(eff);
+    for (int i = 0; i < eff->n; i++) {
+        int found;
+        const char *before = env_value(user, eff->names[i], &found);
+        if (eff->values[i] && !before) {
+            eff->set_by_aorta =
+                ao_realloc(eff->set_by_aorta, (size_t)(eff->nset + 1) * sizeof *eff->set_by_aorta);
+            eff->set_by_aorta[eff->nset++] = ao_strdup(eff->names[i]);
+        }
+    }
+}
+
+void ao_qenv_free(ao_qenv *e)
+{
+    for (int i = 0; i < e->n; i++) {
+        free(e->names[i]);
+        free(e->values[i]);
+    }
+    for (int i = 0; i < e->nset; i++) free(e->set_by_aorta[i]);
+    free(e->names);
+    free(e->values);
+    free(e->set_by_aorta);
+    memset(e, 0, sizeof *e);
+}
+
+/* ---- the table ---------------------------------------------------------------- */
+
+enum {
+    C_STREAMS,
+    C_OPS,
+    C_LAT_MEAN,
+    C_LAT_P50,
+    C_LAT_P95,
+    C_LAT_P99,
+    C_THR,
+    C_PER_STREAM,
+    C_EFF,
+    C_CONC,
+    C_CONC_PCT,
+    C_MAX,
+    C_INTRA,
+    C_INTER,
+    C_BUSY,
+    C_SUM,
+    C_CONC_MS,
+    C_INTRA_MEAN,
+    C_INTER_MEAN,
+    C_NINTRA,
+    C_NINTER,
+    C_KCONC,
+    C_KDIFF,
+    C_FIXED
+};
+
+static const ao_column fixed_cols[C_FIXED] = {
+    {"streams", "streams", "", 8, 0, 0},
+    {"ops_per_iteration", "ops/it", "", 7, 0, 0},
+    {"latency_mean_us", "mean", "(us)", 10, 1, 0},
+    {"latency_p50_us", "p50", "(us)", 10, 1, 0},
+    {"latency_p95_us", "p95", "(us)", 10, 1, 0},
+    {"latency_p99_us", "p99", "(us)", 10, 1, 0},
+    {"throughput_ops_per_s", "ops/s", "", 10, 0, 0},
+    {"per_stream_ops_per_s", "per-strm", "(ops/s)", 9, 0, 0},
+    {"scaling_efficiency", "effic", "", 6, 3, 0},
+    {"concurrency", "conc", "(strm)", 6, 2, 0},
+    {"concurrent_pct", ">1strm", "(%)", 6, 1, 0},
+    {"max_streams", "max", "", 4, 0, 0},
+    {"intra_gap_p50_us", "intra", "(us)", 7, 1, 0},
+    {"inter_gap_p50_us", "inter", "(us)", 7, 1, 0},
+    {"busy_ms", "busy", "", 0, 4, AO_COL_NO_TEXT},
+    {"sum_ms", "sum", "", 0, 4, AO_COL_NO_TEXT},
+    {"concurrent_ms", "concurrent", "", 0, 4, AO_COL_NO_TEXT},
+    {"intra_gap_mean_us", "", "", 0, 2, AO_COL_NO_TEXT},
+    {"inter_gap_mean_us", "", "", 0, 2, AO_COL_NO_TEXT},
+    {"intra_gaps", "", "", 0, 0, AO_COL_NO_TEXT},
+    {"inter_gaps", "", "", 0, 0, AO_COL_NO_TEXT},
+    {"kernel_concurrency", "", "", 0, 3, AO_COL_NO_TEXT},
+    {"kernel_concurrency_diff_pct", "", "", 0, 2, AO_COL_NO_TEXT},
+};
+
+/* Per op name, in CSV only: NAME_n, _dur_p50_us, _lat_p50_us, _lat_p95_us, _lat_p99_us. */
+static const char *const name_fields[] = {"n", "dur_p50_us", "lat_p50_us", "lat_p95_us",
+                                          "lat_p99_us"};
+#define NFIELDS 5
+
+void ao_qtable_header(ao_qrun *r, FILE *out)
+{
+    const ao_queues_opts *o = r->o;
+    r->ncols = C_FIXED + NFIELDS * r->nnames;
+    r->cols = ao_calloc((size_t)r->ncols, sizeof *r->cols);
+    memcpy(r->cols, fixed_cols, sizeof fixed_cols);
+    for (int i = 0; i < r->nnames; i++)
+        for (int f = 0; f < NFIELDS; f++)
+            r->cols[C_FIXED + NFIELDS * i + f] =
+                (ao_column){ao_asprintf("%s_%s", r->names[i], name_fields[f]),
+                            "",
+                            "",
+                            0,
+                            f ? 2 : 0,
+                            AO_COL_NO_TEXT};
+    r->t = ao_table_new(r->cols, r->ncols);
+    fprintf(out, "# aorta queues: %s on %s (%s), sync %s, %d iterations after %d warm-up\n",
+            o->workload, r->device_name, r->backend, ao_qsync_name(o->sync), o->iterations,
+            o->warmup);
+    fprintf(out, "# queue variables:");
+    for (int i = 0; i < r->env.n; i++) {
+        int by_aorta = 0;
+        for (int k = 0; k < r->env.nset; k++)
+            by_aorta |= strcmp(r->env.set_by_aorta[k], r->env.names[i]) == 0;
+        if (r->env.values[i])
+            fprintf(out, " %s=%s%s", r->env.names[i], r->env.values[i],
+                    by_aorta ? " (set by aorta)" : "");
+    }
+    int any = 0;
+    for (int i = 0; i < r->env.n; i++) any |= r->env.values[i] != NULL;
+    fprintf(out, "%s\n", any ? "" : " none set (the runtime's defaults)");
+    if (r->note) fprintf(out, "# note: %s\n", r->note);
+    fprintf(out, "#\n#%*s latency per iteration%*s throughput%*s concurrency%*s launch gap p50\n",
+            17, "", 22, "", 16, "", 12, "");
+    ao_table_print_header(r->t, out);
+}
+
+static void set(ao_qrun *r, int row, int col, double v)
+{
+    ao_table_set_num(r->t, row, col, v);
+}
+
+void ao_qtable_row(ao_qrun *r, const ao_qresult *q, FILE *out)
+{
+    int row = ao_table_add_row(r->t);
+    ao_table_set_int(r->t, row, C_STREAMS, q->streams);
+    ao_table_set_int(r->t, row, C_OPS, q->ops_per_iter);
+    set(r, row, C_LAT_MEAN, q->lat.mean);
+    set(r, row, C_LAT_P50, q->lat.p50);
+    set(r, row, C_LAT_P95, q->lat_p95);
+    set(r, row, C_LAT_P99, q->lat.p99);
+    set(r, row, C_THR, q->throughput);
+    set(r, row, C_PER_STREAM, q->per_stream);
+    set(r, row, C_EFF, q->efficiency);
+    set(r, row, C_CONC, q->u.concurrency);
+    set(r, row, C_CONC_PCT, q->u.busy_us > 0 ? q->u.concurrent_us / q->u.busy_us * 100 : NAN);
+    ao_table_set_int(r->t, row, C_MAX, q->u.max_streams);
+    set(r, row, C_INTRA, q->intra.p50);
+    set(r, row, C_INTER, q->inter.p50);
+    set(r, row, C_BUSY, q->u.busy_us / 1e3);
+    set(r, row, C_SUM, q->u.sum_us / 1e3);
+    set(r, row, C_CONC_MS, q->u.concurrent_us / 1e3);
+    set(r, row, C_INTRA_MEAN, q->intra.mean);
+    set(r, row, C_INTER_MEAN, q->inter.mean);
+    ao_table_set_int(r->t, row, C_NINTRA, (long long)q->nintra);
+    ao_table_set_int(r->t, row, C_NINTER, (long long)q->ninter);
+    if (q->have_kernels) {
+        set(r, row, C_KCONC, q->ku.concurrency);
+        set(r, row, C_KDIFF, q->conc_diff_pct);
+    }
+    for (int i = 0; i < q->nnames; i++) {
+        const ao_qname_stats *ns = &q->names[i];
+        int c = C_FIXED + NFIELDS * i;
+        ao_table_set_int(r->t, row, c, (long long)ns->n);
+        set(r, row, c + 1, ns->dur.p50);
+        set(r, row, c + 2, ns->lat.p50);
+        set(r, row, c + 3, ns->lat_p95);
+        set(r, row, c + 4, ns->lat.p99);
+    }
+    ao_table_print_row(r->t, row, out);
+}
+
+void ao_qtable_footer(const ao_qrun *r, FILE *out)
+{
+    fprintf(out, "#\n# per op: duration (end - start) and latency (end - ready: from when its "
+                 "stream, its go and the ops it waits for let it run), us\n");
+    fprintf(out, "# %7s  %-14s %7s %10s %10s %10s %10s\n", "streams", "op", "n", "dur_p50",
+            "lat_p50", "lat_p95", "lat_p99");
+    for (int k = 0; k < r->nres; k++)
+        for (int i = 0; i < r->res[k].nnames; i++) {
+            const ao_qname_stats *ns = &r->res[k].names[i];
+            fprintf(out, "  %7d  %-14s %7zu %10.1f %10.1f %10.1f %10.1f\n", r->res[k].streams,
+                    ns->name, ns->n, ns->dur.p50, ns->lat.p50, ns->lat_p95, ns->lat.p99);
+        }
+    for (int k = 0; k < r->nres; k++) {
+        const ao_qresult *q = &r->res[k];
+        if (!q->have_kernels) continue;
+        fprintf(out,
+                "# kernels (CUPTI), %2d streams: %zu activities, concurrency %.3f (events %.3f, "
+                "%+.2f %%), >1 stream %.3f ms (events %.3f ms)\n",
+                q->streams, q->kernels, q->ku.concurrency, q->u.concurrency, q->conc_diff_pct,
+                q->ku.concurrent_us / 1e3, q->u.concurrent_us / 1e3);
+    }
+    fprintf(out, "# efficiency = throughput / (streams x throughput on 1 stream); conc = "
+                 "sum of per-stream busy / busy (streams running on average while any ran)\n");
+}
+
+void ao_qtable_free(ao_qrun *r)
+{
+    ao_table_free(r->t);
+    for (int j = C_FIXED; j < r->ncols; j++) free((char *)r->cols[j].key);
+    free(r->cols);
+    r->t = NULL;
+    r->cols = NULL;
+}
+
+int ao_qwrite_csv(const ao_qrun *r, const char *path)
+{
+    return ao_table_write_csv(r->t, path) ? -1 : 0;
+}
+
+/* ---- JSON ------------------------------------------------------------------------ */
+
+static void gen_key(yajl_gen g, const char *k)
+{
+    ao_json_gen_str(g, k);
+}
+
+static void gen_num(yajl_gen g, const char *k, double v)
+{
+    gen_key(g, k);
+    ao_json_gen_double(g, v);
+}
+
+static void gen_int(yajl_gen g, const char *k, long long v)
+{
+    gen_key(g, k);
+    yajl_gen_integer(g, v);
+}
+
+static void gen_summary(yajl_gen g, const char *k, const ao_stats_summary *s, double p95)
+{
+    gen_key(g, k);
+    yajl_gen_map_open(g);
+    gen_int(g, "n", (long long)s->n);
+    gen_num(g, "mean", s->mean);
+    gen_num(g, "p50", s->p50);
+    gen_num(g, "p95", p95);
+    gen_num(g, "p99", s->p99);
+    gen_num(g, "min", s->min);
+    gen_num(g, "max", s->max);
+    yajl_gen_map_close(g);
+}
+
+static void gen_array(yajl_gen g, const char *k, const double *v, int n)
+{
+    gen_key(g, k);
+    yajl_gen_array_open(g);
+    for (int i = 0; i < n; i++) ao_json_gen_double(g, v[i]);
+    yajl_gen_array_close(g);
+}
+
+static void gen_union(yajl_gen g, const char *k, const ao_qunion *u)
+{
+    gen_key(g, k);
+    yajl_gen_map_open(g);
+    gen_num(g, "busy_ms", u->busy_us / 1e3);
+    gen_num(g, "sum_ms", u->sum_us / 1e3);
+    gen_num(g, "concurrent_ms", u->concurrent_us / 1e3);
+    gen_num(g, "concurrent_pct", u->busy_us > 0 ? u->concurrent_us / u->busy_us * 100 : NAN);
+    gen_num(g, "concurrency", u->concurrency);
+    gen_int(g, "max_streams", u->max_streams);
+    yajl_gen_map_close(g);
+}
+
+static void gen_result(yajl_gen g, const ao_qresult *q)
+{
+    yajl_gen_map_open(g);
+    gen_int(g, "streams", q->streams);
+    gen_int(g, "ops_per_iteration", q->ops_per_iter);
+    gen_summary(g, "latency_us", &q->lat, q->lat_p95);
+    gen_num(g, "span_ms", q->span_us / 1e3);
+    gen_num(g, "throughput_ops_per_s", q->throughput);
+    gen_num(g, "throughput_per_stream_ops_per_s", q->per_stream);
+    gen_num(g, "scaling_efficiency", q->efficiency);
+    gen_union(g, "union", &q->u);
+    gen_num(g, "concurrency_iteration_mean", q->conc_iter_mean);
+    gen_key(g, "gaps_us");
+    yajl_gen_map_open(g);
+    gen_summary(g, "intra_stream", &q->intra, q->intra_p95);
+    gen_summary(g, "inter_stream", &q->inter, q->inter_p95);
+    yajl_gen_map_close(g);
+    gen_key(g, "ops");
+    yajl_gen_array_open(g);
+    for (int i = 0; i < q->nnames; i++) {
+        const ao_qname_stats *ns = &q->names[i];
+        yajl_gen_map_open(g);
+        gen_key(g, "name");
+        ao_json_gen_str(g, ns->name);
+        gen_summary(g, "duration_us", &ns->dur, NAN);
+        gen_summary(g, "latency_us", &ns->lat, ns->lat_p95);
+        yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
+    gen_key(g, "kernels");
+    if (q->have_kernels) {
+        yajl_gen_map_open(g);
+        gen_int(g, "activities", (long long)q->kernels);
+        gen_union(g, "union", &q->ku);
+        gen_num(g, "concurrency_diff_pct", q->conc_diff_pct);
+        yajl_gen_map_close(g);
+    } else {
+        yajl_gen_null(g);
+    }
+    gen_array(g, "latency_samples_us", q->latency_us, q->iterations);
+    gen_array(g, "concurrency_samples", q->concurrency, q->iterations);
+    yajl_gen_map_close(g);
+}
+
+int ao_qwrite_json(const ao_qrun *r, const char *path)
+{
+    const ao_queues_opts *o = r->o;
+    yajl_gen g = ao_json_gen_new(1);
+    yajl_gen_map_open(g);
+    gen_int(g, "schema", 1);
+    gen_key(g, "command");
+    ao_json_gen_str(g, "queues");
+    gen_key(g, "workload");
+    ao_json_gen_str(g, o->workload);
+    gen_key(g, "backend");
+    ao_json_gen_str(g, r->backend);
+    gen_key(g, "device");
+    ao_json_gen_str(g, r->device_name);
+    gen_key(g, "sync");
+    ao_json_gen_str(g, ao_qsync_name(o->sync));
+    gen_int(g, "iterations", o->iterations);
+    gen_int(g, "warmup", o->warmup);
+    gen_key(g, "kernel_trace");
+    yajl_gen_bool(g, o->kernel_trace);
+    gen_key(g, "note");
+    ao_json_gen_str(g, r->note);
+    gen_key(g, "env");
+    yajl_gen_map_open(g);
+    for (int i = 0; i < r->env.n; i++) {
+        gen_key(g, r->env.names[i]);
+        ao_json_gen_str(g, r->env.values[i]);
+    }
+    yajl_gen_map_close(g);
+    gen_key(g, "env_set_by_aorta");
+    yajl_gen_array_open(g);
+    for (int i = 0; i < r->env.nset; i++) ao_json_gen_str(g, r->env.set_by_aorta[i]);
+    yajl_gen_array_close(g);
+    gen_key(g, "results");
+    yajl_gen_array_open(g);
+    for (int i = 0; i < r->nres; i++) gen_result(g, &r->res[i]);
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    int rc = ao_json_write_atomic(path, g);
+    yajl_gen_free(g);
+    return rc;
+}
