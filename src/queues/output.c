@@ -254,8 +254,10 @@ void ao_qtable_footer(const ao_qrun *r, FILE *out)
                 q->streams, q->kernels, q->ku.concurrency, q->u.concurrency, q->conc_diff_pct,
                 q->ku.concurrent_us / 1e3, q->u.concurrent_us / 1e3);
     }
-    fprintf(out, "# efficiency = throughput / (streams x throughput on 1 stream); conc = "
-                 "sum of per-stream busy / busy (streams running on average while any ran)\n");
+    fprintf(out, "# effic = ops/s / ops/s on 1 stream x ops/it on 1 stream / ops/it (= ops/s / "
+                 "(streams x ops/s on 1) where each stream brings the same work)\n"
+                 "# conc = sum of per-stream busy / busy: streams with an op in flight (its event "
+                 "pair open) on average while any had one\n");
 }
 
 void ao_qtable_free(ao_qrun *r)

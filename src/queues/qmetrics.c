@@ -100,8 +100,8 @@ void ao_qgaps(const ao_qop *ops, size_t n, double *intra, size_t *nintra, double
     free(ends);
 }
 
-double ao_qefficiency(double thr, int streams, double thr1)
+double ao_qefficiency(double thr, int ops, double thr1, int ops1)
 {
-    if (!(thr > 0) || !(thr1 > 0) || streams < 1) return NAN;
-    return thr / ((double)streams * thr1);
+    if (!(thr > 0) || !(thr1 > 0) || ops < 1 || ops1 < 1) return NAN;
+    return thr / thr1 * (double)ops1 / (double)ops;
 }

@@ -40,9 +40,14 @@ void ao_qunion_compute(const ao_qop *ops, size_t n, int nstreams, ao_qunion *out
 void ao_qgaps(const ao_qop *ops, size_t n, double *intra, size_t *nintra, double *inter,
               size_t *ninter);
 
-/* Scaling efficiency of a throughput measured on `streams` streams against
- * the one-stream throughput: thr / (streams x thr1); NAN when either is not
- * positive. 1 = every stream added its full share, 1/streams = none did. */
-double ao_qefficiency(double thr, int streams, double thr1);
+/* Scaling efficiency of `streams` streams against one: the throughput gained
+ * over the work added, thr / thr1 x ops1 / ops (ops: an iteration's ops at
+ * each count), which is latency1 / latency for an iteration. Where every
+ * stream brings the same work (ops = streams x ops1: tiny, gemm, experts,
+ * pipeline, dataload) it is the usual thr / (streams x thr1): 1 = each
+ * stream added its full share, 1/streams = none did. Where the work is fixed
+ * (fsdp) it is the speedup from spreading it. NAN when an input is not
+ * positive. */
+double ao_qefficiency(double thr, int ops, double thr1, int ops1);
 
 #endif

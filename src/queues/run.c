@@ -388,13 +388,17 @@ int ao_queues_run(const ao_queues_opts *o)
     ao_qtable_header(&run, stdout);
     int rc = 0;
     double thr1 = NAN;
+    int ops1 = 0;
     for (int i = 0; i < o->nstreams && rc == 0; i++) {
         rc = run_count(&q, o->streams[i], &run.res[i]);
         if (rc) break;
         ao_qresult *r = &run.res[run.nres++];
         /* The counts are ascending (ao_queues_parse_streams): 1 comes first. */
-        if (r->streams == 1) thr1 = r->throughput;
-        r->efficiency = ao_qefficiency(r->throughput, r->streams, thr1);
+        if (r->streams == 1) {
+            thr1 = r->throughput;
+            ops1 = r->ops_per_iter;
+        }
+        r->efficiency = ao_qefficiency(r->throughput, r->ops_per_iter, thr1, ops1);
         ao_qtable_row(&run, r, stdout);
         fflush(stdout);
     }

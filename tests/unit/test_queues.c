@@ -94,11 +94,15 @@ static void test_gaps(void **state)
 static void test_efficiency(void **state)
 {
     (void)state;
-    assert_true(ao_qefficiency(400, 4, 100) == 1);
-    assert_true(ao_qefficiency(100, 4, 100) == 0.25);
-    assert_true(ao_qefficiency(100, 1, 100) == 1);
-    assert_true(isnan(ao_qefficiency(100, 4, NAN)));
-    assert_true(isnan(ao_qefficiency(0, 4, 100)));
+    /* Work grows with the streams: the usual thr / (N thr1). */
+    assert_true(ao_qefficiency(400, 4, 100, 1) == 1);
+    assert_true(ao_qefficiency(100, 4, 100, 1) == 0.25);
+    assert_true(ao_qefficiency(100, 1, 100, 1) == 1);
+    /* Fixed work: the speedup. */
+    assert_true(ao_qefficiency(150, 21, 100, 21) == 1.5);
+    assert_true(isnan(ao_qefficiency(100, 4, NAN, 1)));
+    assert_true(isnan(ao_qefficiency(0, 4, 100, 1)));
+    assert_true(isnan(ao_qefficiency(100, 0, 100, 1)));
 }
 
 static void test_parse_streams(void **state)
