@@ -1,5 +1,5 @@
 /* aorta train: flag parsing, the launcher parent (config check, run
- * directory, spawn), then the rank side in workload/train. */
+ * directory, spawn), then the rank side in train/train. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,13 +7,13 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
-#include "core/units.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/rundir.h"
+#include "core/units.h"
+#include "engine/engine.h"
 #include "launch/launch.h"
-#include "workload/engine.h"
-#include "workload/train.h"
+#include "train/train.h"
 
 static const char usage[] =
     "usage: aorta train [--config FILE] [--override KEY=VALUE ...] [--nproc N]\n"

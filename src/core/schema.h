@@ -1,5 +1,5 @@
 /* The config schema: one row per key (core/schema.c). Internal to
- * core/config.c; everything else reads struct ao_config. */
+ * core/config*.c; everything else reads struct ao_config. */
 #ifndef AORTA_CORE_SCHEMA_H
 #define AORTA_CORE_SCHEMA_H
 

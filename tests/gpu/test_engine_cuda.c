@@ -15,7 +15,7 @@
 
 #ifdef AORTA_HAVE_CUDA
 
-#include "workload/engine_backend.h"
+#include "engine/engine_backend.h"
 
 #define N 100003 /* not a multiple of any block size */
 

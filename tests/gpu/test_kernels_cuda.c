@@ -1,5 +1,5 @@
-/* The model's CUDA kernels (workload/kernels_cuda.h) against the fp32 C
- * reference (workload/ops_ref.h, data.h, bench/values.h for casts) on fresh
+/* The model's CUDA kernels (model/kernels_cuda.h) against the fp32 C
+ * reference (model/ops_ref.h, data.h, bench/values.h for casts) on fresh
  * random data. One line per kernel: PASS/FAIL, the shape, the measured error
  * and its bound.
  *
@@ -26,10 +26,10 @@
 #ifdef AORTA_HAVE_CUDA
 
 #include "bench/values.h"
+#include "data/data.h"
+#include "model/kernels_cuda.h"
+#include "model/ops_ref.h"
 #include "runtime/device_cuda.h"
-#include "workload/data.h"
-#include "workload/kernels_cuda.h"
-#include "workload/ops_ref.h"
 
 static unsigned long long rng_state;
 

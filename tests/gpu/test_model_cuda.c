@@ -30,13 +30,13 @@
 #include <string.h>
 
 #include "check.h"
+#include "data/data.h"
+#include "model/model.h"
 #include "runtime/device.h"
-#include "workload/data.h"
-#include "workload/model.h"
 
 #ifdef AORTA_HAVE_CUDA
 
-#include "workload/model_cuda.h"
+#include "model/model_cuda.h"
 
 #define MAX_UNITS 8
 

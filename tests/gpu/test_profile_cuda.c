@@ -24,7 +24,7 @@
 #include "runtime/device.h"
 #include "telemetry/telemetry.h"
 #include "timeline/timeline.h"
-#include "workload/train_profile.h"
+#include "train/train_profile.h"
 
 enum { N = 4096, ITERS = 6 };
 static const size_t COPY_BYTES = (size_t)64 << 20;

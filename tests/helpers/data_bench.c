@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "core/error.h"
-#include "workload/data.h"
+#include "data/data.h"
 
 static double now_s(void)
 {

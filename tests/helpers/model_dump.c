@@ -30,12 +30,12 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "data/data.h"
+#include "model/model.h"
+#include "model/ops_ref.h"
 #include "runtime/device.h"
-#include "workload/data.h"
-#include "workload/model.h"
-#include "workload/ops_ref.h"
 #ifdef AORTA_HAVE_CUDA
-#include "workload/model_cuda.h"
+#include "model/model_cuda.h"
 #endif
 
 #define EXIT_SKIP 77

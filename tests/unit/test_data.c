@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "core/error.h"
-#include "workload/data.h"
+#include "data/data.h"
 
 static const ao_data_shape SHAPE = {
     .seq_len = 5, .num_dense = 3, .dense_dim = 4, .num_sparse = 2, .vocab = 11};

@@ -13,10 +13,10 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "engine/engine.h"
+#include "engine/engine_backend.h"
+#include "model/ops_ref.h"
 #include "runtime/device.h"
-#include "workload/engine.h"
-#include "workload/engine_backend.h"
-#include "workload/ops_ref.h"
 
 #define N 37
 

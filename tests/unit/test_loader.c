@@ -15,9 +15,9 @@
 #include <cmocka.h>
 
 #include "core/config.h"
+#include "data/data.h"
+#include "data/loader.h"
 #include "runtime/device.h"
-#include "workload/data.h"
-#include "workload/loader.h"
 
 static const ao_data_shape SHAPE = {4, 2, 3, 2, 50}; /* T F D S V */
 

@@ -15,11 +15,11 @@
 #include <cmocka.h>
 
 #include "assert_close.h"
+#include "data/data.h"
+#include "model/model.h"
+#include "model/model_backend.h"
+#include "model/ops_ref.h"
 #include "runtime/device.h"
-#include "workload/data.h"
-#include "workload/model.h"
-#include "workload/model_backend.h"
-#include "workload/ops_ref.h"
 
 #define MAX_UNITS 4
 

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "workload/ops_ref.h"
+#include "model/ops_ref.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
 

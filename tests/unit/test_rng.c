@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
-#include "workload/rng.h"
+#include "data/rng.h"
 
 /* Known-answer vectors of Random123 (kat_vectors, philox4x32_10). */
 static void test_philox_known_answers(void **state)

@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "core/error.h"
-#include "workload/shard.h"
+#include "engine/shard.h"
 
 static void test_padding_and_offsets(void **state)
 {

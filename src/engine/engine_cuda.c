@@ -5,10 +5,10 @@
  *
  * Workspace (one per stream the engine enqueues them on, used in order
  * there): the sum of squares' partials, then the clip coefficient. */
+#include "engine/engine_backend.h"
+#include "model/kernels_cuda.h"
+#include "model/model_cuda.h"
 #include "runtime/device_cuda.h"
-#include "workload/engine_backend.h"
-#include "workload/kernels_cuda.h"
-#include "workload/model_cuda.h"
 
 #define PARTIALS_BYTES (AO_CUDA_REDUCE_PARTIALS * sizeof(double))
 

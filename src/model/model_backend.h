@@ -16,8 +16,8 @@
 #ifndef AORTA_WORKLOAD_MODEL_BACKEND_H
 #define AORTA_WORKLOAD_MODEL_BACKEND_H
 
-#include "workload/model.h"
-#include "workload/ops_ref.h"
+#include "model/model.h"
+#include "model/ops_ref.h"
 
 struct ao_model_backend {
     const char *device_backend; /* ao_device_backend() of the devices it serves */

@@ -6,9 +6,9 @@
 
 #include <stdint.h>
 
+#include "data/data.h"
+#include "model/model.h"
 #include "runtime/device.h"
-#include "workload/data.h"
-#include "workload/model.h"
 
 /* The GEMMs' compute mode for m (a model on the cuda device): the default is
  * plain fp32 (AO_COMPUTE_DEFAULT); AO_COMPUTE_TF32 runs fp32 GEMM inputs

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 
 #include "core/error.h"
-#include "workload/model.h"
-#include "workload/model_backend.h"
-#include "workload/ops_ref.h"
+#include "model/model.h"
+#include "model/model_backend.h"
+#include "model/ops_ref.h"
 
 /* The cpu backend keeps nothing beyond the shared activations. */
 typedef ao_model_acts cpu_model;

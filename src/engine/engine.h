@@ -32,10 +32,10 @@
 
 #include "comm/comm.h"
 #include "core/config.h"
+#include "data/loader.h"
+#include "model/model.h"
 #include "runtime/device.h"
 #include "timeline/timeline.h"
-#include "workload/loader.h"
-#include "workload/model.h"
 
 typedef enum ao_phase { AO_PHASE_TRAIN, AO_PHASE_COMPUTE_ONLY, AO_PHASE_COMM_ONLY } ao_phase;
 /* "train", "compute_only", "comm_only" (static strings, the JSONL phase). */

@@ -1,5 +1,5 @@
 /* Flat padded unit buffers and shards: the arithmetic, in one place. */
-#include "workload/shard.h"
+#include "engine/shard.h"
 
 #include <stdlib.h>
 #include <string.h>

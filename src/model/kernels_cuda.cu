@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #define AO_GPU_KERNELS_ONLY
-#include "workload/kernels_cuda.h"
-#include "workload/ops_ref.h"
+#include "model/kernels_cuda.h"
+#include "model/ops_ref.h"
 
 /* Shuffles: HIP has no mask argument. Rows here are 32 lanes wide; on a
  * 64-lane AMD wavefront an xor below 32 stays within its half, so each half

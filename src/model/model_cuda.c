@@ -58,12 +58,12 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "model/kernels_cuda.h"
+#include "model/model.h"
+#include "model/model_backend.h"
+#include "model/model_cuda.h"
+#include "model/ops_ref.h"
 #include "runtime/device_cuda.h"
-#include "workload/kernels_cuda.h"
-#include "workload/model.h"
-#include "workload/model_backend.h"
-#include "workload/model_cuda.h"
-#include "workload/ops_ref.h"
 
 #define MAX_STAGED   2  /* weight ranges staged by one pass */
 #define MAX_PREPARED 8  /* arena ranges current in the twin for a run of GEMMs */

@@ -1,6 +1,6 @@
 /* The profiling side of aorta train on one rank: windows, capture range,
  * telemetry and kernel-level ground truth per iteration. */
-#include "workload/train_profile.h"
+#include "train/train_profile.h"
 
 #include <math.h>
 #include <stdlib.h>

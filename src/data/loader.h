@@ -41,9 +41,9 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "data/data.h"
+#include "model/model.h"
 #include "runtime/device.h"
-#include "workload/data.h"
-#include "workload/model.h"
 
 typedef struct ao_loader_config {
     ao_data_shape data;  /* dataset shape (T, F, D, S, V) */

@@ -4,8 +4,8 @@
 #include <math.h>
 
 #include "core/error.h"
-#include "workload/engine_backend.h"
-#include "workload/ops_ref.h"
+#include "engine/engine_backend.h"
+#include "model/ops_ref.h"
 
 struct k_accum {
     float *acc;

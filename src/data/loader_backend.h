@@ -7,8 +7,8 @@
 
 #include <stdint.h>
 
+#include "data/data.h"
 #include "runtime/device.h"
-#include "workload/data.h"
 
 struct ao_loader_backend {
     const char *device_backend; /* ao_device_backend() of the devices it serves */

@@ -1,5 +1,5 @@
 /* fp32 reference of the model's operators; the contract is in ops_ref.h. */
-#include "workload/ops_ref.h"
+#include "model/ops_ref.h"
 
 #include <cblas.h>
 #include <math.h>

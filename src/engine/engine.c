@@ -33,7 +33,7 @@
  * into a slot whose owner the host has not released yet is therefore
  * deferred (tried again when the unit is needed), the same decision on every
  * rank, so collectives stay in the same order everywhere. */
-#include "workload/engine.h"
+#include "engine/engine.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -42,9 +42,9 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "workload/engine_backend.h"
-#include "workload/ops_ref.h"
-#include "workload/shard.h"
+#include "engine/engine_backend.h"
+#include "engine/shard.h"
+#include "model/ops_ref.h"
 
 enum { LANE_AG, LANE_RS, LANE_AR, NLANES };
 

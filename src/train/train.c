@@ -1,5 +1,5 @@
 /* aorta train on one rank: set-up, the iteration loop, records, logs, the end. */
-#include "workload/train.h"
+#include "train/train.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,14 +14,14 @@
 #include "core/error.h"
 #include "core/jsonl.h"
 #include "core/rundir.h"
+#include "data/loader.h"
+#include "engine/engine.h"
 #include "launch/launch.h"
+#include "model/model.h"
 #include "report/summary.h"
 #include "report/trace.h"
 #include "timeline/timeline.h"
-#include "workload/engine.h"
-#include "workload/loader.h"
-#include "workload/model.h"
-#include "workload/train_profile.h"
+#include "train/train_profile.h"
 
 #ifndef AORTA_VERSION
 #define AORTA_VERSION "0.0.0"

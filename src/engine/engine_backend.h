@@ -14,9 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/model.h"
+#include "model/ops_ref.h"
 #include "runtime/device.h"
-#include "workload/model.h"
-#include "workload/ops_ref.h"
 
 /* The most (offset, count) parts one cast converts. */
 #define AO_ENGINE_CAST_PARTS 8

@@ -25,9 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/data.h"
 #include "runtime/device.h"
 #include "runtime/gpu_compat.h"
-#include "workload/data.h"
 
 #ifdef __cplusplus
 extern "C" {

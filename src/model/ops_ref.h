@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "workload/rng.h"
+#include "data/rng.h"
 
 #define AO_LN_EPS 1e-5f
 

@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "workload/model.h"
-#include "workload/model_backend.h"
-#include "workload/ops_ref.h"
-#include "workload/rng.h"
+#include "data/rng.h"
+#include "model/model.h"
+#include "model/model_backend.h"
+#include "model/ops_ref.h"
 
 /* The backends with a model implementation. */
 static const struct ao_model_backend *const model_backends[] = {

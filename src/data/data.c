@@ -1,5 +1,5 @@
 /* Host generator of the synthetic samples; the values are defined in data.h. */
-#include "workload/data.h"
+#include "data/data.h"
 
 #include <stdlib.h>
 

@@ -1,5 +1,5 @@
 /* Bulk fills over the counter-based streams of rng.h (host side). */
-#include "workload/rng.h"
+#include "data/rng.h"
 
 void ao_rng_fill_uniform(float *out, size_t n, ao_rng_stream s, uint64_t first, float lo, float hi)
 {

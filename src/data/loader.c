@@ -16,8 +16,8 @@
 
 #include "core/config.h"
 #include "core/error.h"
-#include "workload/loader.h"
-#include "workload/loader_backend.h"
+#include "data/loader.h"
+#include "data/loader_backend.h"
 
 _Static_assert((int)AO_DATASET_TARGET_RANDOM == (int)AO_TARGET_RANDOM &&
                    (int)AO_DATASET_TARGET_TEACHER == (int)AO_TARGET_TEACHER,

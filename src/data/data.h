@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "workload/rng.h"
+#include "data/rng.h"
 
 typedef struct {
     int seq_len;    /* T: tokens per sample */
