@@ -4,7 +4,8 @@
 # Every workload on 1..64 streams under CUDA_DEVICE_MAX_CONNECTIONS = 1, 8
 # and 32 (one process per setting: the driver reads it once), then every
 # workload again with --kernel-trace under 32 and hetero under 1 and 8 (event
-# concurrency against CUPTI's kernels). Prints one
+# concurrency against CUPTI's kernels), and hetero and tiny with --no-hold.
+# Prints one
 # table (latency p50/p99, efficiency, concurrency per point), the knee of each
 # curve, hetero's tiny-kernel p99 at each setting, the kernel check, and
 # writes every record plus $OUT/queues_summary.json.
@@ -44,6 +45,14 @@ kt() {
 for w in $WORKLOADS; do kt "$w" 32; done
 kt hetero 1
 kt hetero 8
+# The host's launch path inside every event pair (the device starts each op as
+# it arrives): hetero and tiny under 32 queues.
+for w in hetero tiny; do
+    echo "==== $w --no-hold, CUDA_DEVICE_MAX_CONNECTIONS=32"
+    CUDA_DEVICE_MAX_CONNECTIONS=32 "$AORTA" queues "$w" --streams "$STREAMS" --no-hold \
+        --iterations "$ITERS" --warmup "$WARMUP" --json "$OUT/$w-nohold32.json" \
+        >"$OUT/$w-nohold32.log" 2>&1 || { echo "FAILED: $w --no-hold"; failed=1; }
+done
 
 python3 - "$OUT" <<'PY'
 import glob, json, os, sys

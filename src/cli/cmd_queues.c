@@ -11,7 +11,7 @@
 static const char usage[] =
     "usage: aorta queues WORKLOAD [--streams 1,2,4,...] [--iterations N] [--warmup N]\n"
     "                    [--sync per_iteration|end_only|none] [--json F] [--csv F]\n"
-    "                    [--kernel-trace] [--device D] [--backend auto|cuda|cpu]\n"
+    "                    [--kernel-trace] [--no-hold] [--device D] [--backend auto|cuda|cpu]\n"
     "       aorta queues list\n"
     "       aorta queues compare A.json B.json [--json F]";
 
@@ -44,6 +44,10 @@ static const char help[] =
     "                     starts after every stream's last op), the host waits at the end;\n"
     "                     none: no join, each stream runs its iterations back to back\n"
     "  --json F, --csv F  every number (the JSON with per-iteration samples, for compare)\n"
+    "  --no-hold          let the device start each op as soon as it is enqueued; by default\n"
+    "                     it waits until an iteration's first 192 ops are (as when the host\n"
+    "                     runs ahead, as frameworks do), so that the host's launch path is\n"
+    "                     not inside the event pairs (cuda; the cpu backend never holds)\n"
     "  --kernel-trace     also measure the concurrency from CUPTI's kernels over the same span\n"
     "                     and print how far the events are from it (cuda only)\n"
     "  --device D         device ordinal (default 0)\n"
@@ -82,6 +86,8 @@ static int parse(int argc, char **argv, ao_queues_opts *o)
             o->backend = v;
         } else if (cli_is_flag(argv[i], NAMES("--kernel-trace"))) {
             o->kernel_trace = 1;
+        } else if (cli_is_flag(argv[i], NAMES("--no-hold"))) {
+            o->hold = 0;
         } else if (argv[i][0] != '-' && !o->workload) {
             if (ao_queues_workload_check("queues", argv[i])) return -1;
             o->workload = argv[i];

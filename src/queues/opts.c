@@ -34,6 +34,7 @@ void ao_queues_defaults(ao_queues_opts *o)
     o->iterations = 20;
     o->warmup = 3;
     o->sync = AO_QSYNC_PER_ITERATION;
+    o->hold = 1;
 }
 
 static int cmp_int(const void *a, const void *b)

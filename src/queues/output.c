@@ -167,9 +167,9 @@ void ao_qtable_header(ao_qrun *r, FILE *out)
                             f ? 2 : 0,
                             AO_COL_NO_TEXT};
     r->t = ao_table_new(r->cols, r->ncols);
-    fprintf(out, "# aorta queues: %s on %s (%s), sync %s, %d iterations after %d warm-up\n",
-            o->workload, r->device_name, r->backend, ao_qsync_name(o->sync), o->iterations,
-            o->warmup);
+    fprintf(out, "# aorta queues: %s on %s (%s), sync %s%s, %d iterations after %d warm-up\n",
+            o->workload, r->device_name, r->backend, ao_qsync_name(o->sync),
+            o->hold ? "" : ", no hold", o->iterations, o->warmup);
     fprintf(out, "# queue variables:");
     for (int i = 0; i < r->env.n; i++) {
         int by_aorta = 0;
@@ -392,6 +392,8 @@ int ao_qwrite_json(const ao_qrun *r, const char *path)
     gen_int(g, "warmup", o->warmup);
     gen_key(g, "kernel_trace");
     yajl_gen_bool(g, o->kernel_trace);
+    gen_key(g, "hold");
+    yajl_gen_bool(g, o->hold);
     gen_key(g, "note");
     ao_json_gen_str(g, r->note);
     gen_key(g, "env");

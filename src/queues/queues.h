@@ -34,6 +34,7 @@ typedef struct ao_queues_opts {
     int iterations, warmup;
     ao_qsync sync;
     int kernel_trace;
+    int hold; /* the device waits until an iteration's first ops are enqueued (default) */
     const char *json_path, *csv_path;
 } ao_queues_opts;
 

@@ -13,6 +13,11 @@
 /* The anchor's marker: the SM copy kernel, which no workload launches. */
 #define MARKER_BYTES  4096
 #define MARKER_KERNEL "copy_sm_kernel"
+/* Ops enqueued before a held iteration is let go: enough for the device to
+ * run ahead of the host on every pattern up to 8 streams, few enough (with
+ * their event records) to stay well below the ~1024 launches CUDA queues
+ * before a launch blocks the host, which would never release the hold. */
+#define HOLD_OPS 192
 /* Events a stream count may hold (2 per op and 1 per iteration, for every
  * measured iteration): beyond this, fewer iterations. */
 #define MAX_EVENTS (1L << 22)
@@ -134,6 +139,25 @@ static ao_event **iter_events(ao_event **ev, const ao_qplan *p, int k)
     return ev + (size_t)k * (size_t)(2 * p->nops + 1);
 }
 
+/* Holding: the device starts nothing of the iteration until the host has
+ * enqueued its first HOLD_OPS ops, as when a framework's host runs ahead;
+ * without it every event pair also holds the host's launch path. With a go,
+ * holding the stream that records it holds them all. */
+static void hold(qdev *q, const ao_qplan *p)
+{
+    if (!q->o->hold) return;
+    if (q->o->sync != AO_QSYNC_NONE)
+        ao_stream_hold(q->streams[0]);
+    else
+        for (int s = 0; s < p->nstreams; s++) ao_stream_hold(q->streams[s]);
+}
+
+static void release(qdev *q, const ao_qplan *p)
+{
+    if (!q->o->hold) return;
+    for (int s = 0; s < p->nstreams; s++) ao_stream_release(q->streams[s]);
+}
+
 static void issue(qdev *q, const ao_qplan *p, const buffers *bf, ao_event **e, ao_event **last_end)
 {
     ao_qsync sync = q->o->sync;
@@ -143,6 +167,9 @@ static void issue(qdev *q, const ao_qplan *p, const buffers *bf, ao_event **e, a
          * before (end_only; per_iteration's host wait already ensures it). */
         for (int s = 1; s < p->nstreams; s++)
             if (last_end[s]) ao_stream_wait_event(s0, last_end[s]);
+    }
+    hold(q, p);
+    if (sync != AO_QSYNC_NONE) {
         ao_event_record(e[0], s0);
         for (int s = 1; s < p->nstreams; s++) ao_stream_wait_event(q->streams[s], e[0]);
     }
@@ -155,7 +182,9 @@ static void issue(qdev *q, const ao_qplan *p, const buffers *bf, ao_event **e, a
         enqueue(q, p, bf, op);
         ao_event_record(e[2 + 2 * j], s);
         last_end[op->stream] = e[2 + 2 * j];
+        if (j + 1 == HOLD_OPS) release(q, p);
     }
+    release(q, p);
     if (sync == AO_QSYNC_PER_ITERATION) ao_device_sync(q->dev);
 }
 
