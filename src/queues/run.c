@@ -143,22 +143,26 @@ static ao_event **iter_events(ao_event **ev, const ao_qplan *p, int k)
  * enqueued its first HOLD_OPS ops, as when a framework's host runs ahead;
  * without it every event pair also holds the host's launch path. With a go,
  * holding the stream that records it holds them all. */
-static void hold(qdev *q, const ao_qplan *p)
+static void hold(qdev *q, const ao_qplan *p, int may_hold)
 {
-    if (!q->o->hold) return;
+    if (!may_hold) return;
     if (q->o->sync != AO_QSYNC_NONE)
         ao_stream_hold(q->streams[0]);
     else
         for (int s = 0; s < p->nstreams; s++) ao_stream_hold(q->streams[s]);
 }
 
-static void release(qdev *q, const ao_qplan *p)
+static void release(qdev *q, const ao_qplan *p, int may_hold)
 {
-    if (!q->o->hold) return;
+    if (!may_hold) return;
     for (int s = 0; s < p->nstreams; s++) ao_stream_release(q->streams[s]);
 }
 
-static void issue(qdev *q, const ao_qplan *p, const buffers *bf, ao_event **e, ao_event **last_end)
+/* may_hold: never on a count's first iteration, which loads kernels and
+ * makes GEMM plans and workspaces: a lazily loaded module or a workspace
+ * allocation waits for the device, which would wait for the held stream. */
+static void issue(qdev *q, const ao_qplan *p, const buffers *bf, ao_event **e, ao_event **last_end,
+                  int may_hold)
 {
     ao_qsync sync = q->o->sync;
     ao_stream *s0 = q->streams[0];
@@ -168,7 +172,7 @@ static void issue(qdev *q, const ao_qplan *p, const buffers *bf, ao_event **e, a
         for (int s = 1; s < p->nstreams; s++)
             if (last_end[s]) ao_stream_wait_event(s0, last_end[s]);
     }
-    hold(q, p);
+    hold(q, p, may_hold);
     if (sync != AO_QSYNC_NONE) {
         ao_event_record(e[0], s0);
         for (int s = 1; s < p->nstreams; s++) ao_stream_wait_event(q->streams[s], e[0]);
@@ -182,9 +186,9 @@ static void issue(qdev *q, const ao_qplan *p, const buffers *bf, ao_event **e, a
         enqueue(q, p, bf, op);
         ao_event_record(e[2 + 2 * j], s);
         last_end[op->stream] = e[2 + 2 * j];
-        if (j + 1 == HOLD_OPS) release(q, p);
+        if (j + 1 == HOLD_OPS) release(q, p, may_hold);
     }
-    release(q, p);
+    release(q, p, may_hold);
     if (sync == AO_QSYNC_PER_ITERATION) ao_device_sync(q->dev);
 }
 
@@ -337,13 +341,15 @@ static int run_count(qdev *q, int streams, ao_qresult *r)
     ao_event **ev = ao_malloc(nev * sizeof *ev);
     for (size_t i = 0; i < nev; i++) ev[i] = ao_event_create(q->dev);
     ao_event *last_end[AO_QUEUES_MAX_STREAMS] = {0};
-    for (int w = 0; w < o->warmup; w++) issue(q, &p, &bf, iter_events(ev, &p, 0), last_end);
+    for (int w = 0; w < o->warmup; w++)
+        issue(q, &p, &bf, iter_events(ev, &p, 0), last_end, o->hold && w > 0);
     /* Measured iterations start on an idle device (lazy module loading and
      * GEMM plans belong to the warm-up), and CUPTI's clock is aligned here. */
     ao_device_sync(q->dev);
     memset(last_end, 0, sizeof last_end);
     if (q->cupti) align_cupti(q);
-    for (int k = 0; k < o->iterations; k++) issue(q, &p, &bf, iter_events(ev, &p, k), last_end);
+    for (int k = 0; k < o->iterations; k++)
+        issue(q, &p, &bf, iter_events(ev, &p, k), last_end, o->hold && (o->warmup > 0 || k > 0));
     ao_device_sync(q->dev);
     memset(r, 0, sizeof *r);
     r->streams = streams;
