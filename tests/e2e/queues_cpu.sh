@@ -100,6 +100,30 @@ CUDA_DEVICE_MAX_CONNECTIONS=4 "$aorta" queues tiny --backend cpu --streams 1 --i
 "$aorta" queues compare "$tmp/tiny.json" "$tmp/tiny-c4.json" >"$tmp/cmp2.out" 2>&1 || fail "compare 2"
 grep -q 'env.CUDA_DEVICE_MAX_CONNECTIONS' "$tmp/cmp2.out" || fail "compare: env difference not shown"
 
+# A sweep over a queue variable: one launch per value, a row per stream count.
+cat >"$tmp/sweep.yaml" <<'YAML'
+name: qs
+command: queues
+args: [tiny, --backend, cpu, --iterations, 2, --warmup, 0]
+axes:
+  streams: [1, 2]
+env:
+  CUDA_DEVICE_MAX_CONNECTIONS: [1, 8]
+metric: [latency_p99_us, scaling_efficiency]
+YAML
+if "$aorta" sweep "$tmp/sweep.yaml" --out "$tmp/qs.csv" --work-dir "$tmp/qs" >"$tmp/sw.out" 2>&1; then
+    [ "$(wc -l <"$tmp/qs.csv")" = 5 ] || fail "queues sweep: not a header and 4 rows"
+    for row in '^1,1,' '^2,8,'; do
+        grep -q "$row" "$tmp/qs.csv" || fail "queues sweep: no row $row (streams, the variable)"
+    done
+    for png in qs.png qs_scaling_efficiency.png; do
+        [ -s "$tmp/$png" ] || fail "queues sweep: no chart $png"
+    done
+else
+    fail "queues sweep exited non-zero"
+    cat "$tmp/sw.out"
+fi
+
 # Bad input: exit 2 and one error line.
 expect2() {
     local what=$1
