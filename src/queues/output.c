@@ -377,25 +377,23 @@ int ao_qwrite_json(const ao_qrun *r, const char *path)
     const ao_queues_opts *o = r->o;
     yajl_gen g = ao_json_gen_new(1);
     yajl_gen_map_open(g);
-    gen_int(g, "schema", 1);
-    gen_key(g, "command");
-    ao_json_gen_str(g, "queues");
-    gen_key(g, "workload");
-    ao_json_gen_str(g, o->workload);
-    gen_key(g, "backend");
-    ao_json_gen_str(g, r->backend);
-    gen_key(g, "device");
-    ao_json_gen_str(g, r->device_name);
-    gen_key(g, "sync");
-    ao_json_gen_str(g, ao_qsync_name(o->sync));
-    gen_int(g, "iterations", o->iterations);
-    gen_int(g, "warmup", o->warmup);
-    gen_key(g, "kernel_trace");
-    yajl_gen_bool(g, o->kernel_trace);
-    gen_key(g, "hold");
-    yajl_gen_bool(g, o->hold);
-    gen_key(g, "note");
-    ao_json_gen_str(g, r->note);
+    const ao_json_field head[] = {
+        {"schema", ao_json_int(1)},
+        {"command", ao_json_str("queues")},
+        {"workload", ao_json_str(o->workload)},
+        {"backend", ao_json_str(r->backend)},
+        {"device", ao_json_str(r->device_name)},
+        {"sync", ao_json_str(ao_qsync_name(o->sync))},
+        {"iterations", ao_json_int(o->iterations)},
+        {"warmup", ao_json_int(o->warmup)},
+        {"kernel_trace", ao_json_bool(o->kernel_trace)},
+        {"hold", ao_json_bool(o->hold)},
+        {"note", ao_json_str(r->note)},
+    };
+    for (size_t i = 0; i < sizeof head / sizeof *head; i++) {
+        gen_key(g, head[i].key);
+        ao_json_gen_value(g, &head[i].v);
+    }
     gen_key(g, "env");
     yajl_gen_map_open(g);
     for (int i = 0; i < r->env.n; i++) {

@@ -965,6 +965,23 @@ static int is_size_flag(const char *a)
     return 0;
 }
 
+/* The distinct values of axis `a` over a launch's points, in order, joined by
+ * commas (a merged axis' list: coll's --coll, queues' --streams). */
+static char *launch_values(const ao_sweep_plan *p, const ao_sweep_launch *l, int a)
+{
+    char *list = ao_strdup("");
+    for (int j = 0; j < l->npoints; j++) {
+        const char *v = p->points[l->points[j]].values[a];
+        int seen = 0;
+        for (int k = 0; k < j; k++) seen |= strcmp(p->points[l->points[k]].values[a], v) == 0;
+        if (seen) continue;
+        char *next = ao_asprintf("%s%s%s", list, *list ? "," : "", v);
+        free(list);
+        list = next;
+    }
+    return list;
+}
+
 char **ao_sweep_launch_argv(const ao_sweep_plan *p, int li, const char *result,
                             const char *run_name)
 {
@@ -1007,18 +1024,8 @@ char **ao_sweep_launch_argv(const ao_sweep_plan *p, int li, const char *result,
     }
     int ca = s->command == AO_SWEEP_COLL ? ao_sweep_axis_index(s, "--coll") : -1;
     if (ca >= 0) {
-        char *list = ao_strdup("");
-        for (int j = 0; j < l->npoints; j++) {
-            const char *c = p->points[l->points[j]].values[ca];
-            int seen = 0;
-            for (int k = 0; k < j; k++) seen |= p->points[l->points[k]].values[ca] == c;
-            if (seen) continue;
-            char *next = ao_asprintf("%s%s%s", list, *list ? "," : "", c);
-            free(list);
-            list = next;
-        }
         push(&argv, &n, ao_strdup("--coll"));
-        push(&argv, &n, list);
+        push(&argv, &n, launch_values(p, l, ca));
     }
     if (sa >= 0) {
         size_t *sz = ao_calloc((size_t)l->npoints, sizeof *sz);
@@ -1035,18 +1042,8 @@ char **ao_sweep_launch_argv(const ao_sweep_plan *p, int li, const char *result,
         free(sz);
     }
     if (qa >= 0) {
-        char *list = ao_strdup("");
-        for (int j = 0; j < l->npoints; j++) {
-            const char *v = p->points[l->points[j]].values[qa];
-            int seen = 0;
-            for (int k = 0; k < j; k++) seen |= strcmp(p->points[l->points[k]].values[qa], v) == 0;
-            if (seen) continue;
-            char *next = ao_asprintf("%s%s%s", list, *list ? "," : "", v);
-            free(list);
-            list = next;
-        }
         push(&argv, &n, ao_strdup("--streams"));
-        push(&argv, &n, list);
+        push(&argv, &n, launch_values(p, l, qa));
     }
     if (g->nproc > 0) {
         push(&argv, &n, ao_strdup("--nproc"));
