@@ -101,10 +101,12 @@ typedef struct ao_qenv {
     int nset;
 } ao_qenv;
 
-/* Snapshot of the user's queue variables (before the device opens) and the
- * ones in effect (after). */
-void ao_qenv_user(ao_qenv *user);
-void ao_qenv_effective(const ao_qenv *user, ao_qenv *eff);
+/* Which of the always-listed variables the user set, read before anything
+ * can touch the device (ao_queues_defaults: choosing the backend already
+ * opens CUDA, which sets 32 connections unless set); then the variables in
+ * effect, those set since marked as aorta's. */
+unsigned ao_qenv_user_mask(void);
+void ao_qenv_effective(unsigned user_mask, ao_qenv *eff);
 void ao_qenv_free(ao_qenv *e);
 
 typedef struct ao_table ao_table;

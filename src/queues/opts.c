@@ -3,7 +3,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
-#include "queues/queues.h"
+#include "queues/internal.h"
 
 static const char *const sync_names[] = {"per_iteration", "end_only", "none"};
 
@@ -35,6 +35,7 @@ void ao_queues_defaults(ao_queues_opts *o)
     o->warmup = 3;
     o->sync = AO_QSYNC_PER_ITERATION;
     o->hold = 1;
+    o->env_user_mask = ao_qenv_user_mask();
 }
 
 static int cmp_int(const void *a, const void *b)

@@ -48,33 +48,24 @@ static void env_read(ao_qenv *e)
     }
 }
 
-void ao_qenv_user(ao_qenv *user)
+unsigned ao_qenv_user_mask(void)
 {
-    env_read(user);
+    unsigned mask = 0;
+    for (int i = 0; fixed_vars[i]; i++)
+        if (getenv(fixed_vars[i])) mask |= 1u << i;
+    return mask;
 }
 
-static const char *env_value(const ao_qenv *e, const char *name, int *found)
-{
-    for (int i = 0; i < e->n; i++)
-        if (strcmp(e->names[i], name) == 0) {
-            *found = 1;
-            return e->values[i];
-        }
-    *found = 0;
-    return NULL;
-}
-
-void ao_qenv_effective(const ao_qenv *user, ao_qenv *eff)
+void ao_qenv_effective(unsigned user_mask, ao_qenv *eff)
 {
     env_read(eff);
-    for (int i = 0; i < eff->n; i++) {
-        int found;
-        const char *before = env_value(user, eff->names[i], &found);
-        if (eff->values[i] && !before) {
-            eff->set_by_aorta =
-                ao_realloc(eff->set_by_aorta, (size_t)(eff->nset + 1) * sizeof *eff->set_by_aorta);
-            eff->set_by_aorta[eff->nset++] = ao_strdup(eff->names[i]);
-        }
+    /* The fixed variables come first, in fixed_vars' order; aorta sets only
+     * those (the CUDA backend's 32 connections), never a HIP_/AMD_/HSA_ one. */
+    for (int i = 0; fixed_vars[i]; i++) {
+        if (!eff->values[i] || (user_mask & (1u << i))) continue;
+        eff->set_by_aorta =
+            ao_realloc(eff->set_by_aorta, (size_t)(eff->nset + 1) * sizeof *eff->set_by_aorta);
+        eff->set_by_aorta[eff->nset++] = ao_strdup(eff->names[i]);
     }
 }
 

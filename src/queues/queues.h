@@ -36,8 +36,11 @@ typedef struct ao_queues_opts {
     int kernel_trace;
     int hold; /* the device waits until an iteration's first ops are enqueued (default) */
     const char *json_path, *csv_path;
+    unsigned env_user_mask; /* the queue variables the user set (ao_queues_defaults) */
 } ao_queues_opts;
 
+/* Call first: it also notes which queue variables the user set, before the
+ * backend is chosen (which may start CUDA and set its own). */
 void ao_queues_defaults(ao_queues_opts *o);
 
 /* "1,2,4" -> o->streams; 0, or -1 after printing why (naming `flag`). */

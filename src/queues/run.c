@@ -371,16 +371,10 @@ void ao_qresult_free(ao_qresult *r)
 int ao_queues_run(const ao_queues_opts *o)
 {
     ao_qrun run = {.o = o};
-    ao_qenv user;
-    ao_qenv_user(&user);
     qdev q = {.o = o};
     q.dev = ao_device_open(o->backend, o->device < 0 ? 0 : o->device);
-    if (!q.dev) {
-        ao_qenv_free(&user);
-        return AO_EXIT_USAGE;
-    }
-    ao_qenv_effective(&user, &run.env);
-    ao_qenv_free(&user);
+    if (!q.dev) return AO_EXIT_USAGE;
+    ao_qenv_effective(o->env_user_mask, &run.env);
     ao_device_info info;
     ao_device_get_info(q.dev, &info);
     q.cpu = strcmp(info.backend, "cpu") == 0;

@@ -174,6 +174,35 @@ static void test_plans(void **state)
     }
 }
 
+/* The variables in effect, and which of them appeared since the user's
+ * snapshot (the CUDA backend sets CUDA_DEVICE_MAX_CONNECTIONS unless set). */
+static void test_env(void **state)
+{
+    (void)state;
+    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    setenv("GPU_MAX_HW_QUEUES", "2", 1);
+    setenv("HSA_TEST_QUEUES_VAR", "x", 1);
+    unsigned mask = ao_qenv_user_mask();
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1);
+    ao_qenv e;
+    ao_qenv_effective(mask, &e);
+    int conns = -1, hw = -1, hsa = -1;
+    for (int i = 0; i < e.n; i++) {
+        if (strcmp(e.names[i], "CUDA_DEVICE_MAX_CONNECTIONS") == 0) conns = i;
+        if (strcmp(e.names[i], "GPU_MAX_HW_QUEUES") == 0) hw = i;
+        if (strcmp(e.names[i], "HSA_TEST_QUEUES_VAR") == 0) hsa = i;
+    }
+    assert_true(conns >= 0 && hw >= 0 && hsa >= 0);
+    assert_string_equal(e.values[conns], "32");
+    assert_string_equal(e.values[hw], "2");
+    assert_int_equal(e.nset, 1);
+    assert_string_equal(e.set_by_aorta[0], "CUDA_DEVICE_MAX_CONNECTIONS");
+    ao_qenv_free(&e);
+    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    unsetenv("GPU_MAX_HW_QUEUES");
+    unsetenv("HSA_TEST_QUEUES_VAR");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -184,6 +213,7 @@ int main(void)
         cmocka_unit_test(test_efficiency),
         cmocka_unit_test(test_parse_streams),
         cmocka_unit_test(test_plans),
+        cmocka_unit_test(test_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
