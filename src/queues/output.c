@@ -245,6 +245,17 @@ void ao_qtable_footer(const ao_qrun *r, FILE *out)
                 q->streams, q->kernels, q->ku.concurrency, q->u.concurrency, q->conc_diff_pct,
                 q->ku.concurrent_us / 1e3, q->u.concurrent_us / 1e3);
     }
+    int counts[AO_QUEUES_MAX_COUNTS];
+    double eff[AO_QUEUES_MAX_COUNTS];
+    for (int k = 0; k < r->nres; k++) {
+        counts[k] = r->res[k].streams;
+        eff[k] = r->res[k].efficiency;
+    }
+    if (r->nres > 1 && r->res[0].streams == 1) {
+        int knee = ao_qknee(counts, eff, r->nres);
+        fprintf(out, "# knee: %d stream%s (the most before effic falls below 90 %% of its best)\n",
+                knee, knee == 1 ? "" : "s");
+    }
     fprintf(out, "# effic = ops/s / ops/s on 1 stream x ops/it on 1 stream / ops/it (= ops/s / "
                  "(streams x ops/s on 1) where each stream brings the same work)\n"
                  "# conc = sum of per-stream busy / busy: streams with an op in flight (its event "

@@ -105,3 +105,17 @@ double ao_qefficiency(double thr, int ops, double thr1, int ops1)
     if (!(thr > 0) || !(thr1 > 0) || ops < 1 || ops1 < 1) return NAN;
     return thr / thr1 * (double)ops1 / (double)ops;
 }
+
+int ao_qknee(const int *counts, const double *efficiency, int n)
+{
+    if (n < 1) return 0;
+    int knee = counts[0];
+    double best = 0;
+    for (int i = 0; i < n; i++) {
+        double e = isfinite(efficiency[i]) ? efficiency[i] : 0;
+        if (e < 0.9 * best) break;
+        best = fmax(best, e);
+        knee = counts[i];
+    }
+    return knee;
+}

@@ -50,4 +50,10 @@ void ao_qgaps(const ao_qop *ops, size_t n, double *intra, size_t *nintra, double
  * positive. */
 double ao_qefficiency(double thr, int ops, double thr1, int ops1);
 
+/* The knee of a scaling curve: of n stream counts in ascending order with
+ * their efficiencies, the largest count reached before an efficiency falls
+ * below 90 % of the best before it (where adding streams stops paying for
+ * the work they add); counts[0] when n is 1 or the first is not finite. */
+int ao_qknee(const int *counts, const double *efficiency, int n);
+
 #endif

@@ -105,6 +105,21 @@ static void test_efficiency(void **state)
     assert_true(isnan(ao_qefficiency(100, 0, 100, 1)));
 }
 
+static void test_knee(void **state)
+{
+    (void)state;
+    const int c[] = {1, 2, 4, 8, 16};
+    const double flat[] = {1, 1.17, 1.11, 1.17, 0.67}; /* hetero, 8 connections */
+    assert_int_equal(ao_qknee(c, flat, 5), 8);
+    const double falls[] = {1, 0.5, 0.25, 0.12, 0.06}; /* gemm */
+    assert_int_equal(ao_qknee(c, falls, 5), 1);
+    const double rises[] = {1, 1.06, 1.14, 1.19, 1.2}; /* fsdp */
+    assert_int_equal(ao_qknee(c, rises, 5), 16);
+    const double nan_first[] = {NAN, 1, 1, 1, 1};
+    assert_int_equal(ao_qknee(c, nan_first, 5), 16);
+    assert_int_equal(ao_qknee(c, falls, 1), 1);
+}
+
 static void test_parse_streams(void **state)
 {
     (void)state;
@@ -214,6 +229,7 @@ int main(void)
         cmocka_unit_test(test_parse_streams),
         cmocka_unit_test(test_plans),
         cmocka_unit_test(test_env),
+        cmocka_unit_test(test_knee),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
