@@ -97,4 +97,9 @@ int ao_coll_bench_validate(const ao_coll_bench_opts *o, int nranks);
  * a check found wrong elements, 2 for input this device cannot take. */
 int ao_coll_bench_run(const ao_coll_bench_opts *o, const ao_rank_info *ri);
 
+/* `aorta coll` after its flags: the options validated for the job's rank
+ * count, then the ranks spawned (nproc, 0 for the default: launch/rank.h) or
+ * this process run as one rank. Returns the exit code. */
+int ao_coll_bench(int argc, char **argv, const ao_coll_bench_opts *o, int nproc);
+
 #endif

@@ -15,6 +15,7 @@
 #include "bench/values.h"
 #include "core/error.h"
 #include "launch/launch.h"
+#include "launch/rank.h"
 
 #define CTL_MAX       16   /* doubles one control allreduce carries */
 #define DESC_BYTES    512  /* one rank's "Using devices" line */
@@ -170,10 +171,11 @@ static double gemm_end(gemm_loop *g, ao_event *ws, ao_event *we)
 typedef struct bench {
     const ao_coll_bench_opts *o;
     int rank, nranks;
-    ao_device *dev;
+    ao_rank r;      /* the device and the communicator */
+    ao_device *dev; /* r.dev */
     ao_device_info info;
     ao_stream *s;
-    ao_comm *comm;
+    ao_comm *comm; /* r.comm */
     void *send, *recv, *host;
     size_t buf_bytes;
     void *ctl_dev;
@@ -728,25 +730,11 @@ static size_t buffer_elems(const ao_coll_bench_opts *o, int nranks)
     return elems;
 }
 
-static int open_comm(bench *b, const ao_rank_info *ri)
+static int open_comm(bench *b, const ao_rank_opts *ro)
 {
-    const char *cb = ao_comm_backend_for(b->info.backend);
-    if (!cb) {
-        ao_error("coll", "no collective backend for the %s device backend in this build",
-                 b->info.backend);
-        return AO_EXIT_USAGE;
-    }
-    ao_comm_id id;
-    memset(&id, 0, sizeof id);
-    int ok = ri->world_size == 1 ? ao_comm_make_id(cb, &id)
-                                 : ao_launch_bootstrap_id(ri, cb, b->o->rdzv_file, 120.0, &id);
-    if (ok != 0) return AO_EXIT_FAIL;
-    ao_comm_opts copts = {.min_ctas = b->o->min_ctas,
-                          .max_ctas = b->o->max_ctas,
-                          .timeout_s = 600.0,
-                          .blocking_init = 0};
-    b->comm = ao_comm_create(b->dev, b->s, ri, &id, &copts);
-    if (!b->comm) return AO_EXIT_FAIL;
+    int rc = ao_rank_connect(&b->r, b->s, ro);
+    if (rc) return rc;
+    b->comm = b->r.comm;
     b->rank = ao_comm_rank(b->comm);
     b->nranks = ao_comm_size(b->comm);
     return 0;
@@ -766,11 +754,11 @@ static void teardown(bench *b)
     if (b->send) ao_dev_free(b->dev, b->send);
     if (b->recv) ao_dev_free(b->dev, b->recv);
     if (b->host) ao_host_free(b->dev, b->host);
-    if (b->comm) ao_comm_destroy(b->comm);
+    ao_rank_disconnect(&b->r);
     if (b->s) ao_stream_destroy(b->s);
     ao_table_free(b->table);
     free(b->cols);
-    if (b->dev) ao_device_close(b->dev);
+    ao_rank_close(&b->r);
 }
 
 static int run_all(bench *b, const size_t *sizes, int nsizes)
@@ -820,19 +808,22 @@ int ao_coll_bench_run(const ao_coll_bench_opts *o, const ao_rank_info *ri)
     bench b;
     memset(&b, 0, sizeof b);
     b.o = o;
-    int ndev = ao_device_count(o->backend);
-    if (ndev <= 0) {
-        ao_error("--backend", "the %s backend sees no device", o->backend);
-        return AO_EXIT_USAGE;
+    ao_rank_opts ro = {.cmd = "coll",
+                       .backend = o->backend,
+                       .ordinal = -1,
+                       .rdzv_file = o->rdzv_file,
+                       .bootstrap_timeout_s = 120.0,
+                       .comm = {.min_ctas = o->min_ctas,
+                                .max_ctas = o->max_ctas,
+                                .timeout_s = 600.0,
+                                .blocking_init = 0}};
+    int rc = ao_rank_open(&b.r, ri, &ro);
+    if (rc == 0) {
+        b.dev = b.r.dev;
+        b.info = b.r.info;
+        b.s = ao_stream_create(b.dev, "coll", o->with_compute ? b.info.priority_greatest : 0);
+        rc = open_comm(&b, &ro);
     }
-    /* The cpu backend's one device is shared by design: no wrap-around warning. */
-    int ordinal =
-        strcmp(o->backend, "cpu") == 0 ? 0 : ao_launch_device_ordinal(ri->local_rank, ndev);
-    b.dev = ao_device_open(o->backend, ordinal);
-    if (!b.dev) return AO_EXIT_USAGE;
-    ao_device_get_info(b.dev, &b.info);
-    b.s = ao_stream_create(b.dev, "coll", o->with_compute ? b.info.priority_greatest : 0);
-    int rc = open_comm(&b, ri);
     if (rc == 0 && ao_coll_bench_validate(o, b.nranks) != 0) rc = AO_EXIT_USAGE;
     size_t *sizes = NULL;
     int nsizes = 0;
@@ -864,4 +855,25 @@ int ao_coll_bench_run(const ao_coll_bench_opts *o, const ao_rank_info *ri)
     free(sizes);
     teardown(&b);
     return rc;
+}
+
+static int check_world(void *o, int world_size, int launched)
+{
+    (void)launched;
+    return ao_coll_bench_validate(o, world_size) != 0 ? AO_EXIT_USAGE : 0;
+}
+
+int ao_coll_bench(int argc, char **argv, const ao_coll_bench_opts *o, int nproc)
+{
+    ao_launch_req req = {.backend = o->backend,
+                         .nproc = nproc,
+                         .cpu_nproc = 2,
+                         .spawn = 1,
+                         .stop_handler = 1,
+                         .check = check_world,
+                         .ctx = (void *)o};
+    ao_rank_info ri;
+    ao_launch_role role;
+    int rc = ao_launch_ranks(argc, argv, &req, &ri, &role);
+    return role == AO_ROLE_DONE ? rc : ao_coll_bench_run(o, &ri);
 }

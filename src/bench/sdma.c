@@ -10,6 +10,7 @@
 #include "bench/values.h"
 #include "core/error.h"
 #include "core/units.h"
+#include "launch/rank.h"
 
 static const char *const direction_names[] = {"h2d", "d2h", "d2d", "p2p"};
 static const char *const engine_names[] = {"dma", "kernel"};
@@ -91,7 +92,8 @@ typedef struct samples {
 
 typedef struct sdma {
     const ao_sdma_opts *o;
-    ao_device *dev, *peer; /* peer: the p2p destination device */
+    ao_rank r;             /* this rank's device */
+    ao_device *dev, *peer; /* r.dev; peer: the p2p destination device */
     ao_device_info info;
     ao_stream *gs, *cs, *peer_s;
     ao_event *ev[4];
@@ -239,20 +241,15 @@ static size_t count_mismatches(sdma *x)
     return bad;
 }
 
-static int open_devices(sdma *x)
+static int open_devices(sdma *x, const ao_rank_info *ri)
 {
     const ao_sdma_opts *o = x->o;
-    int ndev = ao_device_count(o->backend);
-    int ordinal = o->device < 0 ? 0 : o->device;
-    if (ndev <= 0) {
-        ao_error("--backend", "the %s backend sees no device", o->backend);
-        return AO_EXIT_USAGE;
-    }
-    if (ordinal >= ndev) {
-        ao_error("--device", "device %d does not exist; the %s backend sees %d", ordinal,
-                 o->backend, ndev);
-        return AO_EXIT_USAGE;
-    }
+    ao_rank_opts ro = {.cmd = "sdma", .backend = o->backend, .ordinal = o->device};
+    int rc = ao_rank_open(&x->r, ri, &ro);
+    if (rc) return rc;
+    x->dev = x->r.dev;
+    x->info = x->r.info;
+    int ordinal = x->info.ordinal, ndev = x->r.ndevices;
     if (o->direction == AO_SDMA_P2P && ordinal + 1 >= ndev) {
         ao_error("--direction",
                  "p2p copies from device %d to device %d; the %s backend sees %d "
@@ -265,9 +262,6 @@ static int open_devices(sdma *x)
         ao_error("--engine", "kernel copies run within one device; p2p takes --engine dma");
         return AO_EXIT_USAGE;
     }
-    x->dev = ao_device_open(o->backend, ordinal);
-    if (!x->dev) return AO_EXIT_USAGE;
-    ao_device_get_info(x->dev, &x->info);
     if (o->direction == AO_SDMA_P2P) {
         x->peer = ao_device_open(o->backend, ordinal + 1);
         if (!x->peer) return AO_EXIT_USAGE;
@@ -338,7 +332,7 @@ static void teardown(sdma *x)
     if (x->cs) ao_stream_destroy(x->cs);
     if (x->peer_s) ao_stream_destroy(x->peer_s);
     if (x->peer) ao_device_close(x->peer);
-    if (x->dev) ao_device_close(x->dev);
+    ao_rank_close(&x->r);
 }
 
 enum { K_MODE, K_MEAN, K_MIN, K_MAX, K_GEMM, K_TFLOPS, K_COPY, K_GBPS, K_N };
@@ -450,12 +444,19 @@ static int report(const sdma *x, ao_table *t, ao_dtype dt, size_t mismatches)
     return rc;
 }
 
-int ao_sdma_run(const ao_sdma_opts *o, int print)
+int ao_sdma_run(const ao_sdma_opts *o)
 {
+    /* Never spawned: one process, or one per slot of an external launcher. */
+    ao_launch_req req = {.backend = o->backend};
+    ao_rank_info ri;
+    ao_launch_role role;
+    int rc = ao_launch_ranks(0, NULL, &req, &ri, &role);
+    if (role == AO_ROLE_DONE) return rc;
+    int print = ri.rank == 0;
     sdma x;
     memset(&x, 0, sizeof x);
     x.o = o;
-    int rc = open_devices(&x);
+    rc = open_devices(&x, &ri);
     ao_dtype dt = o->dtype;
     if (rc == 0) {
         if (!o->dtype_set) dt = strcmp(x.info.backend, "cpu") == 0 ? AO_F32 : AO_BF16;

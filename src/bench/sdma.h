@@ -47,9 +47,10 @@ double ao_sdma_achieved(double serial, double overlapped, double gemm_alone, dou
 /* Length of [a0, a1] ∩ [b0, b1]; 0 when they do not meet. */
 double ao_interval_overlap(double a0, double a1, double b0, double b1);
 
-/* Run as one process; returns the exit code (1 when the copied data does not
- * match its source, 2 for a configuration the device cannot run). `print`
- * selects whether this process prints and writes files (rank 0). */
-int ao_sdma_run(const ao_sdma_opts *o, int print);
+/* Run as one process, or as one rank of an external launcher's job on its
+ * local rank's device (unless --device says which), where rank 0 prints and
+ * writes the files. Returns the exit code (1 when the copied data does not
+ * match its source, 2 for a configuration the device cannot run). */
+int ao_sdma_run(const ao_sdma_opts *o);
 
 #endif

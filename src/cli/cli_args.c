@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "cli/cli.h"
 #include "core/error.h"
 #include "runtime/device.h"
 
@@ -48,4 +49,15 @@ int cli_resolve_backend(const char **backend)
     }
     ao_error("--backend", "'%s' is not a backend of this build; allowed: %s", *backend, list);
     return -1;
+}
+
+int cli_help_requested(int argc, char **argv, const char *usage, const char *help)
+{
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            cli_print_help(stdout, usage, help);
+            return 1;
+        }
+    }
+    return 0;
 }

@@ -7,7 +7,6 @@
 #include "cli/cli_args.h"
 #include "core/error.h"
 #include "core/units.h"
-#include "launch/launch.h"
 
 static const char usage[] =
     "usage: aorta coll [--coll LIST] [-b MIN] [-e MAX] [-f FACTOR | -i STEP] [-n ITERS] "
@@ -63,40 +62,37 @@ static const char help[] =
     "algbw = size / time (GB/s, 1e9); busbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n\n"
     "(all_gather, reduce_scatter, alltoall) or 1. Only rank 0 prints.\n";
 
-#define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
-
 static int parse(int argc, char **argv, ao_coll_bench_opts *o, int *nproc)
 {
     int factor_given = 0, step_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL, *a = argv[i];
         int r;
-#define VALUE(...) ((r = cli_take_value(argc, argv, &i, NAMES(__VA_ARGS__), &v)) != 0)
-        if (cli_is_flag(a, NAMES("--per-iter"))) {
+        if (cli_is_flag(a, CLI_NAMES("--per-iter"))) {
             o->per_iter = 1;
             continue;
         }
-        if (VALUE("--coll")) {
+        if (CLI_VALUE("--coll")) {
             if (r < 0 || ao_coll_list_parse("--coll", v, o->colls, &o->ncolls)) return -1;
-        } else if (VALUE("-b", "--minbytes")) {
+        } else if (CLI_VALUE("-b", "--minbytes")) {
             if (r < 0 || ao_parse_size("-b", v, &o->min_bytes)) return -1;
-        } else if (VALUE("-e", "--maxbytes")) {
+        } else if (CLI_VALUE("-e", "--maxbytes")) {
             if (r < 0 || ao_parse_size("-e", v, &o->max_bytes)) return -1;
-        } else if (VALUE("-f", "--stepfactor")) {
+        } else if (CLI_VALUE("-f", "--stepfactor")) {
             if (r < 0 || ao_parse_long("-f", v, 2, 1L << 20, &o->factor)) return -1;
             factor_given = 1;
-        } else if (VALUE("-i", "--stepbytes")) {
+        } else if (CLI_VALUE("-i", "--stepbytes")) {
             if (r < 0 || ao_parse_size("-i", v, &o->step)) return -1;
             if (o->step == 0) {
                 ao_error("-i", "a step of 0 bytes would never reach the maximum");
                 return -1;
             }
             step_given = 1;
-        } else if (VALUE("-n", "--iters")) {
+        } else if (CLI_VALUE("-n", "--iters")) {
             if (r < 0 || ao_parse_int("-n", v, 1, 1000000, &o->iters)) return -1;
-        } else if (VALUE("-w", "--warmup", "--warmup_iters")) {
+        } else if (CLI_VALUE("-w", "--warmup", "--warmup_iters")) {
             if (r < 0 || ao_parse_int("-w", v, 0, 1000000, &o->warmup)) return -1;
-        } else if (VALUE("-d", "--dtype", "--datatype")) {
+        } else if (CLI_VALUE("-d", "--dtype", "--datatype")) {
             if (r < 0) return -1;
             if (ao_dtype_parse(v, &o->dtype) != 0) {
                 ao_error("--dtype",
@@ -105,37 +101,37 @@ static int parse(int argc, char **argv, ao_coll_bench_opts *o, int *nproc)
                          v);
                 return -1;
             }
-        } else if (VALUE("-o", "--op")) {
+        } else if (CLI_VALUE("-o", "--op")) {
             if (r < 0) return -1;
             if (ao_redop_parse(v, &o->op) != 0) {
                 ao_error("--op", "'%s' is not a reduction; allowed: sum, prod, max, min, avg", v);
                 return -1;
             }
-        } else if (VALUE("-c", "--check")) {
+        } else if (CLI_VALUE("-c", "--check")) {
             if (r < 0 || ao_parse_int("-c", v, 0, 1, &o->check)) return -1;
-        } else if (VALUE("-a", "--average")) {
+        } else if (CLI_VALUE("-a", "--average")) {
             if (r < 0 || ao_time_combine_parse("-a", v, &o->combine)) return -1;
-        } else if (VALUE("-r", "--root")) {
+        } else if (CLI_VALUE("-r", "--root")) {
             if (r < 0 || ao_parse_int("--root", v, 0, 1 << 20, &o->root)) return -1;
-        } else if (VALUE("--json")) {
+        } else if (CLI_VALUE("--json")) {
             if (r < 0) return -1;
             o->json_path = v;
-        } else if (VALUE("--csv")) {
+        } else if (CLI_VALUE("--csv")) {
             if (r < 0) return -1;
             o->csv_path = v;
-        } else if (VALUE("--rdzv-file")) {
+        } else if (CLI_VALUE("--rdzv-file")) {
             if (r < 0) return -1;
             o->rdzv_file = v;
-        } else if (VALUE("--min-ctas")) {
+        } else if (CLI_VALUE("--min-ctas")) {
             if (r < 0 || ao_parse_int("--min-ctas", v, 0, 1 << 16, &o->min_ctas)) return -1;
-        } else if (VALUE("--max-ctas")) {
+        } else if (CLI_VALUE("--max-ctas")) {
             if (r < 0 || ao_parse_int("--max-ctas", v, 0, 1 << 16, &o->max_ctas)) return -1;
-        } else if (VALUE("--nproc")) {
+        } else if (CLI_VALUE("--nproc")) {
             if (r < 0 || ao_parse_int("--nproc", v, 1, 4096, nproc)) return -1;
-        } else if (VALUE("--backend")) {
+        } else if (CLI_VALUE("--backend")) {
             if (r < 0) return -1;
             o->backend = v;
-        } else if (VALUE("--with-compute")) {
+        } else if (CLI_VALUE("--with-compute")) {
             if (r < 0 || ao_gemm_shape_parse("--with-compute", v, &o->gemm_m, &o->gemm_n,
                                              &o->gemm_k, &o->gemm_dtype, &o->gemm_dtype_set))
                 return -1;
@@ -144,7 +140,6 @@ static int parse(int argc, char **argv, ao_coll_bench_opts *o, int *nproc)
             ao_error("coll", "unknown option '%s'", a);
             return -1;
         }
-#undef VALUE
     }
     if (factor_given && step_given) {
         ao_error("-f/-i", "give a factor (-f) or a step (-i), not both");
@@ -165,12 +160,7 @@ static int parse(int argc, char **argv, ao_coll_bench_opts *o, int *nproc)
 
 int cmd_coll(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            cli_print_help(stdout, usage, help);
-            return AO_EXIT_OK;
-        }
-    }
+    if (cli_help_requested(argc, argv, usage, help)) return AO_EXIT_OK;
     ao_coll_bench_opts o;
     ao_coll_bench_defaults(&o);
     int nproc = 0;
@@ -178,24 +168,5 @@ int cmd_coll(int argc, char **argv)
         fprintf(stderr, "%s\n", usage);
         return AO_EXIT_USAGE;
     }
-    ao_rank_info ri;
-    int launched = ao_launch_detect(&ri, NULL);
-    if (launched < 0) return AO_EXIT_USAGE;
-    if (launched == 0 && nproc == 0)
-        nproc = strcmp(o.backend, "cpu") == 0 ? 2 : ao_device_count(o.backend);
-    if (ao_coll_bench_validate(&o, launched ? ri.world_size : (nproc > 1 ? nproc : 1)) != 0)
-        return AO_EXIT_USAGE;
-    if (launched == 0) {
-        if (nproc > 1) {
-            ao_launch_opts lo = {.nproc = nproc,
-                                 .backend = o.backend,
-                                 .comm_backend = ao_comm_backend_for(o.backend),
-                                 .grace_s = 5.0};
-            return ao_launch_spawn(argc, argv, &lo);
-        }
-    } else if (nproc && nproc != ri.world_size) {
-        ao_warn("--nproc %d ignored: the launcher started %d ranks", nproc, ri.world_size);
-    }
-    ao_launch_install_stop_handler();
-    return ao_coll_bench_run(&o, &ri);
+    return ao_coll_bench(argc, argv, &o, nproc);
 }

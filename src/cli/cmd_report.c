@@ -37,7 +37,6 @@ static const char help[] =
     "tokens_per_s higher, overlap_ratio higher, exposed_comm_ms lower, ...).\n"
     "Exit codes: 0 ok, 1 cannot write the report, 2 bad flags or input.\n";
 
-#define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define MAX_LABELS 64
 
 int cmd_report(int argc, char **argv)
@@ -45,47 +44,40 @@ int cmd_report(int argc, char **argv)
     const char *dirs[MAX_LABELS], *labels[MAX_LABELS];
     int ndirs = 0, nlabels = 0;
     ao_report_opts o = {.skip_steps = -1, .charts = 1, .out = stdout};
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            cli_print_help(stdout, usage, help);
-            return AO_EXIT_OK;
-        }
-    }
+    if (cli_help_requested(argc, argv, usage, help)) return AO_EXIT_OK;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
-#define VALUE(...) ((r = cli_take_value(argc, argv, &i, NAMES(__VA_ARGS__), &v)) != 0)
-        if (VALUE("--log-dir")) {
+        if (CLI_VALUE("--log-dir")) {
             if (r < 0) return cli_usage_error("report", usage, "--log-dir needs a directory");
             if (ndirs == MAX_LABELS)
                 return cli_usage_error("report", usage, "at most %d --log-dir", MAX_LABELS);
             dirs[ndirs++] = v;
-        } else if (VALUE("--label")) {
+        } else if (CLI_VALUE("--label")) {
             if (r < 0) return cli_usage_error("report", usage, "--label needs a name");
             if (nlabels == MAX_LABELS)
                 return cli_usage_error("report", usage, "at most %d --label", MAX_LABELS);
             labels[nlabels++] = v;
-        } else if (VALUE("--output", "-o")) {
+        } else if (CLI_VALUE("--output", "-o")) {
             if (r < 0) return cli_usage_error("report", usage, "--output needs a directory");
             o.output = v;
-        } else if (VALUE("--reference")) {
+        } else if (CLI_VALUE("--reference")) {
             if (r < 0) return cli_usage_error("report", usage, "--reference needs a label");
             o.reference = v;
-        } else if (VALUE("--candidate")) {
+        } else if (CLI_VALUE("--candidate")) {
             if (r < 0) return cli_usage_error("report", usage, "--candidate needs a label");
             o.candidate = v;
-        } else if (VALUE("--skip-steps")) {
+        } else if (CLI_VALUE("--skip-steps")) {
             long n;
             if (r < 0 || ao_parse_long("--skip-steps", v, 0, 1000000000L, &n)) return AO_EXIT_USAGE;
             o.skip_steps = n;
-        } else if (cli_is_flag(argv[i], NAMES("--all-runs"))) {
+        } else if (cli_is_flag(argv[i], CLI_NAMES("--all-runs"))) {
             o.all_runs = 1;
-        } else if (cli_is_flag(argv[i], NAMES("--no-charts"))) {
+        } else if (cli_is_flag(argv[i], CLI_NAMES("--no-charts"))) {
             o.charts = 0;
         } else {
             return cli_usage_error("report", usage, "unknown option '%s'", argv[i]);
         }
-#undef VALUE
     }
     if (ndirs == 0) return cli_usage_error("report", usage, "give at least one --log-dir");
     if (nlabels != ndirs)

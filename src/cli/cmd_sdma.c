@@ -7,7 +7,6 @@
 #include "cli/cli_args.h"
 #include "core/error.h"
 #include "core/units.h"
-#include "launch/launch.h"
 
 static const char usage[] =
     "usage: aorta sdma [--device D] [--matrix-size N] [--dtype T] [--copy-mb M] "
@@ -45,20 +44,17 @@ static const char help[] =
     "Under a launcher (mpirun, srun, torchrun) every rank runs on its own device; rank 0\n"
     "prints and writes the JSON.\n";
 
-#define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
-
 static int parse(int argc, char **argv, ao_sdma_opts *o)
 {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
         long mb;
-#define VALUE(...) ((r = cli_take_value(argc, argv, &i, NAMES(__VA_ARGS__), &v)) != 0)
-        if (VALUE("--device")) {
+        if (CLI_VALUE("--device")) {
             if (r < 0 || ao_parse_int("--device", v, 0, 1023, &o->device)) return -1;
-        } else if (VALUE("--matrix-size")) {
+        } else if (CLI_VALUE("--matrix-size")) {
             if (r < 0 || ao_parse_int("--matrix-size", v, 1, 65536, &o->matrix)) return -1;
-        } else if (VALUE("--dtype")) {
+        } else if (CLI_VALUE("--dtype")) {
             if (r < 0) return -1;
             if (ao_dtype_parse(v, &o->dtype) != 0 || (o->dtype != AO_F32 && o->dtype != AO_F16 &&
                                                       o->dtype != AO_BF16 && o->dtype != AO_F64)) {
@@ -69,50 +65,39 @@ static int parse(int argc, char **argv, ao_sdma_opts *o)
                 return -1;
             }
             o->dtype_set = 1;
-        } else if (VALUE("--copy-mb")) {
+        } else if (CLI_VALUE("--copy-mb")) {
             if (r < 0 || ao_parse_long("--copy-mb", v, 1, 1L << 20, &mb)) return -1;
             o->copy_bytes = (size_t)mb << 20;
-        } else if (VALUE("--iterations")) {
+        } else if (CLI_VALUE("--iterations")) {
             if (r < 0 || ao_parse_int("--iterations", v, 1, 1000000, &o->iterations)) return -1;
-        } else if (VALUE("--warmup")) {
+        } else if (CLI_VALUE("--warmup")) {
             if (r < 0 || ao_parse_int("--warmup", v, 0, 1000000, &o->warmup)) return -1;
-        } else if (VALUE("--direction")) {
+        } else if (CLI_VALUE("--direction")) {
             if (r < 0 || ao_sdma_direction_parse("--direction", v, &o->direction)) return -1;
-        } else if (VALUE("--engine")) {
+        } else if (CLI_VALUE("--engine")) {
             if (r < 0 || ao_sdma_engine_parse("--engine", v, &o->engine)) return -1;
-        } else if (VALUE("--json")) {
+        } else if (CLI_VALUE("--json")) {
             if (r < 0) return -1;
             o->json_path = v;
-        } else if (VALUE("--backend")) {
+        } else if (CLI_VALUE("--backend")) {
             if (r < 0) return -1;
             o->backend = v;
         } else {
             ao_error("sdma", "unknown option '%s'", argv[i]);
             return -1;
         }
-#undef VALUE
     }
     return cli_resolve_backend(&o->backend);
 }
 
 int cmd_sdma(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            cli_print_help(stdout, usage, help);
-            return AO_EXIT_OK;
-        }
-    }
+    if (cli_help_requested(argc, argv, usage, help)) return AO_EXIT_OK;
     ao_sdma_opts o;
     ao_sdma_defaults(&o);
     if (parse(argc, argv, &o) != 0) {
         fprintf(stderr, "%s\n", usage);
         return AO_EXIT_USAGE;
     }
-    ao_rank_info ri;
-    int launched = ao_launch_detect(&ri, NULL);
-    if (launched < 0) return AO_EXIT_USAGE;
-    if (launched && o.device < 0 && strcmp(o.backend, "cpu") != 0)
-        o.device = ao_launch_device_ordinal(ri.local_rank, ao_device_count(o.backend));
-    return ao_sdma_run(&o, ri.rank == 0);
+    return ao_sdma_run(&o);
 }

@@ -64,15 +64,9 @@ static const char help[] =
     "scaling_efficiency, concurrency, concurrent_pct), run_dir,\n"
     "error. Exit 0 when every point ran, 1 when one failed, 2 for a bad file or flag.\n";
 
-#define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
-
 int cmd_sweep(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i])) {
-            cli_print_help(stdout, usage, help);
-            return AO_EXIT_OK;
-        }
+    if (cli_help_requested(argc, argv, usage, help)) return AO_EXIT_OK;
     const char *file = NULL, *format = NULL;
     ao_sweep_run_opts o = {0};
     int dry_run = 0;
@@ -83,26 +77,25 @@ int cmd_sweep(int argc, char **argv)
     for (int i = 1; rc == 0 && i < argc; i++) {
         const char *v = NULL, *a = argv[i];
         int r;
-#define VALUE(...) ((r = cli_take_value(argc, argv, &i, NAMES(__VA_ARGS__), &v)) != 0)
-        if (cli_is_flag(a, NAMES("--dry-run"))) {
+        if (cli_is_flag(a, CLI_NAMES("--dry-run"))) {
             dry_run = 1;
-        } else if (cli_is_flag(a, NAMES("--resume"))) {
+        } else if (cli_is_flag(a, CLI_NAMES("--resume"))) {
             o.resume = 1;
-        } else if (cli_is_flag(a, NAMES("--fail-fast"))) {
+        } else if (cli_is_flag(a, CLI_NAMES("--fail-fast"))) {
             o.fail_fast = 1;
-        } else if (VALUE("--format")) {
+        } else if (CLI_VALUE("--format")) {
             format = v;
             if (r < 0) rc = AO_EXIT_USAGE;
-        } else if (VALUE("--out", "-o")) {
+        } else if (CLI_VALUE("--out", "-o")) {
             o.out = v;
             if (r < 0) rc = AO_EXIT_USAGE;
-        } else if (VALUE("--work-dir")) {
+        } else if (CLI_VALUE("--work-dir")) {
             o.work_dir = v;
             if (r < 0) rc = AO_EXIT_USAGE;
-        } else if (VALUE("--chart-dir")) {
+        } else if (CLI_VALUE("--chart-dir")) {
             o.chart_dir = v;
             if (r < 0) rc = AO_EXIT_USAGE;
-        } else if (VALUE("--axis", "--env", "--skip")) {
+        } else if (CLI_VALUE("--axis", "--env", "--skip")) {
             if (r < 0) {
                 rc = AO_EXIT_USAGE;
             } else {
@@ -116,7 +109,6 @@ int cmd_sweep(int argc, char **argv)
         } else {
             file = a;
         }
-#undef VALUE
     }
     /* A wrapper for every launch (a profiler, a test's launch counter). */
     const char *exe = getenv("AORTA_SWEEP_EXE");

@@ -1,9 +1,7 @@
-/* aorta train: flag parsing, the launcher parent (config check, run
- * directory, spawn), then the rank side in train/train. */
+/* aorta train: flag parsing and the config; the launcher parent and the
+ * rank are train/train. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
@@ -11,8 +9,6 @@
 #include "core/error.h"
 #include "core/rundir.h"
 #include "core/units.h"
-#include "engine/engine.h"
-#include "launch/launch.h"
 #include "train/train.h"
 
 static const char usage[] =
@@ -44,8 +40,6 @@ static const char help[] =
     "the GEMMs through TF32 on cuda; the cpu backend computes in fp32 (warned).\n"
     "exit codes: 0 ok, 1 run failed, 2 bad flag or config\n";
 
-#define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
-
 typedef struct train_args {
     const char *config;
     struct cli_overrides ov;
@@ -61,51 +55,30 @@ static int parse(int argc, char **argv, train_args *a)
     for (int i = 1; i < argc; i++) {
         const char *v = NULL, *arg = argv[i];
         int r;
-#define VALUE(...) ((r = cli_take_value(argc, argv, &i, NAMES(__VA_ARGS__), &v)) != 0)
         if (cli_is_override(arg)) {
             if (cli_take_overrides("train", usage, argc, argv, &i, &a->ov)) return AO_EXIT_USAGE;
-        } else if (cli_is_flag(arg, NAMES("--all-ranks"))) {
+        } else if (cli_is_flag(arg, CLI_NAMES("--all-ranks"))) {
             a->all_ranks = 1;
-        } else if (VALUE("--config", "-c")) {
+        } else if (CLI_VALUE("--config", "-c")) {
             if (r < 0) return cli_usage_error("train", usage, "--config needs a file");
             a->config = v;
-        } else if (VALUE("--nproc")) {
+        } else if (CLI_VALUE("--nproc")) {
             if (r < 0 || ao_parse_int("--nproc", v, 1, 4096, &a->nproc)) return AO_EXIT_USAGE;
-        } else if (VALUE("--backend")) {
+        } else if (CLI_VALUE("--backend")) {
             if (r < 0) return cli_usage_error("train", usage, "--backend needs a value");
             a->backend = v;
-        } else if (VALUE("--run-name")) {
+        } else if (CLI_VALUE("--run-name")) {
             if (r < 0) return cli_usage_error("train", usage, "--run-name needs a value");
             if (ao_rundir_validate_name(v, "--run-name")) return AO_EXIT_USAGE;
             a->run_name = v;
-        } else if (VALUE("--rdzv-file")) {
+        } else if (CLI_VALUE("--rdzv-file")) {
             if (r < 0) return cli_usage_error("train", usage, "--rdzv-file needs a path");
             a->rdzv_file = v;
         } else {
             return cli_usage_error("train", usage, "unknown option '%s'", arg);
         }
-#undef VALUE
     }
     if (cli_resolve_backend(&a->backend) != 0) return AO_EXIT_USAGE;
-    return 0;
-}
-
-/* Parent: the run directory, made once, before any rank starts. */
-static int make_rundir(const struct ao_config *cfg, const char *run_name)
-{
-    char id[AO_RUN_ID_MAX];
-    if (run_name)
-        snprintf(id, sizeof id, "%s", run_name);
-    else if (ao_rundir_make_id(id, sizeof id) != 0)
-        return AO_EXIT_FAIL;
-    ao_rundir d;
-    int rc = ao_rundir_create(cfg->training.output_dir, id, &d);
-    if (rc) return rc;
-    ao_rundir_free(&d);
-    if (setenv(AO_RUN_ID_ENV, id, 1) != 0) {
-        ao_error("train", "cannot export %s", AO_RUN_ID_ENV);
-        return AO_EXIT_FAIL;
-    }
     return 0;
 }
 
@@ -116,52 +89,19 @@ static int run(int argc, char **argv, train_args *a, struct ao_config *cfg)
     /* logging.level from here on; the configuration's own warnings (no-op
      * keys) came before the level was known and print at every level. */
     ao_set_log_level((int)cfg->logging.level);
-    ao_rank_info ri;
-    int launched = ao_launch_detect(&ri, NULL);
-    if (launched < 0) return AO_EXIT_USAGE;
     ao_train_opts o = {.backend = a->backend,
                        .run_name = a->run_name,
                        .rdzv_file = a->rdzv_file,
+                       .nproc = a->nproc,
+                       .all_ranks = a->all_ranks,
                        .argc = argc,
                        .argv = argv};
-    if (launched) {
-        if (a->nproc && a->nproc != ri.world_size)
-            ao_warn("--nproc %d ignored: the launcher started %d ranks", a->nproc, ri.world_size);
-        ao_launch_install_stop_handler();
-        return ao_train_rank(cfg, &o, &ri);
-    }
-    int nproc = a->nproc;
-    if (nproc == 0) nproc = strcmp(a->backend, "cpu") == 0 ? 1 : ao_device_count(a->backend);
-    if (nproc < 1) {
-        ao_error("--backend", "the %s backend sees no device", a->backend);
-        return AO_EXIT_USAGE;
-    }
-    if ((rc = ao_engine_check_config(cfg, nproc, nproc)) != 0) return rc;
-    if ((rc = make_rundir(cfg, a->run_name)) != 0) return rc;
-    if (nproc > 1) {
-        ao_launch_opts lo = {.nproc = nproc,
-                             .backend = a->backend,
-                             .comm_backend = ao_comm_backend_for(a->backend),
-                             .all_ranks_output = a->all_ranks,
-                             .grace_s = 5.0};
-        return ao_launch_spawn(argc, argv, &lo);
-    }
-    ri = (ao_rank_info){.rank = 0, .world_size = 1, .local_rank = 0, .local_world_size = 1};
-    /* Only here does rank 0 own the terminal: under a launcher its output goes
-     * through a line prefixer, where an in-place line would be noise. */
-    o.progress = isatty(STDOUT_FILENO);
-    ao_launch_install_stop_handler();
-    return ao_train_rank(cfg, &o, &ri);
+    return ao_train(cfg, &o);
 }
 
 int cmd_train(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            cli_print_help(stdout, usage, help);
-            return AO_EXIT_OK;
-        }
-    }
+    if (cli_help_requested(argc, argv, usage, help)) return AO_EXIT_OK;
     train_args a = {.backend = "auto"};
     int rc = parse(argc, argv, &a);
     if (rc == 0) {

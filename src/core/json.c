@@ -335,3 +335,68 @@ yajl_val ao_json_read_file(const char *path, char *err, size_t nerr)
     if (!v) snprintf(err, nerr, "%s is not JSON: %s", path, why);
     return v;
 }
+
+/* ---- writing with one sticky status ------------------------------------------ */
+
+void ao_jw_key(ao_json_writer *w, const char *key)
+{
+    if (key && w->st == yajl_gen_status_ok) w->st = ao_json_gen_str(w->g, key);
+}
+
+void ao_jw_str(ao_json_writer *w, const char *key, const char *s)
+{
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = ao_json_gen_str(w->g, s);
+}
+
+void ao_jw_int(ao_json_writer *w, const char *key, long long v)
+{
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = yajl_gen_integer(w->g, v);
+}
+
+void ao_jw_u64(ao_json_writer *w, const char *key, uint64_t v)
+{
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = ao_json_gen_u64(w->g, v);
+}
+
+void ao_jw_double(ao_json_writer *w, const char *key, double v)
+{
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = ao_json_gen_double(w->g, v);
+}
+
+void ao_jw_null(ao_json_writer *w, const char *key)
+{
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = yajl_gen_null(w->g);
+}
+
+void ao_jw_value(ao_json_writer *w, const char *key, const ao_json_value *v)
+{
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = ao_json_gen_value(w->g, v);
+}
+
+void ao_jw_open(ao_json_writer *w, const char *key)
+{
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = yajl_gen_map_open(w->g);
+}
+
+void ao_jw_close(ao_json_writer *w)
+{
+    if (w->st == yajl_gen_status_ok) w->st = yajl_gen_map_close(w->g);
+}
+
+void ao_jw_aopen(ao_json_writer *w, const char *key)
+{
+    ao_jw_key(w, key);
+    if (w->st == yajl_gen_status_ok) w->st = yajl_gen_array_open(w->g);
+}
+
+void ao_jw_aclose(ao_json_writer *w)
+{
+    if (w->st == yajl_gen_status_ok) w->st = yajl_gen_array_close(w->g);
+}

@@ -84,6 +84,29 @@ yajl_gen_status ao_json_gen_value(yajl_gen g, const ao_json_value *v);
 /* {"k": v, ...} */
 yajl_gen_status ao_json_gen_object(yajl_gen g, const ao_json_object *o);
 
+/* ---- writing with one sticky status ----------------------------------------
+ * Every call is a no-op once one failed, so a document is built without
+ * checking each token and the first failure is reported once (st). A non-NULL
+ * key writes "key": before the value; NULL inside arrays or after
+ * ao_jw_key. */
+typedef struct ao_json_writer {
+    yajl_gen g;
+    yajl_gen_status st; /* first failure of any call, else yajl_gen_status_ok */
+} ao_json_writer;
+
+void ao_jw_key(ao_json_writer *w, const char *key);
+void ao_jw_str(ao_json_writer *w, const char *key, const char *s);
+void ao_jw_int(ao_json_writer *w, const char *key, long long v);
+void ao_jw_u64(ao_json_writer *w, const char *key, uint64_t v);
+void ao_jw_double(ao_json_writer *w, const char *key, double v);
+void ao_jw_null(ao_json_writer *w, const char *key);
+void ao_jw_value(ao_json_writer *w, const char *key, const ao_json_value *v);
+/* { and [ (after the key, when given), and their ends. */
+void ao_jw_open(ao_json_writer *w, const char *key);
+void ao_jw_close(ao_json_writer *w);
+void ao_jw_aopen(ao_json_writer *w, const char *key);
+void ao_jw_aclose(ao_json_writer *w);
+
 /* Write the generator's buffer to `path` through a temporary file in the
  * same directory and rename(2), so a reader never sees half a file. Returns
  * 0, or -1 after printing why. */

@@ -11,56 +11,6 @@
 
 extern char **environ;
 
-/* ---- generation with one sticky status ------------------------------------- */
-
-/* Every helper is a no-op once a call failed, so a document is built without
- * checking each token and the first failure is reported once. */
-typedef struct gen {
-    yajl_gen g;
-    yajl_gen_status s;
-} gen;
-
-static void g_key(gen *o, const char *k)
-{
-    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_str(o->g, k);
-}
-static void g_str(gen *o, const char *v)
-{
-    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_str(o->g, v);
-}
-static void g_int(gen *o, long long v)
-{
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_integer(o->g, v);
-}
-static void g_u64(gen *o, uint64_t v)
-{
-    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_u64(o->g, v);
-}
-static void g_dbl(gen *o, double v)
-{
-    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_double(o->g, v);
-}
-static void g_null(gen *o)
-{
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_null(o->g);
-}
-static void g_open(gen *o)
-{
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_map_open(o->g);
-}
-static void g_close(gen *o)
-{
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_map_close(o->g);
-}
-static void g_aopen(gen *o)
-{
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_array_open(o->g);
-}
-static void g_aclose(gen *o)
-{
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_array_close(o->g);
-}
-
 /* ---- the record's fields, shared by writer and reader ------------------------ */
 
 typedef struct dfield {
@@ -136,9 +86,9 @@ void ao_iter_record_move(ao_iter_record *dst, ao_iter_record *src)
 }
 
 /* Returns 0, or -1 after printing why. */
-static int gen_ops(gen *o, const ao_op *ops, size_t n)
+static int gen_ops(ao_json_writer *o, const ao_op *ops, size_t n)
 {
-    g_aopen(o);
+    ao_jw_aopen(o, NULL);
     for (size_t i = 0; i < n; i++) {
         const ao_op *op = &ops[i];
         if (op->stream >= AO_NSTREAMS || op->cls > AO_CLASS_COPY || op->kind < AO_KIND_NONE ||
@@ -147,88 +97,69 @@ static int gen_ops(gen *o, const ao_op *ops, size_t n)
                      i, op->name ? op->name : "?", op->stream, op->cls, op->kind);
             return -1;
         }
-        g_open(o);
-        g_key(o, "stream");
-        g_str(o, ao_stream_id_name((ao_stream_id)op->stream));
-        g_key(o, "name");
-        g_str(o, op->name);
-        g_key(o, "class");
-        g_str(o, ao_op_class_name((ao_op_class)op->cls));
-        g_key(o, "kind");
+        ao_jw_open(o, NULL);
+        ao_jw_str(o, "stream", ao_stream_id_name((ao_stream_id)op->stream));
+        ao_jw_str(o, "name", op->name);
+        ao_jw_str(o, "class", ao_op_class_name((ao_op_class)op->cls));
+        ao_jw_key(o, "kind");
         if (op->kind == AO_KIND_NONE)
-            g_null(o);
+            ao_jw_null(o, NULL);
         else
-            g_str(o, ao_coll_kind_name((ao_coll_kind)op->kind));
-        g_key(o, "unit");
+            ao_jw_str(o, NULL, ao_coll_kind_name((ao_coll_kind)op->kind));
+        ao_jw_key(o, "unit");
         if (op->unit < 0)
-            g_null(o);
+            ao_jw_null(o, NULL);
         else
-            g_int(o, op->unit);
-        g_key(o, "start_us");
-        g_dbl(o, op->start_us);
-        g_key(o, "end_us");
-        g_dbl(o, op->end_us);
-        g_key(o, "bytes");
-        g_u64(o, op->bytes);
-        g_close(o);
+            ao_jw_int(o, NULL, op->unit);
+        ao_jw_double(o, "start_us", op->start_us);
+        ao_jw_double(o, "end_us", op->end_us);
+        ao_jw_u64(o, "bytes", op->bytes);
+        ao_jw_close(o);
     }
-    g_aclose(o);
+    ao_jw_aclose(o);
     return 0;
 }
 
 /* The §7 fields of m as key/value pairs of the open map. */
-static void gen_overlap(gen *o, const ao_overlap *m, int with_streams)
+static void gen_overlap(ao_json_writer *o, const ao_overlap *m, int with_streams)
 {
     for (size_t i = 0; i < NELEM(overlap_fields); i++) {
-        g_key(o, overlap_fields[i].key);
-        g_dbl(o, dget(m, &overlap_fields[i]));
+        ao_jw_double(o, overlap_fields[i].key, dget(m, &overlap_fields[i]));
     }
     char key[64];
     for (int k = 0; k < AO_NKINDS; k++) {
         snprintf(key, sizeof key, "compute_%s_ms", ao_coll_kind_name((ao_coll_kind)k));
-        g_key(o, key);
-        g_dbl(o, m->compute_kind_ms[k]);
+        ao_jw_double(o, key, m->compute_kind_ms[k]);
     }
     if (with_streams) {
-        g_key(o, "streams");
-        g_open(o);
+        ao_jw_open(o, "streams");
         for (int s = 0; s < AO_NSTREAMS; s++) {
-            g_key(o, ao_stream_id_name((ao_stream_id)s));
-            g_open(o);
-            g_key(o, "ops");
-            g_int(o, m->streams[s].ops);
-            g_key(o, "busy_ms");
-            g_dbl(o, m->streams[s].busy_ms);
-            g_close(o);
+            ao_jw_open(o, ao_stream_id_name((ao_stream_id)s));
+            ao_jw_int(o, "ops", m->streams[s].ops);
+            ao_jw_double(o, "busy_ms", m->streams[s].busy_ms);
+            ao_jw_close(o);
         }
-        g_close(o);
+        ao_jw_close(o);
     }
-    g_key(o, "collectives");
-    g_open(o);
+    ao_jw_open(o, "collectives");
     for (int k = 0; k < AO_NKINDS; k++) {
         const ao_kind_stats *ks = &m->kinds[k];
-        g_key(o, ao_coll_kind_name((ao_coll_kind)k));
-        g_open(o);
-        g_key(o, "ops");
-        g_int(o, ks->ops);
-        g_key(o, "bytes");
-        g_u64(o, ks->bytes);
-        g_key(o, "busy_ms");
-        g_dbl(o, ks->busy_ms);
-        g_key(o, "algbw_gbps");
-        g_dbl(o, ks->algbw_gbps);
-        g_key(o, "busbw_gbps");
-        g_dbl(o, ks->busbw_gbps);
-        g_close(o);
+        ao_jw_open(o, ao_coll_kind_name((ao_coll_kind)k));
+        ao_jw_int(o, "ops", ks->ops);
+        ao_jw_u64(o, "bytes", ks->bytes);
+        ao_jw_double(o, "busy_ms", ks->busy_ms);
+        ao_jw_double(o, "algbw_gbps", ks->algbw_gbps);
+        ao_jw_double(o, "busbw_gbps", ks->busbw_gbps);
+        ao_jw_close(o);
     }
-    g_close(o);
+    ao_jw_close(o);
 }
 
 yajl_gen_status ao_overlap_gen_fields(yajl_gen g, const ao_overlap *m, int with_streams)
 {
-    gen o = {g, yajl_gen_status_ok};
+    ao_json_writer o = {g, yajl_gen_status_ok};
     gen_overlap(&o, m, with_streams);
-    return o.s;
+    return o.st;
 }
 
 /* The whole record into g (one line, no newline). 0 or -1 after printing. */
@@ -238,48 +169,40 @@ static int gen_record(yajl_gen g, const ao_iter_record *r)
         ao_error("metrics record", "step %lld has no phase", r->step);
         return -1;
     }
-    gen o = {g, yajl_gen_status_ok};
+    ao_json_writer o = {g, yajl_gen_status_ok};
     const ao_overlap *m = &r->m;
-    g_open(&o);
-    g_key(&o, "schema");
-    g_int(&o, AO_JSONL_SCHEMA);
-    g_key(&o, "rank");
-    g_int(&o, r->rank);
-    g_key(&o, "world_size");
-    g_int(&o, r->world_size);
-    g_key(&o, "step");
-    g_int(&o, r->step);
-    g_key(&o, "phase");
-    g_str(&o, r->phase);
-    g_key(&o, "wall_time");
-    g_dbl(&o, r->wall_time);
+    ao_jw_open(&o, NULL);
+    ao_jw_int(&o, "schema", AO_JSONL_SCHEMA);
+    ao_jw_int(&o, "rank", r->rank);
+    ao_jw_int(&o, "world_size", r->world_size);
+    ao_jw_int(&o, "step", r->step);
+    ao_jw_str(&o, "phase", r->phase);
+    ao_jw_double(&o, "wall_time", r->wall_time);
     gen_overlap(&o, m, 1);
     for (size_t i = 0; i < NELEM(train_fields); i++) {
-        g_key(&o, train_fields[i].key);
-        g_dbl(&o, dget(r, &train_fields[i]));
+        ao_jw_double(&o, train_fields[i].key, dget(r, &train_fields[i]));
     }
-    g_key(&o, "samples");
+    ao_jw_key(&o, "samples");
     if (r->samples < 0)
-        g_null(&o);
+        ao_jw_null(&o, NULL);
     else
-        g_int(&o, r->samples);
+        ao_jw_int(&o, NULL, r->samples);
     if (r->ops) {
-        g_key(&o, "ops");
+        ao_jw_key(&o, "ops");
         if (gen_ops(&o, r->ops, r->nops) != 0) return -1;
     }
     if (r->extra) {
-        g_key(&o, "extra");
-        g_open(&o);
-        if (o.s == yajl_gen_status_ok && r->extra(r->extra_ctx, g) != 0) {
+        ao_jw_open(&o, "extra");
+        if (o.st == yajl_gen_status_ok && r->extra(r->extra_ctx, g) != 0) {
             ao_error("metrics record", "step %lld: the \"extra\" writer failed", r->step);
             return -1;
         }
-        g_close(&o);
+        ao_jw_close(&o);
     }
-    g_close(&o);
-    if (o.s != yajl_gen_status_ok) {
+    ao_jw_close(&o);
+    if (o.st != yajl_gen_status_ok) {
         ao_error("metrics record", "step %lld: JSON generation failed (yajl status %d)", r->step,
-                 (int)o.s);
+                 (int)o.st);
         return -1;
     }
     return 0;
@@ -766,38 +689,33 @@ char **ao_env_filter(char *const *envp, size_t *n)
 }
 
 typedef struct config_emit {
-    gen *o;
+    ao_json_writer *o;
     char *bad_key; /* the first key whose value was not valid JSON */
 } config_emit;
 
 static void emit_config(void *ctx, const ao_config_entry *e)
 {
     config_emit *c = ctx;
-    gen *o = c->o;
-    if (o->s != yajl_gen_status_ok) return;
-    g_key(o, e->key);
-    g_open(o);
-    g_key(o, "value");
-    if (o->s == yajl_gen_status_ok) {
-        o->s = ao_json_gen_value(o->g, &e->value);
-        if (o->s != yajl_gen_status_ok) c->bad_key = ao_strdup(e->key ? e->key : "(null)");
+    ao_json_writer *o = c->o;
+    if (o->st != yajl_gen_status_ok) return;
+    ao_jw_open(o, e->key);
+    ao_jw_key(o, "value");
+    if (o->st == yajl_gen_status_ok) {
+        o->st = ao_json_gen_value(o->g, &e->value);
+        if (o->st != yajl_gen_status_ok) c->bad_key = ao_strdup(e->key ? e->key : "(null)");
     }
-    g_key(o, "type");
-    g_str(o, e->type);
-    g_key(o, "origin");
-    g_str(o, e->origin);
-    g_close(o);
+    ao_jw_str(o, "type", e->type);
+    ao_jw_str(o, "origin", e->origin);
+    ao_jw_close(o);
 }
 
-static void gen_timespec(gen *o, const char *prefix, const struct timespec *t, int utc)
+static void gen_timespec(ao_json_writer *o, const char *prefix, const struct timespec *t, int utc)
 {
     char key[64];
     snprintf(key, sizeof key, "%s_ns", prefix);
-    g_key(o, key);
-    g_int(o, (long long)t->tv_sec * 1000000000LL + t->tv_nsec);
+    ao_jw_int(o, key, (long long)t->tv_sec * 1000000000LL + t->tv_nsec);
     snprintf(key, sizeof key, "%s_s", prefix);
-    g_key(o, key);
-    g_dbl(o, (double)t->tv_sec + 1e-9 * (double)t->tv_nsec);
+    ao_jw_double(o, key, (double)t->tv_sec + 1e-9 * (double)t->tv_nsec);
     if (utc) {
         struct tm tm;
         time_t sec = t->tv_sec;
@@ -805,76 +723,64 @@ static void gen_timespec(gen *o, const char *prefix, const struct timespec *t, i
         char date[40], iso[64];
         strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
         snprintf(iso, sizeof iso, "%s.%09ldZ", date, (long)t->tv_nsec);
-        g_key(o, "utc");
-        g_str(o, iso);
+        ao_jw_str(o, "utc", iso);
     }
 }
 
 int ao_run_json_write(const char *path, const ao_run_header *h)
 {
     yajl_gen g = ao_json_gen_new(1);
-    gen o = {g, yajl_gen_status_ok};
+    ao_json_writer o = {g, yajl_gen_status_ok};
     char host[256] = "";
     if (!h->host && gethostname(host, sizeof host) != 0) strcpy(host, "unknown");
     host[sizeof host - 1] = '\0';
 
-    g_open(&o);
-    g_key(&o, "schema");
-    g_int(&o, AO_RUN_JSON_SCHEMA);
-    g_key(&o, "run_id");
-    g_str(&o, h->run_id);
-    g_key(&o, "command");
-    g_str(&o, h->command);
-    g_key(&o, "argv");
-    g_aopen(&o);
-    for (int i = 0; i < h->argc; i++) g_str(&o, h->argv[i]);
-    g_aclose(&o);
-    g_key(&o, "host");
-    g_str(&o, h->host ? h->host : host);
-    g_key(&o, "pid");
-    g_int(&o, (long long)getpid());
-    g_key(&o, "world_size");
-    g_int(&o, h->world_size);
-    g_key(&o, "anchor");
-    g_open(&o);
+    ao_jw_open(&o, NULL);
+    ao_jw_int(&o, "schema", AO_RUN_JSON_SCHEMA);
+    ao_jw_str(&o, "run_id", h->run_id);
+    ao_jw_str(&o, "command", h->command);
+    ao_jw_aopen(&o, "argv");
+    for (int i = 0; i < h->argc; i++) ao_jw_str(&o, NULL, h->argv[i]);
+    ao_jw_aclose(&o);
+    ao_jw_str(&o, "host", h->host ? h->host : host);
+    ao_jw_int(&o, "pid", (long long)getpid());
+    ao_jw_int(&o, "world_size", h->world_size);
+    ao_jw_open(&o, "anchor");
     gen_timespec(&o, "realtime", &h->anchor_realtime, 1);
     gen_timespec(&o, "monotonic", &h->anchor_monotonic, 0);
-    g_close(&o);
-    g_key(&o, "versions");
-    if (o.s == yajl_gen_status_ok)
-        o.s = ao_json_gen_object(g, &(ao_json_object){h->versions, h->nversions});
-    g_key(&o, "devices");
-    g_aopen(&o);
-    for (size_t i = 0; i < h->ndevices && o.s == yajl_gen_status_ok; i++)
-        o.s = ao_json_gen_object(g, &h->devices[i]);
-    g_aclose(&o);
+    ao_jw_close(&o);
+    ao_jw_key(&o, "versions");
+    if (o.st == yajl_gen_status_ok)
+        o.st = ao_json_gen_object(g, &(ao_json_object){h->versions, h->nversions});
+    ao_jw_aopen(&o, "devices");
+    for (size_t i = 0; i < h->ndevices && o.st == yajl_gen_status_ok; i++)
+        o.st = ao_json_gen_object(g, &h->devices[i]);
+    ao_jw_aclose(&o);
     config_emit ce = {&o, NULL};
     if (h->config_visit) {
-        g_key(&o, "config");
-        g_open(&o);
+        ao_jw_open(&o, "config");
         h->config_visit(h->config, emit_config, &ce);
-        g_close(&o);
+        ao_jw_close(&o);
     }
     size_t nenv;
     char **env = ao_env_filter(h->envp ? h->envp : environ, &nenv);
-    g_key(&o, "env");
-    g_open(&o);
+    ao_jw_open(&o, "env");
     for (size_t i = 0; i < nenv; i++) {
         const char *eq = strchr(env[i], '=');
-        if (o.s == yajl_gen_status_ok)
-            o.s = yajl_gen_string(g, (const unsigned char *)env[i], (size_t)(eq - env[i]));
-        g_str(&o, eq + 1);
+        if (o.st == yajl_gen_status_ok)
+            o.st = yajl_gen_string(g, (const unsigned char *)env[i], (size_t)(eq - env[i]));
+        ao_jw_str(&o, NULL, eq + 1);
     }
-    g_close(&o);
+    ao_jw_close(&o);
     free(env);
-    g_close(&o);
+    ao_jw_close(&o);
 
     int rc = 0;
     if (ce.bad_key) {
         ao_error(path, "the config value of \"%s\" is not valid JSON", ce.bad_key);
         rc = AO_EXIT_USAGE;
-    } else if (o.s != yajl_gen_status_ok) {
-        ao_error(path, "JSON generation failed (yajl status %d)", (int)o.s);
+    } else if (o.st != yajl_gen_status_ok) {
+        ao_error(path, "JSON generation failed (yajl status %d)", (int)o.st);
         rc = AO_EXIT_FAIL;
     } else if (ao_json_write_atomic(path, g) != 0) {
         rc = AO_EXIT_FAIL;

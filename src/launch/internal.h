@@ -1,6 +1,7 @@
 /* Pieces the local spawner (spawn.c) and the mpirun path (mpirun.c) share:
- * output prefixing, the supervisor that starts and watches child processes,
- * and child environments. Not part of the public launch API. */
+ * output prefixing and the supervisor that starts and watches child processes.
+ * Not part of the public launch API (child environments and this binary's
+ * path are: launch/env.h). */
 #ifndef AORTA_LAUNCH_INTERNAL_H
 #define AORTA_LAUNCH_INTERNAL_H
 
@@ -51,13 +52,6 @@ void ao_mpirun_demux_init(ao_mpirun_demux *d, ao_prefixer *ranks, int nranks,
 void ao_mpirun_demux_feed(ao_mpirun_demux *d, const char *data, size_t n);
 void ao_mpirun_demux_finish(ao_mpirun_demux *d);
 
-/* ---- environment (spawn.c) ----------------------------------------------- */
-
-/* A NULL-terminated envp: every entry of `base` whose name no entry of `set`
- * has, then the entries of `set`. The strings are not copied; free() the
- * array only. */
-char **ao_env_merge(char *const *base, char *const *set);
-
 /* ---- supervisor (supervise.c) ---------------------------------------------- */
 
 typedef struct ao_proc {
@@ -105,11 +99,7 @@ void ao_supervisor_end(ao_supervisor *s);
  * (Segmentation fault)". */
 void ao_describe_status(int status, char *buf, size_t n);
 
-/* ---- paths and backends ---------------------------------------------------- */
-
-/* The running binary (readlink /proc/self/exe) in a fresh string, or NULL
- * after printing why. */
-char *ao_self_exe(void);
+/* ---- backends ---------------------------------------------------- */
 
 int ao_launch_mpirun(int argc, char **argv, const ao_launch_opts *o);
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "launch/env.h"
 #include "launch/internal.h"
 
 extern char **environ;

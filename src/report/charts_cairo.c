@@ -3,242 +3,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cairo-svg.h>
-#include <cairo.h>
-
 #include "core/error.h"
 #include "core/intervals.h"
 #include "core/stats.h"
+#include "chart/chart.h"
 #include "report/charts.h"
 
-/* ---- drawing helpers ------------------------------------------------------------ */
+/* Series colours; grid and text colours are the shared ones (chart/chart.h). */
+static const ao_rgb C_STEP = {0.20, 0.20, 0.20}, C_COMPUTE = {0.16, 0.42, 0.75},
+                    C_COMM = {0.93, 0.53, 0.13}, C_EXPOSED = {0.80, 0.15, 0.15},
+                    C_COPY = {0.20, 0.63, 0.30}, C_OVERLAP = {0.55, 0.35, 0.75},
+                    C_IDLE = {0.70, 0.70, 0.70}, C_OVERLAP_LIGHT = {0.86, 0.81, 0.93};
 
-typedef struct rgb {
-    double r, g, b;
-} rgb;
-
-static const rgb C_STEP = {0.20, 0.20, 0.20}, C_COMPUTE = {0.16, 0.42, 0.75},
-                 C_COMM = {0.93, 0.53, 0.13}, C_EXPOSED = {0.80, 0.15, 0.15},
-                 C_COPY = {0.20, 0.63, 0.30}, C_OVERLAP = {0.55, 0.35, 0.75},
-                 C_IDLE = {0.70, 0.70, 0.70}, C_OVERLAP_LIGHT = {0.86, 0.81, 0.93},
-                 C_GRID = {0.88, 0.88, 0.88}, C_TEXT = {0.10, 0.10, 0.10};
-
-#define FONT_SIZE  12.0
-#define TITLE_SIZE 15.0
-
-static void set_rgb(cairo_t *cr, rgb c, double alpha)
-{
-    cairo_set_source_rgba(cr, c.r, c.g, c.b, alpha);
-}
-
-static void font(cairo_t *cr, double size, int bold)
-{
-    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
-                           bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
-    cairo_set_font_size(cr, size);
-}
-
-static double text_width(cairo_t *cr, const char *s)
-{
-    cairo_text_extents_t e;
-    cairo_text_extents(cr, s, &e);
-    return e.x_advance;
-}
-
-/* Text anchored at (x, y): ax 0 left, 0.5 centre, 1 right; y is the middle
- * of the line. Returns the width drawn. */
-static double text_at(cairo_t *cr, double x, double y, double ax, const char *s)
-{
-    cairo_font_extents_t fe;
-    cairo_font_extents(cr, &fe);
-    double w = text_width(cr, s);
-    cairo_move_to(cr, x - ax * w, y + (fe.ascent - fe.descent) / 2);
-    cairo_show_text(cr, s);
-    return w;
-}
-
-/* Ticks at 1, 2 or 5 x 10^k covering [lo, hi] with about `target` steps. */
-typedef struct axis {
-    double lo, hi, step;
-} axis;
-
-static void nice_axis(double lo, double hi, int target, axis *a)
-{
-    if (!(hi > lo)) {
-        double pad = fabs(lo) > 0 ? fabs(lo) * 0.1 : 1;
-        lo -= pad;
-        hi += pad;
-    }
-    double raw = (hi - lo) / target, mag = pow(10, floor(log10(raw))), f = raw / mag;
-    double step = (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * mag;
-    a->step = step;
-    a->lo = floor(lo / step + 1e-9) * step;
-    a->hi = ceil(hi / step - 1e-9) * step;
-}
-
-static void tick_text(char *buf, size_t n, double v, double step)
-{
-    int dec = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);
-    if (fabs(v) < step * 1e-6) v = 0;
-    if (fabs(v) >= 1e6 && step >= 1)
-        snprintf(buf, n, "%.3g", v);
-    else
-        snprintf(buf, n, "%.*f", dec, v);
-}
-
-typedef struct frame {
-    double x0, y0, x1, y1; /* plot area in pixels */
-    axis ax, ay;
-} frame;
-
-static double px(const frame *f, double v)
-{
-    return f->x0 + (v - f->ax.lo) / (f->ax.hi - f->ax.lo) * (f->x1 - f->x0);
-}
-static double py(const frame *f, double v)
-{
-    return f->y1 - (v - f->ay.lo) / (f->ay.hi - f->ay.lo) * (f->y1 - f->y0);
-}
-
-/* Width of the widest y tick label. */
-static double y_ticks_width(cairo_t *cr, const axis *a)
-{
-    double w = 0;
-    char buf[64];
-    font(cr, FONT_SIZE, 0);
-    for (double v = a->lo; v <= a->hi + a->step * 1e-6; v += a->step) {
-        tick_text(buf, sizeof buf, v, a->step);
-        double tw = text_width(cr, buf);
-        if (tw > w) w = tw;
-    }
-    return w;
-}
-
-/* Grid, ticks and labels; x tick labels that would touch the previous one are
- * skipped, so they never overlap. y == NULL: no y axis (category charts). */
-static void draw_axes(cairo_t *cr, const frame *f, const char *xlabel, const char *ylabel,
-                      int with_y)
-{
-    char buf[64];
-    font(cr, FONT_SIZE, 0);
-    cairo_set_line_width(cr, 1);
-    if (with_y) {
-        for (double v = f->ay.lo; v <= f->ay.hi + f->ay.step * 1e-6; v += f->ay.step) {
-            double y = py(f, v);
-            set_rgb(cr, C_GRID, 1);
-            cairo_move_to(cr, f->x0, y);
-            cairo_line_to(cr, f->x1, y);
-            cairo_stroke(cr);
-            set_rgb(cr, C_TEXT, 1);
-            tick_text(buf, sizeof buf, v, f->ay.step);
-            text_at(cr, f->x0 - 6, y, 1, buf);
-        }
-    }
-    double last_right = -1e9;
-    for (double v = f->ax.lo; v <= f->ax.hi + f->ax.step * 1e-6; v += f->ax.step) {
-        double x = px(f, v);
-        set_rgb(cr, C_GRID, 1);
-        cairo_move_to(cr, x, f->y0);
-        cairo_line_to(cr, x, f->y1);
-        cairo_stroke(cr);
-        tick_text(buf, sizeof buf, v, f->ax.step);
-        double w = text_width(cr, buf);
-        if (x - w / 2 < last_right + 6) continue;
-        set_rgb(cr, C_TEXT, 1);
-        text_at(cr, x, f->y1 + 12, 0.5, buf);
-        last_right = x + w / 2;
-    }
-    set_rgb(cr, C_TEXT, 1);
-    cairo_rectangle(cr, f->x0, f->y0, f->x1 - f->x0, f->y1 - f->y0);
-    cairo_stroke(cr);
-    text_at(cr, (f->x0 + f->x1) / 2, f->y1 + 32, 0.5, xlabel);
-    if (ylabel) {
-        cairo_save(cr);
-        cairo_translate(cr, 16, (f->y0 + f->y1) / 2);
-        cairo_rotate(cr, -M_PI / 2);
-        text_at(cr, 0, 0, 0.5, ylabel);
-        cairo_restore(cr);
-    }
-}
-
-static void draw_title(cairo_t *cr, double w, const char *title, const char *note)
-{
-    set_rgb(cr, C_TEXT, 1);
-    font(cr, TITLE_SIZE, 1);
-    text_at(cr, w / 2, 18, 0.5, title);
-    if (note) {
-        font(cr, FONT_SIZE, 0);
-        cairo_set_source_rgb(cr, 0.6, 0.1, 0.1);
-        text_at(cr, w / 2, 38, 0.5, note);
-    }
-}
-
-typedef struct legend_item {
-    const char *name;
-    rgb c;
-    int box; /* 1: filled box, 0: line */
-} legend_item;
-
-static double legend_width(cairo_t *cr, const legend_item *it, size_t n)
-{
-    font(cr, FONT_SIZE, 0);
-    double w = 0;
-    for (size_t i = 0; i < n; i++) {
-        double tw = text_width(cr, it[i].name);
-        if (tw > w) w = tw;
-    }
-    return w + 34;
-}
-
-/* A legend in the right margin, starting at (x, y). */
-static void draw_legend(cairo_t *cr, double x, double y, const legend_item *it, size_t n)
-{
-    font(cr, FONT_SIZE, 0);
-    for (size_t i = 0; i < n; i++) {
-        double yy = y + 18 * (double)i;
-        set_rgb(cr, it[i].c, 1);
-        if (it[i].box) {
-            cairo_rectangle(cr, x, yy - 5, 16, 10);
-            cairo_fill(cr);
-        } else {
-            cairo_set_line_width(cr, 2.5);
-            cairo_move_to(cr, x, yy);
-            cairo_line_to(cr, x + 16, yy);
-            cairo_stroke(cr);
-        }
-        set_rgb(cr, C_TEXT, 1);
-        text_at(cr, x + 22, yy, 0, it[i].name);
-    }
-}
-
-typedef void (*draw_fn)(cairo_t *cr, double w, double h, const void *ctx);
-
-/* Draw into a PNG and an SVG surface: {dir}/{name}.png, .svg. */
-static int render(const char *dir, const char *name, double w, double h, draw_fn fn,
+/* {dir}/{name}.png and .svg. */
+static int render(const char *dir, const char *name, double w, double h, ao_draw_fn fn,
                   const void *ctx)
 {
-    int rc = 0;
     char *png = ao_asprintf("%s/%s.png", dir, name), *svg = ao_asprintf("%s/%s.svg", dir, name);
-    cairo_surface_t *s[2] = {
-        cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)w, (int)h),
-        cairo_svg_surface_create(svg, w, h),
-    };
-    for (int i = 0; i < 2; i++) {
-        cairo_t *cr = cairo_create(s[i]);
-        cairo_set_source_rgb(cr, 1, 1, 1);
-        cairo_paint(cr);
-        fn(cr, w, h, ctx);
-        cairo_status_t st = cairo_status(cr);
-        cairo_destroy(cr);
-        if (i == 0 && st == CAIRO_STATUS_SUCCESS) st = cairo_surface_write_to_png(s[i], png);
-        cairo_surface_finish(s[i]);
-        if (st == CAIRO_STATUS_SUCCESS) st = cairo_surface_status(s[i]);
-        if (st != CAIRO_STATUS_SUCCESS && rc == 0) {
-            ao_error(i == 0 ? png : svg, "cannot draw the chart: %s", cairo_status_to_string(st));
-            rc = AO_EXIT_FAIL;
-        }
-        cairo_surface_destroy(s[i]);
-    }
+    int rc = ao_chart_render(png, svg, w, h, fn, ctx);
     free(png);
     free(svg);
     return rc;
@@ -261,9 +43,9 @@ static const char *const timeline_metrics[4] = {"step_ms", "compute_ms", "comm_m
                                                 "exposed_comm_ms"};
 static const char *const timeline_names[4] = {"step", "compute", "comm", "exposed comm"};
 
-static rgb timeline_color(int i)
+static ao_rgb timeline_color(int i)
 {
-    const rgb c[4] = {C_STEP, C_COMPUTE, C_COMM, C_EXPOSED};
+    const ao_rgb c[4] = {C_STEP, C_COMPUTE, C_COMM, C_EXPOSED};
     return c[i];
 }
 
@@ -279,32 +61,32 @@ static void draw_timeline(cairo_t *cr, double w, double h, const void *ctx)
         for (int m = 0; m < 4; m++)
             if (!isnan(ss->y[m][i])) ymax = fmax(ymax, ss->y[m][i]);
     }
-    legend_item leg[6];
-    for (int m = 0; m < 4; m++) leg[m] = (legend_item){timeline_names[m], timeline_color(m), 0};
-    leg[4] = (legend_item){"bold: median of ranks", C_TEXT, 0};
-    leg[5] = (legend_item){"thin: one rank", C_IDLE, 0};
-    frame f;
-    nice_axis(xlo, xhi, 8, &f.ax);
-    nice_axis(0, ymax, 6, &f.ay);
-    f.x0 = 30 + y_ticks_width(cr, &f.ay) + 10;
-    f.x1 = w - legend_width(cr, leg, 6) - 20;
+    ao_legend_item leg[6];
+    for (int m = 0; m < 4; m++) leg[m] = (ao_legend_item){timeline_names[m], timeline_color(m), 0};
+    leg[4] = (ao_legend_item){"bold: median of ranks", AO_C_TEXT, 0};
+    leg[5] = (ao_legend_item){"thin: one rank", C_IDLE, 0};
+    ao_frame f;
+    ao_nice_axis(xlo, xhi, 8, &f.ax);
+    ao_nice_axis(0, ymax, 6, &f.ay);
+    f.x0 = 30 + ao_y_ticks_width(cr, &f.ay) + 10;
+    f.x1 = w - ao_legend_width(cr, leg, 6) - 20;
     f.y0 = 50;
     f.y1 = h - 50;
     char title[300], xlabel[128];
     snprintf(title, sizeof title, "%s: time per step", ss->label);
-    draw_title(cr, w, title, NULL);
+    ao_draw_title(cr, w, title, NULL);
     if (ss->per_bin > 1)
         snprintf(xlabel, sizeof xlabel, "step (mean of %zu steps per point)", ss->per_bin);
     else
         snprintf(xlabel, sizeof xlabel, "step");
-    draw_axes(cr, &f, xlabel, "time (ms)", 1);
+    ao_draw_axes(cr, &f, xlabel, "time (ms)", 1);
     cairo_save(cr);
     cairo_rectangle(cr, f.x0, f.y0, f.x1 - f.x0, f.y1 - f.y0);
     cairo_clip(cr);
     double *med = ao_malloc((ns + 1) * sizeof *med);
     for (int m = 0; m < 4; m++) {
         cairo_set_line_width(cr, 0.8);
-        set_rgb(cr, timeline_color(m), 0.35);
+        ao_set_rgb(cr, timeline_color(m), 0.35);
         for (size_t s = 0; s < ns; s++) {
             int pen = 0;
             for (size_t b = 0; b < nb; b++) {
@@ -314,16 +96,16 @@ static void draw_timeline(cairo_t *cr, double w, double h, const void *ctx)
                     continue;
                 }
                 if (pen)
-                    cairo_line_to(cr, px(&f, x), py(&f, y));
+                    cairo_line_to(cr, ao_px(&f, x), ao_py(&f, y));
                 else
-                    cairo_move_to(cr, px(&f, x), py(&f, y));
+                    cairo_move_to(cr, ao_px(&f, x), ao_py(&f, y));
                 pen = 1;
             }
             cairo_stroke(cr);
         }
         /* the median over ranks, at the mean x of the bin */
         cairo_set_line_width(cr, 2.2);
-        set_rgb(cr, timeline_color(m), 1);
+        ao_set_rgb(cr, timeline_color(m), 1);
         int pen = 0;
         for (size_t b = 0; b < nb; b++) {
             size_t k = 0;
@@ -337,7 +119,7 @@ static void draw_timeline(cairo_t *cr, double w, double h, const void *ctx)
                 pen = 0;
                 continue;
             }
-            double x = px(&f, xs / (double)k), y = py(&f, ao_stats_median(med, k));
+            double x = ao_px(&f, xs / (double)k), y = ao_py(&f, ao_stats_median(med, k));
             if (pen)
                 cairo_line_to(cr, x, y);
             else
@@ -348,7 +130,7 @@ static void draw_timeline(cairo_t *cr, double w, double h, const void *ctx)
     }
     free(med);
     cairo_restore(cr);
-    draw_legend(cr, f.x1 + 20, f.y0 + 8, leg, 6);
+    ao_draw_legend(cr, f.x1 + 20, f.y0 + 8, leg, 6);
 }
 
 int ao_chart_timeline(const char *dir, const char *label, const ao_run_data *runs, size_t nruns)
@@ -413,13 +195,13 @@ typedef struct streams_ctx {
     long long step;
 } streams_ctx;
 
-static rgb class_color(int cls)
+static ao_rgb class_color(int cls)
 {
     return cls == AO_CLASS_COMPUTE ? C_COMPUTE : cls == AO_CLASS_COMM ? C_COMM : C_COPY;
 }
 
 /* Shade |C ∩ M| of one rank's ops between y0 and y1. */
-static void shade_overlap(cairo_t *cr, const frame *f, const ao_iter_record *r, double t0,
+static void shade_overlap(cairo_t *cr, const ao_frame *f, const ao_iter_record *r, double t0,
                           double y0, double y1)
 {
     size_t n = r->nops;
@@ -433,9 +215,9 @@ static void shade_overlap(cairo_t *cr, const frame *f, const ao_iter_record *r, 
     nc = ao_iv_normalize(c, nc);
     nmm = ao_iv_normalize(m, nmm);
     size_t nx = ao_iv_intersect(c, nc, m, nmm, x);
-    set_rgb(cr, C_OVERLAP, 0.18);
+    ao_set_rgb(cr, C_OVERLAP, 0.18);
     for (size_t i = 0; i < nx; i++) {
-        double a = px(f, (x[i].start - t0) / 1000), b = px(f, (x[i].end - t0) / 1000);
+        double a = ao_px(f, (x[i].start - t0) / 1000), b = ao_px(f, (x[i].end - t0) / 1000);
         cairo_rectangle(cr, a, y0, b - a, y1 - y0);
         cairo_fill(cr);
     }
@@ -483,23 +265,23 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
         }
     }
     for (int s = 0; s < AO_NSTREAMS; s++) nlanes += used[s];
-    legend_item leg[4] = {{"compute", C_COMPUTE, 1},
-                          {"communication", C_COMM, 1},
-                          {"copy", C_COPY, 1},
-                          {"overlap (compute and comm)", C_OVERLAP_LIGHT, 1}};
+    ao_legend_item leg[4] = {{"compute", C_COMPUTE, 1},
+                             {"communication", C_COMM, 1},
+                             {"copy", C_COPY, 1},
+                             {"overlap (compute and comm)", C_OVERLAP_LIGHT, 1}};
     size_t nleg = sc->recs ? 4 : 3;
-    frame f;
-    nice_axis(0, tmax > 0 ? tmax : 1, 8, &f.ax);
-    f.ay = (axis){0, 1, 1};
-    font(cr, FONT_SIZE, 0);
+    ao_frame f;
+    ao_nice_axis(0, tmax > 0 ? tmax : 1, 8, &f.ax);
+    f.ay = (ao_axis){0, 1, 1};
+    ao_font(cr, AO_FONT_SIZE, 0);
     double lw = 0;
     char lane[96];
     for (int s = 0; s < AO_NSTREAMS; s++) {
         snprintf(lane, sizeof lane, "rank %d %s", nr - 1, ao_stream_id_name((ao_stream_id)s));
-        lw = fmax(lw, text_width(cr, lane));
+        lw = fmax(lw, ao_text_width(cr, lane));
     }
     f.x0 = lw + 20;
-    f.x1 = w - legend_width(cr, leg, nleg) - 20;
+    f.x1 = w - ao_legend_width(cr, leg, nleg) - 20;
     f.y0 = 56;
     f.y1 = h - 50;
     char title[300];
@@ -508,13 +290,13 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
                  sc->step);
     else
         snprintf(title, sizeof title, "%s: busy time per stream (median step)", sc->label);
-    draw_title(cr, w, title,
-               sc->recs ? NULL
-                        : "degraded view: no counted step has per-op intervals (profiling "
-                          "windows); bars are busy totals");
-    draw_axes(cr, &f,
-              sc->recs ? "time from the rank's first op of the step (ms)" : "busy time (ms)", NULL,
-              0);
+    ao_draw_title(cr, w, title,
+                  sc->recs ? NULL
+                           : "degraded view: no counted step has per-op intervals (profiling "
+                             "windows); bars are busy totals");
+    ao_draw_axes(cr, &f,
+                 sc->recs ? "time from the rank's first op of the step (ms)" : "busy time (ms)",
+                 NULL, 0);
     double y = f.y0 + 8;
     for (int k = 0; k < nr; k++) {
         double ytop = y;
@@ -522,33 +304,35 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
         if (sc->recs) shade_overlap(cr, &f, sc->recs[k], t0[k], ytop - 2, ybot + 2);
         for (int s = 0; s < AO_NSTREAMS; s++) {
             if (!used[s]) continue;
-            set_rgb(cr, C_TEXT, 1);
-            font(cr, FONT_SIZE, 0);
+            ao_set_rgb(cr, AO_C_TEXT, 1);
+            ao_font(cr, AO_FONT_SIZE, 0);
             snprintf(lane, sizeof lane, "rank %d %s", sc->recs ? sc->recs[k]->rank : k,
                      ao_stream_id_name((ao_stream_id)s));
-            text_at(cr, f.x0 - 6, y + LANE_H / 2, 1, lane);
+            ao_text_at(cr, f.x0 - 6, y + LANE_H / 2, 1, lane);
             if (sc->recs) {
                 const ao_iter_record *r = sc->recs[k];
                 for (size_t i = 0; i < r->nops; i++) {
                     const ao_op *op = &r->ops[i];
                     if (op->stream != s) continue;
-                    double a = px(&f, (op->start_us - t0[k]) / 1000);
-                    double b = px(&f, (op->end_us - t0[k]) / 1000);
-                    set_rgb(cr, class_color(op->cls), 0.9);
+                    double a = ao_px(&f, (op->start_us - t0[k]) / 1000);
+                    double b = ao_px(&f, (op->end_us - t0[k]) / 1000);
+                    ao_set_rgb(cr, class_color(op->cls), 0.9);
                     cairo_rectangle(cr, a, y, fmax(b - a, 0.8), LANE_H);
                     cairo_fill(cr);
                 }
             } else if (busy[k][s] > 0) {
-                rgb c = s == AO_STREAM_COMPUTE ? C_COMPUTE : s == AO_STREAM_H2D ? C_COPY : C_COMM;
-                set_rgb(cr, c, 0.9);
-                cairo_rectangle(cr, f.x0, y, px(&f, busy[k][s]) - f.x0, LANE_H);
+                ao_rgb c = s == AO_STREAM_COMPUTE ? C_COMPUTE
+                           : s == AO_STREAM_H2D   ? C_COPY
+                                                  : C_COMM;
+                ao_set_rgb(cr, c, 0.9);
+                cairo_rectangle(cr, f.x0, y, ao_px(&f, busy[k][s]) - f.x0, LANE_H);
                 cairo_fill(cr);
             }
             y += LANE_H + LANE_GAP;
         }
         y = ybot + RANK_GAP;
     }
-    draw_legend(cr, f.x1 + 20, f.y0 + 8, leg, nleg);
+    ao_draw_legend(cr, f.x1 + 20, f.y0 + 8, leg, nleg);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -646,45 +430,46 @@ static void breakdown_parts(const ao_summary *s, double part[NPARTS])
 static void draw_breakdown(cairo_t *cr, double w, double h, const void *vctx)
 {
     const breakdown_ctx *bc = vctx;
-    legend_item leg[NPARTS] = {{"overlapped (compute and comm)", C_OVERLAP, 1},
-                               {"exposed comm", C_EXPOSED, 1},
-                               {"compute alone", C_COMPUTE, 1},
-                               {"idle", C_IDLE, 1},
-                               {"copies alone, other", C_COPY, 1}};
+    ao_legend_item leg[NPARTS] = {{"overlapped (compute and comm)", C_OVERLAP, 1},
+                                  {"exposed comm", C_EXPOSED, 1},
+                                  {"compute alone", C_COMPUTE, 1},
+                                  {"idle", C_IDLE, 1},
+                                  {"copies alone, other", C_COPY, 1}};
     double tmax = 0, lw = 0;
-    font(cr, FONT_SIZE, 0);
+    ao_font(cr, AO_FONT_SIZE, 0);
     for (size_t i = 0; i < bc->n; i++) {
         double p[NPARTS], sum = 0;
         breakdown_parts(&bc->s[i], p);
         for (int j = 0; j < NPARTS; j++) sum += p[j];
         tmax = fmax(tmax, sum);
-        lw = fmax(lw, text_width(cr, bc->s[i].label));
+        lw = fmax(lw, ao_text_width(cr, bc->s[i].label));
     }
-    frame f;
-    nice_axis(0, tmax > 0 ? tmax : 1, 8, &f.ax);
-    f.ay = (axis){0, 1, 1};
+    ao_frame f;
+    ao_nice_axis(0, tmax > 0 ? tmax : 1, 8, &f.ax);
+    f.ay = (ao_axis){0, 1, 1};
     f.x0 = lw + 20;
-    f.x1 = w - legend_width(cr, leg, NPARTS) - 20;
+    f.x1 = w - ao_legend_width(cr, leg, NPARTS) - 20;
     f.y0 = 50;
     f.y1 = h - 50;
-    draw_title(cr, w, "Where the step's time goes (medians)", NULL);
-    draw_axes(cr, &f, "time per step (ms)", NULL, 0);
+    ao_draw_title(cr, w, "Where the step's time goes (medians)", NULL);
+    ao_draw_axes(cr, &f, "time per step (ms)", NULL, 0);
     double row = (f.y1 - f.y0) / (double)bc->n, bar = fmin(row * 0.6, 40);
-    const rgb colors[NPARTS] = {C_OVERLAP, C_EXPOSED, C_COMPUTE, C_IDLE, C_COPY};
+    const ao_rgb colors[NPARTS] = {C_OVERLAP, C_EXPOSED, C_COMPUTE, C_IDLE, C_COPY};
     for (size_t i = 0; i < bc->n; i++) {
         double p[NPARTS], x = 0, yc = f.y0 + row * ((double)i + 0.5);
         breakdown_parts(&bc->s[i], p);
         for (int j = 0; j < NPARTS; j++) {
-            set_rgb(cr, colors[j], 0.9);
-            cairo_rectangle(cr, px(&f, x), yc - bar / 2, px(&f, x + p[j]) - px(&f, x), bar);
+            ao_set_rgb(cr, colors[j], 0.9);
+            cairo_rectangle(cr, ao_px(&f, x), yc - bar / 2, ao_px(&f, x + p[j]) - ao_px(&f, x),
+                            bar);
             cairo_fill(cr);
             x += p[j];
         }
-        set_rgb(cr, C_TEXT, 1);
-        font(cr, FONT_SIZE, 0);
-        text_at(cr, f.x0 - 6, yc, 1, bc->s[i].label);
+        ao_set_rgb(cr, AO_C_TEXT, 1);
+        ao_font(cr, AO_FONT_SIZE, 0);
+        ao_text_at(cr, f.x0 - 6, yc, 1, bc->s[i].label);
     }
-    draw_legend(cr, f.x1 + 20, f.y0 + 8, leg, NPARTS);
+    ao_draw_legend(cr, f.x1 + 20, f.y0 + 8, leg, NPARTS);
 }
 
 int ao_chart_overlap_breakdown(const char *dir, const ao_summary *sums, size_t n)
@@ -708,9 +493,9 @@ typedef struct cmp_ctx {
     size_t n;
 } cmp_ctx;
 
-static rgb verdict_color(ao_verdict v)
+static ao_rgb verdict_color(ao_verdict v)
 {
-    const rgb better = {0.15, 0.55, 0.25}, worse = {0.80, 0.15, 0.15}, diff = {0.85, 0.50, 0.10};
+    const ao_rgb better = {0.15, 0.55, 0.25}, worse = {0.80, 0.15, 0.15}, diff = {0.85, 0.50, 0.10};
     return v == AO_VERDICT_BETTER      ? better
            : v == AO_VERDICT_WORSE     ? worse
            : v == AO_VERDICT_DIFFERENT ? diff
@@ -721,55 +506,55 @@ static void draw_comparison(cairo_t *cr, double w, double h, const void *vctx)
 {
     const cmp_ctx *cc = vctx;
     double lo = 0, hi = 0, lw = 0, vw = 0;
-    font(cr, FONT_SIZE, 0);
+    ao_font(cr, AO_FONT_SIZE, 0);
     for (size_t i = 0; i < cc->n; i++) {
         lo = fmin(lo, cc->rows[i].lo);
         hi = fmax(hi, cc->rows[i].hi);
-        lw = fmax(lw, text_width(cr, cc->rows[i].name));
-        vw = fmax(vw, text_width(cr, ao_verdict_name(cc->rows[i].v)));
+        lw = fmax(lw, ao_text_width(cr, cc->rows[i].name));
+        vw = fmax(vw, ao_text_width(cr, ao_verdict_name(cc->rows[i].v)));
     }
-    legend_item leg[4] = {{"better", verdict_color(AO_VERDICT_BETTER), 1},
-                          {"worse", verdict_color(AO_VERDICT_WORSE), 1},
-                          {"no significant difference", verdict_color(AO_VERDICT_SAME), 1},
-                          {"different (no direction)", verdict_color(AO_VERDICT_DIFFERENT), 1}};
-    frame f;
-    nice_axis(lo, hi, 8, &f.ax);
-    f.ay = (axis){0, 1, 1};
+    ao_legend_item leg[4] = {{"better", verdict_color(AO_VERDICT_BETTER), 1},
+                             {"worse", verdict_color(AO_VERDICT_WORSE), 1},
+                             {"no significant difference", verdict_color(AO_VERDICT_SAME), 1},
+                             {"different (no direction)", verdict_color(AO_VERDICT_DIFFERENT), 1}};
+    ao_frame f;
+    ao_nice_axis(lo, hi, 8, &f.ax);
+    f.ay = (ao_axis){0, 1, 1};
     f.x0 = lw + 20;
-    f.x1 = w - fmax(legend_width(cr, leg, 4), vw + 10) - 20;
+    f.x1 = w - fmax(ao_legend_width(cr, leg, 4), vw + 10) - 20;
     f.y0 = 50;
     f.y1 = h - 50;
     char title[400];
     snprintf(title, sizeof title, "%s vs %s (reference): change of the median, 95%% CI",
              cc->c->candidate, cc->c->reference);
-    draw_title(cr, w, title, NULL);
-    draw_axes(cr, &f, "change vs reference (%)", NULL, 0);
-    set_rgb(cr, C_TEXT, 1);
+    ao_draw_title(cr, w, title, NULL);
+    ao_draw_axes(cr, &f, "change vs reference (%)", NULL, 0);
+    ao_set_rgb(cr, AO_C_TEXT, 1);
     cairo_set_line_width(cr, 1.2);
-    cairo_move_to(cr, px(&f, 0), f.y0);
-    cairo_line_to(cr, px(&f, 0), f.y1);
+    cairo_move_to(cr, ao_px(&f, 0), f.y0);
+    cairo_line_to(cr, ao_px(&f, 0), f.y1);
     cairo_stroke(cr);
     double row = (f.y1 - f.y0) / (double)(cc->n ? cc->n : 1);
     for (size_t i = 0; i < cc->n; i++) {
         const cmp_row *r = &cc->rows[i];
         double yc = f.y0 + row * ((double)i + 0.5);
-        set_rgb(cr, verdict_color(r->v), 1);
+        ao_set_rgb(cr, verdict_color(r->v), 1);
         cairo_set_line_width(cr, 2);
-        cairo_move_to(cr, px(&f, r->lo), yc);
-        cairo_line_to(cr, px(&f, r->hi), yc);
+        cairo_move_to(cr, ao_px(&f, r->lo), yc);
+        cairo_line_to(cr, ao_px(&f, r->hi), yc);
         for (int e = 0; e < 2; e++) {
-            double x = px(&f, e ? r->hi : r->lo);
+            double x = ao_px(&f, e ? r->hi : r->lo);
             cairo_move_to(cr, x, yc - 5);
             cairo_line_to(cr, x, yc + 5);
         }
         cairo_stroke(cr);
-        cairo_arc(cr, px(&f, r->pct), yc, 4.5, 0, 2 * M_PI);
+        cairo_arc(cr, ao_px(&f, r->pct), yc, 4.5, 0, 2 * M_PI);
         cairo_fill(cr);
-        set_rgb(cr, C_TEXT, 1);
-        font(cr, FONT_SIZE, 0);
-        text_at(cr, f.x0 - 6, yc, 1, r->name);
+        ao_set_rgb(cr, AO_C_TEXT, 1);
+        ao_font(cr, AO_FONT_SIZE, 0);
+        ao_text_at(cr, f.x0 - 6, yc, 1, r->name);
     }
-    draw_legend(cr, f.x1 + 20, f.y0 + 8, leg, 4);
+    ao_draw_legend(cr, f.x1 + 20, f.y0 + 8, leg, 4);
 }
 
 int ao_chart_comparison(const char *dir, const ao_comparison *c)

@@ -228,151 +228,105 @@ void ao_summary_free(ao_summary *s)
 
 /* ---- summary.json ------------------------------------------------------------- */
 
-/* One sticky status for a whole document, as core/jsonl does. */
-typedef struct gen {
-    yajl_gen g;
-    yajl_gen_status s;
-} gen;
-
-static void k_(gen *o, const char *k)
-{
-    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_str(o->g, k);
-}
-static void str_(gen *o, const char *k, const char *v)
-{
-    k_(o, k);
-    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_str(o->g, v);
-}
-static void int_(gen *o, const char *k, long long v)
-{
-    k_(o, k);
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_integer(o->g, v);
-}
-static void dbl_(gen *o, const char *k, double v)
-{
-    k_(o, k);
-    if (o->s == yajl_gen_status_ok) o->s = ao_json_gen_double(o->g, v);
-}
-static void open_(gen *o, const char *k)
-{
-    if (k) k_(o, k);
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_map_open(o->g);
-}
-static void close_(gen *o)
-{
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_map_close(o->g);
-}
-static void aopen_(gen *o, const char *k)
-{
-    k_(o, k);
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_array_open(o->g);
-}
-static void aclose_(gen *o)
-{
-    if (o->s == yajl_gen_status_ok) o->s = yajl_gen_array_close(o->g);
-}
-
 static const char *better_name(ao_better b)
 {
     return b == AO_BETTER_LOWER ? "lower" : b == AO_BETTER_HIGHER ? "higher" : "neither";
 }
 
-static void gen_stats(gen *o, const ao_stats_summary *s)
+static void gen_stats(ao_json_writer *o, const ao_stats_summary *s)
 {
-    int_(o, "n", (long long)s->n);
-    dbl_(o, "median", s->p50);
-    dbl_(o, "mean", s->mean);
-    dbl_(o, "p90", s->p90);
-    dbl_(o, "p99", s->p99);
-    dbl_(o, "min", s->min);
-    dbl_(o, "max", s->max);
+    ao_jw_int(o, "n", (long long)s->n);
+    ao_jw_double(o, "median", s->p50);
+    ao_jw_double(o, "mean", s->mean);
+    ao_jw_double(o, "p90", s->p90);
+    ao_jw_double(o, "p99", s->p99);
+    ao_jw_double(o, "min", s->min);
+    ao_jw_double(o, "max", s->max);
 }
 
 yajl_gen_status ao_summary_gen(yajl_gen g, const ao_summary *s)
 {
-    gen o = {g, yajl_gen_status_ok};
-    open_(&o, NULL);
-    str_(&o, "label", s->label);
-    aopen_(&o, "runs");
-    for (size_t r = 0; r < s->nruns; r++)
-        if (o.s == yajl_gen_status_ok) o.s = ao_json_gen_str(g, s->run_ids[r]);
-    aclose_(&o);
-    int_(&o, "ranks", s->nranks);
-    int_(&o, "world_size", s->world_size);
-    int_(&o, "skip_steps", s->skip_steps);
-    str_(&o, "skip_steps_origin", s->skip_origin);
-    int_(&o, "steps", (long long)s->steps);
-    int_(&o, "records", (long long)s->records);
-    int_(&o, "warmup_records_skipped", (long long)s->skipped);
-    int_(&o, "truncated_lines", (long long)s->truncated);
-    open_(&o, "knobs");
-    for (size_t i = 0; i < s->nknobs; i++) str_(&o, s->knobs[i].key, s->knobs[i].value);
-    close_(&o);
-    open_(&o, "metrics");
+    ao_json_writer o = {g, yajl_gen_status_ok};
+    ao_jw_open(&o, NULL);
+    ao_jw_str(&o, "label", s->label);
+    ao_jw_aopen(&o, "runs");
+    for (size_t r = 0; r < s->nruns; r++) ao_jw_str(&o, NULL, s->run_ids[r]);
+    ao_jw_aclose(&o);
+    ao_jw_int(&o, "ranks", s->nranks);
+    ao_jw_int(&o, "world_size", s->world_size);
+    ao_jw_int(&o, "skip_steps", s->skip_steps);
+    ao_jw_str(&o, "skip_steps_origin", s->skip_origin);
+    ao_jw_int(&o, "steps", (long long)s->steps);
+    ao_jw_int(&o, "records", (long long)s->records);
+    ao_jw_int(&o, "warmup_records_skipped", (long long)s->skipped);
+    ao_jw_int(&o, "truncated_lines", (long long)s->truncated);
+    ao_jw_open(&o, "knobs");
+    for (size_t i = 0; i < s->nknobs; i++) ao_jw_str(&o, s->knobs[i].key, s->knobs[i].value);
+    ao_jw_close(&o);
+    ao_jw_open(&o, "metrics");
     for (size_t m = 0; m < ao_metric_count(); m++) {
         const ao_metric_def *d = ao_metric(m);
         const ao_metric_summary *ms = &s->metrics[m];
-        open_(&o, d->name);
-        str_(&o, "unit", d->unit);
-        str_(&o, "better", better_name(d->better));
+        ao_jw_open(&o, d->name);
+        ao_jw_str(&o, "unit", d->unit);
+        ao_jw_str(&o, "better", better_name(d->better));
         gen_stats(&o, &ms->all);
-        aopen_(&o, "rank_medians");
-        for (int k = 0; k < s->nranks; k++)
-            if (o.s == yajl_gen_status_ok) o.s = ao_json_gen_double(g, ms->rank_median[k]);
-        aclose_(&o);
-        close_(&o);
+        ao_jw_aopen(&o, "rank_medians");
+        for (int k = 0; k < s->nranks; k++) ao_jw_double(&o, NULL, ms->rank_median[k]);
+        ao_jw_aclose(&o);
+        ao_jw_close(&o);
     }
-    close_(&o);
-    open_(&o, "rank_skew");
-    dbl_(&o, "ratio", s->skew.ratio);
-    int_(&o, "slowest_rank", s->skew.slowest_rank);
-    int_(&o, "fastest_rank", s->skew.fastest_rank);
-    close_(&o);
-    k_(&o, "decomposition");
+    ao_jw_close(&o);
+    ao_jw_open(&o, "rank_skew");
+    ao_jw_double(&o, "ratio", s->skew.ratio);
+    ao_jw_int(&o, "slowest_rank", s->skew.slowest_rank);
+    ao_jw_int(&o, "fastest_rank", s->skew.fastest_rank);
+    ao_jw_close(&o);
+    ao_jw_key(&o, "decomposition");
     if (!s->have_decomposition) {
-        if (o.s == yajl_gen_status_ok) o.s = yajl_gen_null(g);
+        ao_jw_null(&o, NULL);
     } else {
         const ao_decomposition *d = &s->decomposition;
-        open_(&o, NULL);
-        int_(&o, "compute_only_records", (long long)s->ncompute_only);
-        int_(&o, "comm_only_records", (long long)s->ncomm_only);
-        dbl_(&o, "compute_isolated_ms", d->compute_isolated_ms);
-        dbl_(&o, "comm_isolated_ms", d->comm_isolated_ms);
-        dbl_(&o, "ideal_ms", d->ideal_ms);
-        dbl_(&o, "serial_ms", d->serial_ms);
-        dbl_(&o, "achieved", d->achieved);
-        dbl_(&o, "contention_ms", d->contention_ms);
-        dbl_(&o, "comm_slowdown", d->comm_slowdown);
-        close_(&o);
+        ao_jw_open(&o, NULL);
+        ao_jw_int(&o, "compute_only_records", (long long)s->ncompute_only);
+        ao_jw_int(&o, "comm_only_records", (long long)s->ncomm_only);
+        ao_jw_double(&o, "compute_isolated_ms", d->compute_isolated_ms);
+        ao_jw_double(&o, "comm_isolated_ms", d->comm_isolated_ms);
+        ao_jw_double(&o, "ideal_ms", d->ideal_ms);
+        ao_jw_double(&o, "serial_ms", d->serial_ms);
+        ao_jw_double(&o, "achieved", d->achieved);
+        ao_jw_double(&o, "contention_ms", d->contention_ms);
+        ao_jw_double(&o, "comm_slowdown", d->comm_slowdown);
+        ao_jw_close(&o);
     }
-    k_(&o, "telemetry");
+    ao_jw_key(&o, "telemetry");
     if (s->ntelemetry == 0) {
-        if (o.s == yajl_gen_status_ok) o.s = yajl_gen_null(g);
+        ao_jw_null(&o, NULL);
     } else {
-        open_(&o, NULL);
+        ao_jw_open(&o, NULL);
         for (size_t i = 0; i < s->ntelemetry; i++) {
-            open_(&o, s->telemetry[i].key);
+            ao_jw_open(&o, s->telemetry[i].key);
             gen_stats(&o, &s->telemetry[i].s);
-            close_(&o);
+            ao_jw_close(&o);
         }
-        close_(&o);
+        ao_jw_close(&o);
     }
-    close_(&o);
-    return o.s;
+    ao_jw_close(&o);
+    return o.st;
 }
 
 int ao_summary_write(const char *path, const ao_summary *s)
 {
     yajl_gen g = ao_json_gen_new(1);
-    gen o = {g, yajl_gen_status_ok};
-    open_(&o, NULL);
-    int_(&o, "schema", 1);
-    k_(&o, "summary");
-    if (o.s == yajl_gen_status_ok) o.s = ao_summary_gen(g, s);
-    close_(&o);
+    ao_json_writer o = {g, yajl_gen_status_ok};
+    ao_jw_open(&o, NULL);
+    ao_jw_int(&o, "schema", 1);
+    ao_jw_key(&o, "summary");
+    if (o.st == yajl_gen_status_ok) o.st = ao_summary_gen(g, s);
+    ao_jw_close(&o);
     int rc = 0;
-    if (o.s != yajl_gen_status_ok) {
-        ao_error(path, "JSON generation failed (yajl status %d)", (int)o.s);
+    if (o.st != yajl_gen_status_ok) {
+        ao_error(path, "JSON generation failed (yajl status %d)", (int)o.st);
         rc = AO_EXIT_FAIL;
     } else if (ao_json_write_atomic(path, g) != 0) {
         rc = AO_EXIT_FAIL;

@@ -16,6 +16,7 @@
 
 #include "core/metrics.h"
 #include "core/stats.h"
+#include "report/run_end.h"
 #include "report/rundata.h"
 
 typedef struct ao_metric_summary {
@@ -71,10 +72,6 @@ int ao_summary_write(const char *path, const ao_summary *s);
  * decomposition. */
 void ao_summary_print(FILE *out, const ao_summary *s);
 
-/* For `aorta train`: load run_dir, summarize (skip_steps < 0: from
- * run.json), write run_dir/summary.json and print the table to `table`
- * (NULL: no table). Returns 0, AO_EXIT_USAGE (no usable records) or
- * AO_EXIT_FAIL (cannot write), after printing why. */
-int ao_summary_for_run(const char *run_dir, long long skip_steps, FILE *table);
+/* For `aorta train`, ao_summary_for_run: declared in report/run_end.h. */
 
 #endif

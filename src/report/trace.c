@@ -27,8 +27,7 @@ typedef struct rank_info {
 struct ao_trace {
     char *path, *tmp;
     int fd;
-    yajl_gen g;
-    yajl_gen_status st; /* first failure of any generator call */
+    ao_json_writer w; /* its st: the first failure of any generator call */
     int io_failed;
     rank_info *ranks;
     int nranks; /* size of ranks[] */
@@ -38,57 +37,26 @@ struct ao_trace {
     size_t sorted_cap;
 };
 
-/* ---- generator helpers: record the first failure, skip the rest --------------------- */
-
-static void g_key(ao_trace *t, const char *k)
-{
-    if (t->st == yajl_gen_status_ok) t->st = ao_json_gen_str(t->g, k);
-}
-static void g_str(ao_trace *t, const char *s)
-{
-    if (t->st == yajl_gen_status_ok) t->st = ao_json_gen_str(t->g, s);
-}
-static void g_int(ao_trace *t, long long v)
-{
-    if (t->st == yajl_gen_status_ok) t->st = yajl_gen_integer(t->g, v);
-}
-static void g_u64(ao_trace *t, uint64_t v)
-{
-    if (t->st == yajl_gen_status_ok) t->st = ao_json_gen_u64(t->g, v);
-}
-static void g_dbl(ao_trace *t, double v)
-{
-    if (t->st == yajl_gen_status_ok) t->st = ao_json_gen_double(t->g, v);
-}
-static void g_open(ao_trace *t)
-{
-    if (t->st == yajl_gen_status_ok) t->st = yajl_gen_map_open(t->g);
-}
-static void g_close(ao_trace *t)
-{
-    if (t->st == yajl_gen_status_ok) t->st = yajl_gen_map_close(t->g);
-}
-
 /* Write what the generator holds to the temporary file. */
 static int drain(ao_trace *t, size_t threshold)
 {
     const unsigned char *buf;
     size_t len;
     if (t->io_failed) return -1;
-    if (yajl_gen_get_buf(t->g, &buf, &len) != yajl_gen_status_ok || len < threshold) return 0;
+    if (yajl_gen_get_buf(t->w.g, &buf, &len) != yajl_gen_status_ok || len < threshold) return 0;
     if (ao_write_all(t->fd, buf, len) != 0) {
         ao_error(t->path, "cannot write %s: %s", t->tmp, strerror(errno));
         t->io_failed = 1;
         return -1;
     }
-    yajl_gen_clear(t->g);
+    yajl_gen_clear(t->w.g);
     return 0;
 }
 
 static int finish_call(ao_trace *t)
 {
-    if (t->st != yajl_gen_status_ok) {
-        ao_error(t->path, "internal error: JSON generation failed (yajl status %d)", (int)t->st);
+    if (t->w.st != yajl_gen_status_ok) {
+        ao_error(t->path, "internal error: JSON generation failed (yajl status %d)", (int)t->w.st);
         return -1;
     }
     return drain(t, FLUSH_BYTES);
@@ -109,18 +77,16 @@ ao_trace *ao_trace_open(const char *path)
         free(t);
         return NULL;
     }
-    t->g = ao_json_gen_new(0);
-    g_open(t);
-    g_key(t, "displayTimeUnit");
-    g_str(t, "ms");
-    g_key(t, "traceEvents");
-    if (t->st == yajl_gen_status_ok) t->st = yajl_gen_array_open(t->g);
+    t->w.g = ao_json_gen_new(0);
+    ao_jw_open(&t->w, NULL);
+    ao_jw_str(&t->w, "displayTimeUnit", "ms");
+    ao_jw_aopen(&t->w, "traceEvents");
     return t;
 }
 
 static void free_trace(ao_trace *t)
 {
-    yajl_gen_free(t->g);
+    yajl_gen_free(t->w.g);
     free(t->ranks);
     free(t->sorted);
     free(t->tmp);
@@ -138,21 +104,16 @@ void ao_trace_abort(ao_trace *t)
 
 int ao_trace_close(ao_trace *t, const ao_json_object *other)
 {
-    if (t->st == yajl_gen_status_ok) t->st = yajl_gen_array_close(t->g);
-    g_key(t, "otherData");
-    g_open(t);
-    g_key(t, "generator");
-    g_str(t, "aorta " AORTA_VERSION);
-    g_key(t, "clock");
-    g_str(t, "CLOCK_REALTIME");
-    g_key(t, "time_origin_realtime_ns");
-    g_int(t, t->origin_ns);
+    ao_jw_aclose(&t->w);
+    ao_jw_open(&t->w, "otherData");
+    ao_jw_str(&t->w, "generator", "aorta " AORTA_VERSION);
+    ao_jw_str(&t->w, "clock", "CLOCK_REALTIME");
+    ao_jw_int(&t->w, "time_origin_realtime_ns", t->origin_ns);
     for (size_t i = 0; other && i < other->n; i++) {
-        g_key(t, other->fields[i].key);
-        if (t->st == yajl_gen_status_ok) t->st = ao_json_gen_value(t->g, &other->fields[i].v);
+        ao_jw_value(&t->w, other->fields[i].key, &other->fields[i].v);
     }
-    g_close(t);
-    g_close(t);
+    ao_jw_close(&t->w);
+    ao_jw_close(&t->w);
     int rc = finish_call(t);
     if (rc == 0) rc = drain(t, 0);
     if (rc == 0 && ao_write_all(t->fd, "\n", 1) != 0) {
@@ -177,24 +138,19 @@ int ao_trace_close(ao_trace *t, const ao_json_object *other)
 static void gen_metadata(ao_trace *t, const char *what, int pid, int tid, const char *key,
                          const char *s, long long v)
 {
-    g_open(t);
-    g_key(t, "ph");
-    g_str(t, "M");
-    g_key(t, "name");
-    g_str(t, what);
-    g_key(t, "pid");
-    g_int(t, pid);
-    g_key(t, "tid");
-    g_int(t, tid);
-    g_key(t, "args");
-    g_open(t);
-    g_key(t, key);
+    ao_jw_open(&t->w, NULL);
+    ao_jw_str(&t->w, "ph", "M");
+    ao_jw_str(&t->w, "name", what);
+    ao_jw_int(&t->w, "pid", pid);
+    ao_jw_int(&t->w, "tid", tid);
+    ao_jw_open(&t->w, "args");
+    ao_jw_key(&t->w, key);
     if (s)
-        g_str(t, s);
+        ao_jw_str(&t->w, NULL, s);
     else
-        g_int(t, v);
-    g_close(t);
-    g_close(t);
+        ao_jw_int(&t->w, NULL, v);
+    ao_jw_close(&t->w);
+    ao_jw_close(&t->w);
 }
 
 int ao_trace_add_rank(ao_trace *t, int rank, int64_t anchor_realtime_ns)
@@ -263,41 +219,31 @@ static void name_thread(ao_trace *t, rank_info *ri, int pid, int slot, int tid, 
 static void begin_complete(ao_trace *t, const char *name, const char *cat, int pid, int tid,
                            double ts, double dur)
 {
-    g_open(t);
-    g_key(t, "ph");
-    g_str(t, "X");
-    g_key(t, "name");
-    g_str(t, name);
-    g_key(t, "cat");
-    g_str(t, cat);
-    g_key(t, "pid");
-    g_int(t, pid);
-    g_key(t, "tid");
-    g_int(t, tid);
-    g_key(t, "ts");
-    g_dbl(t, ts);
-    g_key(t, "dur");
-    g_dbl(t, dur > 0 ? dur : 0);
+    ao_jw_open(&t->w, NULL);
+    ao_jw_str(&t->w, "ph", "X");
+    ao_jw_str(&t->w, "name", name);
+    ao_jw_str(&t->w, "cat", cat);
+    ao_jw_int(&t->w, "pid", pid);
+    ao_jw_int(&t->w, "tid", tid);
+    ao_jw_double(&t->w, "ts", ts);
+    ao_jw_double(&t->w, "dur", dur > 0 ? dur : 0);
 }
 
 static void gen_op_args(ao_trace *t, const ao_op *op, long long step)
 {
-    g_key(t, "args");
-    g_open(t);
-    g_key(t, "bytes");
-    g_u64(t, op->bytes);
-    g_key(t, "unit");
+    ao_jw_open(&t->w, "args");
+    ao_jw_u64(&t->w, "bytes", op->bytes);
+    ao_jw_key(&t->w, "unit");
     if (op->unit < 0)
-        g_str(t, NULL);
+        ao_jw_str(&t->w, NULL, NULL);
     else
-        g_int(t, op->unit);
-    g_key(t, "kind");
-    g_str(t, op->kind == AO_KIND_NONE ? NULL : ao_coll_kind_name((ao_coll_kind)op->kind));
+        ao_jw_int(&t->w, NULL, op->unit);
+    ao_jw_str(&t->w, "kind",
+              op->kind == AO_KIND_NONE ? NULL : ao_coll_kind_name((ao_coll_kind)op->kind));
     if (step >= 0) {
-        g_key(t, "step");
-        g_int(t, step);
+        ao_jw_int(&t->w, "step", step);
     }
-    g_close(t);
+    ao_jw_close(&t->w);
 }
 
 static int by_lane_then_start(const void *a, const void *b)
@@ -333,12 +279,9 @@ int ao_trace_add_iteration(ao_trace *t, int rank, const ao_iter_record *r)
         snprintf(name, sizeof name, "step %lld", r->step);
         begin_complete(t, name, "iteration", rank, AO_TRACE_TID_ITERATIONS,
                        trace_ts(t, ri, m->window_start_us), m->window_end_us - m->window_start_us);
-        g_key(t, "args");
-        g_open(t);
-        g_key(t, "step");
-        g_int(t, r->step);
-        g_key(t, "phase");
-        g_str(t, r->phase);
+        ao_jw_open(&t->w, "args");
+        ao_jw_int(&t->w, "step", r->step);
+        ao_jw_str(&t->w, "phase", r->phase);
         static const struct {
             const char *key;
             size_t off;
@@ -352,11 +295,10 @@ int ao_trace_add_iteration(ao_trace *t, int rank, const ao_iter_record *r)
             {"overlap_ratio", offsetof(ao_overlap, overlap_ratio)},
         };
         for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-            g_key(t, fields[i].key);
-            g_dbl(t, *(const double *)((const char *)m + fields[i].off));
+            ao_jw_double(&t->w, fields[i].key, *(const double *)((const char *)m + fields[i].off));
         }
-        g_close(t);
-        g_close(t);
+        ao_jw_close(&t->w);
+        ao_jw_close(&t->w);
     }
     const ao_op *ops = sorted_copy(t, r->ops, r->ops ? r->nops : 0);
     for (size_t i = 0; r->ops && i < r->nops; i++) {
@@ -371,7 +313,7 @@ int ao_trace_add_iteration(ao_trace *t, int rank, const ao_iter_record *r)
         begin_complete(t, op->name ? op->name : sname, ao_op_class_name((ao_op_class)op->cls), rank,
                        op->stream, trace_ts(t, ri, op->start_us), op->end_us - op->start_us);
         gen_op_args(t, op, r->step);
-        g_close(t);
+        ao_jw_close(&t->w);
     }
     return finish_call(t);
 }
@@ -400,7 +342,7 @@ int ao_trace_add_kernels(ao_trace *t, int rank, const ao_op *ops, size_t n)
         begin_complete(t, op->name ? op->name : "kernel", ao_op_class_name((ao_op_class)op->cls),
                        rank, tid, trace_ts(t, ri, op->start_us), op->end_us - op->start_us);
         gen_op_args(t, op, -1);
-        g_close(t);
+        ao_jw_close(&t->w);
     }
     return finish_call(t);
 }
@@ -410,25 +352,17 @@ int ao_trace_add_counter(ao_trace *t, int rank, const char *name, double rel_us,
     rank_info *ri = rank_for_event(t, rank);
     if (!ri) return -1;
     if (!isfinite(value) || !isfinite(rel_us)) return 0;
-    g_open(t);
-    g_key(t, "ph");
-    g_str(t, "C");
-    g_key(t, "name");
-    g_str(t, name);
-    g_key(t, "cat");
-    g_str(t, "telemetry");
-    g_key(t, "pid");
-    g_int(t, rank);
-    g_key(t, "tid");
-    g_int(t, 0);
-    g_key(t, "ts");
-    g_dbl(t, trace_ts(t, ri, rel_us));
-    g_key(t, "args");
-    g_open(t);
-    g_key(t, "value");
-    g_dbl(t, value);
-    g_close(t);
-    g_close(t);
+    ao_jw_open(&t->w, NULL);
+    ao_jw_str(&t->w, "ph", "C");
+    ao_jw_str(&t->w, "name", name);
+    ao_jw_str(&t->w, "cat", "telemetry");
+    ao_jw_int(&t->w, "pid", rank);
+    ao_jw_int(&t->w, "tid", 0);
+    ao_jw_double(&t->w, "ts", trace_ts(t, ri, rel_us));
+    ao_jw_open(&t->w, "args");
+    ao_jw_double(&t->w, "value", value);
+    ao_jw_close(&t->w);
+    ao_jw_close(&t->w);
     return finish_call(t);
 }
 
@@ -436,30 +370,23 @@ int ao_trace_add_counter(ao_trace *t, int rank, const char *name, double rel_us,
 
 yajl_gen_status ao_trace_gen_kernels(yajl_gen g, const ao_op *ops, size_t n)
 {
-    ao_trace t = {.g = g, .st = yajl_gen_status_ok};
-    g_key(&t, "kernels");
-    if (t.st == yajl_gen_status_ok) t.st = yajl_gen_array_open(g);
+    ao_json_writer w = {g, yajl_gen_status_ok};
+    ao_jw_aopen(&w, "kernels");
     for (size_t i = 0; i < n; i++) {
         const ao_op *op = &ops[i];
-        g_open(&t);
-        g_key(&t, "lane");
-        g_int(&t, op->stream);
-        g_key(&t, "name");
-        g_str(&t, op->name);
-        g_key(&t, "class");
-        g_str(&t, ao_op_class_name((ao_op_class)op->cls));
-        g_key(&t, "kind");
-        g_str(&t, op->kind == AO_KIND_NONE ? NULL : ao_coll_kind_name((ao_coll_kind)op->kind));
-        g_key(&t, "start_us");
-        g_dbl(&t, op->start_us);
-        g_key(&t, "end_us");
-        g_dbl(&t, op->end_us);
-        g_key(&t, "bytes");
-        g_u64(&t, op->bytes);
-        g_close(&t);
+        ao_jw_open(&w, NULL);
+        ao_jw_int(&w, "lane", op->stream);
+        ao_jw_str(&w, "name", op->name);
+        ao_jw_str(&w, "class", ao_op_class_name((ao_op_class)op->cls));
+        ao_jw_str(&w, "kind",
+                  op->kind == AO_KIND_NONE ? NULL : ao_coll_kind_name((ao_coll_kind)op->kind));
+        ao_jw_double(&w, "start_us", op->start_us);
+        ao_jw_double(&w, "end_us", op->end_us);
+        ao_jw_u64(&w, "bytes", op->bytes);
+        ao_jw_close(&w);
     }
-    if (t.st == yajl_gen_status_ok) t.st = yajl_gen_array_close(g);
-    return t.st;
+    ao_jw_aclose(&w);
+    return w.st;
 }
 
 static int name_index(const char *s, const char *(*name)(int), int n)

@@ -30,6 +30,7 @@
 #include "core/json.h"
 #include "core/jsonl.h"
 #include "core/metrics.h"
+#include "report/run_end.h"
 
 #define AO_TRACE_TID_ITERATIONS 50
 #define AO_TRACE_TID_KERNELS    100
@@ -61,9 +62,10 @@ int ao_trace_close(ao_trace *t, const ao_json_object *other);
 /* Drop an unfinished trace (the temporary file is removed); NULL is a no-op. */
 void ao_trace_abort(ao_trace *t);
 
-/* The trace of a finished run directory: run.json (world size, run id,
- * anchor) and every rank_NN_metrics.jsonl, with kernels and telemetry from
- * each record's "extra" ("kernels" as ao_trace_gen_kernels writes them,
+/* ao_trace_from_run(run_dir, out_path) (declared in report/run_end.h): the
+ * trace of a finished run directory: run.json (world size, run id, anchor)
+ * and every rank_NN_metrics.jsonl, with kernels and telemetry from each
+ * record's "extra" ("kernels" as ao_trace_gen_kernels writes them,
  * "telemetry" as ao_telemetry_write_json writes it; each metric's mean
  * becomes a counter sample at the iteration's start).
  *
@@ -71,14 +73,6 @@ void ao_trace_abort(ao_trace *t);
  * realtime + window_start_us; exact to ~0.3 µs, the precision of a double
  * holding UNIX seconds), so ranks whose anchors were taken at different
  * moments still line up; a rank with no timed record falls back to run.json's
- * anchor. A rank without a metrics file is left out with a warning.
- * Returns 0, AO_EXIT_USAGE (missing or malformed run.json or records) or
- * AO_EXIT_FAIL (I/O), after printing why. */
-int ao_trace_from_run(const char *run_dir, const char *out_path);
-
-/* For a record's extra hook: writes the key "kernels" and the ops as an array
- * of {"lane","name","class","kind","start_us","end_us","bytes"}, the form
- * ao_trace_from_run reads back. Returns the yajl status. */
-yajl_gen_status ao_trace_gen_kernels(yajl_gen g, const ao_op *ops, size_t n);
+ * anchor. A rank without a metrics file is left out with a warning. */
 
 #endif

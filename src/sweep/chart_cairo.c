@@ -1,10 +1,9 @@
-#include <cairo-svg.h>
-#include <cairo.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "chart/chart.h"
 #include "core/error.h"
 #include "sweep/chart.h"
 
@@ -131,171 +130,129 @@ static void free_layout(layout *L)
     free(L->v);
 }
 
-static void text_at(cairo_t *cr, double x, double y, const char *s, double align)
+/* Dark blue -> teal -> yellow: readable in print and for most colour vision. */
+static ao_rgb heat(double t)
 {
-    cairo_text_extents_t e;
-    cairo_text_extents(cr, s, &e);
-    cairo_move_to(cr, x - align * e.width, y);
-    cairo_show_text(cr, s);
-}
-
-static void color(double t, double *r, double *g, double *b)
-{
-    /* Dark blue -> teal -> yellow: readable in print and for most colour vision. */
     t = t < 0 ? 0 : t > 1 ? 1 : t;
-    *r = t < 0.5 ? 0.15 + 0.1 * t : 0.2 + 1.5 * (t - 0.5);
-    *g = 0.1 + 0.8 * t;
-    *b = t < 0.5 ? 0.45 + 0.2 * t : 0.55 - 0.9 * (t - 0.5);
+    return (ao_rgb){t < 0.5 ? 0.15 + 0.1 * t : 0.2 + 1.5 * (t - 0.5), 0.1 + 0.8 * t,
+                    t < 0.5 ? 0.45 + 0.2 * t : 0.55 - 0.9 * (t - 0.5)};
 }
 
-static const double palette[][3] = {{0.12, 0.47, 0.71}, {1.0, 0.5, 0.05},  {0.17, 0.63, 0.17},
-                                    {0.84, 0.15, 0.16}, {0.58, 0.4, 0.74}, {0.55, 0.34, 0.29},
-                                    {0.89, 0.47, 0.76}, {0.5, 0.5, 0.5}};
+static const ao_rgb palette[8] = {{0.12, 0.47, 0.71}, {1.0, 0.5, 0.05},  {0.17, 0.63, 0.17},
+                                  {0.84, 0.15, 0.16}, {0.58, 0.4, 0.74}, {0.55, 0.34, 0.29},
+                                  {0.89, 0.47, 0.76}, {0.5, 0.5, 0.5}};
 
-static void draw(cairo_t *cr, const layout *L)
+/* The x categories' labels, about 12 at most, centred on x0 + (i + shift) * dx. */
+static void x_labels(cairo_t *cr, const layout *L, const ao_frame *f, double x0, double dx,
+                     double shift)
 {
-    const ao_sweep_chart_data *d = L->d;
-    double pw = W - ML - MR, ph = H - MT - MB;
-    cairo_set_source_rgb(cr, 1, 1, 1);
-    cairo_paint(cr);
-    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    cairo_set_font_size(cr, 15);
-    char title[256];
-    snprintf(title, sizeof title, "%s: %s", d->title, d->metric);
-    text_at(cr, W / 2.0, 28, title, 0.5);
-    cairo_set_font_size(cr, 11);
-    char buf[64];
     int step = L->nx > 12 ? (L->nx + 11) / 12 : 1;
-    if (L->heatmap) {
-        double cw = pw / L->nx, ch = ph / L->ny;
-        for (int yi = 0; yi < L->ny; yi++)
-            for (int xi = 0; xi < L->nx; xi++) {
-                double v = L->v[yi * L->nx + xi], r = 0.85, g = 0.85, b = 0.85;
-                if (isfinite(v)) color((v - L->lo) / (L->hi - L->lo), &r, &g, &b);
-                cairo_set_source_rgb(cr, r, g, b);
-                cairo_rectangle(cr, ML + xi * cw, MT + yi * ch, cw - 1, ch - 1);
-                cairo_fill(cr);
-                if (cw > 40 && ch > 16) {
-                    snprintf(buf, sizeof buf, isfinite(v) ? "%.3g" : "fail", v);
-                    cairo_set_source_rgb(
-                        cr, isfinite(v) && (v - L->lo) / (L->hi - L->lo) > 0.6 ? 0 : 1,
-                        isfinite(v) && (v - L->lo) / (L->hi - L->lo) > 0.6 ? 0 : 1,
-                        isfinite(v) && (v - L->lo) / (L->hi - L->lo) > 0.6 ? 0 : 1);
-                    text_at(cr, ML + (xi + 0.5) * cw, MT + (yi + 0.5) * ch + 4, buf, 0.5);
-                }
+    ao_set_rgb(cr, AO_C_TEXT, 1);
+    for (int xi = 0; xi < L->nx; xi += step)
+        ao_text_at(cr, x0 + (xi + shift) * dx, f->y1 + 12, 0.5, L->x[xi]);
+}
+
+static void draw_heatmap(cairo_t *cr, const layout *L, const ao_frame *f)
+{
+    double cw = (f->x1 - f->x0) / L->nx, ch = (f->y1 - f->y0) / L->ny;
+    char buf[64];
+    for (int yi = 0; yi < L->ny; yi++)
+        for (int xi = 0; xi < L->nx; xi++) {
+            double v = L->v[yi * L->nx + xi], t = (v - L->lo) / (L->hi - L->lo);
+            ao_set_rgb(cr, isfinite(v) ? heat(t) : (ao_rgb){0.85, 0.85, 0.85}, 1);
+            cairo_rectangle(cr, f->x0 + xi * cw, f->y0 + yi * ch, cw - 1, ch - 1);
+            cairo_fill(cr);
+            if (cw > 40 && ch > 16) {
+                snprintf(buf, sizeof buf, isfinite(v) ? "%.3g" : "fail", v);
+                double ink = isfinite(v) && t > 0.6 ? 0 : 1;
+                cairo_set_source_rgb(cr, ink, ink, ink);
+                ao_text_at(cr, f->x0 + (xi + 0.5) * cw, f->y0 + (yi + 0.5) * ch, 0.5, buf);
             }
-        cairo_set_source_rgb(cr, 0, 0, 0);
-        for (int yi = 0; yi < L->ny; yi++)
-            text_at(cr, ML - 6, MT + (yi + 0.5) * ch + 4, L->y[yi], 1);
-        for (int xi = 0; xi < L->nx; xi += step)
-            text_at(cr, ML + (xi + 0.5) * cw, MT + ph + 16, L->x[xi], 0.5);
-        /* The colour scale. */
-        for (int i = 0; i < 100; i++) {
-            double r, g, b;
-            color(i / 99.0, &r, &g, &b);
-            cairo_set_source_rgb(cr, r, g, b);
-            cairo_rectangle(cr, W - MR + 30, MT + ph - (i + 1) * ph / 100, 16, ph / 100 + 0.5);
+        }
+    ao_set_rgb(cr, AO_C_TEXT, 1);
+    for (int yi = 0; yi < L->ny; yi++)
+        ao_text_at(cr, f->x0 - 6, f->y0 + (yi + 0.5) * ch, 1, L->y[yi]);
+    x_labels(cr, L, f, f->x0, cw, 0.5);
+    /* The colour scale. */
+    double ph = f->y1 - f->y0;
+    for (int i = 0; i < 100; i++) {
+        ao_set_rgb(cr, heat(i / 99.0), 1);
+        cairo_rectangle(cr, f->x1 + 30, f->y1 - (i + 1) * ph / 100, 16, ph / 100 + 0.5);
+        cairo_fill(cr);
+    }
+    ao_set_rgb(cr, AO_C_TEXT, 1);
+    snprintf(buf, sizeof buf, "%.4g", L->hi);
+    ao_text_at(cr, f->x1 + 52, f->y0 + 6, 0, buf);
+    snprintf(buf, sizeof buf, "%.4g", L->lo);
+    ao_text_at(cr, f->x1 + 52, f->y1 - 6, 0, buf);
+}
+
+static void draw_lines(cairo_t *cr, const layout *L, const ao_frame *f)
+{
+    for (int yi = 0; yi < L->ny; yi++) {
+        ao_set_rgb(cr, palette[yi % 8], 1);
+        cairo_set_line_width(cr, 2);
+        int pen = 0;
+        for (int xi = 0; xi < L->nx; xi++) {
+            double v = L->v[yi * L->nx + xi];
+            if (!isfinite(v)) {
+                pen = 0;
+                continue;
+            }
+            if (pen)
+                cairo_line_to(cr, ao_px(f, xi), ao_py(f, v));
+            else
+                cairo_move_to(cr, ao_px(f, xi), ao_py(f, v));
+            pen = 1;
+        }
+        cairo_stroke(cr);
+        for (int xi = 0; xi < L->nx; xi++) {
+            double v = L->v[yi * L->nx + xi];
+            if (!isfinite(v)) continue;
+            cairo_arc(cr, ao_px(f, xi), ao_py(f, v), 3, 0, 2 * M_PI);
             cairo_fill(cr);
         }
-        cairo_set_source_rgb(cr, 0, 0, 0);
-        snprintf(buf, sizeof buf, "%.4g", L->hi);
-        text_at(cr, W - MR + 52, MT + 10, buf, 0);
-        snprintf(buf, sizeof buf, "%.4g", L->lo);
-        text_at(cr, W - MR + 52, MT + ph, buf, 0);
-    } else {
-        cairo_set_line_width(cr, 1);
-        for (int t = 0; t <= 5; t++) {
-            double v = L->lo + (L->hi - L->lo) * t / 5, y = MT + ph - ph * t / 5;
-            cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
-            cairo_move_to(cr, ML, y);
-            cairo_line_to(cr, ML + pw, y);
-            cairo_stroke(cr);
-            cairo_set_source_rgb(cr, 0, 0, 0);
-            snprintf(buf, sizeof buf, "%.4g", v);
-            text_at(cr, ML - 6, y + 4, buf, 1);
-        }
-        double dx = L->nx > 1 ? pw / (L->nx - 1) : 0, x0 = L->nx > 1 ? ML : ML + pw / 2;
-        for (int xi = 0; xi < L->nx; xi += step)
-            text_at(cr, x0 + xi * dx, MT + ph + 16, L->x[xi], 0.5);
-        for (int yi = 0; yi < L->ny; yi++) {
-            const double *c = palette[yi % 8];
-            cairo_set_source_rgb(cr, c[0], c[1], c[2]);
-            cairo_set_line_width(cr, 2);
-            int pen = 0;
-            for (int xi = 0; xi < L->nx; xi++) {
-                double v = L->v[yi * L->nx + xi];
-                if (!isfinite(v)) {
-                    pen = 0;
-                    continue;
-                }
-                double x = x0 + xi * dx, y = MT + ph - ph * (v - L->lo) / (L->hi - L->lo);
-                if (pen)
-                    cairo_line_to(cr, x, y);
-                else
-                    cairo_move_to(cr, x, y);
-                pen = 1;
-            }
-            cairo_stroke(cr);
-            for (int xi = 0; xi < L->nx; xi++) {
-                double v = L->v[yi * L->nx + xi];
-                if (!isfinite(v)) continue;
-                cairo_arc(cr, x0 + xi * dx, MT + ph - ph * (v - L->lo) / (L->hi - L->lo), 3, 0,
-                          2 * M_PI);
-                cairo_fill(cr);
-            }
-            if (yi < 24) {
-                cairo_rectangle(cr, W - MR + 16, MT + 14 * yi, 12, 8);
-                cairo_fill(cr);
-                cairo_set_source_rgb(cr, 0, 0, 0);
-                char legend[40]; /* what fits beside the plot */
-                snprintf(legend, sizeof legend, "%s", L->y[yi]);
-                if (strlen(L->y[yi]) >= 30) strcpy(legend + 27, "...");
-                text_at(cr, W - MR + 34, MT + 14 * yi + 8, legend, 0);
-            }
-        }
-        cairo_set_source_rgb(cr, 0, 0, 0);
-        cairo_set_line_width(cr, 1);
-        cairo_rectangle(cr, ML, MT, pw, ph);
-        cairo_stroke(cr);
     }
-    cairo_set_font_size(cr, 12);
-    text_at(cr, ML + pw / 2, H - 18, L->x_name, 0.5);
-    cairo_save(cr);
-    cairo_move_to(cr, 18, MT + ph / 2);
-    cairo_rotate(cr, -M_PI / 2);
-    cairo_text_extents_t e;
-    const char *yl = L->heatmap ? L->y_name : d->metric;
-    cairo_text_extents(cr, yl, &e);
-    cairo_rel_move_to(cr, -e.width / 2, 0);
-    cairo_show_text(cr, yl);
-    cairo_restore(cr);
+    x_labels(cr, L, f, ao_px(f, 0), L->nx > 1 ? ao_px(f, 1) - ao_px(f, 0) : 0, 0);
+    /* The legend: what fits beside the plot. */
+    enum { MAX_LEGEND = 24, LEGEND_CHARS = 40 };
+    char names[MAX_LEGEND][LEGEND_CHARS];
+    ao_legend_item items[MAX_LEGEND];
+    int n = L->ny < MAX_LEGEND ? L->ny : MAX_LEGEND;
+    for (int yi = 0; yi < n; yi++) {
+        snprintf(names[yi], LEGEND_CHARS, "%s", L->y[yi]);
+        if (strlen(L->y[yi]) >= LEGEND_CHARS - 10) strcpy(names[yi] + LEGEND_CHARS - 13, "...");
+        items[yi] = (ao_legend_item){names[yi], palette[yi % 8], 1};
+    }
+    ao_draw_legend(cr, f->x1 + 16, f->y0 + 8, items, (size_t)n);
+}
+
+static void draw(cairo_t *cr, double w, double h, const void *ctx)
+{
+    const layout *L = ctx;
+    ao_frame f = {.x0 = ML, .y0 = MT, .x1 = w - MR, .y1 = h - MB};
+    char title[256];
+    snprintf(title, sizeof title, "%s: %s", L->d->title, L->d->metric);
+    ao_draw_title(cr, w, title, NULL);
+    ao_font(cr, AO_FONT_SIZE, 0);
+    if (L->heatmap) {
+        draw_heatmap(cr, L, &f);
+        f.ax = f.ay = (ao_axis){0, 1, 0};
+        ao_draw_axes(cr, &f, L->x_name, L->y_name, 0);
+    } else {
+        ao_nice_axis(L->lo, L->hi, 5, &f.ay);
+        /* One point sits in the middle. */
+        f.ax = L->nx > 1 ? (ao_axis){0, L->nx - 1, 0} : (ao_axis){-1, 1, 0};
+        ao_draw_axes(cr, &f, L->x_name, L->d->metric, 1);
+        draw_lines(cr, L, &f);
+    }
 }
 
 int ao_sweep_chart_write(const ao_sweep_chart_data *d, const char *png, const char *svg)
 {
     layout L;
     if (make_layout(d, &L)) return 1;
-    int rc = 0;
-    cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H);
-    cairo_t *cr = cairo_create(s);
-    draw(cr, &L);
-    cairo_destroy(cr);
-    if (cairo_surface_write_to_png(s, png) != CAIRO_STATUS_SUCCESS) {
-        ao_error(png, "cannot write the chart");
-        rc = -1;
-    }
-    cairo_surface_destroy(s);
-    s = cairo_svg_surface_create(svg, W, H);
-    cr = cairo_create(s);
-    draw(cr, &L);
-    cairo_destroy(cr);
-    cairo_surface_finish(s);
-    if (rc == 0 && cairo_surface_status(s) != CAIRO_STATUS_SUCCESS) {
-        ao_error(svg, "cannot write the chart");
-        rc = -1;
-    }
-    cairo_surface_destroy(s);
+    int rc = ao_chart_render(png, svg, W, H, draw, &L) != 0 ? -1 : 0;
     free_layout(&L);
     return rc;
 }

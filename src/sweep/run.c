@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/rundir.h"
-#include "launch/internal.h"
+#include "launch/env.h"
 #include "sweep/chart.h"
 
 extern char **environ;

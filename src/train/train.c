@@ -1,4 +1,5 @@
-/* aorta train on one rank: set-up, the iteration loop, records, logs, the end. */
+/* aorta train: the launcher parent, then on one rank set-up, the iteration loop,
+ * records, logs, the end. */
 #include "train/train.h"
 
 #include <errno.h>
@@ -17,9 +18,9 @@
 #include "data/loader.h"
 #include "engine/engine.h"
 #include "launch/launch.h"
+#include "launch/rank.h"
 #include "model/model.h"
-#include "report/summary.h"
-#include "report/trace.h"
+#include "report/run_end.h"
 #include "timeline/timeline.h"
 #include "train/train_profile.h"
 
@@ -41,7 +42,8 @@ typedef struct trainer {
     const struct ao_config *cfg;
     const ao_train_opts *o;
     const ao_rank_info *ri;
-    ao_device *dev;
+    ao_rank rank;   /* the device and the root communicator */
+    ao_device *dev; /* rank.dev */
     ao_device_info info;
     ao_stream *streams[AO_NSTREAMS];
     ao_model_shape shape;
@@ -49,7 +51,7 @@ typedef struct trainer {
     ao_loader *loader;
     ao_timeline *tl;
     ao_engine *engine;
-    ao_comm *root; /* the one communicator made from the bootstrap id */
+    ao_comm *root; /* rank.comm: every other communicator is split from it */
     ao_rundir rd;
     int have_rd;
     ao_jsonl_writer *w;
@@ -240,44 +242,26 @@ static int setup(trainer *t)
     const ao_rank_info *ri = t->ri;
     int rc = ao_engine_check_config(cfg, ri->world_size, ri->local_world_size);
     if (rc) return rc;
-    int ndev = ao_device_count(t->o->backend);
-    if (ndev <= 0) {
-        ao_error("--backend", "the %s backend sees no device", t->o->backend);
-        return AO_EXIT_USAGE;
-    }
-    /* The cpu backend's one device is shared by every rank by design. */
-    int ordinal =
-        strcmp(t->o->backend, "cpu") == 0 ? 0 : ao_launch_device_ordinal(ri->local_rank, ndev);
-    t->dev = ao_device_open(t->o->backend, ordinal);
-    if (!t->dev) return AO_EXIT_USAGE;
-    ao_device_get_info(t->dev, &t->info);
+    ao_rank_opts ro = {.cmd = "train",
+                       .backend = t->o->backend,
+                       .ordinal = -1,
+                       .rdzv_file = t->o->rdzv_file,
+                       .bootstrap_timeout_s = cfg->distributed.timeout_s,
+                       .comm = {.min_ctas = cfg->distributed.nccl.min_ctas,
+                                .max_ctas = cfg->distributed.nccl.max_ctas,
+                                .cga_cluster_size = cfg->distributed.nccl.cga_cluster_size,
+                                .timeout_s = cfg->distributed.timeout_s}};
+    if ((rc = ao_rank_open(&t->rank, ri, &ro)) != 0) return rc;
+    t->dev = t->rank.dev;
+    t->info = t->rank.info;
     for (int i = 0; i < AO_NSTREAMS; i++)
         t->streams[i] = ao_stream_create(t->dev, ao_stream_id_name((ao_stream_id)i),
                                          cfg->streams.by_id[i].priority);
     ao_gemm_set_policy(t->dev, cfg->compute.gemm_chunks, cfg->compute.sm_count_target,
                        ao_engine_compute_alone(cfg, ri->world_size));
 
-    const char *cb = ao_comm_backend_for(t->info.backend);
-    if (!cb) {
-        ao_error("train", "no collective backend for the %s device backend in this build",
-                 t->info.backend);
-        return AO_EXIT_USAGE;
-    }
-    ao_comm_id id;
-    memset(&id, 0, sizeof id);
-    if ((ri->world_size == 1 ? ao_comm_make_id(cb, &id)
-                             : ao_launch_bootstrap_id(ri, cb, t->o->rdzv_file,
-                                                      cfg->distributed.timeout_s, &id)) != 0)
-        return AO_EXIT_FAIL;
-    /* One communicator from the id: an NCCL id serves exactly one
-     * ncclCommInitRank, so every other communicator (the engine's, one per
-     * comm stream) is split from this one. */
-    ao_comm_opts co = {.min_ctas = cfg->distributed.nccl.min_ctas,
-                       .max_ctas = cfg->distributed.nccl.max_ctas,
-                       .cga_cluster_size = cfg->distributed.nccl.cga_cluster_size,
-                       .timeout_s = cfg->distributed.timeout_s};
-    t->root = ao_comm_create(t->dev, t->streams[AO_STREAM_COMPUTE], ri, &id, &co);
-    if (!t->root) return AO_EXIT_FAIL;
+    if ((rc = ao_rank_connect(&t->rank, t->streams[AO_STREAM_COMPUTE], &ro)) != 0) return rc;
+    t->root = t->rank.comm;
     if ((rc = open_rundir(t)) != 0) return rc;
     t->have_rd = 1;
 
@@ -356,14 +340,14 @@ static int setup(trainer *t)
 static void teardown(trainer *t)
 {
     ao_engine_destroy(t->engine);
-    if (t->root) ao_comm_destroy(t->root);
+    ao_rank_disconnect(&t->rank);
     ao_loader_destroy(t->loader);
     ao_train_profile_stop(t->prof);
     if (t->tl) ao_timeline_destroy(t->tl);
     ao_model_destroy(t->model);
     for (int i = 0; i < AO_NSTREAMS; i++)
         if (t->streams[i]) ao_stream_destroy(t->streams[i]);
-    if (t->dev) ao_device_close(t->dev);
+    ao_rank_close(&t->rank);
     if (t->w) ao_jsonl_close(t->w);
     if (t->log) fclose(t->log);
     if (t->have_rd) ao_rundir_free(&t->rd);
@@ -528,7 +512,7 @@ static int run_loop(trainer *t)
     return t->append_failed ? AO_EXIT_FAIL : 0;
 }
 
-int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_rank_info *ri)
+static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_rank_info *ri)
 {
     trainer t;
     memset(&t, 0, sizeof t);
@@ -574,4 +558,61 @@ int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_
     }
     teardown(&t);
     return rc;
+}
+
+/* ---- the launcher parent ----------------------------------------------------- */
+
+struct parent_ctx {
+    const struct ao_config *cfg;
+    const char *run_name;
+};
+
+/* The run directory, made once, before any rank starts. */
+static int make_rundir(const struct ao_config *cfg, const char *run_name)
+{
+    char id[AO_RUN_ID_MAX];
+    if (run_name)
+        snprintf(id, sizeof id, "%s", run_name);
+    else if (ao_rundir_make_id(id, sizeof id) != 0)
+        return AO_EXIT_FAIL;
+    ao_rundir d;
+    int rc = ao_rundir_create(cfg->training.output_dir, id, &d);
+    if (rc) return rc;
+    ao_rundir_free(&d);
+    if (setenv(AO_RUN_ID_ENV, id, 1) != 0) {
+        ao_error("train", "cannot export %s", AO_RUN_ID_ENV);
+        return AO_EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* Under a launcher every rank checks for itself (setup); here the parent
+ * checks once for the ranks it will start. */
+static int parent_check(void *vctx, int world_size, int launched)
+{
+    const struct parent_ctx *c = vctx;
+    if (launched) return 0;
+    int rc = ao_engine_check_config(c->cfg, world_size, world_size);
+    return rc ? rc : make_rundir(c->cfg, c->run_name);
+}
+
+int ao_train(const struct ao_config *cfg, ao_train_opts *o)
+{
+    struct parent_ctx pc = {cfg, o->run_name};
+    ao_launch_req req = {.backend = o->backend,
+                         .nproc = o->nproc,
+                         .cpu_nproc = 1,
+                         .spawn = 1,
+                         .all_ranks_output = o->all_ranks,
+                         .stop_handler = 1,
+                         .check = parent_check,
+                         .ctx = &pc};
+    ao_rank_info ri;
+    ao_launch_role role;
+    int rc = ao_launch_ranks(o->argc, o->argv, &req, &ri, &role);
+    if (role == AO_ROLE_DONE) return rc;
+    /* Only a solo rank 0 owns the terminal: under a launcher its output goes
+     * through a line prefixer, where an in-place line would be noise. */
+    o->progress = role == AO_ROLE_SOLO && isatty(STDOUT_FILENO);
+    return train_rank(cfg, o, &ri);
 }

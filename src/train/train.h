@@ -1,4 +1,5 @@
-/* `aorta train` on one rank: device, streams, model, data loader, engine,
+/* `aorta train` after its flags: the launcher parent through launch/rank.h,
+ * then on each rank the device, streams, model, data loader, engine,
  * timeline, the run's files, the steps, and at the end (rank 0) summary.json
  * and the summary table (DESIGN §5-§8).
  *
@@ -23,13 +24,18 @@ typedef struct ao_train_opts {
     const char *backend;   /* resolved: "cpu", "cuda" */
     const char *run_name;  /* --run-name, or NULL */
     const char *rdzv_file; /* --rdzv-file, or NULL */
-    int progress;          /* a progress line updated in place (stdout is a terminal) */
-    int argc;              /* the command line, for run.json */
+    int nproc;             /* --nproc, 0: the default (launch/rank.h) */
+    int all_ranks;         /* --all-ranks: every spawned rank's output */
+    int progress;          /* set by ao_train: a progress line updated in place */
+    int argc;              /* the command line, for run.json and the spawned ranks */
     char **argv;
 } ao_train_opts;
 
-/* Returns the exit code: 0, AO_EXIT_USAGE (a setting this backend cannot run)
- * or AO_EXIT_FAIL. */
-int ao_train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_rank_info *ri);
+/* `aorta train` after its flags and config: the launcher parent (the config
+ * checked for the rank count and the run directory made before any rank
+ * starts, then the ranks spawned) or, under a launcher or for one rank, the
+ * rank itself. Returns the exit code: 0, AO_EXIT_USAGE (a setting this
+ * backend cannot run) or AO_EXIT_FAIL. */
+int ao_train(const struct ao_config *cfg, ao_train_opts *o);
 
 #endif

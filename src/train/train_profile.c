@@ -8,7 +8,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
-#include "report/trace.h"
+#include "report/run_end.h"
 #include "telemetry/telemetry.h"
 #include "timeline/cupti.h"
 

@@ -23,8 +23,10 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "launch/env.h"
 #include "launch/internal.h"
 #include "launch/launch.h"
+#include "launch/rank.h"
 
 /* ---- the rank side ------------------------------------------------------------ */
 
@@ -743,6 +745,103 @@ static void test_bootstrap_no_way(void **state)
     assert_int_equal(ao_launch_bootstrap_id(&two, NULL, NULL, 1.0, &id), 0);
 }
 
+/* ---- the one bring-up (launch/rank.h) ------------------------------------------- */
+
+struct check_log {
+    int calls, world, launched, rc;
+};
+
+static int record_check(void *ctx, int world_size, int launched)
+{
+    struct check_log *c = ctx;
+    c->calls++;
+    c->world = world_size;
+    c->launched = launched;
+    return c->rc;
+}
+
+static void test_launch_ranks_roles(void **state)
+{
+    (void)state;
+    struct check_log c = {0};
+    ao_launch_req req = {
+        .backend = "cpu", .cpu_nproc = 1, .spawn = 1, .check = record_check, .ctx = &c};
+    ao_rank_info ri;
+    ao_launch_role role;
+    /* No launcher, one rank: the check sees 1 rank, then this process is rank 0 of 1. */
+    assert_int_equal(ao_launch_ranks(0, NULL, &req, &ri, &role), 0);
+    assert_int_equal(role, AO_ROLE_SOLO);
+    assert_int_equal(ri.rank, 0);
+    assert_int_equal(ri.world_size, 1);
+    assert_int_equal(c.calls, 1);
+    assert_int_equal(c.world, 1);
+    assert_int_equal(c.launched, 0);
+    /* A failing check ends the command with its code; nothing runs. */
+    c.rc = AO_EXIT_USAGE;
+    assert_int_equal(ao_launch_ranks(0, NULL, &req, &ri, &role), AO_EXIT_USAGE);
+    assert_int_equal(role, AO_ROLE_DONE);
+    /* Under a launcher: its rank and size; a --nproc that disagrees is named and ignored. */
+    c.rc = 0;
+    set4("AORTA_RANK", "1", "AORTA_WORLD_SIZE", "3", "AORTA_LOCAL_RANK", "1",
+         "AORTA_LOCAL_WORLD_SIZE", "3");
+    req.nproc = 5;
+    struct capture cap;
+    capture_begin(&cap);
+    int rc = ao_launch_ranks(0, NULL, &req, &ri, &role);
+    capture_end(&cap);
+    assert_int_equal(rc, 0);
+    assert_int_equal(role, AO_ROLE_RANK);
+    assert_int_equal(ri.rank, 1);
+    assert_int_equal(ri.world_size, 3);
+    assert_int_equal(c.world, 3);
+    assert_int_equal(c.launched, 1);
+    assert_non_null(strstr(cap.text[1], "--nproc 5 ignored: the launcher started 3 ranks"));
+    capture_free(&cap);
+    /* A broken launcher environment is a usage error before any check. */
+    setenv("AORTA_RANK", "7", 1);
+    c.calls = 0;
+    capture_begin(&cap);
+    rc = ao_launch_ranks(0, NULL, &req, &ri, &role);
+    capture_end(&cap);
+    capture_free(&cap);
+    assert_int_equal(rc, AO_EXIT_USAGE);
+    assert_int_equal(role, AO_ROLE_DONE);
+    assert_int_equal(c.calls, 0);
+}
+
+static void test_rank_open_cpu(void **state)
+{
+    (void)state;
+    ao_rank r;
+    ao_rank_info far = {.rank = 5, .world_size = 8, .local_rank = 5, .local_world_size = 8};
+    ao_rank_opts o = {.cmd = "test", .backend = "cpu", .ordinal = 3};
+    /* An explicit ordinal beyond the devices: a usage error naming --device. */
+    struct capture cap;
+    capture_begin(&cap);
+    int rc = ao_rank_open(&r, &far, &o);
+    capture_end(&cap);
+    assert_int_equal(rc, AO_EXIT_USAGE);
+    assert_non_null(strstr(cap.text[1], "--device: device 3 does not exist"));
+    capture_free(&cap);
+    ao_rank_close(&r); /* safe on a half-opened rank */
+    /* From the local rank: every cpu rank shares the one device, without a
+     * wrap-around warning. */
+    o.ordinal = -1;
+    capture_begin(&cap);
+    rc = ao_rank_open(&r, &far, &o);
+    capture_end(&cap);
+    assert_int_equal(rc, 0);
+    assert_string_equal(cap.text[1], "");
+    capture_free(&cap);
+    assert_non_null(r.dev);
+    assert_int_equal(r.info.ordinal, 0);
+    assert_int_equal(r.ri.rank, 5);
+    assert_true(r.ndevices >= 1);
+    assert_null(r.comm);
+    ao_rank_close(&r);
+    assert_null(r.dev);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "child") == 0) return child_main(argv[2]);
@@ -770,6 +869,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_bootstrap_rdzv_reads_id, clean_env),
         cmocka_unit_test_setup(test_bootstrap_rdzv_timeout, clean_env),
         cmocka_unit_test_setup(test_bootstrap_no_way, clean_env),
+        cmocka_unit_test_setup_teardown(test_launch_ranks_roles, clean_env, clean_env),
+        cmocka_unit_test_setup_teardown(test_rank_open_cpu, clean_env, clean_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
