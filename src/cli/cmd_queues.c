@@ -51,12 +51,15 @@ static const char help[] =
     "                     count's first iteration, warm-up or not, is never held)\n"
     "  --kernel-trace     also measure the concurrency from CUPTI's kernels over the same span\n"
     "                     and print how far the events are from it (cuda only)\n"
-    "  --device D         device ordinal (default 0)\n"
+    "  --device D         device ordinal (default 0; under a launcher, the local rank's)\n"
     "  --backend B        auto (default: a GPU when one is visible, else cpu), cuda, cpu\n"
     "\n"
     "compare: per stream count in both records, the medians of latency, throughput and\n"
     "concurrency per iteration, a bootstrap 95 % CI of their difference and a verdict, as\n"
-    "aorta report compares train runs; and what differs in the queue variables.\n";
+    "aorta report compares train runs; and what differs in the queue variables.\n"
+    "\n"
+    "Under a launcher (mpirun, srun, torchrun) every rank measures its own device; rank 0\n"
+    "prints and writes the files.\n";
 
 #define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
 
@@ -135,12 +138,7 @@ static int compare(int argc, char **argv)
 
 int cmd_queues(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            cli_print_help(stdout, usage, help);
-            return AO_EXIT_OK;
-        }
-    }
+    if (cli_help_requested(argc, argv, usage, help)) return AO_EXIT_OK;
     if (argc >= 2 && strcmp(argv[1], "list") == 0) {
         if (argc > 2) return cli_usage_error("queues list", usage, "list takes no arguments");
         return list();

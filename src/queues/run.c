@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/intervals.h"
+#include "launch/rank.h"
 #include "queues/internal.h"
 #include "timeline/cupti.h"
 
@@ -370,13 +371,25 @@ void ao_qresult_free(ao_qresult *r)
 
 int ao_queues_run(const ao_queues_opts *o)
 {
+    /* Never spawned: one process, or one per slot of an external launcher,
+     * each measuring its own device; rank 0 prints and writes the files. */
+    ao_launch_req req = {.backend = o->backend};
+    ao_rank_info ri;
+    ao_launch_role role;
+    int rc = ao_launch_ranks(0, NULL, &req, &ri, &role);
+    if (role == AO_ROLE_DONE) return rc;
+    ao_rank rank;
+    ao_rank_opts ro = {.cmd = "queues", .backend = o->backend, .ordinal = o->device};
+    if ((rc = ao_rank_open(&rank, &ri, &ro)) != 0) {
+        ao_rank_close(&rank);
+        return rc;
+    }
+    FILE *out = ri.rank == 0 ? stdout : fopen("/dev/null", "w");
+    if (!out) out = stdout;
     ao_qrun run = {.o = o};
-    qdev q = {.o = o};
-    q.dev = ao_device_open(o->backend, o->device < 0 ? 0 : o->device);
-    if (!q.dev) return AO_EXIT_USAGE;
+    qdev q = {.o = o, .dev = rank.dev};
     ao_qenv_effective(o->env_user_mask, &run.env);
-    ao_device_info info;
-    ao_device_get_info(q.dev, &info);
+    const ao_device_info info = rank.info;
     q.cpu = strcmp(info.backend, "cpu") == 0;
     q.dt = q.cpu ? AO_F32 : AO_BF16;
     run.device_name = info.name;
@@ -414,8 +427,7 @@ int ao_queues_run(const ao_queues_opts *o)
     memcpy(run.names, p.names, sizeof run.names);
     ao_qplan_free(&p);
     run.res = ao_calloc((size_t)o->nstreams, sizeof *run.res);
-    ao_qtable_header(&run, stdout);
-    int rc = 0;
+    ao_qtable_header(&run, out);
     double thr1 = NAN;
     int ops1 = 0;
     for (int i = 0; i < o->nstreams && rc == 0; i++) {
@@ -428,14 +440,15 @@ int ao_queues_run(const ao_queues_opts *o)
             ops1 = r->ops_per_iter;
         }
         r->efficiency = ao_qefficiency(r->throughput, r->ops_per_iter, thr1, ops1);
-        ao_qtable_row(&run, r, stdout);
-        fflush(stdout);
+        ao_qtable_row(&run, r, out);
+        fflush(out);
     }
     if (rc == 0) {
-        ao_qtable_footer(&run, stdout);
-        if (o->json_path && ao_qwrite_json(&run, o->json_path)) rc = AO_EXIT_FAIL;
-        if (o->csv_path && ao_qwrite_csv(&run, o->csv_path)) rc = AO_EXIT_FAIL;
+        ao_qtable_footer(&run, out);
+        if (ri.rank == 0 && o->json_path && ao_qwrite_json(&run, o->json_path)) rc = AO_EXIT_FAIL;
+        if (ri.rank == 0 && o->csv_path && ao_qwrite_csv(&run, o->csv_path)) rc = AO_EXIT_FAIL;
     }
+    if (out != stdout) fclose(out);
     ao_qtable_free(&run);
     for (int i = 0; i < run.nres; i++) ao_qresult_free(&run.res[i]);
     free(run.res);
@@ -448,6 +461,6 @@ int ao_queues_run(const ao_queues_opts *o)
     }
     ao_event_destroy(q.anchor);
     for (int s = 0; s < maxs; s++) ao_stream_destroy(q.streams[s]);
-    ao_device_close(q.dev);
+    ao_rank_close(&rank);
     return rc;
 }
