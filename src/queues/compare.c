@@ -128,15 +128,12 @@ int ao_queues_compare(const char *ref_path, const char *cand_path, const char *j
     print_diffs(a, b);
     printf("# %7s  %-22s %12s %12s %8s %12s  %-27s %s\n", "streams", "metric (median)", "reference",
            "candidate", "ratio", "diff", "95% CI of diff", "verdict");
-    yajl_gen g = json_out ? ao_json_gen_new(1) : NULL;
-    if (g) {
-        yajl_gen_map_open(g);
-        ao_json_gen_str(g, "reference");
-        ao_json_gen_str(g, ref_path);
-        ao_json_gen_str(g, "candidate");
-        ao_json_gen_str(g, cand_path);
-        ao_json_gen_str(g, "comparisons");
-        yajl_gen_array_open(g);
+    ao_json_writer w = {.g = json_out ? ao_json_gen_new(1) : NULL};
+    if (w.g) {
+        ao_jw_open(&w, NULL);
+        ao_jw_str(&w, "reference", ref_path);
+        ao_jw_str(&w, "candidate", cand_path);
+        ao_jw_aopen(&w, "comparisons");
     }
     int rc = 0, common = 0;
     yajl_val res = ao_json_member(a, "results");
@@ -166,23 +163,16 @@ int ao_queues_compare(const char *ref_path, const char *cand_path, const char *j
             printf("  %7lld  %-22s %12.4g %12.4g %8.3f %12.4g  %-27s %s\n", YAJL_GET_INTEGER(s),
                    metrics[m].name, ma, mb, ma != 0 ? mb / ma : NAN, mb - ma, civ,
                    ao_verdict_name(v));
-            if (g) {
-                yajl_gen_map_open(g);
-                ao_json_gen_str(g, "streams");
-                yajl_gen_integer(g, YAJL_GET_INTEGER(s));
-                ao_json_gen_str(g, "metric");
-                ao_json_gen_str(g, metrics[m].name);
-                ao_json_gen_str(g, "reference_median");
-                ao_json_gen_double(g, ma);
-                ao_json_gen_str(g, "candidate_median");
-                ao_json_gen_double(g, mb);
-                ao_json_gen_str(g, "ci_lo");
-                ao_json_gen_double(g, ci.lo);
-                ao_json_gen_str(g, "ci_hi");
-                ao_json_gen_double(g, ci.hi);
-                ao_json_gen_str(g, "verdict");
-                ao_json_gen_str(g, ao_verdict_name(v));
-                yajl_gen_map_close(g);
+            if (w.g) {
+                ao_jw_open(&w, NULL);
+                ao_jw_int(&w, "streams", YAJL_GET_INTEGER(s));
+                ao_jw_str(&w, "metric", metrics[m].name);
+                ao_jw_double(&w, "reference_median", ma);
+                ao_jw_double(&w, "candidate_median", mb);
+                ao_jw_double(&w, "ci_lo", ci.lo);
+                ao_jw_double(&w, "ci_hi", ci.hi);
+                ao_jw_str(&w, "verdict", ao_verdict_name(v));
+                ao_jw_close(&w);
             }
             free(xa);
             free(xb);
@@ -192,11 +182,12 @@ int ao_queues_compare(const char *ref_path, const char *cand_path, const char *j
         ao_error(cand_path, "no stream count in common with %s", ref_path);
         rc = AO_EXIT_USAGE;
     }
-    if (g) {
-        yajl_gen_array_close(g);
-        yajl_gen_map_close(g);
-        if (rc == 0 && ao_json_write_atomic(json_out, g)) rc = AO_EXIT_FAIL;
-        yajl_gen_free(g);
+    if (w.g) {
+        ao_jw_aclose(&w);
+        ao_jw_close(&w);
+        if (rc == 0 && (w.st != yajl_gen_status_ok || ao_json_write_atomic(json_out, w.g)))
+            rc = AO_EXIT_FAIL;
+        yajl_gen_free(w.g);
     }
     yajl_tree_free(a);
     yajl_tree_free(b);

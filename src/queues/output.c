@@ -278,107 +278,83 @@ int ao_qwrite_csv(const ao_qrun *r, const char *path)
 
 /* ---- JSON ------------------------------------------------------------------------ */
 
-static void gen_key(yajl_gen g, const char *k)
+static void gen_summary(ao_json_writer *w, const char *k, const ao_stats_summary *s, double p95)
 {
-    ao_json_gen_str(g, k);
+    ao_jw_open(w, k);
+    ao_jw_int(w, "n", (long long)s->n);
+    ao_jw_double(w, "mean", s->mean);
+    ao_jw_double(w, "p50", s->p50);
+    ao_jw_double(w, "p95", p95);
+    ao_jw_double(w, "p99", s->p99);
+    ao_jw_double(w, "min", s->min);
+    ao_jw_double(w, "max", s->max);
+    ao_jw_close(w);
 }
 
-static void gen_num(yajl_gen g, const char *k, double v)
+static void gen_array(ao_json_writer *w, const char *k, const double *v, int n)
 {
-    gen_key(g, k);
-    ao_json_gen_double(g, v);
+    ao_jw_aopen(w, k);
+    for (int i = 0; i < n; i++) ao_jw_double(w, NULL, v[i]);
+    ao_jw_aclose(w);
 }
 
-static void gen_int(yajl_gen g, const char *k, long long v)
+static void gen_union(ao_json_writer *w, const char *k, const ao_qunion *u)
 {
-    gen_key(g, k);
-    yajl_gen_integer(g, v);
+    ao_jw_open(w, k);
+    ao_jw_double(w, "busy_ms", u->busy_us / 1e3);
+    ao_jw_double(w, "sum_ms", u->sum_us / 1e3);
+    ao_jw_double(w, "concurrent_ms", u->concurrent_us / 1e3);
+    ao_jw_double(w, "concurrent_pct", u->busy_us > 0 ? u->concurrent_us / u->busy_us * 100 : NAN);
+    ao_jw_double(w, "concurrency", u->concurrency);
+    ao_jw_int(w, "max_streams", u->max_streams);
+    ao_jw_close(w);
 }
 
-static void gen_summary(yajl_gen g, const char *k, const ao_stats_summary *s, double p95)
+static void gen_result(ao_json_writer *w, const ao_qresult *q)
 {
-    gen_key(g, k);
-    yajl_gen_map_open(g);
-    gen_int(g, "n", (long long)s->n);
-    gen_num(g, "mean", s->mean);
-    gen_num(g, "p50", s->p50);
-    gen_num(g, "p95", p95);
-    gen_num(g, "p99", s->p99);
-    gen_num(g, "min", s->min);
-    gen_num(g, "max", s->max);
-    yajl_gen_map_close(g);
-}
-
-static void gen_array(yajl_gen g, const char *k, const double *v, int n)
-{
-    gen_key(g, k);
-    yajl_gen_array_open(g);
-    for (int i = 0; i < n; i++) ao_json_gen_double(g, v[i]);
-    yajl_gen_array_close(g);
-}
-
-static void gen_union(yajl_gen g, const char *k, const ao_qunion *u)
-{
-    gen_key(g, k);
-    yajl_gen_map_open(g);
-    gen_num(g, "busy_ms", u->busy_us / 1e3);
-    gen_num(g, "sum_ms", u->sum_us / 1e3);
-    gen_num(g, "concurrent_ms", u->concurrent_us / 1e3);
-    gen_num(g, "concurrent_pct", u->busy_us > 0 ? u->concurrent_us / u->busy_us * 100 : NAN);
-    gen_num(g, "concurrency", u->concurrency);
-    gen_int(g, "max_streams", u->max_streams);
-    yajl_gen_map_close(g);
-}
-
-static void gen_result(yajl_gen g, const ao_qresult *q)
-{
-    yajl_gen_map_open(g);
-    gen_int(g, "streams", q->streams);
-    gen_int(g, "ops_per_iteration", q->ops_per_iter);
-    gen_summary(g, "latency_us", &q->lat, q->lat_p95);
-    gen_num(g, "span_ms", q->span_us / 1e3);
-    gen_num(g, "throughput_ops_per_s", q->throughput);
-    gen_num(g, "throughput_per_stream_ops_per_s", q->per_stream);
-    gen_num(g, "scaling_efficiency", q->efficiency);
-    gen_union(g, "union", &q->u);
-    gen_num(g, "concurrency_iteration_mean", q->conc_iter_mean);
-    gen_key(g, "gaps_us");
-    yajl_gen_map_open(g);
-    gen_summary(g, "intra_stream", &q->intra, q->intra_p95);
-    gen_summary(g, "inter_stream", &q->inter, q->inter_p95);
-    yajl_gen_map_close(g);
-    gen_key(g, "ops");
-    yajl_gen_array_open(g);
+    ao_jw_open(w, NULL);
+    ao_jw_int(w, "streams", q->streams);
+    ao_jw_int(w, "ops_per_iteration", q->ops_per_iter);
+    gen_summary(w, "latency_us", &q->lat, q->lat_p95);
+    ao_jw_double(w, "span_ms", q->span_us / 1e3);
+    ao_jw_double(w, "throughput_ops_per_s", q->throughput);
+    ao_jw_double(w, "throughput_per_stream_ops_per_s", q->per_stream);
+    ao_jw_double(w, "scaling_efficiency", q->efficiency);
+    gen_union(w, "union", &q->u);
+    ao_jw_double(w, "concurrency_iteration_mean", q->conc_iter_mean);
+    ao_jw_open(w, "gaps_us");
+    gen_summary(w, "intra_stream", &q->intra, q->intra_p95);
+    gen_summary(w, "inter_stream", &q->inter, q->inter_p95);
+    ao_jw_close(w);
+    ao_jw_aopen(w, "ops");
     for (int i = 0; i < q->nnames; i++) {
         const ao_qname_stats *ns = &q->names[i];
-        yajl_gen_map_open(g);
-        gen_key(g, "name");
-        ao_json_gen_str(g, ns->name);
-        gen_summary(g, "duration_us", &ns->dur, NAN);
-        gen_summary(g, "latency_us", &ns->lat, ns->lat_p95);
-        yajl_gen_map_close(g);
+        ao_jw_open(w, NULL);
+        ao_jw_str(w, "name", ns->name);
+        gen_summary(w, "duration_us", &ns->dur, NAN);
+        gen_summary(w, "latency_us", &ns->lat, ns->lat_p95);
+        ao_jw_close(w);
     }
-    yajl_gen_array_close(g);
-    gen_key(g, "kernels");
+    ao_jw_aclose(w);
     if (q->have_kernels) {
-        yajl_gen_map_open(g);
-        gen_int(g, "activities", (long long)q->kernels);
-        gen_union(g, "union", &q->ku);
-        gen_num(g, "concurrency_diff_pct", q->conc_diff_pct);
-        yajl_gen_map_close(g);
+        ao_jw_open(w, "kernels");
+        ao_jw_int(w, "activities", (long long)q->kernels);
+        gen_union(w, "union", &q->ku);
+        ao_jw_double(w, "concurrency_diff_pct", q->conc_diff_pct);
+        ao_jw_close(w);
     } else {
-        yajl_gen_null(g);
+        ao_jw_null(w, "kernels");
     }
-    gen_array(g, "latency_samples_us", q->latency_us, q->iterations);
-    gen_array(g, "concurrency_samples", q->concurrency, q->iterations);
-    yajl_gen_map_close(g);
+    gen_array(w, "latency_samples_us", q->latency_us, q->iterations);
+    gen_array(w, "concurrency_samples", q->concurrency, q->iterations);
+    ao_jw_close(w);
 }
 
 int ao_qwrite_json(const ao_qrun *r, const char *path)
 {
     const ao_queues_opts *o = r->o;
-    yajl_gen g = ao_json_gen_new(1);
-    yajl_gen_map_open(g);
+    ao_json_writer w = {.g = ao_json_gen_new(1)};
+    ao_jw_open(&w, NULL);
     const ao_json_field head[] = {
         {"schema", ao_json_int(1)},
         {"command", ao_json_str("queues")},
@@ -392,27 +368,20 @@ int ao_qwrite_json(const ao_qrun *r, const char *path)
         {"hold", ao_json_bool(o->hold)},
         {"note", ao_json_str(r->note)},
     };
-    for (size_t i = 0; i < sizeof head / sizeof *head; i++) {
-        gen_key(g, head[i].key);
-        ao_json_gen_value(g, &head[i].v);
-    }
-    gen_key(g, "env");
-    yajl_gen_map_open(g);
-    for (int i = 0; i < r->env.n; i++) {
-        gen_key(g, r->env.names[i]);
-        ao_json_gen_str(g, r->env.values[i]);
-    }
-    yajl_gen_map_close(g);
-    gen_key(g, "env_set_by_aorta");
-    yajl_gen_array_open(g);
-    for (int i = 0; i < r->env.nset; i++) ao_json_gen_str(g, r->env.set_by_aorta[i]);
-    yajl_gen_array_close(g);
-    gen_key(g, "results");
-    yajl_gen_array_open(g);
-    for (int i = 0; i < r->nres; i++) gen_result(g, &r->res[i]);
-    yajl_gen_array_close(g);
-    yajl_gen_map_close(g);
-    int rc = ao_json_write_atomic(path, g);
-    yajl_gen_free(g);
+    for (size_t i = 0; i < sizeof head / sizeof *head; i++)
+        ao_jw_value(&w, head[i].key, &head[i].v);
+    ao_jw_open(&w, "env");
+    for (int i = 0; i < r->env.n; i++) ao_jw_str(&w, r->env.names[i], r->env.values[i]);
+    ao_jw_close(&w);
+    ao_jw_aopen(&w, "env_set_by_aorta");
+    for (int i = 0; i < r->env.nset; i++) ao_jw_str(&w, NULL, r->env.set_by_aorta[i]);
+    ao_jw_aclose(&w);
+    ao_jw_aopen(&w, "results");
+    for (int i = 0; i < r->nres; i++) gen_result(&w, &r->res[i]);
+    ao_jw_aclose(&w);
+    ao_jw_close(&w);
+    int rc = w.st == yajl_gen_status_ok ? ao_json_write_atomic(path, w.g) : -1;
+    if (w.st != yajl_gen_status_ok) ao_error(path, "cannot generate the JSON record");
+    yajl_gen_free(w.g);
     return rc;
 }
