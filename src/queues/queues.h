@@ -1,5 +1,5 @@
 /* `aorta queues`: how the number of streams and the device's hardware queues
- * shape concurrency (DESIGN §13).
+ * shape concurrency (DESIGN §15).
  *
  * A workload is a small pattern of real device work (GEMMs, short kernels,
  * copies, cross-stream waits) spread over N streams the way frameworks
