@@ -313,6 +313,29 @@ double ao_json_number(yajl_val v)
     return strtod(v->u.number.r, NULL);
 }
 
+yajl_val ao_json_read_file(const char *path, char *err, size_t nerr)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, nerr, "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = ao_malloc(cap);
+    size_t got;
+    while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += got;
+        if (len + 1 == cap) buf = ao_realloc(buf, cap *= 2);
+    }
+    fclose(f);
+    buf[len] = 0;
+    char why[256] = "";
+    yajl_val v = yajl_tree_parse(buf, why, sizeof why);
+    free(buf);
+    if (!v) snprintf(err, nerr, "%s is not JSON: %s", path, why);
+    return v;
+}
+
 /* ---- writing with one sticky status ------------------------------------------ */
 
 void ao_jw_key(ao_json_writer *w, const char *key)

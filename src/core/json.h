@@ -118,6 +118,10 @@ int ao_write_all(int fd, const void *buf, size_t n);
 
 /* ---- reading --------------------------------------------------------------- */
 
+/* The whole file at `path` as a tree (free with yajl_tree_free), or NULL with
+ * "cannot read PATH: why" or "PATH is not JSON: why" in err. */
+yajl_val ao_json_read_file(const char *path, char *err, size_t nerr);
+
 /* The member `key` of object `obj`, or NULL (no path walking, no type check). */
 yajl_val ao_json_member(yajl_val obj, const char *key);
 /* A number as the double its text denotes (bit-exact with what

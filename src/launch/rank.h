@@ -1,5 +1,5 @@
 /* One rank's bring-up, written once for every command that runs on ranks
- * (train, coll, sdma; analyze, attach and queues next). DESIGN §5.
+ * (train, coll, sdma, queues; analyze and attach next). DESIGN §5.
  *
  * Parent side, ao_launch_ranks: detect a launcher; without one, choose the
  * rank count (--nproc, else the visible devices) and spawn this binary as

@@ -69,7 +69,8 @@ static int make_layout(const ao_sweep_chart_data *d, layout *L)
         for (int i = 1; i < d->nrows; i++)
             if (strcmp(d->cells[i * d->ndims + k], d->cells[k]) != 0) {
                 vary[nv++] = k;
-                if (strcmp(d->dim_names[k], "size") == 0) xd = k;
+                if (strcmp(d->dim_names[k], "size") == 0 || strcmp(d->dim_names[k], "streams") == 0)
+                    xd = k;
                 break;
             }
     }
@@ -83,7 +84,8 @@ static int make_layout(const ao_sweep_chart_data *d, layout *L)
     int rest[64], nr = 0;
     for (int k = 0; k < nv && nr < 64; k++)
         if (vary[k] != xd) rest[nr++] = vary[k];
-    L->heatmap = nv == 2;
+    /* Stream counts are a line each setting draws (queues), not a grid. */
+    L->heatmap = nv == 2 && strcmp(d->dim_names[xd], "streams") != 0;
     L->x_name = d->dim_names[xd];
     L->y_name = nr == 1 ? d->dim_names[rest[0]] : "series";
     L->x = ao_calloc((size_t)d->nrows, sizeof *L->x);

@@ -13,8 +13,9 @@
 #include "core/rundir.h"
 #include "core/text.h"
 #include "core/units.h"
+#include "queues/queues.h"
 
-static const char *const command_names[] = {"train", "coll", "sdma"};
+static const char *const command_names[] = {"train", "coll", "sdma", "queues"};
 
 const char *ao_sweep_command_name(ao_sweep_command c)
 {
@@ -34,18 +35,27 @@ static const char **flag_axis_keys(ao_sweep_command c)
     return keys;
 }
 static const char *const train_flag_keys[] = {"--backend", NULL};
+static const char *const queues_keys[] = {"workload", "streams",   "--iterations", "--warmup",
+                                          "--sync",   "--backend", "--device",     NULL};
 
 static const char *const coll_metrics[] = {"coll",       "size",  "time_us", "algbw_gbps",
                                            "busbw_gbps", "wrong", NULL};
 static const char *const sdma_metrics[] = {"savings_pct",     "achieved",   "gemm_ms",
                                            "copy_ms",         "serial_ms",  "overlap_ms",
                                            "mean_overlap_ms", "concurrent", NULL};
+static const char *const queues_metrics[] = {
+    "streams",        "latency_mean_us",      "latency_p50_us",
+    "latency_p99_us", "throughput_ops_per_s", "scaling_efficiency",
+    "concurrency",    "concurrent_pct",       NULL};
 static const char *const train_metrics[] = {"step_ms", "tokens_per_s", "overlap_ratio",
                                             "exposed_comm_ms", NULL};
 
 const char *const *ao_sweep_metric_columns(ao_sweep_command c)
 {
-    return c == AO_SWEEP_COLL ? coll_metrics : c == AO_SWEEP_SDMA ? sdma_metrics : train_metrics;
+    return c == AO_SWEEP_COLL     ? coll_metrics
+           : c == AO_SWEEP_SDMA   ? sdma_metrics
+           : c == AO_SWEEP_QUEUES ? queues_metrics
+                                  : train_metrics;
 }
 
 static int in_list(const char *const *list, const char *s)
@@ -327,13 +337,13 @@ static int read_top(const struct reader *r, const yaml_node_t *root)
         } else if (strcmp(key, "command") == 0) {
             if (want_scalar(r, v, "command")) return AO_EXIT_USAGE;
             int found = 0;
-            for (int c = 0; c < 3; c++)
+            for (int c = 0; c < 4; c++)
                 if (strcmp(scalar(v), command_names[c]) == 0) {
                     s->command = (ao_sweep_command)c;
                     found = 1;
                 }
             if (!found)
-                return node_error(r, v, "unknown command '%s'; allowed: train, coll, sdma",
+                return node_error(r, v, "unknown command '%s'; allowed: train, coll, sdma, queues",
                                   scalar(v));
             have_command = 1;
         } else if (strcmp(key, "args") == 0) {
@@ -359,15 +369,30 @@ static int read_top(const struct reader *r, const yaml_node_t *root)
         } else if (strcmp(key, "env_zip") == 0) {
             if (read_zip(r, v)) return AO_EXIT_USAGE;
         } else if (strcmp(key, "metric") == 0) {
-            if (want_scalar(r, v, "metric")) return AO_EXIT_USAGE;
+            char **vals = NULL;
+            int nvals = 0;
+            if (v->type != YAML_SCALAR_NODE && v->type != YAML_SEQUENCE_NODE)
+                return want_scalar(r, v, "metric");
+            if (read_values(r, v, "metric", &vals, &nvals)) {
+                free_strs(vals, nvals);
+                return AO_EXIT_USAGE;
+            }
             free(s->metric);
             free(s->metric_where);
-            s->metric = ao_strdup(scalar(v));
+            free_strs(s->more_metrics, s->nmore_metrics);
+            s->metric = vals[0];
+            s->more_metrics = nvals > 1 ? vals : NULL;
+            s->nmore_metrics = nvals - 1;
+            if (nvals > 1)
+                memmove(vals, vals + 1, (size_t)(nvals - 1) * sizeof *vals);
+            else
+                free(vals);
             s->metric_where = node_where(r, v);
         }
     }
     if (!have_command) {
-        ao_error(s->path, "no command: key; say which command the sweep runs (train, coll, sdma)");
+        ao_error(s->path, "no command: key; say which command the sweep runs (train, coll, sdma, "
+                          "queues)");
         return AO_EXIT_USAGE;
     }
     return 0;
@@ -407,9 +432,10 @@ static int load(const char *where, FILE *f, const char *text, ao_sweep_spec *s)
         rc = ao_check_plain_name(s->name, 100, where, "sweep name");
     }
     if (rc == 0 && !s->metric)
-        s->metric = ao_strdup(s->command == AO_SWEEP_COLL   ? "busbw_gbps"
-                              : s->command == AO_SWEEP_SDMA ? "savings_pct"
-                                                            : "step_ms");
+        s->metric = ao_strdup(s->command == AO_SWEEP_COLL     ? "busbw_gbps"
+                              : s->command == AO_SWEEP_SDMA   ? "savings_pct"
+                              : s->command == AO_SWEEP_QUEUES ? "latency_p99_us"
+                                                              : "step_ms");
     return rc;
 }
 
@@ -457,6 +483,7 @@ void ao_sweep_spec_free(ao_sweep_spec *s)
     free(s->zip);
     free(s->metric);
     free(s->metric_where);
+    free_strs(s->more_metrics, s->nmore_metrics);
     for (int i = 0; i < s->nskips; i++) {
         free(s->skips[i].key);
         free(s->skips[i].value);
@@ -608,6 +635,12 @@ static int check_flag_axes(const ao_sweep_spec *s, const char *const *keys)
             if (strcmp(ax->key, "size") == 0) {
                 size_t bytes;
                 if (ao_parse_size(ax->where, ax->values[v], &bytes)) return AO_EXIT_USAGE;
+            } else if (strcmp(ax->key, "streams") == 0) {
+                int n;
+                if (ao_parse_int(ax->where, ax->values[v], 1, AO_QUEUES_MAX_STREAMS, &n))
+                    return AO_EXIT_USAGE;
+            } else if (strcmp(ax->key, "workload") == 0) {
+                if (ao_queues_workload_check(ax->where, ax->values[v])) return AO_EXIT_USAGE;
             } else if (strcmp(ax->key, "--coll") == 0) {
                 ao_coll list[AO_NCOLLS];
                 int n;
@@ -632,8 +665,9 @@ int ao_sweep_spec_check(const ao_sweep_spec *s)
             return AO_EXIT_USAGE;
         }
         if (strcmp(s->axes[a].key, "nproc") != 0) continue;
-        if (s->command == AO_SWEEP_SDMA) {
-            ao_error(s->axes[a].where, "sdma runs one process; it has no nproc axis");
+        if (s->command == AO_SWEEP_SDMA || s->command == AO_SWEEP_QUEUES) {
+            ao_error(s->axes[a].where, "%s runs one process; it has no nproc axis",
+                     ao_sweep_command_name(s->command));
             return AO_EXIT_USAGE;
         }
         for (int v = 0; v < s->axes[a].nvalues; v++) {
@@ -661,6 +695,8 @@ int ao_sweep_spec_check(const ao_sweep_spec *s)
     int rc;
     if (s->command == AO_SWEEP_TRAIN) {
         rc = check_train_axes(s);
+    } else if (s->command == AO_SWEEP_QUEUES) {
+        rc = check_flag_axes(s, queues_keys);
     } else {
         const char **keys = flag_axis_keys(s->command);
         rc = check_flag_axes(s, keys);
@@ -676,10 +712,12 @@ int ao_sweep_spec_check(const ao_sweep_spec *s)
         }
     }
     const char *const *metrics = ao_sweep_metric_columns(s->command);
-    if (!in_list(metrics, s->metric)) {
+    for (int m = -1; m < s->nmore_metrics; m++) {
+        const char *name = m < 0 ? s->metric : s->more_metrics[m];
+        if (in_list(metrics, name)) continue;
         char *allowed = join(metrics, ", ");
         ao_error(s->metric_where ? s->metric_where : s->path,
-                 "'%s' is not a metric of %s sweeps; allowed: %s", s->metric,
+                 "'%s' is not a metric of %s sweeps; allowed: %s", name,
                  ao_sweep_command_name(s->command), allowed);
         free(allowed);
         return AO_EXIT_USAGE;
@@ -732,6 +770,7 @@ static int skipped(const ao_sweep_plan *p, const ao_sweep_group *g, const char *
 
 static int is_merged_axis(const ao_sweep_spec *s, int a)
 {
+    if (s->command == AO_SWEEP_QUEUES) return strcmp(s->axes[a].key, "streams") == 0;
     return s->command == AO_SWEEP_COLL &&
            (strcmp(s->axes[a].key, "size") == 0 || strcmp(s->axes[a].key, "--coll") == 0);
 }
@@ -959,6 +998,23 @@ static int is_size_flag(const char *a)
     return 0;
 }
 
+/* The distinct values of axis `a` over a launch's points, in order, joined by
+ * commas (a merged axis' list: coll's --coll, queues' --streams). */
+static char *launch_values(const ao_sweep_plan *p, const ao_sweep_launch *l, int a)
+{
+    char *list = ao_strdup("");
+    for (int j = 0; j < l->npoints; j++) {
+        const char *v = p->points[l->points[j]].values[a];
+        int seen = 0;
+        for (int k = 0; k < j; k++) seen |= strcmp(p->points[l->points[k]].values[a], v) == 0;
+        if (seen) continue;
+        char *next = ao_asprintf("%s%s%s", list, *list ? "," : "", v);
+        free(list);
+        list = next;
+    }
+    return list;
+}
+
 char **ao_sweep_launch_argv(const ao_sweep_plan *p, int li, const char *result,
                             const char *run_name)
 {
@@ -974,9 +1030,13 @@ char **ao_sweep_launch_argv(const ao_sweep_plan *p, int li, const char *result,
         push(&argv, &n, ao_strdup(s->config));
     }
     int sa = s->command == AO_SWEEP_COLL ? ao_sweep_axis_index(s, "size") : -1;
+    int qa = s->command == AO_SWEEP_QUEUES ? ao_sweep_axis_index(s, "streams") : -1;
     for (int i = 0; i < s->nargs; i++) {
-        /* A size axis replaces the fixed -b/-e/-f/-i (and the value after each). */
-        if (sa >= 0 && is_size_flag(s->args[i])) {
+        /* A size axis replaces the fixed -b/-e/-f/-i (and the value after each),
+         * a streams axis queues' --streams. */
+        if ((sa >= 0 && is_size_flag(s->args[i])) ||
+            (qa >= 0 &&
+             (strcmp(s->args[i], "--streams") == 0 || ao_starts_with(s->args[i], "--streams=")))) {
             if (!strchr(s->args[i], '=')) i++;
             continue;
         }
@@ -985,7 +1045,9 @@ char **ao_sweep_launch_argv(const ao_sweep_plan *p, int li, const char *result,
     for (int a = 0; a < s->naxes; a++) {
         const char *key = s->axes[a].key;
         if (strcmp(key, "nproc") == 0 || is_merged_axis(s, a)) continue;
-        if (s->command == AO_SWEEP_TRAIN && key[0] != '-') {
+        if (s->command == AO_SWEEP_QUEUES && strcmp(key, "workload") == 0) {
+            push(&argv, &n, ao_strdup(pt->values[a]));
+        } else if (s->command == AO_SWEEP_TRAIN && key[0] != '-') {
             push(&argv, &n, ao_strdup("--override"));
             push(&argv, &n, ao_asprintf("%s=%s", key, pt->values[a]));
         } else {
@@ -995,18 +1057,8 @@ char **ao_sweep_launch_argv(const ao_sweep_plan *p, int li, const char *result,
     }
     int ca = s->command == AO_SWEEP_COLL ? ao_sweep_axis_index(s, "--coll") : -1;
     if (ca >= 0) {
-        char *list = ao_strdup("");
-        for (int j = 0; j < l->npoints; j++) {
-            const char *c = p->points[l->points[j]].values[ca];
-            int seen = 0;
-            for (int k = 0; k < j; k++) seen |= p->points[l->points[k]].values[ca] == c;
-            if (seen) continue;
-            char *next = ao_asprintf("%s%s%s", list, *list ? "," : "", c);
-            free(list);
-            list = next;
-        }
         push(&argv, &n, ao_strdup("--coll"));
-        push(&argv, &n, list);
+        push(&argv, &n, launch_values(p, l, ca));
     }
     if (sa >= 0) {
         size_t *sz = ao_calloc((size_t)l->npoints, sizeof *sz);
@@ -1021,6 +1073,10 @@ char **ao_sweep_launch_argv(const ao_sweep_plan *p, int li, const char *result,
         push(&argv, &n, ao_strdup(factor ? "-f" : "-i"));
         push(&argv, &n, factor ? ao_asprintf("%ld", factor) : ao_asprintf("%zu", step));
         free(sz);
+    }
+    if (qa >= 0) {
+        push(&argv, &n, ao_strdup("--streams"));
+        push(&argv, &n, launch_values(p, l, qa));
     }
     if (g->nproc > 0) {
         push(&argv, &n, ao_strdup("--nproc"));

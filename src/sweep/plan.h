@@ -1,8 +1,9 @@
 /* `aorta sweep`: the sweep file, its overrides and the plan of launches.
  *
- * A sweep names a command (train, coll, sdma), its fixed arguments, axes
- * (values a point takes: config keys for train, flags for coll/sdma, and
- * `nproc`) and environment variables. Environments are built as:
+ * A sweep names a command (train, coll, sdma, queues), its fixed arguments,
+ * axes (values a point takes: config keys for train, flags for coll/sdma/
+ * queues, queues' `workload` and `streams`, and `nproc`) and environment
+ * variables. Environments are built as:
  *
  *     env:      cartesian product of every variable's values (file order, the
  *               last variable varies fastest);
@@ -18,7 +19,8 @@
  * with the group's environment) where the command can take them in one run:
  * for coll the `size` axis (coll's own -b/-e sweep, when the sizes form a
  * geometric or arithmetic series; else one launch per size) and the `--coll`
- * axis (coll's --coll list). Every other point is its own launch: train would
+ * axis (coll's --coll list), and for queues the `streams` axis (its --streams
+ * list). Every other point is its own launch: train would
  * need a multi-config mode to reuse communicators across configs, and sdma
  * runs one GEMM shape per process.
  *
@@ -31,7 +33,12 @@
 
 #include <stdio.h>
 
-typedef enum ao_sweep_command { AO_SWEEP_TRAIN, AO_SWEEP_COLL, AO_SWEEP_SDMA } ao_sweep_command;
+typedef enum ao_sweep_command {
+    AO_SWEEP_TRAIN,
+    AO_SWEEP_COLL,
+    AO_SWEEP_SDMA,
+    AO_SWEEP_QUEUES
+} ao_sweep_command;
 
 const char *ao_sweep_command_name(ao_sweep_command c);
 
@@ -70,8 +77,10 @@ typedef struct ao_sweep_spec {
     int nenv;
     ao_sweep_zip *zip;
     int nzip;
-    char *metric;
+    char *metric; /* charted; `metric: [a, b]` charts each, a first */
     char *metric_where;
+    char **more_metrics;
+    int nmore_metrics;
     ao_sweep_skip *skips;
     int nskips;
     long max_points; /* refuse plans with more points; 0 = AO_SWEEP_MAX_POINTS */

@@ -16,6 +16,7 @@
 #include "comm/comm.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "core/rundir.h"
 #include "launch/env.h"
 #include "sweep/chart.h"
@@ -43,7 +44,8 @@ static char *strip_dashes(const char *k)
 
 static int metric_precision(const char *key)
 {
-    return strcmp(key, "size") == 0 || strcmp(key, "wrong") == 0 || strcmp(key, "concurrent") == 0
+    return strcmp(key, "size") == 0 || strcmp(key, "wrong") == 0 ||
+                   strcmp(key, "concurrent") == 0 || strcmp(key, "streams") == 0
                ? 0
                : 3;
 }
@@ -138,29 +140,6 @@ static int add_point_row(results *r, int point, const char *run_dir, const char 
 }
 
 /* ---- JSON helpers ------------------------------------------------------------ */
-
-static yajl_val read_json(const char *path, char *err, size_t nerr)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, nerr, "cannot read %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = ao_malloc(cap);
-    size_t got;
-    while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (len + 1 == cap) buf = ao_realloc(buf, cap *= 2);
-    }
-    fclose(f);
-    buf[len] = 0;
-    char why[256] = "";
-    yajl_val v = yajl_tree_parse(buf, why, sizeof why);
-    free(buf);
-    if (!v) snprintf(err, nerr, "%s is not JSON: %s", path, why);
-    return v;
-}
 
 static yajl_val member(yajl_val obj, const char *key)
 {
@@ -286,6 +265,39 @@ static void sdma_row(launch_ctx *c, int pi, yajl_val doc)
     set_metric(c->r, out, "concurrent", num(member(doc, "concurrent_iterations")));
 }
 
+/* queues: a row per stream count of the record the point asked for (all of
+ * them without a streams axis). */
+static void queues_rows(launch_ctx *c, yajl_val doc)
+{
+    const ao_sweep_plan *p = c->r->p;
+    const ao_sweep_launch *l = &p->launches[c->li];
+    int qa = ao_sweep_axis_index(p->spec, "streams");
+    yajl_val res = member(doc, "results");
+    for (int j = 0; j < l->npoints; j++) {
+        int pi = l->points[j], added = 0;
+        if (is_done(c, pi)) continue;
+        for (size_t i = 0; YAJL_IS_ARRAY(res) && i < res->u.array.len; i++) {
+            yajl_val row = res->u.array.values[i], u = member(row, "union");
+            double streams = num(member(row, "streams"));
+            if (qa >= 0 && streams != atof(p->points[pi].values[qa])) continue;
+            int out = add_point_row(c->r, pi, c->run_dir, c->error);
+            set_metric(c->r, out, "streams", streams);
+            yajl_val lat = member(row, "latency_us");
+            set_metric(c->r, out, "latency_mean_us", num(member(lat, "mean")));
+            set_metric(c->r, out, "latency_p50_us", num(member(lat, "p50")));
+            set_metric(c->r, out, "latency_p99_us", num(member(lat, "p99")));
+            set_metric(c->r, out, "throughput_ops_per_s", num(member(row, "throughput_ops_per_s")));
+            set_metric(c->r, out, "scaling_efficiency", num(member(row, "scaling_efficiency")));
+            set_metric(c->r, out, "concurrency", num(member(u, "concurrency")));
+            set_metric(c->r, out, "concurrent_pct", num(member(u, "concurrent_pct")));
+            added++;
+        }
+        if (!added)
+            add_point_row(c->r, pi, c->run_dir,
+                          c->error ? c->error : "no row for this point in the result file");
+    }
+}
+
 static void train_row(launch_ctx *c, int pi, yajl_val doc)
 {
     int out = add_point_row(c->r, pi, c->run_dir, c->error);
@@ -300,7 +312,7 @@ static void collect(launch_ctx *c, const char *result)
     const ao_sweep_plan *p = c->r->p;
     const ao_sweep_launch *l = &p->launches[c->li];
     char why[512] = "";
-    yajl_val doc = read_json(result, why, sizeof why);
+    yajl_val doc = ao_json_read_file(result, why, sizeof why);
     if (doc && p->spec->command == AO_SWEEP_COLL && !YAJL_IS_ARRAY(doc)) {
         snprintf(why, sizeof why, "%s is not a JSON array of rows", result);
         yajl_tree_free(doc);
@@ -314,6 +326,8 @@ static void collect(launch_ctx *c, const char *result)
     }
     if (p->spec->command == AO_SWEEP_COLL) {
         coll_rows(c, doc);
+    } else if (p->spec->command == AO_SWEEP_QUEUES) {
+        queues_rows(c, doc);
     } else {
         for (int j = 0; j < l->npoints; j++) {
             if (is_done(c, l->points[j])) continue;
@@ -598,7 +612,7 @@ static int read_old_json(const char *path, old_row **rows, int *nrows)
 {
     if (access(path, F_OK) != 0) return 0;
     char why[512];
-    yajl_val doc = read_json(path, why, sizeof why);
+    yajl_val doc = ao_json_read_file(path, why, sizeof why);
     if (!doc || !YAJL_IS_ARRAY(doc)) {
         ao_error("--resume", "%s", doc ? "the results file is not a JSON array of rows" : why);
         yajl_tree_free(doc);
@@ -700,15 +714,17 @@ static const char *cell_text(const results *r, int row, int col, char *buf, size
 /* Columns the chart may vary over: axes, variables, and coll's size. The
  * text of each row's cell is read back through a CSV-free path: strings are
  * kept by the table, so the chart uses the axis values from the plan. */
-static void chart(results *r, const ao_sweep_run_opts *o, const char *chart_dir)
+static void chart(results *r, const ao_sweep_run_opts *o, const char *chart_dir, const char *metric,
+                  int first)
 {
-    int mc = col_index(r, r->p->spec->metric), nrows = ao_table_rows(r->t);
+    int mc = col_index(r, metric), nrows = ao_table_rows(r->t);
     int ec = col_index(r, "error");
     int cand[64], nc = 0;
     for (int j = 0; j < r->ncols && nc < 64; j++)
         if (r->role[j] == ROLE_AXIS || r->role[j] == ROLE_ENV ||
             (r->role[j] == ROLE_METRIC &&
-             (strcmp(r->cols[j].key, "size") == 0 || strcmp(r->cols[j].key, "coll") == 0)))
+             (strcmp(r->cols[j].key, "size") == 0 || strcmp(r->cols[j].key, "coll") == 0 ||
+              strcmp(r->cols[j].key, "streams") == 0)))
             if (j != mc) cand[nc++] = j;
     ao_sweep_chart_data d = {.metric = r->cols[mc].key, .title = r->p->spec->name};
     d.nrows = nrows;
@@ -731,8 +747,11 @@ static void chart(results *r, const ao_sweep_run_opts *o, const char *chart_dir)
     base = base ? base + 1 : o->out ? o->out : r->p->spec->name;
     char *stem = ao_strdup(base), *dot = strrchr(stem, '.');
     if (dot && dot != stem) *dot = 0;
-    char *png = ao_asprintf("%s/%s.png", chart_dir, stem);
-    char *svg = ao_asprintf("%s/%s.svg", chart_dir, stem);
+    /* The first metric's chart is STEM.png; each further one STEM_METRIC.png. */
+    char *png = first ? ao_asprintf("%s/%s.png", chart_dir, stem)
+                      : ao_asprintf("%s/%s_%s.png", chart_dir, stem, metric);
+    char *svg = first ? ao_asprintf("%s/%s.svg", chart_dir, stem)
+                      : ao_asprintf("%s/%s_%s.svg", chart_dir, stem, metric);
 #ifdef AORTA_HAVE_CAIRO
     if (ao_sweep_chart_write(&d, png, svg) == 0) fprintf(stderr, "sweep: chart %s, %s\n", png, svg);
 #else
@@ -835,7 +854,11 @@ int ao_sweep_run(const ao_sweep_plan *p, const ao_sweep_run_opts *o)
             cdir = outdir;
         }
         if (!cdir) cdir = work;
-        if (make_dirs(cdir) == 0) chart(&r, o, cdir);
+        if (make_dirs(cdir) == 0) {
+            chart(&r, o, cdir, p->spec->metric, 1);
+            for (int m = 0; m < p->spec->nmore_metrics; m++)
+                chart(&r, o, cdir, p->spec->more_metrics[m], 0);
+        }
         free(outdir);
     }
     free(work);

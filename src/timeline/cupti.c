@@ -1,6 +1,7 @@
 /* The plain C half of timeline/cupti.h: classification, lanes, and turning
  * records into ops; plus, in builds without CUDA, the answers of a CUPTI that
  * is not there. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +101,20 @@ size_t ao_cupti_split(ao_cupti_record *recs, size_t *n, uint64_t t0, uint64_t t1
     *n = kept;
     if (nops) qsort(*ops, nops, sizeof **ops, by_start);
     return nops;
+}
+
+uint64_t ao_cupti_anchor_from_marker(ao_cupti *c, const char *name_part, double a_us, double b_us,
+                                     uint64_t fallback)
+{
+    uint64_t k0 = 0, k1 = 0, at = fallback;
+    uint32_t stream_id = 0;
+    if (ao_cupti_marker(c, name_part, &k0, &k1, &stream_id)) {
+        ao_cupti_set_compute_stream(c, stream_id);
+        double slack_ns = ((b_us - a_us) * 1e3 - (double)(k1 - k0)) / 2;
+        double marker_at_ns = a_us * 1e3 + (slack_ns > 0 ? slack_ns : 0);
+        if ((double)k0 > marker_at_ns) at = k0 - (uint64_t)llround(marker_at_ns);
+    }
+    return at;
 }
 
 #ifndef AORTA_HAVE_CUDA

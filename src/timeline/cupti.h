@@ -59,6 +59,15 @@ void ao_cupti_set_anchor(ao_cupti *c, uint64_t anchor_ns);
  * it also names that stream (ao_cupti_set_compute_stream). */
 int ao_cupti_marker(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint64_t *end_ns,
                     uint32_t *stream_id);
+/* The anchor's time on CUPTI's clock, from a marker kernel (name_part) that
+ * an event pair timed at [a_us, b_us] on the event timeline, the device idle
+ * since: the kernel sits in the middle of the pair's slack (the pair
+ * brackets it with the launch overheads every timed op has, so the clocks
+ * align the way the ops are compared). `fallback` (CUPTI's clock read after
+ * a sync) when CUPTI saw no such kernel. The marker's stream becomes the
+ * compute stream (ao_cupti_set_compute_stream). */
+uint64_t ao_cupti_anchor_from_marker(ao_cupti *c, const char *name_part, double a_us, double b_us,
+                                     uint64_t fallback);
 /* CUPTI's id of the compute stream: its memcpys and memsets are compute. */
 void ao_cupti_set_compute_stream(ao_cupti *c, uint32_t stream_id);
 /* Flush CUPTI and hand out the activities whose midpoint lies in

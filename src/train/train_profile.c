@@ -89,16 +89,8 @@ static uint64_t cupti_anchor(ao_train_profile *p, const ao_timeline *tl, ao_stre
     ao_event_record(b, s);
     ao_stream_sync(s);
     double a_us = ao_timeline_event_us(tl, a), b_us = ao_timeline_event_us(tl, b);
-    uint64_t k0 = 0, k1 = 0, at = fallback;
-    uint32_t stream_id = 0;
-    if (ao_cupti_marker(p->cupti, MARKER_KERNEL, &k0, &k1, &stream_id)) {
-        /* s is the compute stream (ao_train_profile_anchored) */
-        ao_cupti_set_compute_stream(p->cupti, stream_id);
-        double slack_ns = ((b_us - a_us) * 1e3 - (double)(k1 - k0)) / 2;
-        double marker_at_ns = a_us * 1e3 + (slack_ns > 0 ? slack_ns : 0);
-        if ((double)k0 > marker_at_ns) at = k0 - (uint64_t)llround(marker_at_ns);
-    }
-    return at;
+    /* s is the compute stream (ao_train_profile_anchored) */
+    return ao_cupti_anchor_from_marker(p->cupti, MARKER_KERNEL, a_us, b_us, fallback);
 }
 
 void ao_train_profile_anchored(ao_train_profile *p, const ao_timeline *tl, ao_stream *s)

@@ -231,10 +231,47 @@ static void test_bad_files(void **state)
     expect_error("command: coll\nfoo: 1\n", "s.yaml:2: unknown key 'foo'");
     expect_error("axes: {nproc: 2}\n", "no command");
     expect_error("command: sdma\naxes: {nproc: [2]}\n", "sdma runs one process");
+    expect_error("command: queues\naxes: {nproc: [2]}\n", "queues runs one process");
+    expect_error("command: queues\naxes:\n  streams: [65]\n", "s.yaml:3");
+    expect_error("command: queues\naxes:\n  workload: [nope]\n", "s.yaml:3: 'nope'");
+    expect_error("command: queues\nmetric: [latency_p99_us, speed]\n", "'speed' is not a metric");
     expect_error("command: train\naxes:\n  training.batchsize: [8]\n", "s.yaml:3");
     expect_error("command: train\naxes:\n  training.batch_size: [8, many]\n", "s.yaml:3");
     expect_error("command: coll\nenv_zip: []\n", "s.yaml:2: env_zip has no entries");
     expect_error("command: coll\nenv: {1X: [1]}\n", "not an environment variable name");
+}
+
+/* queues: the streams axis is one --streams list per launch (replacing a
+ * fixed one), the workload a positional argument, one launch per
+ * environment; metric may be a list. */
+static void test_queues_argv(void **state)
+{
+    (void)state;
+    static const char text[] = "command: queues\n"
+                               "args: [--streams, 2, --iterations, 5]\n"
+                               "axes:\n"
+                               "  workload: [hetero, tiny]\n"
+                               "  streams: pow2:0:2\n"
+                               "env:\n"
+                               "  CUDA_DEVICE_MAX_CONNECTIONS: [1, 32]\n"
+                               "metric: [latency_p99_us, scaling_efficiency]\n";
+    ao_sweep_spec s;
+    ao_sweep_plan p;
+    assert_int_equal(load(text, NULL, NULL, NULL, &s), 0);
+    assert_string_equal(s.metric, "latency_p99_us");
+    assert_int_equal(s.nmore_metrics, 1);
+    assert_string_equal(s.more_metrics[0], "scaling_efficiency");
+    assert_int_equal(ao_sweep_plan_make(&s, &p), 0);
+    assert_int_equal(p.npoints, 12);
+    assert_int_equal(p.nlaunches, 4);
+    char **argv = ao_sweep_launch_argv(&p, 1, "R", NULL);
+    const char *want[] = {"queues", "--iterations", "5", "tiny", "--streams",
+                          "1,2,4",  "--json",       "R", NULL};
+    for (int i = 0; want[i]; i++) assert_string_equal(argv[i], want[i]);
+    assert_null(argv[8]);
+    ao_sweep_argv_free(argv);
+    ao_sweep_plan_free(&p);
+    ao_sweep_spec_free(&s);
 }
 
 static void test_train_argv(void **state)
@@ -357,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_skip),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_train_argv),
+        cmocka_unit_test(test_queues_argv),
         cmocka_unit_test(test_run_env_only_in_children),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
