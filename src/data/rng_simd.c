@@ -171,11 +171,9 @@ AO_INLINE void normals_body(float *out, size_t nblocks, ao_rng_stream s, uint64_
         philox(c0, c1, c2, c3, s, first + i);
         double ye[AO_LANES], yo[AO_LANES];
         uint64_t fe[AO_LANES], fo[AO_LANES], any = 0;
-        for (int l = 0; l < AO_LANES; l++) {
-            ye[l] = ao_bm_fast(c0[l], c1[l], &fe[l]);
-            yo[l] = ao_bm_fast(c2[l], c3[l], &fo[l]);
-            any |= fe[l] | fo[l];
-        }
+        for (int l = 0; l < AO_LANES; l++) ye[l] = ao_bm_fast(c0[l], c1[l], &fe[l]);
+        for (int l = 0; l < AO_LANES; l++) yo[l] = ao_bm_fast(c2[l], c3[l], &fo[l]);
+        for (int l = 0; l < AO_LANES; l++) any |= fe[l] | fo[l];
         float *o = out + 2 * i;
         for (int l = 0; l < AO_LANES; l++) {
             o[2 * l] = (float)ye[l];
