@@ -23,9 +23,8 @@
  * itself, each reduction is issued in place (the collective then moves no
  * bytes), and GFULL := 0 once, first in the next training iteration (after
  * the update read it), instead of after each reduction. A shard group of one rank gathers in place:
- * each unit keeps its own buffer whose wire is its slice of Pw. On 1xH200 the copies and memsets
- * this saves were ~8.8 GB of device memory traffic a large step, run by the
- * SMs beside the compute (bench/RESULTS.md, session 11).
+ * each unit keeps its own buffer whose wire is its slice of Pw. The copies and memsets this saves
+ * are device memory traffic the SMs would run beside the compute (bench/RESULTS.md).
  *
  * Pool slots and deferral: an all-gather into a slot waits on the device for
  * the compute stream to reach the point where the host issued it, which comes
@@ -40,11 +39,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "engine/engine_backend.h"
 #include "engine/shard.h"
+#include "engine/test_hooks.h"
 #include "model/ops_ref.h"
+#include "runtime/backend_table.h"
 
 enum { LANE_AG, LANE_RS, LANE_AR, NLANES };
 
@@ -124,8 +126,8 @@ struct ao_engine {
     int ngroups;
     /* [ngroups]: each group's share of the squared gradient norm, summed on
      * its reduction stream once final, beside the backward: the clip then
-     * adds ngroups numbers instead of reading every gradient (0.40 ms of a
-     * large step on 1xH200, bench/RESULTS.md session 11). */
+     * adds ngroups numbers instead of reading every gradient on the
+     * critical path (bench/RESULTS.md). */
     double *group_sq;
     ao_event *opt_done, *sq_ready, *sum_ready;
     ao_event *fetch_go;  /* compute's point where the next batch is fetched */
@@ -159,6 +161,8 @@ struct ao_engine {
     const ao_batch *pend_batch;
     ao_event *pend_ready;
     size_t batch_bytes;
+    double data_wait_ms; /* host wait for the loader since ao_engine_take_data_wait_ms */
+    int test_slow_ms;    /* AORTA_TEST_SLOW_RANK: this rank's planted delay (tests only) */
 };
 
 const char *ao_phase_name(ao_phase p)
@@ -232,9 +236,8 @@ static void coll_end(ao_engine *e, ao_comm *c, int op)
 /* A compute op begins only once the all-gathers issued at its boundary have
  * reached their kernels. The forward's first kernels are GEMMs whose
  * persistent grid fills every SM; an all-gather launched a few µs after one
- * (its stream has a wait, the hold and its start event to get through) waited
- * up to 270 µs for SMs on 2xH200 while its event pair ran: one wait a step in
- * ~3 (bench/RESULTS.md, session 10). The compute stream waits for what it
+ * (its stream has a wait, the hold and its start event to get through) can
+ * wait for SMs while its event pair runs (bench/RESULTS.md). The compute stream waits for what it
  * waited for anyway, the previous gather on that stream (wait_gather), plus
  * those few µs. Not inside the op's event pair. */
 static int compute_begin(ao_engine *e, const char *name, int unit)
@@ -476,19 +479,15 @@ static void make_buffers(ao_engine *e)
 /* ---- create / destroy ---------------------------------------------------- */
 
 /* The backends with engine kernels. */
-static const struct ao_engine_backend *const engine_backends[] = {
-    &ao_engine_cpu_backend,
-#ifdef AORTA_HAVE_CUDA
-    &ao_engine_cuda_backend,
-#endif
-};
+static const struct ao_engine_backend *const engine_backends[] = AO_BACKEND_LIST(ao_engine);
+_Static_assert(offsetof(struct ao_engine_backend, device_backend) == 0, "backend_table.h");
 
 static const struct ao_engine_backend *backend_for(ao_device *dev)
 {
-    const char *name = ao_device_backend(dev);
-    for (size_t i = 0; i < sizeof engine_backends / sizeof engine_backends[0]; i++)
-        if (strcmp(engine_backends[i]->device_backend, name) == 0) return engine_backends[i];
-    ao_error("train", "the sharding engine has no kernels for the %s backend in this build", name);
+    const struct ao_engine_backend *backend = AO_BACKEND_FIND(engine_backends, dev);
+    if (backend) return backend;
+    ao_error("train", "the sharding engine has no kernels for the %s backend in this build",
+             ao_device_backend(dev));
     ao_hint("use --backend cpu");
     return NULL;
 }
@@ -586,6 +585,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     e->nunits = ao_model_units(&e->shape);
     e->nlayers = e->nunits - 1;
     e->pend_step = -1;
+    e->test_slow_ms = ao_test_slow_rank_ms(e->rank);
     if (e->backend->set_dependent_launch)
         e->backend->set_dependent_launch(ao_engine_compute_alone(cfg, e->world));
     e->hp = (ao_adamw_hparams){.beta1 = (float)cfg->optimizer.betas[0],
@@ -739,9 +739,9 @@ static int try_gather(ao_engine *e, int u, const micro_ctx *x)
     uint64_t bytes = ao_coll_bytes(AO_ALLGATHER, sp->shard, e->gather_type, ao_comm_size(c));
     int op = coll_begin(e, c, ln->sid, AO_KIND_ALLGATHER, "allgather", u, bytes);
     /* comm_only: no op follows to wait. A one-rank gather is a copy on a
-     * copy engine, which needs no SMs: nothing to make room for, and on
-     * 1xH200 waiting for its start held each layer's compute until the copy
-     * had finished (bench/RESULTS.md, session 11). */
+     * copy engine, which needs no SMs: nothing to make room for, and waiting
+     * for its start would hold each layer's compute until the copy has
+     * finished. */
     if (x->do_compute && ao_comm_size(c) > 1) {
         e->gather_started = ao_timeline_op_start(e->tl, op);
         if (!e->gather_started) {
@@ -887,6 +887,14 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase, int final)
 static void fetch(ao_engine *e, int64_t step, int micro)
 {
     ao_stream_wait_event(e->streams[AO_STREAM_H2D], compute_point(e, e->fetch_go));
+    /* The host's wait for the loader is its own number (data_wait_ms), and
+     * outside the copy's event pair: the h2d op times the copy only. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ao_loader_prepare(e->loader, step, micro);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    e->data_wait_ms +=
+        (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     int op = op_begin(e, AO_STREAM_H2D, AO_CLASS_COPY, AO_KIND_NONE, "h2d", -1, e->batch_bytes);
     e->pend_batch = ao_loader_next(e->loader, step, micro, &e->pend_ready);
     ao_timeline_op_end(e->tl, op);
@@ -921,6 +929,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
     wait_gather(e, 0);
     if (x->do_compute) {
         op = compute_begin(e, "forward", 0);
+        if (e->test_slow_ms) ao_test_slow_enqueue(cs, e->test_slow_ms);
         cast_gathered(e, 0);
         ao_model_forward_input(e->model, cs, e->units[0].params, b, x->data_step);
         compute_end(e, op);
@@ -1131,6 +1140,13 @@ void ao_engine_barrier(ao_engine *e)
     ao_allreduce(ar->world, d, d + 1, 1, AO_F64, AO_SUM);
     ao_stream_sync(ar->s);
     ao_dev_free(e->dev, d);
+}
+
+double ao_engine_take_data_wait_ms(ao_engine *e)
+{
+    double ms = e->data_wait_ms;
+    e->data_wait_ms = 0;
+    return ms;
 }
 
 int64_t ao_engine_step_samples(const ao_engine *e)

@@ -25,8 +25,8 @@
  * (accumulation, norm, AdamW) come from the device backend's table
  * (engine_backend.h: cpu closures, cuda kernels); a backend without one is
  * refused at create. */
-#ifndef AORTA_WORKLOAD_ENGINE_H
-#define AORTA_WORKLOAD_ENGINE_H
+#ifndef AORTA_ENGINE_ENGINE_H
+#define AORTA_ENGINE_ENGINE_H
 
 #include <stdint.h>
 
@@ -114,6 +114,10 @@ void ao_engine_scalars(ao_engine *e, int64_t iter, ao_step_scalars *out);
 void ao_engine_finish(ao_engine *e);
 /* All ranks meet (a small all-reduce), after ao_engine_finish. */
 void ao_engine_barrier(ao_engine *e);
+
+/* Host milliseconds spent waiting for the data loader since the last call
+ * (the iterations issued since then); resets the count. */
+double ao_engine_take_data_wait_ms(ao_engine *e);
 
 /* Global samples and tokens of one step (ranks x batch x accumulation (x T)). */
 int64_t ao_engine_step_samples(const ao_engine *e);

@@ -169,6 +169,109 @@ static void comparison_section(buf *b, const ao_comparison *c)
     puts_(b, "</section>\n");
 }
 
+/* A number member of a JSON object; NAN when absent or null. */
+static double jnum(yajl_val obj, const char *key)
+{
+    yajl_val v = ao_json_member(obj, key);
+    return YAJL_IS_NUMBER(v) ? ao_json_number(v) : NAN;
+}
+
+static const char *jstr(yajl_val obj, const char *key)
+{
+    yajl_val v = ao_json_member(obj, key);
+    return YAJL_IS_STRING(v) ? YAJL_GET_STRING(v) : "";
+}
+
+static void cell(buf *b, double v)
+{
+    puts_(b, "<td>");
+    num(b, v);
+    puts_(b, "</td>");
+}
+
+/* What `aorta analyze` adds for a job's own traces: HTA's numbers per rank,
+ * idle split, exposure per collective kind, the slowest rank of each step,
+ * the top kernels. */
+static void analyze_section(buf *b, yajl_val a, size_t idx)
+{
+    yajl_val ranks = ao_json_member(a, "ranks"), steps = ao_json_member(a, "steps");
+    if (!YAJL_IS_ARRAY(ranks)) return;
+    puts_(b, "<h3>Trace analysis (");
+    esc(b, jstr(a, "format"));
+    puts_(b, " traces)</h3>\n<p class=\"note\">Whole trace per rank. Overlap, idle, compute and "
+             "non-compute follow Holistic Trace Analysis's conventions (its "
+             "get_comm_comp_overlap and get_temporal_breakdown); host wait is idle time after "
+             "which the next kernel's launch came after the device had run dry.</p>\n");
+    printf_(b,
+            "<table id=\"analyze-%zu\"><thead><tr><th class=\"k\">rank</th><th>overlap %%</th>"
+            "<th>idle (us)</th><th>compute (us)</th><th>non-compute (us)</th><th>kernel (us)</th>"
+            "<th>host wait (ms)</th><th>other idle (ms)</th><th>exposed comm (ms)</th>"
+            "<th class=\"k\">exposed by kind (ms)</th></tr></thead><tbody>\n",
+            idx);
+    for (size_t i = 0; i < ranks->u.array.len; i++) {
+        yajl_val r = ranks->u.array.values[i], h = ao_json_member(r, "hta"),
+                 t = ao_json_member(r, "total");
+        printf_(b, "<tr><td class=\"k\">%g</td>", jnum(r, "rank"));
+        cell(b, jnum(h, "comm_comp_overlap_pctg"));
+        cell(b, jnum(h, "idle_time_us"));
+        cell(b, jnum(h, "compute_time_us"));
+        cell(b, jnum(h, "non_compute_time_us"));
+        cell(b, jnum(h, "kernel_time_us"));
+        cell(b, jnum(t, "host_wait_ms"));
+        cell(b, jnum(t, "idle_other_ms"));
+        cell(b, jnum(t, "exposed_comm_ms"));
+        puts_(b, "<td class=\"k\">");
+        yajl_val k = ao_json_member(t, "exposed_by_kind_ms");
+        for (size_t j = 0; YAJL_IS_OBJECT(k) && j < k->u.object.len; j++) {
+            double v = ao_json_number(k->u.object.values[j]);
+            if (!(v > 0)) continue;
+            esc(b, k->u.object.keys[j]);
+            printf_(b, " %.3f ", v);
+        }
+        puts_(b, "</td></tr>\n");
+    }
+    puts_(b, "</tbody></table>\n");
+    if (YAJL_IS_ARRAY(steps) && steps->u.array.len) {
+        printf_(b,
+                "<table id=\"slowest-%zu\"><thead><tr><th class=\"k\">step</th>"
+                "<th>slowest rank</th><th>its step (ms)</th><th>fastest rank</th>"
+                "<th>slower by (ms)</th></tr></thead><tbody>\n",
+                idx);
+        for (size_t i = 0; i < steps->u.array.len; i++) {
+            yajl_val st = steps->u.array.values[i];
+            printf_(b, "<tr><td class=\"k\">%g</td><td>%g</td>", jnum(st, "step"),
+                    jnum(st, "slowest_rank"));
+            cell(b, jnum(st, "slowest_step_ms"));
+            printf_(b, "<td>%g</td>", jnum(st, "fastest_rank"));
+            cell(b, jnum(st, "slowest_step_ms") - jnum(st, "fastest_step_ms"));
+            puts_(b, "</tr>\n");
+        }
+        puts_(b, "</tbody></table>\n");
+    }
+    for (size_t i = 0; i < ranks->u.array.len; i++) {
+        yajl_val r = ranks->u.array.values[i], ks = ao_json_member(r, "kernels");
+        if (!YAJL_IS_ARRAY(ks)) continue;
+        printf_(b,
+                "<table id=\"kernels-%zu-%zu\"><thead><tr><th class=\"k\">rank %g: top kernels"
+                "</th><th class=\"k\">class</th><th>count</th><th>total (us)</th><th>max (us)"
+                "</th></tr></thead><tbody>\n",
+                idx, i, jnum(r, "rank"));
+        for (size_t j = 0; j < ks->u.array.len && j < 10; j++) {
+            yajl_val k = ks->u.array.values[j];
+            puts_(b, "<tr><td class=\"k\">");
+            esc(b, jstr(k, "name"));
+            puts_(b, "</td><td class=\"k\">");
+            esc(b, jstr(k, "class"));
+            puts_(b, "</td>");
+            printf_(b, "<td>%g</td>", jnum(k, "count"));
+            cell(b, jnum(k, "total_us"));
+            cell(b, jnum(k, "max_us"));
+            puts_(b, "</tr>\n");
+        }
+        puts_(b, "</tbody></table>\n");
+    }
+}
+
 static void label_section(buf *b, const ao_summary *s, size_t idx)
 {
     puts_(b, "<section class=\"label\"><h2>");
@@ -261,6 +364,7 @@ static void label_section(buf *b, const ao_summary *s, size_t idx)
         }
         puts_(b, "</tbody></table>\n");
     }
+    if (s->analyze) analyze_section(b, s->analyze, idx);
     puts_(b, "</section>\n");
 }
 

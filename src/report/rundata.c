@@ -20,6 +20,7 @@
 typedef enum msrc {
     SRC_OVERLAP,      /* a double field of ao_overlap at `off` */
     SRC_COMPUTE_KIND, /* compute_kind_ms[idx] */
+    SRC_EXPOSED_KIND, /* exposed_kind_ms[idx]; older records: busy - compute (an upper bound) */
     SRC_BUSBW,        /* kinds[idx].busbw_gbps, NAN when the kind ran no op */
     SRC_COLL_BUSY,    /* kinds[idx].busy_ms, NAN when the kind ran no op */
     SRC_STREAM_BUSY,  /* streams[idx].busy_ms */
@@ -58,6 +59,10 @@ static const metric metrics[] = {
     OVF(overlap_ms, "ms", AO_BETTER_HIGHER, 1),
     OVF(exposed_comm_ms, "ms", AO_BETTER_LOWER, 1),
     OVF(idle_ms, "ms", AO_BETTER_LOWER, 1),
+    OVF(host_wait_ms, "ms", AO_BETTER_LOWER, 0),
+    RECF(data_wait_ms, "ms", AO_BETTER_LOWER, 0),
+    RECF(mem_peak_mb, "MiB", AO_BETTER_LOWER, 0),
+    RECF(host_gap_ms, "ms", AO_BETTER_LOWER, 0),
     OVF(overlap_ratio, "ratio", AO_BETTER_HIGHER, 1),
     OVF(compute_covered_ratio, "ratio", AO_BETTER_HIGHER, 1),
     OVF(overlap_efficiency, "ratio", AO_BETTER_HIGHER, 1),
@@ -66,6 +71,11 @@ static const metric metrics[] = {
         AO_KIND_REDUCESCATTER),
     IDX("compute_allreduce_ms", "ms", AO_BETTER_HIGHER, 0, SRC_COMPUTE_KIND, AO_KIND_ALLREDUCE),
     IDX("compute_broadcast_ms", "ms", AO_BETTER_HIGHER, 0, SRC_COMPUTE_KIND, AO_KIND_BROADCAST),
+    IDX("exposed_allgather_ms", "ms", AO_BETTER_LOWER, 0, SRC_EXPOSED_KIND, AO_KIND_ALLGATHER),
+    IDX("exposed_reducescatter_ms", "ms", AO_BETTER_LOWER, 0, SRC_EXPOSED_KIND,
+        AO_KIND_REDUCESCATTER),
+    IDX("exposed_allreduce_ms", "ms", AO_BETTER_LOWER, 0, SRC_EXPOSED_KIND, AO_KIND_ALLREDUCE),
+    IDX("exposed_broadcast_ms", "ms", AO_BETTER_LOWER, 0, SRC_EXPOSED_KIND, AO_KIND_BROADCAST),
     IDX("busbw_allgather_gbps", "GB/s", AO_BETTER_HIGHER, 1, SRC_BUSBW, AO_KIND_ALLGATHER),
     IDX("busbw_reducescatter_gbps", "GB/s", AO_BETTER_HIGHER, 1, SRC_BUSBW, AO_KIND_REDUCESCATTER),
     IDX("busbw_allreduce_gbps", "GB/s", AO_BETTER_HIGHER, 1, SRC_BUSBW, AO_KIND_ALLREDUCE),
@@ -111,6 +121,11 @@ double ao_metric_value(size_t i, const ao_iter_record *r)
         return *(const double *)((const char *)r + m->off);
     case SRC_COMPUTE_KIND:
         return r->m.kinds[m->idx].ops > 0 ? r->m.compute_kind_ms[m->idx] : NAN;
+    case SRC_EXPOSED_KIND:
+        if (r->m.kinds[m->idx].ops == 0) return NAN;
+        return isnan(r->m.exposed_kind_ms[m->idx])
+                   ? r->m.kinds[m->idx].busy_ms - r->m.compute_kind_ms[m->idx]
+                   : r->m.exposed_kind_ms[m->idx];
     case SRC_BUSBW:
         return r->m.kinds[m->idx].ops > 0 ? r->m.kinds[m->idx].busbw_gbps : NAN;
     case SRC_COLL_BUSY:
@@ -400,15 +415,16 @@ void ao_run_dirs_free(char **dirs, size_t n)
     free(dirs);
 }
 
-static int load_run_json(const char *dir, yajl_val *out)
+/* The parsed JSON of path, NULL when it cannot be opened (*missing set) or
+ * does not parse (err holds why). */
+static yajl_val read_json_file(const char *path, char *err, size_t errlen, int *missing)
 {
-    *out = NULL;
-    char *path = ao_asprintf("%s/%s", dir, AO_RUN_JSON);
+    *missing = 0;
+    err[0] = '\0';
     FILE *f = fopen(path, "rb");
     if (!f) {
-        ao_warn("%s: no run.json; the configuration and environment are unknown", dir);
-        free(path);
-        return 0;
+        *missing = 1;
+        return NULL;
     }
     size_t cap = 1 << 16, len = 0, got;
     char *buf = ao_malloc(cap);
@@ -418,12 +434,25 @@ static int load_run_json(const char *dir, yajl_val *out)
     }
     fclose(f);
     buf[len] = '\0';
-    char err[256];
-    *out = yajl_tree_parse(buf, err, sizeof err);
+    yajl_val v = yajl_tree_parse(buf, err, errlen);
     free(buf);
+    err[strcspn(err, "\n")] = '\0';
+    return v;
+}
+
+static int load_run_json(const char *dir, yajl_val *out)
+{
+    char *path = ao_asprintf("%s/%s", dir, AO_RUN_JSON);
+    char err[256];
+    int missing;
+    *out = read_json_file(path, err, sizeof err, &missing);
+    if (missing) {
+        ao_warn("%s: no run.json; the configuration and environment are unknown", dir);
+        free(path);
+        return 0;
+    }
     int rc = 0;
     if (!*out || !YAJL_IS_OBJECT(*out)) {
-        err[strcspn(err, "\n")] = '\0';
         ao_error(path, "not a JSON object: %s", *out ? "another JSON value" : err);
         rc = AO_EXIT_USAGE;
     } else {
@@ -440,6 +469,23 @@ static int load_run_json(const char *dir, yajl_val *out)
     }
     free(path);
     return rc;
+}
+
+/* summary.json when it holds aorta analyze's "analyze" block; an unreadable
+ * one only loses that block (the report recomputes the rest). */
+static yajl_val load_analyze_summary(const char *dir)
+{
+    char *path = ao_asprintf("%s/%s", dir, AO_RUN_SUMMARY);
+    char err[256];
+    int missing;
+    yajl_val v = read_json_file(path, err, sizeof err, &missing);
+    if (!missing && !v) ao_warn("%s: not JSON (%s); its trace analysis is left out", path, err);
+    free(path);
+    if (v && !YAJL_IS_OBJECT(ao_json_member(v, "analyze"))) {
+        yajl_tree_free(v);
+        v = NULL;
+    }
+    return v;
 }
 
 yajl_val ao_run_config_value(const ao_run_data *r, const char *key)
@@ -521,6 +567,7 @@ int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out)
         return AO_EXIT_USAGE;
     }
     if (load_run_json(dir, &out->run) != 0) return AO_EXIT_USAGE;
+    out->summary = load_analyze_summary(dir);
     yajl_val id = ao_run_config_value(out, "run_id");
     if (YAJL_IS_STRING(id)) {
         out->run_id = ao_strdup(id->u.string);
@@ -625,6 +672,7 @@ void ao_run_free(ao_run_data *r)
     }
     free(r->ranks);
     if (r->run) yajl_tree_free(r->run);
+    if (r->summary) yajl_tree_free(r->summary);
     free(r->dir);
     free(r->run_id);
     memset(r, 0, sizeof *r);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include <yajl/yajl_gen.h>
+#include <yajl/yajl_tree.h>
 
 #include "core/metrics.h"
 #include "core/stats.h"
@@ -55,6 +56,9 @@ typedef struct ao_summary {
     size_t ntelemetry;
     ao_knob *knobs; /* of the first run */
     size_t nknobs;
+    /* Borrowed from the first run (lives as long as it): summary.json's
+     * "analyze" block of an `aorta analyze` run, else NULL. */
+    yajl_val analyze;
 } ao_summary;
 
 /* Summarize the runs of one label. Returns 0, or AO_EXIT_USAGE after one

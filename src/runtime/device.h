@@ -2,7 +2,7 @@
  * the CPU standing in for one), behind one small interface.
  *
  * No CUDA/HIP header is included here or by any user of this header. A backend
- * (runtime/cpu.c, runtime/cuda.c) fills in a `struct ao_device_ops`; the
+ * (runtime/device_cpu.c, runtime/device_cuda.c) fills in a `struct ao_device_ops`; the
  * functions below dispatch through it.
  *
  * Failures of the device itself (a CUDA call that fails mid-run, an allocation
@@ -91,6 +91,10 @@ void ao_device_sync(ao_device *dev);
 
 void *ao_dev_alloc(ao_device *dev, size_t bytes);
 void ao_dev_free(ao_device *dev, void *p);
+/* Device memory this process allocated through ao_dev_alloc: in use now and
+ * the high-water mark since open. Returns 0, or -1 when the backend does not
+ * count (both then 0). */
+int ao_dev_mem_usage(ao_device *dev, size_t *in_use, size_t *peak);
 /* Page-locked host memory (plain malloc on cpu). */
 void *ao_host_alloc(ao_device *dev, size_t bytes);
 void ao_host_free(ao_device *dev, void *p);
@@ -200,7 +204,7 @@ typedef struct ao_gemm_desc {
  * the GEMMs (no collective overlaps them), so cuBLASLt may pick kernels that
  * assume every SM (a static tile schedule: no workspace, so no memset before
  * each launch; they lose to its dynamic schedule when a collective holds
- * SMs, bench/RESULTS.md session 8). Ignored by the cpu backend, which says so
+ * SMs, bench/RESULTS.md). Ignored by the cpu backend, which says so
  * once for chunks and SMs. */
 void ao_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target, int alone);
 void ao_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d);
@@ -230,6 +234,7 @@ struct ao_device_ops {
     void (*sync)(ao_device *);
     void *(*dev_alloc)(ao_device *, size_t);
     void (*dev_free)(ao_device *, void *);
+    void (*mem_usage)(ao_device *, size_t *, size_t *); /* NULL: not counted */
     void *(*host_alloc)(ao_device *, size_t);
     void (*host_free)(ao_device *, void *);
     void (*memset_async)(ao_device *, void *, int, size_t, ao_stream *);
