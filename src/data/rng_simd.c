@@ -249,15 +249,13 @@ int ao_rng_simd_supported(enum ao_rng_simd v)
     }
 }
 
+/* Not cached: __builtin_cpu_supports reads a flag set at start-up, and loader
+ * workers call this concurrently. */
 enum ao_rng_simd ao_rng_simd_best(void)
 {
-    static enum ao_rng_simd best = AO_RNG_SIMD_COUNT; /* racy first use is benign */
-    if (best == AO_RNG_SIMD_COUNT) {
-        enum ao_rng_simd b = AO_RNG_SIMD_GENERIC;
-        for (int v = AO_RNG_SIMD_GENERIC + 1; v < AO_RNG_SIMD_COUNT; v++)
-            if (ao_rng_simd_supported((enum ao_rng_simd)v)) b = (enum ao_rng_simd)v;
-        best = b;
-    }
+    enum ao_rng_simd best = AO_RNG_SIMD_GENERIC;
+    for (int v = AO_RNG_SIMD_GENERIC + 1; v < AO_RNG_SIMD_COUNT; v++)
+        if (ao_rng_simd_supported((enum ao_rng_simd)v)) best = (enum ao_rng_simd)v;
     return best;
 }
 
