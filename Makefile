@@ -20,9 +20,10 @@ $(BUILD)/CMakeCache.txt:
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job on the best backend present (GPU if any, else CPU).
-run: deps build
-	scripts/run-main.sh $(BUILD)/aorta $(RUN_ARGS)
+# The main job on the best backend present (GPU if any, else CPU): only the
+# aorta binary is built (CUDA only with a GPU), one progress line per stage.
+run:
+	@scripts/make-run.sh $(BUILD) $(JOBS) $(RUN_ARGS)
 
 # -Werror, ASan and UBSan on the host code, then every test (GPU tests report
 # "skipped" where no GPU is visible).

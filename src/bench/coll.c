@@ -94,6 +94,7 @@ int ao_coll_size_list(size_t min, size_t max, long factor, size_t step, size_t *
         }
         sizes = ao_realloc(sizes, (size_t)(n + 1) * sizeof *sizes);
         sizes[n++] = s;
+        if (s == max) break; /* also ends -b 0 -e 0, which a factor never grows */
         /* Stop before the next size passes max or overflows size_t. */
         if (factor) {
             if (s > max / (size_t)factor) break;
@@ -197,6 +198,31 @@ double ao_algbw_gbps(size_t bytes, double time_us)
     return (double)bytes / (time_us * 1e-6) / 1e9;
 }
 
+/* Axes: not the sizes (a sweep's `size` axis sets them), the output files,
+ * the rendezvous or nproc (the sweep's own). */
+const ao_bench_flag ao_coll_flags[AO_COLL_NFLAGS] = {
+    [AO_COLL_F_COLL] = {{"--coll"}, 1},
+    [AO_COLL_F_MINBYTES] = {{"-b", "--minbytes"}, 0},
+    [AO_COLL_F_MAXBYTES] = {{"-e", "--maxbytes"}, 0},
+    [AO_COLL_F_STEPFACTOR] = {{"-f", "--stepfactor"}, 0},
+    [AO_COLL_F_STEPBYTES] = {{"-i", "--stepbytes"}, 0},
+    [AO_COLL_F_ITERS] = {{"-n", "--iters"}, 1},
+    [AO_COLL_F_WARMUP] = {{"-w", "--warmup", "--warmup_iters"}, 1},
+    [AO_COLL_F_DTYPE] = {{"-d", "--dtype", "--datatype"}, 1},
+    [AO_COLL_F_OP] = {{"-o", "--op"}, 1},
+    [AO_COLL_F_CHECK] = {{"-c", "--check"}, 1},
+    [AO_COLL_F_AVERAGE] = {{"-a", "--average"}, 1},
+    [AO_COLL_F_ROOT] = {{"-r", "--root"}, 1},
+    [AO_COLL_F_JSON] = {{"--json"}, 0},
+    [AO_COLL_F_CSV] = {{"--csv"}, 0},
+    [AO_COLL_F_RDZV_FILE] = {{"--rdzv-file"}, 0},
+    [AO_COLL_F_MIN_CTAS] = {{"--min-ctas"}, 1},
+    [AO_COLL_F_MAX_CTAS] = {{"--max-ctas"}, 1},
+    [AO_COLL_F_NPROC] = {{"--nproc"}, 0},
+    [AO_COLL_F_BACKEND] = {{"--backend"}, 1},
+    [AO_COLL_F_WITH_COMPUTE] = {{"--with-compute"}, 1},
+};
+
 int ao_coll_bench_validate(const ao_coll_bench_opts *o, int nranks)
 {
     int rooted = 0, reducing = 0;
@@ -208,6 +234,9 @@ int ao_coll_bench_validate(const ao_coll_bench_opts *o, int nranks)
         ao_error("--root", "rank %d does not exist; there are %d ranks", o->root, nranks);
         return -1;
     }
+    size_t *sizes = NULL;
+    if (ao_coll_size_list(o->min_bytes, o->max_bytes, o->factor, o->step, &sizes) < 0) return -1;
+    free(sizes);
     const char *comm = ao_comm_backend_for(o->backend);
     if (reducing && comm && strcmp(comm, "mpi") == 0 &&
         (o->dtype == AO_F16 || o->dtype == AO_BF16)) {

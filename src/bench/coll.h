@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "bench/values.h"
 #include "comm/comm.h"
 #include "runtime/device.h"
 
@@ -34,6 +35,32 @@ int ao_coll_list_parse(const char *flag, const char *s, ao_coll out[AO_NCOLLS], 
  * printing why (min > max, factor 1, a zero start with a factor, a step of 0,
  * more than AO_COLL_MAX_SIZES sizes). */
 #define AO_COLL_MAX_SIZES 4096
+/* coll's flags with a value, indexed by ao_coll_flag (see ao_bench_flag). */
+typedef enum ao_coll_flag {
+    AO_COLL_F_COLL,
+    AO_COLL_F_MINBYTES,
+    AO_COLL_F_MAXBYTES,
+    AO_COLL_F_STEPFACTOR,
+    AO_COLL_F_STEPBYTES,
+    AO_COLL_F_ITERS,
+    AO_COLL_F_WARMUP,
+    AO_COLL_F_DTYPE,
+    AO_COLL_F_OP,
+    AO_COLL_F_CHECK,
+    AO_COLL_F_AVERAGE,
+    AO_COLL_F_ROOT,
+    AO_COLL_F_JSON,
+    AO_COLL_F_CSV,
+    AO_COLL_F_RDZV_FILE,
+    AO_COLL_F_MIN_CTAS,
+    AO_COLL_F_MAX_CTAS,
+    AO_COLL_F_NPROC,
+    AO_COLL_F_BACKEND,
+    AO_COLL_F_WITH_COMPUTE,
+    AO_COLL_NFLAGS
+} ao_coll_flag;
+extern const ao_bench_flag ao_coll_flags[AO_COLL_NFLAGS];
+
 int ao_coll_size_list(size_t min, size_t max, long factor, size_t step, size_t **out);
 
 /* "M,N,K[,dtype]" for --with-compute. *dtype_set says whether a dtype was

@@ -50,6 +50,20 @@ const char *ao_sdma_engine_name(ao_sdma_engine e)
     return (unsigned)e < 2 ? engine_names[e] : "?";
 }
 
+/* Axes: all but the output file. */
+const ao_bench_flag ao_sdma_flags[AO_SDMA_NFLAGS] = {
+    [AO_SDMA_F_DEVICE] = {{"--device"}, 1},
+    [AO_SDMA_F_MATRIX_SIZE] = {{"--matrix-size"}, 1},
+    [AO_SDMA_F_DTYPE] = {{"--dtype"}, 1},
+    [AO_SDMA_F_COPY_MB] = {{"--copy-mb"}, 1},
+    [AO_SDMA_F_ITERATIONS] = {{"--iterations"}, 1},
+    [AO_SDMA_F_WARMUP] = {{"--warmup"}, 1},
+    [AO_SDMA_F_DIRECTION] = {{"--direction"}, 1},
+    [AO_SDMA_F_ENGINE] = {{"--engine"}, 1},
+    [AO_SDMA_F_JSON] = {{"--json"}, 0},
+    [AO_SDMA_F_BACKEND] = {{"--backend"}, 1},
+};
+
 void ao_sdma_defaults(ao_sdma_opts *o)
 {
     memset(o, 0, sizeof *o);

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "bench/values.h"
 #include "runtime/device.h"
 
 typedef enum ao_sdma_direction {
@@ -37,6 +38,22 @@ typedef struct ao_sdma_opts {
 } ao_sdma_opts;
 
 void ao_sdma_defaults(ao_sdma_opts *o);
+
+/* sdma's flags with a value, indexed by ao_sdma_flag (see ao_bench_flag). */
+typedef enum ao_sdma_flag {
+    AO_SDMA_F_DEVICE,
+    AO_SDMA_F_MATRIX_SIZE,
+    AO_SDMA_F_DTYPE,
+    AO_SDMA_F_COPY_MB,
+    AO_SDMA_F_ITERATIONS,
+    AO_SDMA_F_WARMUP,
+    AO_SDMA_F_DIRECTION,
+    AO_SDMA_F_ENGINE,
+    AO_SDMA_F_JSON,
+    AO_SDMA_F_BACKEND,
+    AO_SDMA_NFLAGS
+} ao_sdma_flag;
+extern const ao_bench_flag ao_sdma_flags[AO_SDMA_NFLAGS];
 
 /* (serial - overlapped) / serial, in percent; NAN when serial is not positive. */
 double ao_sdma_savings_pct(double serial, double overlapped);

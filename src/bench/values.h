@@ -21,6 +21,14 @@ double ao_value_round(ao_dtype t, double v);
 void ao_bench_fill_small(ao_device *dev, ao_stream *s, void *dst, size_t elems, ao_dtype t,
                          unsigned seed);
 
+/* A benchmark command's flag that takes a value: every spelling, and whether
+ * a sweep may vary it. The command parses exactly these; `aorta sweep`
+ * checks its axes against the same table, so the two cannot drift. */
+typedef struct ao_bench_flag {
+    const char *names[4]; /* NULL-terminated */
+    int axis;
+} ao_bench_flag;
+
 /* Monotonic host clock in microseconds. */
 double ao_bench_now_us(void);
 

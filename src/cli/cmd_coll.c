@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "core/error.h"
+#include "core/rundir.h"
 #include "core/units.h"
 
 static const char usage[] =
@@ -68,31 +69,33 @@ static int parse(int argc, char **argv, ao_coll_bench_opts *o, int *nproc)
     for (int i = 1; i < argc; i++) {
         const char *v = NULL, *a = argv[i];
         int r;
+/* The spellings from bench/coll.h's table, which sweeps check axes against. */
+#define FLAG(f) ((r = cli_take_value(argc, argv, &i, ao_coll_flags[f].names, &v)) != 0)
         if (cli_is_flag(a, CLI_NAMES("--per-iter"))) {
             o->per_iter = 1;
             continue;
         }
-        if (CLI_VALUE("--coll")) {
+        if (FLAG(AO_COLL_F_COLL)) {
             if (r < 0 || ao_coll_list_parse("--coll", v, o->colls, &o->ncolls)) return -1;
-        } else if (CLI_VALUE("-b", "--minbytes")) {
+        } else if (FLAG(AO_COLL_F_MINBYTES)) {
             if (r < 0 || ao_parse_size("-b", v, &o->min_bytes)) return -1;
-        } else if (CLI_VALUE("-e", "--maxbytes")) {
+        } else if (FLAG(AO_COLL_F_MAXBYTES)) {
             if (r < 0 || ao_parse_size("-e", v, &o->max_bytes)) return -1;
-        } else if (CLI_VALUE("-f", "--stepfactor")) {
+        } else if (FLAG(AO_COLL_F_STEPFACTOR)) {
             if (r < 0 || ao_parse_long("-f", v, 2, 1L << 20, &o->factor)) return -1;
             factor_given = 1;
-        } else if (CLI_VALUE("-i", "--stepbytes")) {
+        } else if (FLAG(AO_COLL_F_STEPBYTES)) {
             if (r < 0 || ao_parse_size("-i", v, &o->step)) return -1;
             if (o->step == 0) {
                 ao_error("-i", "a step of 0 bytes would never reach the maximum");
                 return -1;
             }
             step_given = 1;
-        } else if (CLI_VALUE("-n", "--iters")) {
+        } else if (FLAG(AO_COLL_F_ITERS)) {
             if (r < 0 || ao_parse_int("-n", v, 1, 1000000, &o->iters)) return -1;
-        } else if (CLI_VALUE("-w", "--warmup", "--warmup_iters")) {
+        } else if (FLAG(AO_COLL_F_WARMUP)) {
             if (r < 0 || ao_parse_int("-w", v, 0, 1000000, &o->warmup)) return -1;
-        } else if (CLI_VALUE("-d", "--dtype", "--datatype")) {
+        } else if (FLAG(AO_COLL_F_DTYPE)) {
             if (r < 0) return -1;
             if (ao_dtype_parse(v, &o->dtype) != 0) {
                 ao_error("--dtype",
@@ -101,37 +104,37 @@ static int parse(int argc, char **argv, ao_coll_bench_opts *o, int *nproc)
                          v);
                 return -1;
             }
-        } else if (CLI_VALUE("-o", "--op")) {
+        } else if (FLAG(AO_COLL_F_OP)) {
             if (r < 0) return -1;
             if (ao_redop_parse(v, &o->op) != 0) {
                 ao_error("--op", "'%s' is not a reduction; allowed: sum, prod, max, min, avg", v);
                 return -1;
             }
-        } else if (CLI_VALUE("-c", "--check")) {
+        } else if (FLAG(AO_COLL_F_CHECK)) {
             if (r < 0 || ao_parse_int("-c", v, 0, 1, &o->check)) return -1;
-        } else if (CLI_VALUE("-a", "--average")) {
+        } else if (FLAG(AO_COLL_F_AVERAGE)) {
             if (r < 0 || ao_time_combine_parse("-a", v, &o->combine)) return -1;
-        } else if (CLI_VALUE("-r", "--root")) {
+        } else if (FLAG(AO_COLL_F_ROOT)) {
             if (r < 0 || ao_parse_int("--root", v, 0, 1 << 20, &o->root)) return -1;
-        } else if (CLI_VALUE("--json")) {
+        } else if (FLAG(AO_COLL_F_JSON)) {
             if (r < 0) return -1;
             o->json_path = v;
-        } else if (CLI_VALUE("--csv")) {
+        } else if (FLAG(AO_COLL_F_CSV)) {
             if (r < 0) return -1;
             o->csv_path = v;
-        } else if (CLI_VALUE("--rdzv-file")) {
+        } else if (FLAG(AO_COLL_F_RDZV_FILE)) {
             if (r < 0) return -1;
             o->rdzv_file = v;
-        } else if (CLI_VALUE("--min-ctas")) {
+        } else if (FLAG(AO_COLL_F_MIN_CTAS)) {
             if (r < 0 || ao_parse_int("--min-ctas", v, 0, 1 << 16, &o->min_ctas)) return -1;
-        } else if (CLI_VALUE("--max-ctas")) {
+        } else if (FLAG(AO_COLL_F_MAX_CTAS)) {
             if (r < 0 || ao_parse_int("--max-ctas", v, 0, 1 << 16, &o->max_ctas)) return -1;
-        } else if (CLI_VALUE("--nproc")) {
+        } else if (FLAG(AO_COLL_F_NPROC)) {
             if (r < 0 || ao_parse_int("--nproc", v, 1, 4096, nproc)) return -1;
-        } else if (CLI_VALUE("--backend")) {
+        } else if (FLAG(AO_COLL_F_BACKEND)) {
             if (r < 0) return -1;
             o->backend = v;
-        } else if (CLI_VALUE("--with-compute")) {
+        } else if (FLAG(AO_COLL_F_WITH_COMPUTE)) {
             if (r < 0 || ao_gemm_shape_parse("--with-compute", v, &o->gemm_m, &o->gemm_n,
                                              &o->gemm_k, &o->gemm_dtype, &o->gemm_dtype_set))
                 return -1;
@@ -140,6 +143,7 @@ static int parse(int argc, char **argv, ao_coll_bench_opts *o, int *nproc)
             ao_error("coll", "unknown option '%s'", a);
             return -1;
         }
+#undef FLAG
     }
     if (factor_given && step_given) {
         ao_error("-f/-i", "give a factor (-f) or a step (-i), not both");
@@ -164,7 +168,9 @@ int cmd_coll(int argc, char **argv)
     ao_coll_bench_opts o;
     ao_coll_bench_defaults(&o);
     int nproc = 0;
-    if (parse(argc, argv, &o, &nproc) != 0 || cli_resolve_backend(&o.backend) != 0) {
+    if (parse(argc, argv, &o, &nproc) != 0 || cli_resolve_backend(&o.backend) != 0 ||
+        (o.json_path && ao_check_output_file("--json", o.json_path)) ||
+        (o.csv_path && ao_check_output_file("--csv", o.csv_path))) {
         fprintf(stderr, "%s\n", usage);
         return AO_EXIT_USAGE;
     }

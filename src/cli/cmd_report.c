@@ -85,6 +85,7 @@ int cmd_report(int argc, char **argv)
                                "%d --label for %d --log-dir; give one --label per --log-dir",
                                nlabels, ndirs);
     if (!o.output) return cli_usage_error("report", usage, "--output is required");
+    if (ao_report_check_labels(labels, (size_t)ndirs)) return AO_EXIT_USAGE;
     if (!o.reference && !o.candidate && ndirs == 2) {
         o.reference = labels[0];
         o.candidate = labels[1];

@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "core/error.h"
+#include "core/rundir.h"
 #include "core/units.h"
 
 static const char usage[] =
@@ -50,11 +51,13 @@ static int parse(int argc, char **argv, ao_sdma_opts *o)
         const char *v = NULL;
         int r;
         long mb;
-        if (CLI_VALUE("--device")) {
+/* The spellings from bench/sdma.h's table, which sweeps check axes against. */
+#define FLAG(f) ((r = cli_take_value(argc, argv, &i, ao_sdma_flags[f].names, &v)) != 0)
+        if (FLAG(AO_SDMA_F_DEVICE)) {
             if (r < 0 || ao_parse_int("--device", v, 0, 1023, &o->device)) return -1;
-        } else if (CLI_VALUE("--matrix-size")) {
+        } else if (FLAG(AO_SDMA_F_MATRIX_SIZE)) {
             if (r < 0 || ao_parse_int("--matrix-size", v, 1, 65536, &o->matrix)) return -1;
-        } else if (CLI_VALUE("--dtype")) {
+        } else if (FLAG(AO_SDMA_F_DTYPE)) {
             if (r < 0) return -1;
             if (ao_dtype_parse(v, &o->dtype) != 0 || (o->dtype != AO_F32 && o->dtype != AO_F16 &&
                                                       o->dtype != AO_BF16 && o->dtype != AO_F64)) {
@@ -65,27 +68,28 @@ static int parse(int argc, char **argv, ao_sdma_opts *o)
                 return -1;
             }
             o->dtype_set = 1;
-        } else if (CLI_VALUE("--copy-mb")) {
+        } else if (FLAG(AO_SDMA_F_COPY_MB)) {
             if (r < 0 || ao_parse_long("--copy-mb", v, 1, 1L << 20, &mb)) return -1;
             o->copy_bytes = (size_t)mb << 20;
-        } else if (CLI_VALUE("--iterations")) {
+        } else if (FLAG(AO_SDMA_F_ITERATIONS)) {
             if (r < 0 || ao_parse_int("--iterations", v, 1, 1000000, &o->iterations)) return -1;
-        } else if (CLI_VALUE("--warmup")) {
+        } else if (FLAG(AO_SDMA_F_WARMUP)) {
             if (r < 0 || ao_parse_int("--warmup", v, 0, 1000000, &o->warmup)) return -1;
-        } else if (CLI_VALUE("--direction")) {
+        } else if (FLAG(AO_SDMA_F_DIRECTION)) {
             if (r < 0 || ao_sdma_direction_parse("--direction", v, &o->direction)) return -1;
-        } else if (CLI_VALUE("--engine")) {
+        } else if (FLAG(AO_SDMA_F_ENGINE)) {
             if (r < 0 || ao_sdma_engine_parse("--engine", v, &o->engine)) return -1;
-        } else if (CLI_VALUE("--json")) {
+        } else if (FLAG(AO_SDMA_F_JSON)) {
             if (r < 0) return -1;
             o->json_path = v;
-        } else if (CLI_VALUE("--backend")) {
+        } else if (FLAG(AO_SDMA_F_BACKEND)) {
             if (r < 0) return -1;
             o->backend = v;
         } else {
             ao_error("sdma", "unknown option '%s'", argv[i]);
             return -1;
         }
+#undef FLAG
     }
     return cli_resolve_backend(&o->backend);
 }
@@ -95,7 +99,8 @@ int cmd_sdma(int argc, char **argv)
     if (cli_help_requested(argc, argv, usage, help)) return AO_EXIT_OK;
     ao_sdma_opts o;
     ao_sdma_defaults(&o);
-    if (parse(argc, argv, &o) != 0) {
+    if (parse(argc, argv, &o) != 0 ||
+        (o.json_path && ao_check_output_file("--json", o.json_path))) {
         fprintf(stderr, "%s\n", usage);
         return AO_EXIT_USAGE;
     }

@@ -6,13 +6,14 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "core/error.h"
+#include "core/units.h"
 #include "sweep/plan.h"
 #include "sweep/run.h"
 
 static const char usage[] =
     "usage: aorta sweep FILE [--dry-run] [--format table|csv|json] [--out FILE] [--resume]\n"
     "                   [--axis KEY=V1,V2] [--env NAME=V1,V2] [--skip KEY=V] [--fail-fast]\n"
-    "                   [--work-dir DIR] [--chart-dir DIR]";
+    "                   [--work-dir DIR] [--chart-dir DIR] [--max-points N]";
 
 static const char help[] =
     "Run train, coll or sdma over axes and environment variables declared in a YAML file:\n"
@@ -49,6 +50,8 @@ static const char help[] =
     "  --fail-fast          stop at the first failed launch (default: record it, go on)\n"
     "  --work-dir DIR       launch directories (default sweep_runs/NAME)\n"
     "  --chart-dir DIR      where NAME.png/.svg go (default: next to --out, else work dir)\n"
+    "  --max-points N       refuse sweeps of more than N points (default 100000; the\n"
+    "                       product of the axes and environments, before --skip)\n"
     "  -h, --help           this help\n"
     "\n"
     "AORTA_SWEEP_EXE=PROG runs PROG instead of this binary for every launch (a wrapper that\n"
@@ -66,6 +69,7 @@ int cmd_sweep(int argc, char **argv)
     const char *file = NULL, *format = NULL;
     ao_sweep_run_opts o = {0};
     int dry_run = 0;
+    long max_points = 0;
     /* Overrides apply after the file is read; keep them in order. */
     const char **changes = ao_calloc((size_t)argc, sizeof *changes);
     char *kinds = ao_calloc((size_t)argc, 1);
@@ -85,6 +89,8 @@ int cmd_sweep(int argc, char **argv)
         } else if (CLI_VALUE("--out", "-o")) {
             o.out = v;
             if (r < 0) rc = AO_EXIT_USAGE;
+        } else if (CLI_VALUE("--max-points")) {
+            if (r < 0 || ao_parse_long(a, v, 1, 100000000L, &max_points)) rc = AO_EXIT_USAGE;
         } else if (CLI_VALUE("--work-dir")) {
             o.work_dir = v;
             if (r < 0) rc = AO_EXIT_USAGE;
@@ -129,6 +135,7 @@ int cmd_sweep(int argc, char **argv)
     ao_sweep_spec s = {0};
     ao_sweep_plan p = {0};
     if (rc == 0) rc = ao_sweep_spec_load(file, &s);
+    s.max_points = max_points;
     for (int k = 0; rc == 0 && k < nchanges; k++)
         rc = kinds[k] == 'a'   ? ao_sweep_spec_set_axis(&s, "--axis", changes[k])
              : kinds[k] == 'e' ? ao_sweep_spec_set_env(&s, "--env", changes[k])

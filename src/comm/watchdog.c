@@ -90,8 +90,16 @@ _Noreturn static void fire(struct ao_watch *w, const char *why)
     char what[32];
     snprintf(what, sizeof what, "rank %d", b->rank);
     ao_error(what, "%s", why);
-    ao_hint("set NCCL_DEBUG=INFO to see where the collective stalls; a rank that is slow on "
-            "purpose needs a larger distributed.timeout_s");
+    /* Advice for the backend in use: NCCL's debug log means nothing to MPI. */
+    if (strcmp(b->ops->name, "nccl") == 0)
+        ao_hint("set NCCL_DEBUG=INFO to see where the collective stalls; a rank that is slow on "
+                "purpose needs a larger distributed.timeout_s");
+    else if (strcmp(b->ops->name, "mpi") == 0)
+        ao_hint("an MPI collective waits for every rank: look for a rank that stopped, hangs or "
+                "runs another step (its [rank K] lines); a rank that is slow on purpose needs a "
+                "larger distributed.timeout_s");
+    else
+        ao_hint("a rank that is slow on purpose needs a larger distributed.timeout_s");
     b->ops->abort(w->comm);
     for (struct ao_watch *o = wd.list; o; o = o->next)
         if (o != w) base_of(o->comm)->ops->abort(o->comm);

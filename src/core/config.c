@@ -62,9 +62,8 @@ static void range_text(char *buf, size_t n, const struct ao_key *k, int integer)
     char lo[32], hi[32];
     ao_format_double(lo, sizeof lo, k->min);
     ao_format_double(hi, sizeof hi, k->max);
-    if (integer)
-        snprintf(buf, n, k->max == HUGE_VAL || k->max >= (double)INT_MAX ? "%s or more" : "%s..%s",
-                 lo, hi);
+    if (integer) /* the real bound, not "or more": the value is a C int */
+        snprintf(buf, n, "%s..%s", lo, k->max >= (double)INT_MAX ? "2147483647" : hi);
     else if (k->max == HUGE_VAL)
         snprintf(buf, n, "%s %s", k->flags & AO_KEY_MIN_EXCLUSIVE ? "greater than" : "at least",
                  lo);

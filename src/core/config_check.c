@@ -9,6 +9,7 @@
 #include "core/config.h"
 #include "core/config_internal.h"
 #include "core/error.h"
+#include "core/text.h"
 
 /* ---- derived values and cross-key checks ------------------------------- */
 
@@ -128,8 +129,10 @@ int ao_config_validate(const struct ao_config *cfg)
     if (!cfg->training.output_dir[0])
         return cross_error(cfg, "training.output_dir", NULL, "must not be empty");
     const char *trace = cfg->profiling.trace_filename;
-    if (!trace[0] || strchr(trace, '/') || !strcmp(trace, ".") || !strcmp(trace, ".."))
+    char why[512];
+    if (ao_plain_name_problem(trace, 255, "file name", why, sizeof why))
         return cross_error(cfg, "profiling.trace_filename", NULL,
-                           "must be a plain file name (written inside the run directory)");
+                           "must be a plain file name (written inside the run directory): no '/', "
+                           "not . or .., not starting with '-'");
     return 0;
 }

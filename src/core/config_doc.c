@@ -71,7 +71,8 @@ void ao_config_print_doc(FILE *out)
     }
     fputs("\n## Seed keys with no effect\n\n"
           "These keys of the original toolkit's config are accepted so that its files load\n"
-          "unchanged; setting one (in a file or an override) prints one warning naming it.\n\n",
+          "unchanged. A file that sets any of them gets one warning line naming them all;\n"
+          "each --override of one prints a warning naming it.\n\n",
           out);
     for (int i = 0; i < ao_schema_count; i++)
         if (ao_schema[i].flags & AO_KEY_NO_EFFECT)

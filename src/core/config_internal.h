@@ -16,8 +16,12 @@
 
 struct ao_config_meta {
     char **origin;         /* per row; NULL = default */
-    unsigned char *warned; /* per row: the no-effect warning was printed */
-    int noop_warnings;
+    unsigned char *warned; /* per row: a no-effect key was set */
+    int noop_warnings;     /* rows set that have no effect */
+    /* While a file loads: its no-effect keys, named in one summary line at
+     * the end instead of one warning each (the seed's file sets 15). */
+    char *file_noop;
+    int file_nnoop;
 };
 
 /* A growing NUL-terminated string. */

@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "core/config_internal.h"
 #include "core/error.h"
+#include "core/rundir.h"
 #include "core/schema.h"
 
 #define MAX_DEPTH     8    /* deeper than any key: the rest is reported, not walked */
@@ -267,10 +268,20 @@ static int set_from_node(struct ao_config *cfg, int row, yaml_document_t *doc, y
     }
     }
     set_origin(cfg, row, origin);
-    if (origin && (k->flags & AO_KEY_NO_EFFECT) && !cfg->meta->warned[row]) {
-        cfg->meta->warned[row] = 1;
-        cfg->meta->noop_warnings++;
-        ao_warn("%s: %s has no effect in aorta: %s", where, k->key, k->help);
+    if (origin && (k->flags & AO_KEY_NO_EFFECT)) {
+        struct ao_config_meta *m = cfg->meta;
+        if (!m->warned[row]) {
+            m->warned[row] = 1;
+            m->noop_warnings++;
+        }
+        if (m->file_noop) { /* a file: named in the summary after it */
+            char *list = ao_asprintf("%s%s%s", m->file_noop, m->file_nnoop ? ", " : "", k->key);
+            free(m->file_noop);
+            m->file_noop = list;
+            m->file_nnoop++;
+        } else { /* an override is deliberate: say so by name */
+            ao_warn("%s: %s has no effect in aorta: %s", where, k->key, k->help);
+        }
     }
     return 0;
 }
@@ -492,11 +503,8 @@ static int walk_mapping(struct file_ctx *fc, yaml_node_t *map, const char *prefi
 
 int ao_cfg_load_file(struct ao_config *cfg, const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        ao_error(path, "cannot read the config file: %s", strerror(errno));
-        return AO_EXIT_USAGE;
-    }
+    FILE *f = ao_open_input_file(path, "config file");
+    if (!f) return AO_EXIT_USAGE;
     const struct yaml_input in = {.where = path, .f = f};
     yaml_document_t doc;
     int rc = read_document(&in, &doc);
@@ -505,8 +513,17 @@ int ao_cfg_load_file(struct ao_config *cfg, const char *path)
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (root && root->type == YAML_MAPPING_NODE) {
         struct file_ctx fc = {cfg, &doc, path, ao_calloc((size_t)ao_schema_count, sizeof(size_t))};
+        cfg->meta->file_noop = ao_strdup("");
+        cfg->meta->file_nnoop = 0;
         rc = walk_mapping(&fc, root, "", 0);
         free(fc.line_set);
+        if (rc == 0 && cfg->meta->file_nnoop)
+            ao_warn("%s: %d key%s from the reference toolkit's format %s accepted and ignored: "
+                    "%s; see docs/config.md",
+                    path, cfg->meta->file_nnoop, cfg->meta->file_nnoop == 1 ? "" : "s",
+                    cfg->meta->file_nnoop == 1 ? "is" : "are", cfg->meta->file_noop);
+        free(cfg->meta->file_noop);
+        cfg->meta->file_noop = NULL;
     } else if (root && !is_null_node(root)) {
         char *where = mark_text(path, root->start_mark, 1);
         ao_error(where,

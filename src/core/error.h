@@ -14,6 +14,9 @@ enum ao_exit {
     AO_EXIT_OK = 0,    /* success */
     AO_EXIT_FAIL = 1,  /* the run failed (device, collective, a rank died, I/O) */
     AO_EXIT_USAGE = 2, /* bad usage or input: flags, config, sweep file, log dir */
+    /* Stopped by Ctrl-C or SIGTERM before its planned end, cleanly: its files
+     * are complete and say so ("completed": false). 128 + SIGINT, as shells. */
+    AO_EXIT_INTERRUPTED = 130,
 };
 
 #if defined(__GNUC__)

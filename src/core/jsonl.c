@@ -395,6 +395,12 @@ static int get_dbl(const in *c, yajl_val obj, const char *key, int null_ok, doub
     }
     if (!YAJL_IS_NUMBER(v)) return wrong_type(c, key, null_ok ? "a number or null" : "a number");
     *out = ao_json_number(v);
+    /* 1e999 parses as inf: as wrong as NaN, which JSON cannot even spell. */
+    if (!isfinite(*out))
+        return wrong_type(c, key, null_ok ? "a finite number or null" : "a finite number");
+    size_t n = strlen(key);
+    if (*out < 0 && n > 3 && strcmp(key + n - 3, "_ms") == 0) /* every *_ms is a duration */
+        ao_warn("%s: field \"%s%s\" is a negative duration (%g)", c->where, c->prefix, key, *out);
     return 0;
 }
 
@@ -785,6 +791,12 @@ int ao_run_json_write(const char *path, const ao_run_header *h)
     ao_jw_str(&o, "host", h->host ? h->host : host);
     ao_jw_int(&o, "pid", (long long)getpid());
     ao_jw_int(&o, "world_size", h->world_size);
+    if (h->planned_steps > 0) ao_jw_int(&o, "planned_steps", h->planned_steps);
+    if (h->end) {
+        ao_json_value done = ao_json_bool(!*h->end);
+        ao_jw_value(&o, "completed", &done);
+        if (*h->end) ao_jw_str(&o, "end", h->end);
+    }
     ao_jw_open(&o, "anchor");
     gen_timespec(&o, "realtime", &h->anchor_realtime, 1);
     gen_timespec(&o, "monotonic", &h->anchor_monotonic, 0);

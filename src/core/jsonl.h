@@ -58,6 +58,11 @@ typedef struct ao_run_header {
     /* Host clocks read right after the anchor event was recorded; device
      * times in the metrics files are microseconds from that event. */
     struct timespec anchor_realtime, anchor_monotonic;
+    /* How the run ends, when the command knows: planned_steps > 0 writes
+     * "planned_steps"; end NULL writes nothing, "" writes "completed": true,
+     * other text "completed": false and "end": the reason. */
+    long long planned_steps;
+    const char *end;
 } ao_run_header;
 
 /* Write run.json (pretty, through a temporary file and rename). Returns 0,

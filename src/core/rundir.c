@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/rundir.h"
+#include "core/text.h"
 
 static int is_name_char(char c)
 {
@@ -40,43 +41,61 @@ int ao_rundir_make_id(char *buf, size_t n)
 
 int ao_rundir_validate_name(const char *name, const char *what)
 {
-    static const char *hint = "a run name is a plain file name: letters, digits, '.', '-', '_' "
-                              "(at most 100 characters)";
-    const char *why = NULL;
-    size_t len = strlen(name);
-    if (len == 0) {
-        why = "the run name is empty";
-    } else if (len > AO_RUN_NAME_MAX) {
-        ao_error(what, "the run name has %zu characters; at most %d are allowed", len,
-                 AO_RUN_NAME_MAX);
-        ao_hint("%s", hint);
-        return AO_EXIT_USAGE;
-    } else if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
-        why = "\".\" and \"..\" are not run names";
-    } else if (strcmp(name, AO_RUN_LATEST) == 0) {
-        why = "\"latest\" is reserved for the link to the newest run";
-    } else if (strchr(name, '/')) {
-        ao_error(what, "\"%s\" contains '/'; a run name cannot name a subdirectory", name);
-        ao_hint("%s", hint);
-        return AO_EXIT_USAGE;
-    } else {
-        for (size_t i = 0; i < len; i++) {
-            unsigned char c = (unsigned char)name[i];
-            if (c < 0x20 || c > 0x7e) {
-                /* Do not echo the name: it holds a control or non-ASCII byte. */
-                ao_error(what, "the run name has a non-printable byte 0x%02x at position %zu", c,
-                         i + 1);
-                ao_hint("%s", hint);
-                return AO_EXIT_USAGE;
-            }
-        }
+    int rc = ao_check_plain_name(name, AO_RUN_NAME_MAX, what, "run name");
+    if (rc == 0 && strcmp(name, AO_RUN_LATEST) == 0) {
+        ao_error(what, "\"latest\" is reserved for the link to the newest run");
+        rc = AO_EXIT_USAGE;
     }
-    if (why) {
-        ao_error(what, "%s", why);
-        ao_hint("%s", hint);
+    if (rc)
+        ao_hint("a run name is a plain file name: letters, digits, '.', '-', '_' (at most %d "
+                "characters)",
+                AO_RUN_NAME_MAX);
+    return rc;
+}
+
+FILE *ao_open_input_file(const char *path, const char *kind)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        ao_error(path, "cannot read the %s: %s", kind, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        ao_error(path, "is a directory, not a %s", kind);
+        return NULL;
+    }
+    return f;
+}
+
+int ao_check_output_file(const char *flag, const char *path)
+{
+    struct stat st;
+    if (!*path) {
+        ao_error(flag, "an empty file name");
         return AO_EXIT_USAGE;
     }
-    return 0;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        ao_error(flag, "%s is a directory; give a file name", path);
+        return AO_EXIT_USAGE;
+    }
+    const char *slash = strrchr(path, '/');
+    char *dir =
+        slash ? ao_asprintf("%.*s", (int)(slash - path) + (slash == path), path) : ao_strdup(".");
+    int rc = 0;
+    if (stat(dir, &st) != 0) {
+        ao_error(flag, "%s: the directory %s does not exist", path, dir);
+        rc = AO_EXIT_USAGE;
+    } else if (!S_ISDIR(st.st_mode)) {
+        ao_error(flag, "%s: %s is not a directory", path, dir);
+        rc = AO_EXIT_USAGE;
+    } else if (access(dir, W_OK | X_OK) != 0) {
+        ao_error(flag, "%s: cannot write in %s: %s", path, dir, strerror(errno));
+        rc = AO_EXIT_USAGE;
+    }
+    free(dir);
+    return rc;
 }
 
 /* mkdir -p: every missing component of `dir`. */

@@ -17,6 +17,7 @@
 #define AORTA_CORE_RUNDIR_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* Buffer size for a run id (ids and names are at most 100 characters). */
 #define AO_RUN_ID_MAX   128
@@ -45,6 +46,17 @@ int ao_rundir_make_id(char *buf, size_t n);
  * characters. Returns 0, or AO_EXIT_USAGE after an error naming `what` (the
  * flag or variable it came from, e.g. "--run-name"). */
 int ao_rundir_validate_name(const char *name, const char *what);
+
+/* A file a command will write at its end (--json, --csv): checked before any
+ * work, so a typo does not cost the whole run. It must not be a directory,
+ * and its directory must exist and be writable. Returns 0, or AO_EXIT_USAGE
+ * after one error naming `flag` and the path. */
+int ao_check_output_file(const char *flag, const char *path);
+
+/* An input file opened for reading ("rb"); a directory is refused by name
+ * (fopen opens one, and the reader would report a syntax error). NULL after
+ * one error: "cannot read the KIND: why" or "is a directory, not a KIND". */
+FILE *ao_open_input_file(const char *path, const char *kind);
 
 /* Creator: make output_dir (with parents), then output_dir/run_id, which
  * must not exist; then update output_dir/latest. Returns 0, AO_EXIT_USAGE

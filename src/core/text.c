@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "core/text.h"
 
 int ao_edit_distance(const char *a, const char *b, int cap)
@@ -68,4 +69,41 @@ void ao_format_double(char *buf, size_t n, double v)
 int ao_starts_with(const char *s, const char *prefix)
 {
     return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+const char *ao_plain_name_problem(const char *name, size_t max, const char *kind, char *buf,
+                                  size_t n)
+{
+    size_t len = strlen(name);
+    if (len == 0) {
+        snprintf(buf, n, "the %s is empty", kind);
+    } else if (len > max) {
+        snprintf(buf, n, "the %s has %zu characters; at most %zu are allowed", kind, len, max);
+    } else if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+        snprintf(buf, n, "\".\" and \"..\" are not %ss", kind);
+    } else if (strchr(name, '/')) {
+        snprintf(buf, n, "\"%.200s\" contains '/'; a %s cannot name a subdirectory", name, kind);
+    } else if (name[0] == '-') {
+        snprintf(buf, n, "\"%.200s\" starts with '-'; a %s cannot look like a flag", name, kind);
+    } else {
+        for (size_t i = 0; i < len; i++) {
+            unsigned char c = (unsigned char)name[i];
+            if (c < 0x20 || c > 0x7e) {
+                /* Do not echo the name: it holds a control or non-ASCII byte. */
+                snprintf(buf, n, "the %s has a non-printable byte 0x%02x at position %zu", kind, c,
+                         i + 1);
+                return buf;
+            }
+        }
+        return NULL;
+    }
+    return buf;
+}
+
+int ao_check_plain_name(const char *name, size_t max, const char *what, const char *kind)
+{
+    char why[512];
+    if (!ao_plain_name_problem(name, max, kind, why, sizeof why)) return 0;
+    ao_error(what, "%s", why);
+    return AO_EXIT_USAGE;
 }

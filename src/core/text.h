@@ -15,4 +15,16 @@ void ao_format_double(char *buf, size_t n, double v);
 /* True when s begins with prefix. */
 int ao_starts_with(const char *s, const char *prefix);
 
+/* The one check of every name aorta turns into a path (run names, sweep
+ * names, report labels, the trace file name): 1..max printable ASCII
+ * characters, no '/', not "." or "..", not starting with '-' (it would read
+ * as a flag). Such a name stays inside the directory it is joined to.
+ * Returns 0, or AO_EXIT_USAGE after one error naming `what` (the flag, file
+ * or key it came from); `kind` names the thing ("run name", "sweep name"). */
+int ao_check_plain_name(const char *name, size_t max, const char *what, const char *kind);
+/* The same check, silent: why `name` is no plain name (written into buf), or
+ * NULL when it is one. For callers that word the error themselves. */
+const char *ao_plain_name_problem(const char *name, size_t max, const char *kind, char *buf,
+                                  size_t n);
+
 #endif

@@ -73,6 +73,7 @@ typedef struct ao_supervisor {
      * with n == 0 at the end of a stream. */
     void (*output)(void *ctx, int proc, int stream, const char *data, size_t n);
     void *ctx;
+    int interrupts; /* out: the Ctrl-Cs ao_supervisor_run saw */
     /* private */
     sigset_t old_mask;
     struct sigaction old_pipe, old_chld;

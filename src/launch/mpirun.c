@@ -140,7 +140,9 @@ int ao_launch_mpirun(int argc, char **argv, const ao_launch_opts *o)
         snprintf(proc.name, sizeof proc.name, "mpirun");
         if (ao_supervisor_start(&s, 0, mpirun, args, env) == 0) {
             rc = ao_supervisor_run(&s);
-            if (rc != AO_EXIT_OK && WIFEXITED(proc.status))
+            /* Not after Ctrl-C: then the ranks were stopped, none failed. */
+            if (rc != AO_EXIT_OK && rc != AO_EXIT_INTERRUPTED && WIFEXITED(proc.status) &&
+                !s.interrupts)
                 ao_hint("mpirun's message above names the rank that failed");
         }
         ao_supervisor_end(&s);

@@ -37,9 +37,15 @@ void ao_describe_status(int status, char *buf, size_t n)
         snprintf(buf, n, "ended with wait status 0x%x", (unsigned)status);
 }
 
+/* A rank that stopped cleanly on Ctrl-C (AO_EXIT_INTERRUPTED) has not failed. */
+static int interrupted(int status)
+{
+    return WIFEXITED(status) && WEXITSTATUS(status) == AO_EXIT_INTERRUPTED;
+}
+
 static int failed(int status)
 {
-    return !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !interrupted(status);
 }
 
 int ao_supervisor_begin(ao_supervisor *s, ao_proc *procs, int nprocs)
@@ -283,6 +289,7 @@ int ao_supervisor_run(ao_supervisor *s)
         close_stream(s, i, 0);
         close_stream(s, i, 1);
     }
+    s->interrupts = st.interrupts;
     free(pfd);
     free(who);
     free(buf);
@@ -304,6 +311,8 @@ int ao_supervisor_run(ao_supervisor *s)
             ao_error("interrupted", "%s %s before it finished", s->procs[i].name, how);
             return AO_EXIT_FAIL;
         }
+    for (int i = 0; i < s->nprocs; i++)
+        if (interrupted(s->procs[i].status)) return AO_EXIT_INTERRUPTED;
     return AO_EXIT_OK;
 }
 

@@ -291,6 +291,12 @@ static void label_section(buf *b, const ao_summary *s, size_t idx)
                 s->skew.slowest_rank, s->skew.fastest_rank);
     if (s->truncated)
         printf_(b, " %zu incomplete last line(s) skipped (a stopped run).", s->truncated);
+    if (s->completed != 1 && s->planned_steps > 0) {
+        printf_(b, " <strong>Cut short: %zu of %lld planned steps; the run ended: ", s->steps_run,
+                s->planned_steps);
+        esc(b, s->end ? s->end : "unknown");
+        puts_(b, ".</strong>");
+    }
     puts_(b, "</p>\n");
     printf_(b,
             "<table id=\"summary-%zu\"><thead><tr><th class=\"k\">metric</th><th>median</th>"

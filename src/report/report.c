@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/text.h"
 #include "report/compare.h"
 #include "report/html.h"
 #include "report/report.h"
@@ -15,8 +16,9 @@
 
 int ao_report_check_label(const char *label)
 {
+    if (ao_check_plain_name(label, 64, "--label", "label")) return AO_EXIT_USAGE;
     size_t n = strlen(label);
-    if (n == 0 || n > 64 || label[0] == '.' ||
+    if (label[0] == '.' ||
         strspn(label, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != n) {
         ao_error("--label",
                  "'%s' cannot name files; allowed: 1 to 64 of A-Z a-z 0-9 . _ - (not starting "
@@ -153,21 +155,27 @@ static int draw_charts(const ao_report_opts *o, const label_runs *lr, const ao_s
     return rc;
 }
 
+int ao_report_check_labels(const char *const *labels, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ao_report_check_label(labels[i])) return AO_EXIT_USAGE;
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(labels[i], labels[j]) == 0) {
+                ao_error("--label", "'%s' is given twice; labels must differ", labels[i]);
+                return AO_EXIT_USAGE;
+            }
+        }
+    }
+    return 0;
+}
+
 int ao_report_generate(const ao_report_opts *o)
 {
     if (o->nlabels == 0) {
         ao_error("report", "no --log-dir given");
         return AO_EXIT_USAGE;
     }
-    for (size_t i = 0; i < o->nlabels; i++) {
-        if (ao_report_check_label(o->labels[i])) return AO_EXIT_USAGE;
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(o->labels[i], o->labels[j]) == 0) {
-                ao_error("--label", "'%s' is given twice; labels must differ", o->labels[i]);
-                return AO_EXIT_USAGE;
-            }
-        }
-    }
+    if (ao_report_check_labels(o->labels, o->nlabels)) return AO_EXIT_USAGE;
     int ref = -1, cand = -1;
     if (!o->reference != !o->candidate) {
         ao_error(o->reference ? "--reference" : "--candidate",

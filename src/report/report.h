@@ -22,6 +22,8 @@ typedef struct ao_report_opts {
 /* A label is used in file names: [A-Za-z0-9._-], 1 to 64 characters, not
  * starting with '.'. Returns 0 or AO_EXIT_USAGE after an error naming it. */
 int ao_report_check_label(const char *label);
+/* Every label checked, and no two alike: 0, or AO_EXIT_USAGE after one error. */
+int ao_report_check_labels(const char *const *labels, size_t n);
 
 /* Returns 0, AO_EXIT_USAGE (bad input, printed as one line) or AO_EXIT_FAIL
  * (cannot write the output). */

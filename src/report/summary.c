@@ -150,11 +150,21 @@ int ao_summary_build(const char *label, const ao_run_data *runs, size_t nruns, a
             out->skipped += rd->skipped;
             out->truncated += rd->truncated;
             if (rd->n > out->steps) out->steps = rd->n;
+            if (r == 0 && rd->n + rd->skipped > out->steps_run)
+                out->steps_run = rd->n + rd->skipped;
             if (rd->n > max_rank_n) max_rank_n = rd->n;
         }
     }
     out->records = total;
+    out->planned_steps = -1;
+    out->completed = -1;
     if (nruns > 0) {
+        yajl_val planned = ao_json_member(runs[0].run, "planned_steps");
+        yajl_val done = ao_json_member(runs[0].run, "completed");
+        yajl_val end = ao_json_member(runs[0].run, "end");
+        if (YAJL_IS_INTEGER(planned)) out->planned_steps = YAJL_GET_INTEGER(planned);
+        if (YAJL_IS_TRUE(done) || YAJL_IS_FALSE(done)) out->completed = YAJL_IS_TRUE(done);
+        if (YAJL_IS_STRING(end)) out->end = ao_strdup(YAJL_GET_STRING(end));
         out->skip_steps = runs[0].skip_steps;
         out->skip_origin = runs[0].skip_origin;
         collect_knobs(out, &runs[0]);
@@ -216,6 +226,7 @@ void ao_summary_free(ao_summary *s)
     free(s->metrics);
     for (size_t r = 0; r < s->nruns && s->run_ids; r++) free(s->run_ids[r]);
     free(s->run_ids);
+    free(s->end);
     for (size_t i = 0; i < s->nknobs; i++) {
         free(s->knobs[i].key);
         free(s->knobs[i].value);
@@ -261,6 +272,13 @@ yajl_gen_status ao_summary_gen(yajl_gen g, const ao_summary *s)
     ao_jw_int(&o, "records", (long long)s->records);
     ao_jw_int(&o, "warmup_records_skipped", (long long)s->skipped);
     ao_jw_int(&o, "truncated_lines", (long long)s->truncated);
+    ao_jw_int(&o, "steps_run", (long long)s->steps_run);
+    if (s->planned_steps >= 0) ao_jw_int(&o, "planned_steps", s->planned_steps);
+    if (s->completed >= 0) {
+        ao_json_value done = ao_json_bool(s->completed);
+        ao_jw_value(&o, "completed", &done);
+    }
+    if (s->end) ao_jw_str(&o, "end", s->end);
     ao_jw_open(&o, "knobs");
     for (size_t i = 0; i < s->nknobs; i++) ao_jw_str(&o, s->knobs[i].key, s->knobs[i].value);
     ao_jw_close(&o);
@@ -338,12 +356,11 @@ int ao_summary_write(const char *path, const ao_summary *s)
 
 /* ---- the table ------------------------------------------------------------------ */
 
+/* Every cell with 3 decimals, large ones too, so a column reads alike. */
 static void fmt(char *buf, size_t n, double v)
 {
     if (isnan(v))
         snprintf(buf, n, "-");
-    else if (fabs(v) >= 1e4)
-        snprintf(buf, n, "%.0f", v);
     else
         snprintf(buf, n, "%.3f", v);
 }
@@ -381,6 +398,9 @@ void ao_summary_print(FILE *out, const ao_summary *s)
     }
     if (s->truncated)
         fprintf(out, "  %zu incomplete last line(s) skipped (a stopped run)\n", s->truncated);
+    if (s->completed != 1 && s->planned_steps > 0)
+        fprintf(out, "  cut short: %zu of %lld planned steps; the run ended: %s\n", s->steps_run,
+                s->planned_steps, s->end ? s->end : "unknown");
 }
 
 int ao_summary_for_run(const char *run_dir, long long skip_steps, FILE *table)

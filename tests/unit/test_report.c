@@ -215,7 +215,7 @@ static void test_bad_input(void **state)
     const char *same[] = {"x", "x"};
     expect_usage(ab, same, 2, NULL, NULL, "'x' is given twice");
     const char *badl[] = {"a/b"};
-    expect_usage(ab, badl, 1, NULL, NULL, "--label: 'a/b' cannot name files");
+    expect_usage(ab, badl, 1, NULL, NULL, "--label: \"a/b\" contains '/'");
     const char *c[] = {"c"}, *lc[] = {"c"};
     expect_usage(c, lc, 1, NULL, NULL, "no run.json, no rank_NN_metrics.jsonl");
     const char *m[] = {"missing"};

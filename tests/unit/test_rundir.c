@@ -89,6 +89,7 @@ static void test_validate_bad_names(void **state)
     expect_bad(".", "not run names");
     expect_bad("..", "not run names");
     expect_bad("latest", "reserved");
+    expect_bad("-x", "starts with '-'");
     expect_bad("a/b", "contains '/'");
     expect_bad("/abs", "contains '/'");
     expect_bad("x/", "contains '/'");
@@ -273,7 +274,7 @@ static void test_ranks_join_the_creator(void **state)
     assert_int_equal(rc, AO_EXIT_FAIL);
     assert_contains(err, "/never: the run directory did not appear within 0.2 s");
     double waited = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    assert_true(waited >= 0.2 && waited < 5.0);
+    assert_true(waited >= 0.2 && waited < 60.0); /* gave up, with a margin for load */
     free(err);
     remove_temp_dir(tmp);
 }

@@ -152,6 +152,17 @@ static void test_summary_numbers(void **state)
     assert_contains(text, "overlap_ratio");
     assert_contains(text, "rank skew");
     assert_contains(text, "slowest rank 2");
+    /* Every cell with 3 decimals, tokens/s (above 1e4 here) as well. */
+    assert_true(metric(&s, "tokens_per_s")->p50 >= 1e4);
+    const char *row = strstr(text, "\n  tokens_per_s ");
+    assert_non_null(row);
+    char name[32], cell[4][32];
+    assert_int_equal(
+        sscanf(row, " %31s %31s %31s %31s %31s", name, cell[0], cell[1], cell[2], cell[3]), 5);
+    for (int i = 0; i < 4; i++) {
+        const char *dot = strchr(cell[i], '.');
+        if (!dot || strlen(dot) != 4) fail_msg("tokens_per_s cell %d is '%s'", i, cell[i]);
+    }
     free(text);
     free(tpath);
     ao_summary_free(&s);
