@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "data/rng_simd.h"
 
 int ao_data_shape_check(const ao_data_shape *shape)
 {
@@ -31,6 +32,35 @@ int ao_data_shape_check(const ao_data_shape *shape)
         return AO_EXIT_USAGE;
     }
     return 0;
+}
+
+/* out[e] = ao_data_id_from_word(ao_rng_u32(s, e), vocab) for e < n, a stack
+ * chunk at a time and a Philox block per 4 words (SIMD generator). */
+#define WORD_CHUNK 256
+static void int_words(int32_t *out, size_t n, ao_rng_stream s, int vocab)
+{
+    ao_u32x4 blk[WORD_CHUNK / 4];
+    for (size_t at = 0; at < n; at += WORD_CHUNK) {
+        size_t k = n - at < WORD_CHUNK ? n - at : WORD_CHUNK;
+        ao_rng_blocks_simd(ao_rng_simd_best(), blk, (k + 3) / 4, s, at / 4);
+        for (size_t j = 0; j < k; j++)
+            out[at + j] = ao_data_id_from_word(blk[j / 4].v[j % 4], vocab);
+    }
+}
+
+/* out[t] = lo + (hi - lo) uniform(s, t) for t < n, as ao_rng_fill_uniform,
+ * a Philox block per 4 values. */
+static void uniform_words(float *out, size_t n, ao_rng_stream s, int weight)
+{
+    ao_u32x4 blk[WORD_CHUNK / 4];
+    for (size_t at = 0; at < n; at += WORD_CHUNK) {
+        size_t k = n - at < WORD_CHUNK ? n - at : WORD_CHUNK;
+        ao_rng_blocks_simd(ao_rng_simd_best(), blk, (k + 3) / 4, s, at / 4);
+        for (size_t j = 0; j < k; j++) {
+            float u = ao_rng_u32_to_uniform(blk[j / 4].v[j % 4]);
+            out[at + j] = weight ? ao_data_weight_from_uniform(u) : u;
+        }
+    }
 }
 
 int ao_data_fill(const ao_data_shape *shape, uint64_t seed, int target_kind,
@@ -63,14 +93,10 @@ int ao_data_fill(const ao_data_shape *shape, uint64_t seed, int target_kind,
 
         ao_rng_stream s = ao_data_stream(seed, AO_RNG_DATA_DENSE, g);
         ao_rng_normals(dn, dense_per_sample, s, 0);
-        s = ao_data_stream(seed, AO_RNG_DATA_IDS, g);
-        for (size_t e = 0; e < ids_per_sample; e++)
-            id[e] = ao_data_id_from_word(ao_rng_u32(s, e), shape->vocab);
-        s = ao_data_stream(seed, AO_RNG_DATA_WEIGHT, g);
-        for (int t = 0; t < T; t++) wt[t] = ao_data_weight_from_uniform(ao_rng_uniform(s, t));
+        int_words(id, ids_per_sample, ao_data_stream(seed, AO_RNG_DATA_IDS, g), shape->vocab);
+        uniform_words(wt, (size_t)T, ao_data_stream(seed, AO_RNG_DATA_WEIGHT, g), 1);
         if (target_kind == AO_TARGET_RANDOM) {
-            s = ao_data_stream(seed, AO_RNG_DATA_TARGET, g);
-            for (int t = 0; t < T; t++) tg[t] = ao_rng_uniform(s, t);
+            uniform_words(tg, (size_t)T, ao_data_stream(seed, AO_RNG_DATA_TARGET, g), 0);
         } else {
             for (int t = 0; t < T; t++)
                 tg[t] = ao_data_teacher_target_u(u, seed, F, D, S, dn + (size_t)t * F * D,

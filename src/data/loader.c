@@ -34,8 +34,11 @@ typedef struct {
     float *target, *weight;
 } batch_arrays;
 
+/* Each slot on cache lines of its own (64-byte aligned and padded): the
+ * workers filling neighbouring slots update their states without sharing a
+ * line. */
 typedef struct {
-    enum slot_state state;
+    _Alignas(64) enum slot_state state;
     int64_t ordinal;
     uint64_t generation;
     uint64_t copy_order; /* when its copy was enqueued: the oldest is recycled first */
@@ -408,7 +411,10 @@ ao_loader *ao_loader_create(ao_device *dev, ao_stream *h2d, const ao_loader_conf
     pthread_cond_init(&l->cv, NULL);
     if (cfg->placement == AO_PLACEMENT_DEVICE) return l;
 
-    l->host = ao_calloc((size_t)cfg->depth, sizeof *l->host);
+    size_t slots_bytes = (size_t)cfg->depth * sizeof *l->host; /* a multiple of 64 */
+    l->host = aligned_alloc(64, slots_bytes);
+    if (!l->host) l->host = ao_calloc(1, slots_bytes); /* reports the out-of-memory */
+    memset(l->host, 0, slots_bytes);
     for (int i = 0; i < cfg->depth; i++) {
         host_slot *h = &l->host[i];
         h->mem = cfg->pinned ? ao_host_alloc(dev, l->bytes) : ao_malloc(l->bytes);
