@@ -7,7 +7,8 @@
 # "benchmarks" section, logs everything under $OUT (default ./out) and ends
 # with a table: step, result, seconds. Exit status: 0 when nothing failed.
 # Env: SKIP_BENCH=1 skips bench/coll.sh and bench/sdma.sh; SKIP_TESTS=1 skips
-# ctest; TRAIN="smoke trace ..." runs those matrices of bench/train.sh.
+# ctest; TRAIN="smoke trace ..." runs those matrices of bench/train.sh;
+# BENCH="loader_step diagnose ..." runs those bench/NAME.sh scripts.
 set -u -o pipefail
 
 BUILD=${BUILD:-build-device}
@@ -135,6 +136,10 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     step bench_coll timeout 300 env AORTA="$BUILD/aorta" OUT="$OUT" bash bench/coll.sh || true
     step bench_sdma timeout 150 env AORTA="$BUILD/aorta" OUT="$OUT" bash bench/sdma.sh || true
 fi
+# BENCH="loader_step diagnose ...": those bench/NAME.sh scripts, in order.
+for b in ${BENCH:-}; do
+    step "bench_$b" timeout 400 env AORTA="$BUILD/aorta" OUT="$OUT" bash "bench/$b.sh" || true
+done
 # TRAIN="smoke trace ...": those matrices of bench/train.sh, in order.
 for m in ${TRAIN:-}; do
     step "bench_train_$m" timeout 540 env AORTA="$BUILD/aorta" OUT="$OUT" bash bench/train.sh "$m" || true
