@@ -18,6 +18,12 @@
 /* {label}_timeline: step, compute, comm and exposed comm per step; thin
  * lines per rank, the median over ranks bold. Long runs are binned (mean per
  * bin) to at most 1000 points, and the axis says so. */
+/* The time-per-step axis stops at AO_TIMELINE_CAP_FACTOR x the 95th
+ * percentile of the plotted values (INFINITY when n is 0); values above it
+ * are outliers, marked on the top edge. */
+#define AO_TIMELINE_CAP_FACTOR 1.5
+double ao_timeline_cap(const double *y, size_t n);
+
 int ao_chart_timeline(const char *dir, const char *label, const ao_run_data *runs, size_t nruns);
 
 /* {label}_streams: one iteration as lanes per stream per rank, ops as bars,

@@ -49,32 +49,51 @@ static ao_rgb timeline_color(int i)
     return c[i];
 }
 
+double ao_timeline_cap(const double *y, size_t n)
+{
+    if (n == 0) return INFINITY;
+    double p = ao_stats_percentile(y, n, 95);
+    return p > 0 ? AO_TIMELINE_CAP_FACTOR * p : INFINITY;
+}
+
 static void draw_timeline(cairo_t *cr, double w, double h, const void *ctx)
 {
     const series_set *ss = ctx;
     size_t nb = ss->nbins, ns = ss->nseries;
     double xlo = INFINITY, xhi = -INFINITY, ymax = 0;
+    double *ys = ao_malloc((4 * ns * nb + 1) * sizeof *ys);
+    size_t ny = 0;
     for (size_t i = 0; i < ns * nb; i++) {
         if (isnan(ss->x[i])) continue;
         xlo = fmin(xlo, ss->x[i]);
         xhi = fmax(xhi, ss->x[i]);
         for (int m = 0; m < 4; m++)
-            if (!isnan(ss->y[m][i])) ymax = fmax(ymax, ss->y[m][i]);
+            if (!isnan(ss->y[m][i])) ymax = fmax(ymax, ys[ny++] = ss->y[m][i]);
     }
+    /* Robust axis: one slow step must not flatten the rest; points above
+     * the cap are drawn as marks on the top edge and counted in the title. */
+    double cap = ao_timeline_cap(ys, ny);
     ao_legend_item leg[6];
     for (int m = 0; m < 4; m++) leg[m] = (ao_legend_item){timeline_names[m], timeline_color(m), 0};
     leg[4] = (ao_legend_item){"bold: median of ranks", AO_C_TEXT, 0};
     leg[5] = (ao_legend_item){"thin: one rank", C_IDLE, 0};
     ao_frame f;
     ao_nice_axis(xlo, xhi, 8, &f.ax);
-    ao_nice_axis(0, ymax, 6, &f.ay);
+    ao_nice_axis(0, fmin(ymax, cap), 6, &f.ay);
+    size_t nout = 0;
+    for (size_t i = 0; i < ny; i++) nout += ys[i] > f.ay.hi;
+    free(ys);
     f.x0 = 30 + ao_y_ticks_width(cr, &f.ay) + 10;
     f.x1 = w - ao_legend_width(cr, leg, 6) - 20;
-    f.y0 = 50;
+    f.y0 = 56;
     f.y1 = h - 50;
-    char title[300], xlabel[128];
+    char title[300], xlabel[128], note[200];
     snprintf(title, sizeof title, "%s: time per step", ss->label);
-    ao_draw_title(cr, w, title, NULL);
+    snprintf(note, sizeof note,
+             "axis clipped near %.1f x the 95th percentile: %zu point(s) above %.4g ms, up to "
+             "%.4g ms, marked as triangles on the top edge",
+             AO_TIMELINE_CAP_FACTOR, nout, f.ay.hi, ymax);
+    ao_draw_title(cr, w, title, nout ? note : NULL);
     if (ss->per_bin > 1)
         snprintf(xlabel, sizeof xlabel, "step (mean of %zu steps per point)", ss->per_bin);
     else
@@ -130,6 +149,19 @@ static void draw_timeline(cairo_t *cr, double w, double h, const void *ctx)
     }
     free(med);
     cairo_restore(cr);
+    for (int m = 0; m < 4 && nout; m++) {
+        ao_set_rgb(cr, timeline_color(m), 1);
+        for (size_t i = 0; i < ns * nb; i++) {
+            double x = ss->x[i], y = ss->y[m][i];
+            if (isnan(x) || !(y > f.ay.hi)) continue;
+            double px = ao_px(&f, x);
+            cairo_move_to(cr, px, f.y0 - 1);
+            cairo_line_to(cr, px - 4, f.y0 + 6);
+            cairo_line_to(cr, px + 4, f.y0 + 6);
+            cairo_close_path(cr);
+            cairo_fill(cr);
+        }
+    }
     ao_draw_legend(cr, f.x1 + 20, f.y0 + 8, leg, 6);
 }
 
@@ -408,33 +440,22 @@ typedef struct breakdown_ctx {
     size_t n;
 } breakdown_ctx;
 
-#define NPARTS 5
+#define NPARTS AO_BREAKDOWN_PARTS
 
-/* Medians of the parts; the last is what the others leave of the median step
- * (copies running alone, and the medians not adding up exactly). */
+/* The summary's split of the median step: the parts add up to it. */
 static void breakdown_parts(const ao_summary *s, double part[NPARTS])
 {
-    double ov = s->metrics[ao_metric_find("overlap_ms")].all.p50;
-    part[0] = ov;
-    part[1] = s->metrics[ao_metric_find("exposed_comm_ms")].all.p50;
-    part[2] = s->metrics[ao_metric_find("compute_ms")].all.p50 - ov;
-    part[3] = s->metrics[ao_metric_find("idle_ms")].all.p50;
-    part[4] = s->metrics[ao_metric_find("step_ms")].all.p50;
-    for (int i = 0; i < NPARTS - 1; i++) {
-        if (!(part[i] > 0)) part[i] = 0;
-        part[4] -= part[i];
-    }
-    if (!(part[4] > 0)) part[4] = 0;
+    for (int i = 0; i < NPARTS; i++) part[i] = s->breakdown_ms[i];
 }
 
 static void draw_breakdown(cairo_t *cr, double w, double h, const void *vctx)
 {
     const breakdown_ctx *bc = vctx;
-    ao_legend_item leg[NPARTS] = {{"overlapped (compute and comm)", C_OVERLAP, 1},
-                                  {"exposed comm", C_EXPOSED, 1},
-                                  {"compute alone", C_COMPUTE, 1},
-                                  {"idle", C_IDLE, 1},
-                                  {"copies alone, other", C_COPY, 1}};
+    ao_legend_item leg[NPARTS] = {{ao_breakdown_names[0], C_OVERLAP, 1},
+                                  {ao_breakdown_names[1], C_EXPOSED, 1},
+                                  {ao_breakdown_names[2], C_COMPUTE, 1},
+                                  {ao_breakdown_names[3], C_IDLE, 1},
+                                  {ao_breakdown_names[4], C_COPY, 1}};
     double tmax = 0, lw = 0;
     ao_font(cr, AO_FONT_SIZE, 0);
     for (size_t i = 0; i < bc->n; i++) {
@@ -451,7 +472,10 @@ static void draw_breakdown(cairo_t *cr, double w, double h, const void *vctx)
     f.x1 = w - ao_legend_width(cr, leg, NPARTS) - 20;
     f.y0 = 50;
     f.y1 = h - 50;
-    ao_draw_title(cr, w, "Where the step's time goes (medians)", NULL);
+    ao_draw_title(
+        cr, w, "Where the median step's time goes",
+        "each part's share of all steps' time, times the median step (" AO_STEP_MS_DEFINITION
+        "): the bar is the median step");
     ao_draw_axes(cr, &f, "time per step (ms)", NULL, 0);
     double row = (f.y1 - f.y0) / (double)bc->n, bar = fmin(row * 0.6, 40);
     const ao_rgb colors[NPARTS] = {C_OVERLAP, C_EXPOSED, C_COMPUTE, C_IDLE, C_COPY};

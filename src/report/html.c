@@ -207,7 +207,18 @@ static void label_section(buf *b, const ao_summary *s, size_t idx)
         printf_(b, "<td class=\"k\">%s</td></tr>\n", ao_metric(m)->unit);
     }
     puts_(b, "</tbody></table>\n");
-    if (s->have_decomposition) {
+    if (s->have_decomposition && s->decomposition_flag) {
+        printf_(b,
+                "<p class=\"flag\" id=\"decomposition-%zu\">Decomposition not shown "
+                "(compute alone ",
+                idx);
+        num(b, s->decomposition.compute_isolated_ms);
+        puts_(b, " ms, comm alone ");
+        num(b, s->decomposition.comm_isolated_ms);
+        puts_(b, " ms): ");
+        esc(b, s->decomposition_flag);
+        puts_(b, ".</p>\n");
+    } else if (s->have_decomposition) {
         const ao_decomposition *d = &s->decomposition;
         printf_(b,
                 "<table id=\"decomposition-%zu\"><thead><tr><th class=\"k\">decomposition"
