@@ -6,4 +6,6 @@ AO_COMMAND(train, "the FSDP/DDP workload: overlap of communication and compute p
 AO_COMMAND(coll, "collective bandwidth (nccl-tests columns), optionally under a GEMM")
 AO_COMMAND(sdma, "GEMM vs DMA copy overlap on two streams")
 AO_COMMAND(report, "summaries, comparisons with verdicts, charts and HTML from run directories")
+AO_COMMAND(diagnose, "what bounds a step: classification, ranked findings with knobs, sanity flags")
+AO_COMMAND(plan, "device memory per rank by strategy, precision and accumulation; what fits")
 AO_COMMAND(sweep, "axes and environment sweeps over train, coll and sdma")

@@ -36,12 +36,22 @@ static const dfield overlap_fields[] = {
     OV(compute_covered_ratio),
     OV(overlap_efficiency),
 };
+/* Fields newer files have and older ones lack: written always, read as NAN
+ * when absent (schema 1 files from before them stay readable). */
+static const dfield optional_overlap_fields[] = {
+    OV(host_wait_ms),
+};
 #define RF(f)                                                                                      \
     {                                                                                              \
 #f, offsetof(ao_iter_record, f)                                                            \
     }
 static const dfield train_fields[] = {
     RF(loss), RF(loss_local), RF(grad_norm), RF(lr), RF(loss_scale), RF(tokens_per_s),
+};
+static const dfield optional_record_fields[] = {
+    RF(data_wait_ms),
+    RF(mem_peak_mb),
+    RF(host_gap_ms),
 };
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -62,8 +72,12 @@ void ao_iter_record_init(ao_iter_record *r)
     r->phase = phases[0];
     r->world_size = 1;
     for (size_t i = 0; i < NELEM(train_fields); i++) *dptr(r, &train_fields[i]) = NAN;
+    for (size_t i = 0; i < NELEM(optional_record_fields); i++)
+        *dptr(r, &optional_record_fields[i]) = NAN;
     r->samples = -1;
     r->m.overlap_ratio = r->m.compute_covered_ratio = r->m.overlap_efficiency = NAN;
+    r->m.host_wait_ms = NAN;
+    for (int k = 0; k < AO_NKINDS; k++) r->m.exposed_kind_ms[k] = NAN;
 }
 
 void ao_iter_record_free(ao_iter_record *r)
@@ -113,6 +127,7 @@ static int gen_ops(ao_json_writer *o, const ao_op *ops, size_t n)
             ao_jw_int(o, NULL, op->unit);
         ao_jw_double(o, "start_us", op->start_us);
         ao_jw_double(o, "end_us", op->end_us);
+        if (op->has_issue) ao_jw_double(o, "issue_us", op->issue_us);
         ao_jw_u64(o, "bytes", op->bytes);
         ao_jw_close(o);
     }
@@ -126,10 +141,14 @@ static void gen_overlap(ao_json_writer *o, const ao_overlap *m, int with_streams
     for (size_t i = 0; i < NELEM(overlap_fields); i++) {
         ao_jw_double(o, overlap_fields[i].key, dget(m, &overlap_fields[i]));
     }
+    for (size_t i = 0; i < NELEM(optional_overlap_fields); i++)
+        ao_jw_double(o, optional_overlap_fields[i].key, dget(m, &optional_overlap_fields[i]));
     char key[64];
     for (int k = 0; k < AO_NKINDS; k++) {
         snprintf(key, sizeof key, "compute_%s_ms", ao_coll_kind_name((ao_coll_kind)k));
         ao_jw_double(o, key, m->compute_kind_ms[k]);
+        snprintf(key, sizeof key, "exposed_%s_ms", ao_coll_kind_name((ao_coll_kind)k));
+        ao_jw_double(o, key, m->exposed_kind_ms[k]);
     }
     if (with_streams) {
         ao_jw_open(o, "streams");
@@ -182,6 +201,8 @@ static int gen_record(yajl_gen g, const ao_iter_record *r)
     for (size_t i = 0; i < NELEM(train_fields); i++) {
         ao_jw_double(&o, train_fields[i].key, dget(r, &train_fields[i]));
     }
+    for (size_t i = 0; i < NELEM(optional_record_fields); i++)
+        ao_jw_double(&o, optional_record_fields[i].key, dget(r, &optional_record_fields[i]));
     ao_jw_key(&o, "samples");
     if (r->samples < 0)
         ao_jw_null(&o, NULL);
@@ -377,6 +398,13 @@ static int get_dbl(const in *c, yajl_val obj, const char *key, int null_ok, doub
     return 0;
 }
 
+/* A number or null when present, NAN when absent (a field older files lack). */
+static int get_dbl_opt(const in *c, yajl_val obj, const char *key, double *out)
+{
+    *out = NAN;
+    return ao_json_member(obj, key) ? get_dbl(c, obj, key, 1, out) : 0;
+}
+
 static yajl_val get_obj(const in *c, yajl_val obj, const char *key)
 {
     yajl_val v = need(c, obj, key);
@@ -461,8 +489,10 @@ static int parse_ops(const in *top, yajl_val arr, ao_iter_record *out)
         int unit = -1;
         if (!YAJL_IS_NULL(u) && get_int(&c, e, "unit", 0, INT16_MAX, &unit)) return -1;
         if (get_dbl(&c, e, "start_us", 0, &op->start_us) ||
-            get_dbl(&c, e, "end_us", 0, &op->end_us) || get_u64(&c, e, "bytes", &op->bytes))
+            get_dbl(&c, e, "end_us", 0, &op->end_us) || get_u64(&c, e, "bytes", &op->bytes) ||
+            get_dbl_opt(&c, e, "issue_us", &op->issue_us))
             return -1;
+        op->has_issue = isfinite(op->issue_us);
         op->stream = (uint8_t)stream;
         op->cls = (uint8_t)cls;
         op->kind = (int8_t)kind;
@@ -498,10 +528,16 @@ static int parse_record(yajl_val obj, const char *where, ao_iter_record *r)
     ao_overlap *m = &r->m;
     for (size_t i = 0; i < NELEM(overlap_fields); i++)
         if (get_dbl(&c, obj, overlap_fields[i].key, 1, dptr(m, &overlap_fields[i]))) return -1;
+    for (size_t i = 0; i < NELEM(optional_overlap_fields); i++)
+        if (get_dbl_opt(&c, obj, optional_overlap_fields[i].key,
+                        dptr(m, &optional_overlap_fields[i])))
+            return -1;
     char key[64];
     for (int k = 0; k < AO_NKINDS; k++) {
         snprintf(key, sizeof key, "compute_%s_ms", kind_name(k));
         if (get_dbl(&c, obj, key, 1, &m->compute_kind_ms[k])) return -1;
+        snprintf(key, sizeof key, "exposed_%s_ms", kind_name(k));
+        if (get_dbl_opt(&c, obj, key, &m->exposed_kind_ms[k])) return -1;
     }
     char prefix[64];
     in sub = {where, prefix};
@@ -533,6 +569,10 @@ static int parse_record(yajl_val obj, const char *where, ao_iter_record *r)
     }
     for (size_t i = 0; i < NELEM(train_fields); i++)
         if (get_dbl(&c, obj, train_fields[i].key, 1, dptr(r, &train_fields[i]))) return -1;
+    for (size_t i = 0; i < NELEM(optional_record_fields); i++)
+        if (get_dbl_opt(&c, obj, optional_record_fields[i].key,
+                        dptr(r, &optional_record_fields[i])))
+            return -1;
     yajl_val sm = need(&c, obj, "samples");
     if (!sm) return -1;
     r->samples = -1;

@@ -7,7 +7,9 @@
  * as null, and null reads back as NAN. `samples` is absent when negative
  * (null, read back as -1). An op's `unit` -1 and `kind` AO_KIND_NONE are
  * null. The reader accepts null for every floating-point field; integer
- * fields must be integers.
+ * fields must be integers. Fields added after schema 1 was first written
+ * (host_wait_ms, exposed_<kind>_ms, data_wait_ms, mem_peak_mb, host_gap_ms, an op's issue_us) are
+ * optional on read: absent reads as NAN (issue_us: has_issue 0).
  *
  * Numbers round-trip: a double is written in the shortest form strtod reads
  * back bit-exact, so writer -> reader gives identical numbers. */
@@ -82,6 +84,16 @@ typedef struct ao_iter_record {
     ao_overlap m;      /* every §7 field */
     /* NAN when absent */
     double loss, loss_local, grad_norm, lr, loss_scale, tokens_per_s;
+    /* Host time the iteration's issue spent waiting for the data loader
+     * (the batch not filled yet); NAN when not measured. Optional on read. */
+    double data_wait_ms;
+    /* The rank's device-memory high-water mark so far (ao_dev_alloc's bytes,
+     * MiB); NAN when not measured. Optional on read. */
+    double mem_peak_mb;
+    /* The host's share of the gap before this iteration: from the previous
+     * iteration's window end to this one's first op issue (or start, if
+     * earlier), >= 0; NAN when unknown. Optional on read. */
+    double host_gap_ms;
     long long samples; /* < 0 when absent */
     /* Per-op intervals (profiling windows): written when ops != NULL. */
     const ao_op *ops;

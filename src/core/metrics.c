@@ -84,17 +84,37 @@ static double ratio_or_nan(double num, double den)
 
 /* Most iterations have a few hundred ops: their scratch fits on the stack, so
  * the per-iteration path does not allocate. */
-enum { STACK_IVALS = 2048 };
+enum { STACK_IVALS = 4096 };
+
+/* Idle time in which no op was enqueued (the device ran dry waiting for the
+ * host): the window less what ran (all) and what was queued, [issue, start]
+ * of each op. NAN when an op has no issue time (has_issue). scratch holds 5n + 2. */
+static double host_wait_ms(const ao_op *ops, size_t n, const ao_ival *window, const ao_ival *all,
+                           size_t nall, ao_ival *scratch)
+{
+    ao_ival *q = scratch, *busy = scratch + n, *rest = scratch + 3 * n + 1;
+    size_t nq = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!ops[i].has_issue || !isfinite(ops[i].issue_us)) return NAN;
+        if (ops[i].issue_us < ops[i].start_us)
+            q[nq++] = (ao_ival){ops[i].issue_us, ops[i].start_us};
+    }
+    nq = ao_iv_normalize(q, nq);
+    size_t nb = ao_iv_union(q, nq, all, nall, busy);
+    size_t nr = ao_iv_subtract(window, window->end > window->start, busy, nb, rest);
+    return ao_iv_length(rest, nr) / 1000.0;
+}
 
 void ao_overlap_compute(const ao_op *ops, size_t n, int world_size, ao_overlap *out)
 {
     memset(out, 0, sizeof *out);
     out->overlap_ratio = out->compute_covered_ratio = out->overlap_efficiency = NAN;
+    out->host_wait_ms = out->first_issue_us = NAN;
     if (n == 0) return;
 
     /* Scratch: three groupings of n, the union of all classes (n), and a
      * result buffer for unions and subtractions (at most n + 1 pieces). */
-    size_t need = 5 * n + 1;
+    size_t need = 10 * n + 3; /* and host_wait_ms's 5n + 2 */
     ao_ival stack_buf[STACK_IVALS];
     ao_ival *buf = need <= STACK_IVALS ? stack_buf : ao_malloc(need * sizeof *buf);
     grouping by_class = {.v = buf}, by_kind = {.v = buf + n}, by_stream = {.v = buf + 2 * n};
@@ -139,6 +159,10 @@ void ao_overlap_compute(const ao_op *ops, size_t n, int world_size, ao_overlap *
     size_t nall = ao_iv_union(tmp, ncm, X, nx, all);
     ao_ival window = {w0, w1};
     out->idle_ms = ao_iv_length(tmp, ao_iv_subtract(&window, w1 > w0, all, nall, tmp)) / 1000.0;
+    out->host_wait_ms = host_wait_ms(ops, n, &window, all, nall, buf + 5 * n + 1);
+    if (isfinite(out->host_wait_ms))
+        for (size_t i = 0; i < n; i++)
+            if (!(ops[i].issue_us >= out->first_issue_us)) out->first_issue_us = ops[i].issue_us;
 
     out->overlap_ratio = ratio_or_nan(overlap_us, m_us);
     out->compute_covered_ratio = ratio_or_nan(overlap_us, c_us);
@@ -163,6 +187,8 @@ void ao_overlap_compute(const ao_op *ops, size_t n, int world_size, ao_overlap *
         ks->algbw_gbps = busy_us > 0 ? (double)ks->bytes / busy_us / 1e3 : 0;
         ks->busbw_gbps = ks->algbw_gbps * ao_busbw_factor((ao_coll_kind)k, world_size);
         out->compute_kind_ms[k] = ao_iv_intersect_length(C, nc, Mk, nk) / 1000.0;
+        /* tmp holds at most nk + nc pieces, within its n + 1 */
+        out->exposed_kind_ms[k] = ao_iv_length(tmp, ao_iv_subtract(Mk, nk, C, nc, tmp)) / 1000.0;
     }
 
     if (buf != stack_buf) free(buf);

@@ -45,6 +45,11 @@ typedef struct ao_op {
     uint8_t stream;          /* ao_stream_id */
     uint8_t cls;             /* ao_op_class */
     int8_t kind;             /* ao_coll_kind for AO_CLASS_COMM, else AO_KIND_NONE */
+    uint8_t has_issue;       /* issue_us is known */
+    /* When the host enqueued the op, on the same axis (host clock from the
+     * anchor's host time), valid when has_issue. Splits idle time
+     * (host_wait_ms). Zero-initialized ops have none. */
+    double issue_us;
 } ao_op;
 
 typedef struct ao_stream_stats {
@@ -67,10 +72,16 @@ typedef struct ao_overlap {
     double overlap_ms;                     /* |C ∩ M| */
     double exposed_comm_ms;                /* |M \ C| */
     double idle_ms;                        /* |W \ (C ∪ M ∪ X)| */
-    double overlap_ratio;                  /* |C ∩ M| / |M|; NAN when M is empty */
-    double compute_covered_ratio;          /* |C ∩ M| / |C|; NAN when C is empty */
-    double overlap_efficiency;             /* |C ∩ M| / min(|C|,|M|); NAN when the min is 0 */
-    double compute_kind_ms[AO_NKINDS];     /* |C ∩ M_k| */
+    /* The part of idle_ms where nothing was enqueued: |W \ (C ∪ M ∪ X ∪ Q)|,
+     * Q = union of [issue_us, start_us] (an op enqueued, not yet running).
+     * NAN when some op has no issue time (has_issue 0). */
+    double host_wait_ms;
+    double first_issue_us; /* the earliest issue_us of the ops; NAN when unknown (not in records) */
+    double overlap_ratio;  /* |C ∩ M| / |M|; NAN when M is empty */
+    double compute_covered_ratio;      /* |C ∩ M| / |C|; NAN when C is empty */
+    double overlap_efficiency;         /* |C ∩ M| / min(|C|,|M|); NAN when the min is 0 */
+    double compute_kind_ms[AO_NKINDS]; /* |C ∩ M_k| */
+    double exposed_kind_ms[AO_NKINDS]; /* |M_k \ C| */
     ao_stream_stats streams[AO_NSTREAMS];
     ao_kind_stats kinds[AO_NKINDS];
 } ao_overlap;

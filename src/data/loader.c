@@ -70,6 +70,9 @@ struct ao_loader {
     uint64_t generation;
     uint64_t copies;
     int shutdown;
+    /* ao_loader_prepare's slot, taken by the next ao_loader_next of its ordinal */
+    host_slot *prepared;
+    int64_t prepared_q;
 };
 
 int64_t ao_loader_first_sample(const ao_loader_config *cfg, int64_t step, int micro)
@@ -397,9 +400,7 @@ ao_loader *ao_loader_create(ao_device *dev, ao_stream *h2d, const ao_loader_conf
     l->h2d = h2d;
     l->cfg = *cfg;
     l->gen = cfg->placement == AO_PLACEMENT_DEVICE ? loader_backend_for(dev) : NULL;
-    const ao_data_shape *d = &cfg->data;
-    const size_t tokens = (size_t)cfg->batch * d->seq_len;
-    l->bytes = 4 * tokens * ((size_t)d->num_dense * d->dense_dim + (size_t)d->num_sparse + 2);
+    l->bytes = ao_loader_slot_bytes(cfg);
     l->dev_slots = ao_calloc((size_t)cfg->depth, sizeof *l->dev_slots);
     for (int i = 0; i < cfg->depth; i++) {
         dev_slot *s = &l->dev_slots[i];
@@ -448,18 +449,33 @@ void ao_loader_destroy(ao_loader *l)
     free_loader(l);
 }
 
-const ao_batch *ao_loader_next(ao_loader *l, int64_t step, int micro, ao_event **ready)
+static int64_t ordinal_of(const ao_loader *l, int64_t step, int micro)
 {
     if (step < 0 || micro < 0 || micro >= l->cfg.accum)
         ao_fatal(AO_EXIT_FAIL, "data loader",
                  "asked for micro-batch %d of step %lld (steps from 0, micro-batches 0..%d)", micro,
                  (long long)step, l->cfg.accum - 1);
-    const int64_t q = step * l->cfg.accum + micro;
+    return step * l->cfg.accum + micro;
+}
+
+void ao_loader_prepare(ao_loader *l, int64_t step, int micro)
+{
+    const int64_t q = ordinal_of(l, step, micro);
+    if (l->cfg.placement != AO_PLACEMENT_HOST) return;
+    l->prepared = host_slot_for(l, q);
+    l->prepared_q = q;
+}
+
+const ao_batch *ao_loader_next(ao_loader *l, int64_t step, int micro, ao_event **ready)
+{
+    const int64_t q = ordinal_of(l, step, micro);
     dev_slot *d = &l->dev_slots[l->calls++ % l->cfg.depth];
     d->batch.first_sample = first_of_ordinal(&l->cfg, q);
 
     host_slot *h = NULL;
-    if (l->cfg.placement == AO_PLACEMENT_HOST) h = host_slot_for(l, q);
+    if (l->cfg.placement == AO_PLACEMENT_HOST)
+        h = l->prepared && l->prepared_q == q ? l->prepared : host_slot_for(l, q);
+    l->prepared = NULL;
     if (d->release_pending) {
         ao_stream_wait_event(l->h2d, d->released);
         d->release_pending = 0;
@@ -490,6 +506,18 @@ void ao_loader_release(ao_loader *l, const ao_batch *b, ao_stream *consumer)
         return;
     }
     ao_fatal(AO_EXIT_FAIL, "data loader", "released a batch this loader did not make");
+}
+
+int ao_loader_depth_for(int placement, int workers)
+{
+    return 2 + (placement == AO_PLACEMENT_HOST && workers > 1 ? workers : 1);
+}
+
+size_t ao_loader_slot_bytes(const ao_loader_config *cfg)
+{
+    const ao_data_shape *d = &cfg->data;
+    const size_t tokens = (size_t)cfg->batch * d->seq_len;
+    return 4 * tokens * ((size_t)d->num_dense * d->dense_dim + (size_t)d->num_sparse + 2);
 }
 
 size_t ao_loader_batch_bytes(const ao_loader *l)

@@ -75,6 +75,12 @@ ao_loader *ao_loader_create(ao_device *dev, ao_stream *h2d, const ao_loader_conf
  * no-op. */
 void ao_loader_destroy(ao_loader *l);
 
+/* Waits on the host until the batch of (step, micro) is ready to copy (host
+ * placement: filled by a worker, or filled here without workers; device
+ * placement: returns at once), so that the caller can time that wait apart
+ * from the copy (data_wait_ms) and start the copy's interval after it. The
+ * next ao_loader_next for the same batch takes it without waiting. */
+void ao_loader_prepare(ao_loader *l, int64_t step, int micro);
 /* The batch of (step, micro), in device memory, with its copy or generation
  * enqueued on `h2d`; *ready (when non-NULL) is the event recorded after it.
  * The batch and the event stay valid until the depth-th next call after this
@@ -84,6 +90,14 @@ const ao_batch *ao_loader_next(ao_loader *l, int64_t step, int micro, ao_event *
 /* Records on `consumer` the point after the last use of b (a batch of this
  * loader); the work that reuses b's device buffers waits for it. */
 void ao_loader_release(ao_loader *l, const ao_batch *b, ao_stream *consumer);
+
+/* Batches in flight for a placement and worker count: the batch in use, the
+ * prefetched one, and one being filled per host worker (with fewer slots
+ * than workers, workers sit idle and the host fill paces the step);
+ * generated on the device, one being filled is enough. */
+int ao_loader_depth_for(int placement, int workers);
+/* Device bytes of one batch's buffers (dense, ids, target, weight). */
+size_t ao_loader_slot_bytes(const ao_loader_config *cfg);
 
 /* Bytes one batch moves host to device (its h2d copy), 0 for device
  * placement: B*T*(F*D*4 + S*4 + 4 + 4). */

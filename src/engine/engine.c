@@ -40,10 +40,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "engine/engine_backend.h"
 #include "engine/shard.h"
+#include "engine/test_hooks.h"
 #include "model/ops_ref.h"
 
 enum { LANE_AG, LANE_RS, LANE_AR, NLANES };
@@ -159,6 +161,8 @@ struct ao_engine {
     const ao_batch *pend_batch;
     ao_event *pend_ready;
     size_t batch_bytes;
+    double data_wait_ms; /* host wait for the loader since ao_engine_take_data_wait_ms */
+    int test_slow_ms;    /* AORTA_TEST_SLOW_RANK: this rank's planted delay (tests only) */
 };
 
 const char *ao_phase_name(ao_phase p)
@@ -586,6 +590,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     e->nunits = ao_model_units(&e->shape);
     e->nlayers = e->nunits - 1;
     e->pend_step = -1;
+    e->test_slow_ms = ao_test_slow_rank_ms(e->rank);
     if (e->backend->set_dependent_launch)
         e->backend->set_dependent_launch(ao_engine_compute_alone(cfg, e->world));
     e->hp = (ao_adamw_hparams){.beta1 = (float)cfg->optimizer.betas[0],
@@ -887,6 +892,14 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase, int final)
 static void fetch(ao_engine *e, int64_t step, int micro)
 {
     ao_stream_wait_event(e->streams[AO_STREAM_H2D], compute_point(e, e->fetch_go));
+    /* The host's wait for the loader is its own number (data_wait_ms), and
+     * outside the copy's event pair: the h2d op times the copy only. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ao_loader_prepare(e->loader, step, micro);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    e->data_wait_ms +=
+        (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     int op = op_begin(e, AO_STREAM_H2D, AO_CLASS_COPY, AO_KIND_NONE, "h2d", -1, e->batch_bytes);
     e->pend_batch = ao_loader_next(e->loader, step, micro, &e->pend_ready);
     ao_timeline_op_end(e->tl, op);
@@ -921,6 +934,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
     wait_gather(e, 0);
     if (x->do_compute) {
         op = compute_begin(e, "forward", 0);
+        if (e->test_slow_ms) ao_test_slow_enqueue(cs, e->test_slow_ms);
         cast_gathered(e, 0);
         ao_model_forward_input(e->model, cs, e->units[0].params, b, x->data_step);
         compute_end(e, op);
@@ -1131,6 +1145,13 @@ void ao_engine_barrier(ao_engine *e)
     ao_allreduce(ar->world, d, d + 1, 1, AO_F64, AO_SUM);
     ao_stream_sync(ar->s);
     ao_dev_free(e->dev, d);
+}
+
+double ao_engine_take_data_wait_ms(ao_engine *e)
+{
+    double ms = e->data_wait_ms;
+    e->data_wait_ms = 0;
+    return ms;
 }
 
 int64_t ao_engine_step_samples(const ao_engine *e)

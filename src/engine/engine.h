@@ -115,6 +115,10 @@ void ao_engine_finish(ao_engine *e);
 /* All ranks meet (a small all-reduce), after ao_engine_finish. */
 void ao_engine_barrier(ao_engine *e);
 
+/* Host milliseconds spent waiting for the data loader since the last call
+ * (the iterations issued since then); resets the count. */
+double ao_engine_take_data_wait_ms(ao_engine *e);
+
 /* Global samples and tokens of one step (ranks x batch x accumulation (x T)). */
 int64_t ao_engine_step_samples(const ao_engine *e);
 int64_t ao_engine_step_tokens(const ao_engine *e);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "data/rng.h"
 #include "model/model.h"
@@ -308,6 +309,49 @@ static float *take(float **cursor, size_t n)
     return p;
 }
 
+void ao_model_shape_of(const struct ao_config *cfg, ao_model_shape *s)
+{
+    *s = (ao_model_shape){.batch = cfg->training.batch_size,
+                          .seq = cfg->dataset.sequence_length,
+                          .num_dense = cfg->model.num_dense_features,
+                          .dense_dim = cfg->model.dense_dim,
+                          .sparse = cfg->dataset.sparse_features,
+                          .vocab = cfg->model.vocab_size,
+                          .emb_dim = cfg->model.embedding_dim,
+                          .dim = cfg->model.model_dim,
+                          .heads = cfg->model.num_heads,
+                          .layers = cfg->model.num_layers,
+                          .ff = ao_config_ff_dim(cfg),
+                          .mlp_hidden = cfg->model.mlp_hidden_dim,
+                          .dropout = (float)cfg->model.dropout,
+                          .seed = (uint64_t)cfg->dataset.seed};
+}
+
+size_t ao_model_acts_floats(const ao_model_shape *s, size_t extra_floats, size_t scratch_floats)
+{
+    const int L = s->layers;
+    const size_t N = (size_t)s->batch * s->seq, d = (size_t)s->dim;
+    ao_encoder_shape es = ao_model_encoder_shape(s);
+    ao_head_shape hs = ao_model_head_shape(s);
+    return (size_t)(L + 1) * N * d + 2 * N * d + N * s->emb_dim +
+           (size_t)L * ao_encoder_saved_floats(&es) + ao_head_saved_floats(&hs) + 2 * N +
+           extra_floats + scratch_floats;
+}
+
+size_t ao_model_ref_scratch_floats(const ao_model_shape *s)
+{
+    const size_t N = (size_t)s->batch * s->seq;
+    ao_encoder_shape es = ao_model_encoder_shape(s);
+    ao_head_shape hs = ao_model_head_shape(s);
+    return ao_model_max3(ao_encoder_backward_scratch_floats(&es),
+                         ao_head_backward_scratch_floats(&hs), N * s->emb_dim);
+}
+
+size_t ao_model_device_bytes(const ao_model_shape *s)
+{
+    return ao_model_acts_floats(s, 0, ao_model_ref_scratch_floats(s)) * sizeof(float);
+}
+
 void ao_model_acts_alloc(ao_model *m, ao_model_acts *a, size_t extra_floats, size_t scratch_floats)
 {
     const ao_model_shape *s = &m->shape;
@@ -316,9 +360,7 @@ void ao_model_acts_alloc(ao_model *m, ao_model_acts *a, size_t extra_floats, siz
     ao_encoder_shape es = ao_model_encoder_shape(s);
     ao_head_shape hs = ao_model_head_shape(s);
     const size_t enc_saved = ao_encoder_saved_floats(&es);
-    const size_t total = (size_t)(L + 1) * N * d + 2 * N * d + N * s->emb_dim +
-                         (size_t)L * enc_saved + ao_head_saved_floats(&hs) + 2 * N + extra_floats +
-                         scratch_floats;
+    const size_t total = ao_model_acts_floats(s, extra_floats, scratch_floats);
 
     memset(a, 0, sizeof *a);
     a->mem = ao_dev_alloc(m->dev, total * sizeof(float));

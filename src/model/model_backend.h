@@ -72,6 +72,10 @@ static inline size_t ao_model_max3(size_t a, size_t b, size_t c)
 
 /* Allocates and lays out m's activations; ao_model_acts_free gives them back. */
 void ao_model_acts_alloc(ao_model *m, ao_model_acts *a, size_t extra_floats, size_t scratch_floats);
+/* The floats ao_model_acts_alloc allocates; the reference backward's scratch
+ * (the cpu backend's). */
+size_t ao_model_acts_floats(const ao_model_shape *s, size_t extra_floats, size_t scratch_floats);
+size_t ao_model_ref_scratch_floats(const ao_model_shape *s);
 void ao_model_acts_free(ao_model *m, ao_model_acts *a);
 
 extern const struct ao_model_backend ao_model_cpu_backend;

@@ -94,13 +94,8 @@ static void enqueue(ao_stream *s, const pass_args *a)
 static int cpu_create(ao_model *m)
 {
     const ao_model_shape *s = &m->shape;
-    const size_t N = (size_t)s->batch * s->seq;
-    ao_encoder_shape es = ao_model_encoder_shape(s);
-    ao_head_shape hs = ao_model_head_shape(s);
-    const size_t scratch = ao_model_max3(ao_encoder_backward_scratch_floats(&es),
-                                         ao_head_backward_scratch_floats(&hs), N * s->emb_dim);
     cpu_model *c = ao_malloc(sizeof *c);
-    ao_model_acts_alloc(m, c, 0, scratch);
+    ao_model_acts_alloc(m, c, 0, ao_model_ref_scratch_floats(s));
     m->impl = c;
     return 0;
 }

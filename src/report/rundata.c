@@ -20,6 +20,7 @@
 typedef enum msrc {
     SRC_OVERLAP,      /* a double field of ao_overlap at `off` */
     SRC_COMPUTE_KIND, /* compute_kind_ms[idx] */
+    SRC_EXPOSED_KIND, /* exposed_kind_ms[idx]; older records: busy - compute (an upper bound) */
     SRC_BUSBW,        /* kinds[idx].busbw_gbps, NAN when the kind ran no op */
     SRC_COLL_BUSY,    /* kinds[idx].busy_ms, NAN when the kind ran no op */
     SRC_STREAM_BUSY,  /* streams[idx].busy_ms */
@@ -58,6 +59,10 @@ static const metric metrics[] = {
     OVF(overlap_ms, "ms", AO_BETTER_HIGHER, 1),
     OVF(exposed_comm_ms, "ms", AO_BETTER_LOWER, 1),
     OVF(idle_ms, "ms", AO_BETTER_LOWER, 1),
+    OVF(host_wait_ms, "ms", AO_BETTER_LOWER, 0),
+    RECF(data_wait_ms, "ms", AO_BETTER_LOWER, 0),
+    RECF(mem_peak_mb, "MiB", AO_BETTER_LOWER, 0),
+    RECF(host_gap_ms, "ms", AO_BETTER_LOWER, 0),
     OVF(overlap_ratio, "ratio", AO_BETTER_HIGHER, 1),
     OVF(compute_covered_ratio, "ratio", AO_BETTER_HIGHER, 1),
     OVF(overlap_efficiency, "ratio", AO_BETTER_HIGHER, 1),
@@ -66,6 +71,11 @@ static const metric metrics[] = {
         AO_KIND_REDUCESCATTER),
     IDX("compute_allreduce_ms", "ms", AO_BETTER_HIGHER, 0, SRC_COMPUTE_KIND, AO_KIND_ALLREDUCE),
     IDX("compute_broadcast_ms", "ms", AO_BETTER_HIGHER, 0, SRC_COMPUTE_KIND, AO_KIND_BROADCAST),
+    IDX("exposed_allgather_ms", "ms", AO_BETTER_LOWER, 0, SRC_EXPOSED_KIND, AO_KIND_ALLGATHER),
+    IDX("exposed_reducescatter_ms", "ms", AO_BETTER_LOWER, 0, SRC_EXPOSED_KIND,
+        AO_KIND_REDUCESCATTER),
+    IDX("exposed_allreduce_ms", "ms", AO_BETTER_LOWER, 0, SRC_EXPOSED_KIND, AO_KIND_ALLREDUCE),
+    IDX("exposed_broadcast_ms", "ms", AO_BETTER_LOWER, 0, SRC_EXPOSED_KIND, AO_KIND_BROADCAST),
     IDX("busbw_allgather_gbps", "GB/s", AO_BETTER_HIGHER, 1, SRC_BUSBW, AO_KIND_ALLGATHER),
     IDX("busbw_reducescatter_gbps", "GB/s", AO_BETTER_HIGHER, 1, SRC_BUSBW, AO_KIND_REDUCESCATTER),
     IDX("busbw_allreduce_gbps", "GB/s", AO_BETTER_HIGHER, 1, SRC_BUSBW, AO_KIND_ALLREDUCE),
@@ -111,6 +121,11 @@ double ao_metric_value(size_t i, const ao_iter_record *r)
         return *(const double *)((const char *)r + m->off);
     case SRC_COMPUTE_KIND:
         return r->m.kinds[m->idx].ops > 0 ? r->m.compute_kind_ms[m->idx] : NAN;
+    case SRC_EXPOSED_KIND:
+        if (r->m.kinds[m->idx].ops == 0) return NAN;
+        return isnan(r->m.exposed_kind_ms[m->idx])
+                   ? r->m.kinds[m->idx].busy_ms - r->m.compute_kind_ms[m->idx]
+                   : r->m.exposed_kind_ms[m->idx];
     case SRC_BUSBW:
         return r->m.kinds[m->idx].ops > 0 ? r->m.kinds[m->idx].busbw_gbps : NAN;
     case SRC_COLL_BUSY:

@@ -279,6 +279,14 @@ double ao_event_elapsed_us(ao_event *start, ao_event *end)
     return OPS(start)->event_elapsed_us(start, end);
 }
 
+int ao_dev_mem_usage(ao_device *dev, size_t *in_use, size_t *peak)
+{
+    *in_use = *peak = 0;
+    if (!OPS(dev)->mem_usage) return -1;
+    OPS(dev)->mem_usage(dev, in_use, peak);
+    return 0;
+}
+
 void ao_launch_host(ao_stream *s, void (*fn)(void *arg), const void *arg, size_t arg_size)
 {
     OPS(s)->launch_host(s, fn, arg, arg_size);

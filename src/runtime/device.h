@@ -91,6 +91,10 @@ void ao_device_sync(ao_device *dev);
 
 void *ao_dev_alloc(ao_device *dev, size_t bytes);
 void ao_dev_free(ao_device *dev, void *p);
+/* Device memory this process allocated through ao_dev_alloc: in use now and
+ * the high-water mark since open. Returns 0, or -1 when the backend does not
+ * count (both then 0). */
+int ao_dev_mem_usage(ao_device *dev, size_t *in_use, size_t *peak);
 /* Page-locked host memory (plain malloc on cpu). */
 void *ao_host_alloc(ao_device *dev, size_t bytes);
 void ao_host_free(ao_device *dev, void *p);
@@ -230,6 +234,7 @@ struct ao_device_ops {
     void (*sync)(ao_device *);
     void *(*dev_alloc)(ao_device *, size_t);
     void (*dev_free)(ao_device *, void *);
+    void (*mem_usage)(ao_device *, size_t *, size_t *); /* NULL: not counted */
     void *(*host_alloc)(ao_device *, size_t);
     void (*host_free)(ao_device *, void *);
     void (*memset_async)(ao_device *, void *, int, size_t, ao_stream *);

@@ -48,6 +48,7 @@
 
 #include "core/error.h"
 #include "runtime/device.h"
+#include "runtime/memtrack.h"
 
 enum { CPU_INLINE_ARG = 176, CPU_PRIORITY_LEAST = 0, CPU_PRIORITY_GREATEST = -5 };
 
@@ -93,6 +94,7 @@ struct cpu_device {
     struct cpu_stream *streams;
     int gemm_chunks, gemm_sm_target;
     int policy_warned;
+    ao_memtrack mem; /* dev_alloc's bytes (host_alloc's are not device memory) */
 };
 
 static int64_t now_ns(void)
@@ -150,6 +152,7 @@ static ao_device *cpu_open(int ordinal)
     struct cpu_device *d = ao_calloc(1, sizeof *d);
     d->base.ops = &ao_cpu_device_ops;
     pthread_mutex_init(&d->mu, NULL);
+    ao_memtrack_init(&d->mem);
     d->gemm_chunks = 1;
     return (ao_device *)d;
 }
@@ -161,6 +164,7 @@ static void cpu_close(ao_device *dev)
         ao_fatal(AO_EXIT_FAIL, "cpu device", "closed while stream \"%s\" still exists",
                  d->streams->name);
     pthread_mutex_destroy(&d->mu);
+    ao_memtrack_destroy(&d->mem);
     free(d);
 }
 
@@ -228,6 +232,24 @@ static void *cpu_alloc(ao_device *dev, size_t bytes)
 static void cpu_free(ao_device *dev, void *p)
 {
     free(p);
+}
+
+static void *cpu_dev_alloc(ao_device *dev, size_t bytes)
+{
+    void *p = cpu_alloc(dev, bytes);
+    ao_memtrack_add(&((struct cpu_device *)dev)->mem, p, bytes);
+    return p;
+}
+
+static void cpu_dev_free(ao_device *dev, void *p)
+{
+    if (p) ao_memtrack_remove(&((struct cpu_device *)dev)->mem, p);
+    free(p);
+}
+
+static void cpu_mem_usage(ao_device *dev, size_t *in_use, size_t *peak)
+{
+    ao_memtrack_get(&((struct cpu_device *)dev)->mem, in_use, peak);
 }
 
 /* ---- streams ------------------------------------------------------------- */
@@ -641,8 +663,9 @@ const struct ao_device_ops ao_cpu_device_ops = {
     .get_info = cpu_get_info,
     .supports = cpu_supports,
     .sync = cpu_device_sync,
-    .dev_alloc = cpu_alloc,
-    .dev_free = cpu_free,
+    .dev_alloc = cpu_dev_alloc,
+    .dev_free = cpu_dev_free,
+    .mem_usage = cpu_mem_usage,
     .host_alloc = cpu_alloc,
     .host_free = cpu_free,
     .memset_async = cpu_memset_async,

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "runtime/device.h"
+#include "runtime/memtrack.h"
 #include "runtime/device_cuda.h"
 #include "runtime/kernels_cuda.h"
 
@@ -73,6 +74,7 @@ struct ao_device {
     struct ptr_arrays ptrs[MAX_PTR_ARRAYS];
     int nptrs;
     uint64_t peers_done; /* ordinals whose peer access was set up */
+    ao_memtrack mem;     /* dev_alloc's bytes */
 };
 
 struct ao_stream {
@@ -226,6 +228,7 @@ static ao_device *cuda_open(int ordinal)
     AO_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&dev->prio_least, &dev->prio_greatest));
     BLAS_CHECK(cublasLtCreate(&dev->lt));
     pthread_mutex_init(&dev->lock, NULL);
+    ao_memtrack_init(&dev->mem);
     return dev;
 }
 
@@ -248,6 +251,7 @@ static void cuda_close(ao_device *dev)
     if (dev->null_stream_workspace) AO_CUDA_CHECK(cudaFree(dev->null_stream_workspace));
     BLAS_CHECK(cublasLtDestroy(dev->lt));
     pthread_mutex_destroy(&dev->lock);
+    ao_memtrack_destroy(&dev->mem);
     free(dev);
 }
 
@@ -301,6 +305,7 @@ static void *cuda_dev_alloc(ao_device *dev, size_t bytes)
     if (err != cudaSuccess)
         ao_fatal(AO_EXIT_FAIL, "cudaMalloc", "%zu bytes on " AO_GPU_BACKEND ":%d: %s", bytes,
                  dev->ordinal, cudaGetErrorString(err));
+    ao_memtrack_add(&dev->mem, p, bytes);
     return p;
 }
 
@@ -308,7 +313,15 @@ static void cuda_dev_free(ao_device *dev, void *p)
 {
     if (!p) return;
     use_device(dev);
+    ao_memtrack_remove(&dev->mem, p);
     AO_CUDA_CHECK(cudaFree(p));
+}
+
+/* aorta's own allocations; the runtime's (context, NCCL, cuBLASLt) are not
+ * counted: cudaMemGetInfo sees them, but also every other process's. */
+static void cuda_mem_usage(ao_device *dev, size_t *in_use, size_t *peak)
+{
+    ao_memtrack_get(&dev->mem, in_use, peak);
 }
 
 /* With unified addressing (every 64-bit CUDA platform), pinned memory is
@@ -1020,6 +1033,7 @@ const struct ao_device_ops ao_cuda_device_ops = {
     .sync = cuda_sync,
     .dev_alloc = cuda_dev_alloc,
     .dev_free = cuda_dev_free,
+    .mem_usage = cuda_mem_usage,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
     .memset_async = cuda_memset_async,

@@ -52,6 +52,7 @@ struct ao_timeline {
     ao_event *anchor;
     int anchor_complete;
     struct timespec anchor_realtime;
+    double anchor_mono_us; /* the host's monotonic clock at the anchor's record */
     /* Ring: `closed` undelivered iterations from `head`, then the open one. */
     struct slot *slots;
     size_t nslots, head, closed;
@@ -148,6 +149,13 @@ size_t ao_timeline_event_count(const ao_timeline *t)
     return t->nevents;
 }
 
+static double mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
 /* Time zero for every stream: the other streams wait for the anchor (once, at
  * start), so that no op issued after it can start before it, even on a stream
  * that nothing else orders after `s`; times are then never negative.
@@ -165,6 +173,7 @@ void ao_timeline_anchor(ao_timeline *t, ao_stream *s)
     t->nevents++;
     ao_event_record(t->anchor, s);
     clock_gettime(CLOCK_REALTIME, &t->anchor_realtime);
+    t->anchor_mono_us = mono_us();
     for (int i = 0; i < AO_NSTREAMS; i++)
         if (t->streams[i] && t->streams[i] != s) ao_stream_wait_event(t->streams[i], t->anchor);
 }
@@ -278,7 +287,13 @@ int ao_timeline_op_begin(ao_timeline *t, ao_stream_id sid, ao_op_class cls, ao_c
                         .unit = (int16_t)unit,
                         .stream = (uint8_t)sid,
                         .cls = (uint8_t)cls,
-                        .kind = (int8_t)(cls == AO_CLASS_COMM ? kind : AO_KIND_NONE)};
+                        .kind = (int8_t)(cls == AO_CLASS_COMM ? kind : AO_KIND_NONE),
+                        /* The host clock read on the device's axis: the anchor
+                         * completes on the device the enqueue latency after
+                         * its record (µs on an idle stream), so an op looks
+                         * enqueued that much early (host_wait_ms errs low). */
+                        .issue_us = mono_us() - t->anchor_mono_us,
+                        .has_issue = 1};
     s->ended[i] = 0;
     if (t->nvtx) nvtx_open(t, (int)i, name);
     /* A collective's host launch path (~35 us through NCCL) would otherwise

@@ -16,6 +16,7 @@
 #include "core/jsonl.h"
 #include "core/rundir.h"
 #include "data/loader.h"
+#include "diagnose/for_run.h"
 #include "engine/engine.h"
 #include "launch/launch.h"
 #include "launch/rank.h"
@@ -36,6 +37,7 @@ typedef struct issued {
     int64_t iter;
     int64_t step; /* the record's step: the optimizer step (baselines: the next one) */
     ao_phase phase;
+    double data_wait_ms; /* the host's wait for the loader while issuing it */
 } issued;
 
 typedef struct trainer {
@@ -69,6 +71,7 @@ typedef struct trainer {
     int progress_tty;
     double t_start;
     int64_t steps_done;
+    double prev_window_end; /* the last delivered iteration's, µs; NAN before the first */
     int append_failed;
 } trainer;
 
@@ -100,24 +103,6 @@ static void log_line(trainer *t, int to_stdout, const char *fmt, ...)
 }
 
 /* ---- set-up -------------------------------------------------------------- */
-
-static void model_shape(const struct ao_config *cfg, ao_model_shape *s)
-{
-    *s = (ao_model_shape){.batch = cfg->training.batch_size,
-                          .seq = cfg->dataset.sequence_length,
-                          .num_dense = cfg->model.num_dense_features,
-                          .dense_dim = cfg->model.dense_dim,
-                          .sparse = cfg->dataset.sparse_features,
-                          .vocab = cfg->model.vocab_size,
-                          .emb_dim = cfg->model.embedding_dim,
-                          .dim = cfg->model.model_dim,
-                          .heads = cfg->model.num_heads,
-                          .layers = cfg->model.num_layers,
-                          .ff = ao_config_ff_dim(cfg),
-                          .mlp_hidden = cfg->model.mlp_hidden_dim,
-                          .dropout = (float)cfg->model.dropout,
-                          .seed = (uint64_t)cfg->dataset.seed};
-}
 
 /* The run directory: joined when a launcher parent made it, else made by rank
  * 0 and its id broadcast to the others. */
@@ -274,7 +259,7 @@ static int setup(trainer *t)
     free(path);
     if (!t->w) return AO_EXIT_FAIL;
 
-    model_shape(cfg, &t->shape);
+    ao_model_shape_of(cfg, &t->shape);
     t->model = ao_model_create(t->dev, &t->shape);
     if (!t->model) return AO_EXIT_USAGE;
     ao_loader_config lc = {
@@ -294,13 +279,7 @@ static int setup(trainer *t)
         .placement = cfg->dataset.placement,
         .workers = cfg->dataloader.num_workers,
         .pinned = cfg->dataloader.pin_memory,
-        /* The batch in use, the prefetched one, and one being filled per
-         * host worker: with fewer slots than workers, workers sit idle and
-         * the host fill (tens of ms per batch at the default shape) paces
-         * the step. Generated on the device, one being filled is enough. */
-        .depth = 2 + (cfg->dataset.placement == AO_PLACEMENT_HOST && cfg->dataloader.num_workers > 1
-                          ? cfg->dataloader.num_workers
-                          : 1),
+        .depth = ao_loader_depth_for(cfg->dataset.placement, cfg->dataloader.num_workers),
     };
     t->loader = ao_loader_create(t->dev, t->streams[AO_STREAM_H2D], &lc);
     if (!t->loader) return AO_EXIT_USAGE;
@@ -407,6 +386,9 @@ static void on_iteration(void *ctx, int64_t step, const char *phase, const ao_op
     r.world_size = t->ri->world_size;
     r.step = step;
     r.phase = phase;
+    r.data_wait_ms = it.data_wait_ms;
+    size_t in_use, peak;
+    if (ao_dev_mem_usage(t->dev, &in_use, &peak) == 0) r.mem_peak_mb = (double)peak / 1048576.0;
     ao_overlap_compute(ops, nops, t->ri->world_size, &r.m);
     double f0, f1;
     if (nops == 0 && ao_timeline_frame(t->tl, &f0, &f1)) {
@@ -416,9 +398,15 @@ static void on_iteration(void *ctx, int64_t step, const char *phase, const ao_op
         r.m.window_end_us = f1;
         r.m.step_ms = (f1 - f0) / 1000.0;
         r.m.compute_ms = r.m.comm_ms = r.m.copy_ms = r.m.overlap_ms = NAN;
-        r.m.exposed_comm_ms = r.m.idle_ms = NAN;
-        for (int k = 0; k < AO_NKINDS; k++) r.m.compute_kind_ms[k] = NAN;
+        r.m.exposed_comm_ms = r.m.idle_ms = r.m.host_wait_ms = NAN;
+        for (int k = 0; k < AO_NKINDS; k++) r.m.compute_kind_ms[k] = r.m.exposed_kind_ms[k] = NAN;
     }
+    /* The gap before this window that the host caused: nothing of this
+     * iteration was enqueued yet when the previous one's last op ended. */
+    double enq = fmin(r.m.first_issue_us, r.m.window_start_us);
+    if (isfinite(t->prev_window_end) && isfinite(r.m.first_issue_us))
+        r.host_gap_ms = enq > t->prev_window_end ? (enq - t->prev_window_end) / 1000.0 : 0;
+    if (nops) t->prev_window_end = r.m.window_end_us;
     struct timespec a = ao_timeline_anchor_realtime(t->tl);
     r.wall_time = (double)a.tv_sec + 1e-9 * (double)a.tv_nsec + 1e-6 * r.m.window_start_us;
     int64_t samples = ao_engine_step_samples(t->engine);
@@ -495,7 +483,7 @@ static int run_loop(trainer *t)
         ao_timeline_begin(t->tl, p.data_step, ao_phase_name(p.phase));
         ao_engine_iteration(t->engine, k, p.phase, p.data_step, next, ao_launch_stop_requested());
         ao_timeline_end(t->tl);
-        push_issued(t, (issued){k, p.data_step, p.phase});
+        push_issued(t, (issued){k, p.data_step, p.phase, ao_engine_take_data_wait_ms(t->engine)});
         /* One iteration late: the previous train step's scalars, with the
          * stop request every rank voted on in it. */
         if (prev_train >= 0 && scalars_of(t, prev_train)->stop) t->stop_agreed = 1;
@@ -521,6 +509,7 @@ static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const
     memset(&t, 0, sizeof t);
     for (int i = 0; i < SCALAR_RING; i++) t.sc_iter[i] = -1;
     t.cfg = cfg;
+    t.prev_window_end = NAN;
     t.o = o;
     t.ri = ri;
     int iterations = ao_config_total_steps(cfg, ri->world_size);
@@ -549,6 +538,7 @@ static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const
         if (ri->rank == 0) {
             printf("\n");
             rc = ao_summary_for_run(t.rd.path, -1, stdout);
+            if (rc == 0) rc = ao_diagnose_print_run(t.rd.path, stdout);
             if (rc == 0 && cfg->profiling.chrome_trace) {
                 char *trace = ao_rundir_file(&t.rd, cfg->profiling.trace_filename);
                 rc = ao_trace_from_run(t.rd.path, trace);

@@ -119,7 +119,8 @@ static inline size_t synth_ops(ao_op *ops, double t0, double C, double M, double
     int with_compute = strcmp(phase, "comm_only") != 0;
     int with_comm = strcmp(phase, "compute_only") != 0;
     double c0 = t0 + 0.05 * C * 1000; /* after the input copy */
-    ops[n++] = (ao_op){t0, c0, 1 << 20, "h2d", -1, AO_STREAM_H2D, AO_CLASS_COPY, AO_KIND_NONE};
+    ops[n++] =
+        (ao_op){t0, c0, 1 << 20, "h2d", -1, AO_STREAM_H2D, AO_CLASS_COPY, AO_KIND_NONE, 0, 0};
     double t = c0, cend = c0;
     if (with_compute) {
         for (int u = 0; u < 4; u++, t += 0.35 * C * 250)
@@ -130,7 +131,9 @@ static inline size_t synth_ops(ao_op *ops, double t0, double C, double M, double
                                (int16_t)u,
                                AO_STREAM_COMPUTE,
                                AO_CLASS_COMPUTE,
-                               AO_KIND_NONE};
+                               AO_KIND_NONE,
+                               0,
+                               0};
         for (int u = 3; u >= 0; u--, t += 0.6 * C * 250)
             ops[n++] = (ao_op){t,
                                t + 0.6 * C * 250,
@@ -139,7 +142,9 @@ static inline size_t synth_ops(ao_op *ops, double t0, double C, double M, double
                                (int16_t)u,
                                AO_STREAM_COMPUTE,
                                AO_CLASS_COMPUTE,
-                               AO_KIND_NONE};
+                               AO_KIND_NONE,
+                               0,
+                               0};
         cend = t;
     }
     double mend = cend;
@@ -156,7 +161,9 @@ static inline size_t synth_ops(ao_op *ops, double t0, double C, double M, double
                                (int16_t)(i % 4),
                                ag ? AO_STREAM_ALLGATHER : AO_STREAM_REDUCESCATTER,
                                AO_CLASS_COMM,
-                               ag ? AO_KIND_ALLGATHER : AO_KIND_REDUCESCATTER};
+                               ag ? AO_KIND_ALLGATHER : AO_KIND_REDUCESCATTER,
+                               0,
+                               0};
             s += d;
         }
         mend = s;
@@ -170,7 +177,9 @@ static inline size_t synth_ops(ao_op *ops, double t0, double C, double M, double
                            -1,
                            AO_STREAM_COMPUTE,
                            AO_CLASS_COMPUTE,
-                           AO_KIND_NONE};
+                           AO_KIND_NONE,
+                           0,
+                           0};
     }
     return n;
 }

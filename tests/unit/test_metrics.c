@@ -472,18 +472,49 @@ static void test_random_invariants(void **state)
         for (size_t i = 0; i < n; i++) all[i] = (ao_ival){ops[i].start_us, ops[i].end_us};
         double busy_ms = ao_iv_length(all, ao_iv_normalize(all, n)) / 1000.0;
         assert_close(o.idle_ms + busy_ms, o.step_ms, tol);
-        for (int k = 0; k < AO_NKINDS; k++)
+        for (int k = 0; k < AO_NKINDS; k++) {
             assert_true(o.compute_kind_ms[k] <= fmin(o.compute_ms, o.kinds[k].busy_ms) + tol);
+            assert_close(o.exposed_kind_ms[k] + o.compute_kind_ms[k], o.kinds[k].busy_ms, tol);
+        }
         if (!isnan(o.overlap_ratio)) assert_true(o.overlap_ratio >= 0 && o.overlap_ratio <= 1);
         if (!isnan(o.overlap_efficiency))
             assert_true(o.overlap_efficiency >= 0 && o.overlap_efficiency <= 1 + 1e-12);
     }
 }
 
+static ao_op issued(ao_op o, double issue_us)
+{
+    o.has_issue = 1;
+    o.issue_us = issue_us;
+    return o;
+}
+
+/* host_wait_ms: the idle time in which no op was enqueued. Gap 100-300: the
+ * next compute was enqueued at 250, so 150 us of host wait; gap 400-500: the
+ * gather was enqueued at 350 (waiting on the device: not the host's); gap
+ * 600-700: enqueued at 650, 50 us. */
+static void test_host_wait(void **state)
+{
+    (void)state;
+    ao_op ops[] = {issued(compute(0, 100), -50), issued(compute(300, 400), 250),
+                   issued(comm(500, 600, AO_KIND_ALLGATHER, 1), 350),
+                   issued(compute(700, 800), 650)};
+    ao_overlap o;
+    ao_overlap_compute(ops, N(ops), 2, &o);
+    NEAR(o.idle_ms, 0.4);
+    NEAR(o.host_wait_ms, 0.2);
+    NEAR(o.exposed_kind_ms[AO_KIND_ALLGATHER], 0.1);
+    NEAR(o.exposed_kind_ms[AO_KIND_REDUCESCATTER], 0);
+    ops[2].has_issue = 0; /* one op without an issue time: unknown */
+    ao_overlap_compute(ops, N(ops), 2, &o);
+    assert_true(isnan(o.host_wait_ms));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_empty_iteration),
+        cmocka_unit_test(test_host_wait),
         cmocka_unit_test(test_compute_only),
         cmocka_unit_test(test_comm_only),
         cmocka_unit_test(test_fully_hidden_comm),

@@ -50,14 +50,16 @@ static int write_extra(void *ctx, yajl_gen g)
 static size_t step_ops(int step, int rank, ao_op *ops)
 {
     double base = 1000.0 * step + 10.0 * rank;
-    ops[0] = (ao_op){base + 0, base + 100,          4096,          "allgather",
-                     0,        AO_STREAM_ALLGATHER, AO_CLASS_COMM, AO_KIND_ALLGATHER};
-    ops[1] = (ao_op){base + 50,         base + 300,       0,           "forward", 0,
-                     AO_STREAM_COMPUTE, AO_CLASS_COMPUTE, AO_KIND_NONE};
-    ops[2] = (ao_op){base + 120, base + 200,          8192,          "allgather",
-                     1,          AO_STREAM_ALLGATHER, AO_CLASS_COMM, AO_KIND_ALLGATHER};
-    ops[3] = (ao_op){base + 300,        base + 600,       0,           "backward", 1,
-                     AO_STREAM_COMPUTE, AO_CLASS_COMPUTE, AO_KIND_NONE};
+    ops[0] = (ao_op){
+        base + 0,          base + 100, 4096, "allgather", 0, AO_STREAM_ALLGATHER, AO_CLASS_COMM,
+        AO_KIND_ALLGATHER, 0,          0};
+    ops[1] = (ao_op){base + 50,        base + 300,   0, "forward", 0, AO_STREAM_COMPUTE,
+                     AO_CLASS_COMPUTE, AO_KIND_NONE, 0, 0};
+    ops[2] = (ao_op){
+        base + 120,        base + 200, 8192, "allgather", 1, AO_STREAM_ALLGATHER, AO_CLASS_COMM,
+        AO_KIND_ALLGATHER, 0,          0};
+    ops[3] = (ao_op){base + 300,       base + 600,   0, "backward", 1, AO_STREAM_COMPUTE,
+                     AO_CLASS_COMPUTE, AO_KIND_NONE, 0, 0};
     ops[4] = (ao_op){base + 610,
                      base + 700,
                      16384 + (uint64_t)step,
@@ -65,7 +67,9 @@ static size_t step_ops(int step, int rank, ao_op *ops)
                      1,
                      AO_STREAM_REDUCESCATTER,
                      AO_CLASS_COMM,
-                     AO_KIND_REDUCESCATTER};
+                     AO_KIND_REDUCESCATTER,
+                     0,
+                     0};
     return 5;
 }
 
@@ -113,9 +117,9 @@ static void write_run(const char *dir, int world, int with_rank1)
             agg.m[AO_TEL_POWER_W] = (ao_tel_stat){2, 500, 600, 700};
             ao_op kern[2] = {
                 {ops[1].start_us + 1, ops[1].start_us + 40, 0, "sgemm", -1, 0, AO_CLASS_COMPUTE,
-                 AO_KIND_NONE},
+                 AO_KIND_NONE, 0, 0},
                 {ops[0].start_us + 2, ops[0].start_us + 90, 0, "ncclDevKernel_AllGather", -1, 1,
-                 AO_CLASS_COMM, AO_KIND_ALLGATHER},
+                 AO_CLASS_COMM, AO_KIND_ALLGATHER, 0, 0},
             };
             extra_ctx e = {&agg, step == 1 ? kern : NULL, 2};
             r.extra = write_extra;

@@ -1,0 +1,30 @@
+/* Shared inside src/diagnose only. */
+#ifndef AORTA_DIAGNOSE_INTERNAL_H
+#define AORTA_DIAGNOSE_INTERNAL_H
+
+#include "core/error.h"
+#include "diagnose/diagnose.h"
+
+/* Medians over one rank's kept steps, ms per step; NAN when unknown. */
+typedef struct ao_diag_terms {
+    double step, compute, comm, exposed, idle, host_wait, data_wait, gap, own;
+    double exposed_kind[AO_NKINDS];
+} ao_diag_terms;
+
+void ao_diag_terms_of(const ao_rank_data *rd, ao_diag_terms *t);
+void ao_diag_note_add(ao_diag_note **v, size_t *n, const char *id, const char *fmt, ...)
+    AO_PRINTF(4, 5);
+
+/* knobs.c: where a finding sits and the knobs that move it. */
+void ao_diag_where_input(const ao_run_data *run, ao_finding *f);
+void ao_diag_knobs_input(const ao_run_data *run, ao_finding *f);
+void ao_diag_knobs_host(const ao_run_data *run, ao_finding *f);
+void ao_diag_knobs_straggler(const ao_run_data *run, const ao_diag_terms *t, int c, ao_finding *f);
+void ao_diag_where_comm(const ao_run_data *run, int c, ao_coll_kind k, ao_finding *f);
+void ao_diag_knobs_comm(const ao_run_data *run, int c, ao_coll_kind k, ao_finding *f);
+
+/* sanity.c: flags on the measurement, limitations, outlier steps. */
+void ao_diag_sanity(const ao_run_data *run, const ao_diag_terms *t, int c, ao_diagnosis *d);
+void ao_diag_outliers(const ao_run_data *run, int c, ao_diagnosis *d);
+
+#endif

@@ -1,0 +1,35 @@
+/* Planted faults for tests (test_hooks.h). */
+#include "engine/test_hooks.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "core/error.h"
+
+int ao_test_slow_rank_ms(int rank)
+{
+    const char *v = getenv("AORTA_TEST_SLOW_RANK");
+    if (!v || !*v) return 0;
+    char *end;
+    long r = strtol(v, &end, 10);
+    long ms = *end == ':' ? strtol(end + 1, NULL, 10) : 20;
+    if (r != rank || ms <= 0) return 0;
+    if (ms > 10000) ms = 10000;
+    ao_warn("AORTA_TEST_SLOW_RANK: rank %d sleeps %ld ms a micro-batch on its compute stream (a "
+            "planted fault for tests)",
+            rank, ms);
+    return (int)ms;
+}
+
+static void sleep_ms(void *arg)
+{
+    int ms = *(const int *)arg;
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+void ao_test_slow_enqueue(ao_stream *s, int ms)
+{
+    ao_launch_host(s, sleep_ms, &ms, sizeof ms);
+}
