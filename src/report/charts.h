@@ -37,7 +37,7 @@ int ao_chart_streams(const char *dir, const char *label, const ao_run_data *runs
  * communication, compute alone and idle time. */
 int ao_chart_overlap_breakdown(const char *dir, const ao_summary *sums, size_t n);
 
-/* comparison: per metric, the candidate's change relative to the reference
+/* comparison_{candidate}: per metric, the candidate's change relative to the reference
  * (percent) with the bootstrap CI as whiskers, coloured by verdict. */
 int ao_chart_comparison(const char *dir, const ao_comparison *c);
 

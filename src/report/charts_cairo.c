@@ -260,6 +260,24 @@ static void shade_overlap(cairo_t *cr, const ao_frame *f, const ao_iter_record *
 #define LANE_GAP 4.0
 #define RANK_GAP 12.0
 
+/* An op's unit and kind inside its bar when they fit ("u3 allgather",
+ * "u3 fwd" from the op's name for compute). */
+static void op_label(cairo_t *cr, const ao_op *op, double a, double b, double y)
+{
+    char text[96];
+    const char *what = op->kind != AO_KIND_NONE ? ao_coll_kind_name((ao_coll_kind)op->kind)
+                       : op->name               ? op->name
+                                                : "";
+    if (op->unit >= 0)
+        snprintf(text, sizeof text, "u%d %s", op->unit, what);
+    else
+        snprintf(text, sizeof text, "%s", what);
+    ao_font(cr, AO_FONT_SIZE - 3, 0);
+    if (!text[0] || ao_text_width(cr, text) + 4 > b - a) return;
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    ao_text_at(cr, (a + b) / 2, y + LANE_H / 2, 0.5, text);
+}
+
 static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
 {
     const streams_ctx *sc = vctx;
@@ -324,8 +342,8 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
         snprintf(title, sizeof title, "%s: busy time per stream (median step)", sc->label);
     ao_draw_title(cr, w, title,
                   sc->recs ? NULL
-                           : "degraded view: no counted step has per-op intervals (profiling "
-                             "windows); bars are busy totals");
+                           : "degraded view: no counted step has per-op intervals; bars are busy "
+                             "totals. For lanes: aorta train --override profiling.enabled=true");
     ao_draw_axes(cr, &f,
                  sc->recs ? "time from the rank's first op of the step (ms)" : "busy time (ms)",
                  NULL, 0);
@@ -351,6 +369,7 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
                     ao_set_rgb(cr, class_color(op->cls), 0.9);
                     cairo_rectangle(cr, a, y, fmax(b - a, 0.8), LANE_H);
                     cairo_fill(cr);
+                    op_label(cr, op, a, b, y);
                 }
             } else if (busy[k][s] > 0) {
                 ao_rgb c = s == AO_STREAM_COMPUTE ? C_COMPUTE
@@ -367,55 +386,19 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
     ao_draw_legend(cr, f.x1 + 20, f.y0 + 8, leg, nleg);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The record of `step` among a rank's profiled records, or NULL. */
-static const ao_iter_record *profiled_step(const ao_rank_data *rd, long long step)
-{
-    for (size_t i = 0; i < rd->nprofiled; i++)
-        if (rd->profiled[i].step == step) return &rd->profiled[i];
-    return NULL;
-}
-
 int ao_chart_streams(const char *dir, const char *label, const ao_run_data *runs, size_t nruns)
 {
     if (nruns == 0) return 0;
     const ao_run_data *run = &runs[0];
     int nr = run->nranks > 64 ? 64 : run->nranks;
     streams_ctx sc = {label, nr, NULL, run, -1};
-    /* steps every rank profiled, keyed by their slowest rank's step time */
-    const ao_rank_data *r0 = &run->ranks[0];
-    double *keys = ao_malloc((r0->nprofiled + 1) * 2 * sizeof *keys);
-    size_t nk = 0;
-    for (size_t i = 0; i < r0->nprofiled; i++) {
-        long long step = r0->profiled[i].step;
-        double slowest = r0->profiled[i].m.step_ms;
-        int all = 1;
-        for (int k = 1; k < nr && all; k++) {
-            const ao_iter_record *r = profiled_step(&run->ranks[k], step);
-            if (!r)
-                all = 0;
-            else
-                slowest = fmax(slowest, r->m.step_ms);
-        }
-        if (!all) continue;
-        keys[2 * nk] = slowest;
-        keys[2 * nk + 1] = (double)step;
-        nk++;
-    }
+    sc.step = ao_run_median_profiled_step(run);
     const ao_iter_record **recs = NULL;
-    if (nk > 0) {
-        qsort(keys, nk, 2 * sizeof *keys, cmp_double);
-        sc.step = (long long)keys[2 * ((nk - 1) / 2) + 1];
+    if (sc.step >= 0) {
         recs = ao_malloc((size_t)nr * sizeof *recs);
-        for (int k = 0; k < nr; k++) recs[k] = profiled_step(&run->ranks[k], sc.step);
+        for (int k = 0; k < nr; k++) recs[k] = ao_run_profiled_step(&run->ranks[k], sc.step);
         sc.recs = recs;
     }
-    free(keys);
     /* lanes: streams with an op in the chosen step (or busy time) on any rank */
     int used[AO_NSTREAMS] = {0}, nlanes = 0;
     for (int k = 0; k < nr; k++) {
@@ -591,8 +574,9 @@ int ao_chart_comparison(const char *dir, const ao_comparison *c)
         cc.rows[cc.n++] = (cmp_row){ao_metric(m->metric)->name, m->diff * s, m->ci.lo * s,
                                     m->ci.hi * s, m->verdict};
     }
-    int rc =
-        render(dir, "comparison", 1000, 110 + 28 * (double)(cc.n ? cc.n : 1), draw_comparison, &cc);
+    char *name = ao_asprintf("comparison_%s", c->candidate);
+    int rc = render(dir, name, 1000, 110 + 28 * (double)(cc.n ? cc.n : 1), draw_comparison, &cc);
+    free(name);
     free(cc.rows);
     return rc;
 }

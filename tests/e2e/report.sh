@@ -31,7 +31,7 @@ contains "$TMP/out" "worse"
 contains "$TMP/out" "setting fsdp.sharding_strategy: full_shard -> shard_grad_op"
 for f in summary.json index.html fast_timeline.png fast_timeline.svg fast_streams.png \
     fast_streams.svg slow_timeline.png slow_streams.svg overlap_breakdown.png \
-    overlap_breakdown.svg comparison.png comparison.svg; do
+    overlap_breakdown.svg comparison_slow.png comparison_slow.svg; do
     [[ -s "$TMP/rep/$f" ]] || fail "report lacks $f"
 done
 python3 - "$TMP/rep/summary.json" <<'PY'

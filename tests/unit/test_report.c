@@ -67,8 +67,16 @@ static int run_report(const char *const *dirs, const char *const *labels, size_t
         l[i] = (char *)labels[i];
     }
     char *o = ao_asprintf("%s/%s", tmp, out);
-    ao_report_opts opts = {
-        (const char *const *)d, (const char *const *)l, n, o, ref, cand, -1, 0, 1, NULL};
+    const char *cands[1] = {cand};
+    ao_report_opts opts = {.log_dirs = (const char *const *)d,
+                           .labels = (const char *const *)l,
+                           .nlabels = n,
+                           .output = o,
+                           .reference = ref,
+                           .candidates = cands,
+                           .ncandidates = cand ? 1 : 0,
+                           .skip_steps = -1,
+                           .charts = 1};
     stderr_capture c;
     capture_begin(&c);
     int rc = ao_report_generate(&opts);
@@ -127,7 +135,7 @@ static void test_full_report(void **state)
     assert_int_equal(run_report(dirs, labels, 2, "out", "base", "slow", &err), 0);
     free(err);
     const char *charts[] = {"base_timeline", "base_streams",      "slow_timeline",
-                            "slow_streams",  "overlap_breakdown", "comparison"};
+                            "slow_streams",  "overlap_breakdown", "comparison_slow"};
     for (size_t i = 0; i < 6; i++) check_png_svg("out", charts[i]);
 
     char *path = ao_asprintf("%s/out/summary.json", tmp);
@@ -143,7 +151,8 @@ static void test_full_report(void **state)
     free(js);
     free(path);
 
-    /* index.html: verdicts before the tables, every table and chart inline */
+    /* index.html in reading order: findings, verdicts, timeline, tables,
+     * settings, glossary; every table and chart inline */
     path = ao_asprintf("%s/out/index.html", tmp);
     char *html = slurp(path, NULL);
     assert_non_null(html);
@@ -154,13 +163,15 @@ static void test_full_report(void **state)
     assert_non_null(verdicts);
     assert_non_null(first);
     assert_true(verdicts < first);
-    const char *ids[] = {"id=\"comparison-table\"",
-                         "id=\"settings-table\"",
-                         "id=\"summary-1\"",
-                         "id=\"decomposition-0\"",
-                         "id=\"knobs-0\"",
-                         "id=\"telemetry-0\"",
-                         "@media print"};
+    const char *order[] = {"id=\"findings\"", "id=\"verdicts\"", "id=\"timeline\"",
+                           "id=\"tables\"",   "id=\"settings\"", "id=\"glossary\""};
+    for (size_t i = 1; i < sizeof order / sizeof order[0]; i++) {
+        assert_non_null(strstr(html, order[i]));
+        assert_true(strstr(html, order[i - 1]) < strstr(html, order[i]));
+    }
+    const char *ids[] = {"id=\"comparison-table-0\"", "id=\"settings-table\"", "id=\"summary-1\"",
+                         "id=\"decomposition-0\"",    "id=\"kinds-0\"",        "id=\"g-step_ms\"",
+                         "per-step max over ranks",   "id=\"telemetry-0\"",    "@media print"};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) assert_contains(html, ids[i]);
     for (size_t i = 0; i < 6; i++) {
         char *fig = ao_asprintf("id=\"chart-%s\"", charts[i]);
@@ -170,8 +181,8 @@ static void test_full_report(void **state)
 #if AORTA_HAVE_CAIRO
     assert_int_equal(count(html, "<svg"), 6);
     assert_int_equal(count(html, "</svg>"), 6);
-    assert_null(strstr(html, "<?xml")); /* the files' XML declarations are dropped */
-    assert_contains(html, "id=\"c5-");  /* ids prefixed per chart */
+    assert_null(strstr(html, "<?xml"));             /* the files' XML declarations are dropped */
+    assert_contains(html, "id=\"comparison_slow-"); /* ids prefixed per chart */
 #endif
     assert_null(strstr(html, "<script"));
     /* nothing fetched: no links, sources or hrefs outside the page (xmlns is a name) */
@@ -179,7 +190,11 @@ static void test_full_report(void **state)
     assert_null(strstr(html, "src=\""));
     assert_null(strstr(html, "href=\"http"));
     assert_contains(html, "worse");
-    assert_contains(html, "fsdp.sharding_strategy");
+    assert_contains(html, "other setting(s) are the same for every label");
+    /* the run without ops: the timeline says it is degraded and how to get lanes */
+    assert_contains(html, "id=\"degraded-slow\"");
+    assert_contains(html, "profiling.enabled=true");
+    assert_null(strstr(html, "id=\"degraded-base\""));
     free(html);
     free(path);
 #if AORTA_HAVE_CAIRO
@@ -210,7 +225,7 @@ static void test_bad_input(void **state)
     const char *ab[] = {"a", "b"}, *lab[] = {"base", "slow"};
     expect_usage(ab, lab, 2, "base", "nope", "--candidate: 'nope' is not one of the labels");
     expect_usage(ab, lab, 2, "nope", "slow", "--reference: 'nope' is not one of the labels");
-    expect_usage(ab, lab, 2, "base", NULL, "needs both --reference and --candidate");
+    expect_usage(ab, lab, 2, NULL, "slow", "a comparison needs --reference");
     expect_usage(ab, lab, 2, "base", "base", "also the reference");
     const char *same[] = {"x", "x"};
     expect_usage(ab, same, 2, NULL, NULL, "'x' is given twice");
