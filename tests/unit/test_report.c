@@ -23,6 +23,8 @@
 #include "report/report.h"
 #if AORTA_HAVE_CAIRO
 #include <cairo.h>
+
+#include "report/charts.h"
 #endif
 
 static char *tmp;
@@ -211,6 +213,22 @@ static void test_full_report(void **state)
 #endif
 }
 
+#if AORTA_HAVE_CAIRO
+/* Issue 27: one 66 ms step among ~8.6 ms ones flattened the time-per-step
+ * chart; the axis now stops below it and keeps the others readable. */
+static void test_timeline_cap(void **state)
+{
+    (void)state;
+    double y[41];
+    for (int i = 0; i < 40; i++) y[i] = 8.4 + 0.01 * i;
+    y[40] = 66;
+    double cap = ao_timeline_cap(y, 41);
+    assert_true(cap > 8.8 && cap < 66);
+    assert_true(cap < 2 * 8.8); /* the common steps fill at least half the axis */
+    assert_true(isinf(ao_timeline_cap(y, 0)));
+}
+#endif
+
 static void expect_usage(const char *const *dirs, const char *const *labels, size_t n,
                          const char *ref, const char *cand, const char *want)
 {
@@ -243,6 +261,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_report),
         cmocka_unit_test(test_bad_input),
+#if AORTA_HAVE_CAIRO
+        cmocka_unit_test(test_timeline_cap),
+#endif
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
