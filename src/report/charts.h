@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "core/intervals.h"
 #include "report/compare.h"
 #include "report/rundata.h"
 #include "report/summary.h"
@@ -32,6 +33,13 @@ int ao_chart_timeline(const char *dir, const char *label, const ao_run_data *run
  * median of those steps. Without ops: per-stream busy medians as bars from
  * 0, and the chart says it is a degraded view. */
 int ao_chart_streams(const char *dir, const char *label, const ao_run_data *runs, size_t nruns);
+
+/* The streams chart's layout, for tests: its lanes (streams with an op in
+ * the chosen step on any rank; used[s] set for each, the count returned)
+ * and one rank's shaded intervals, C ∩ M of its ops (heap array in *out,
+ * the count returned). */
+int ao_streams_lanes(const ao_iter_record *const *recs, int nranks, int used[AO_NSTREAMS]);
+size_t ao_streams_shaded(const ao_iter_record *r, ao_ival **out);
 
 /* overlap_breakdown: per label a stacked bar of median overlapped, exposed
  * communication, compute alone and idle time. */

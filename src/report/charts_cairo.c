@@ -232,12 +232,11 @@ static ao_rgb class_color(int cls)
     return cls == AO_CLASS_COMPUTE ? C_COMPUTE : cls == AO_CLASS_COMM ? C_COMM : C_COPY;
 }
 
-/* Shade |C ∩ M| of one rank's ops between y0 and y1. */
-static void shade_overlap(cairo_t *cr, const ao_frame *f, const ao_iter_record *r, double t0,
-                          double y0, double y1)
+size_t ao_streams_shaded(const ao_iter_record *r, ao_ival **out)
 {
     size_t n = r->nops;
-    ao_ival *c = ao_malloc((3 * n + 1) * sizeof *c), *m = c + n, *x = m + n;
+    ao_ival *c = ao_malloc((2 * n + 1) * sizeof *c), *m = c + n;
+    ao_ival *x = ao_malloc((2 * n + 1) * sizeof *x);
     size_t nc = 0, nmm = 0;
     for (size_t i = 0; i < n; i++) {
         ao_ival iv = {r->ops[i].start_us, r->ops[i].end_us};
@@ -247,13 +246,34 @@ static void shade_overlap(cairo_t *cr, const ao_frame *f, const ao_iter_record *
     nc = ao_iv_normalize(c, nc);
     nmm = ao_iv_normalize(m, nmm);
     size_t nx = ao_iv_intersect(c, nc, m, nmm, x);
+    free(c);
+    *out = x;
+    return nx;
+}
+
+int ao_streams_lanes(const ao_iter_record *const *recs, int nranks, int used[AO_NSTREAMS])
+{
+    int n = 0;
+    for (int s = 0; s < AO_NSTREAMS; s++) used[s] = 0;
+    for (int k = 0; k < nranks; k++)
+        for (size_t i = 0; i < recs[k]->nops; i++) used[recs[k]->ops[i].stream] = 1;
+    for (int s = 0; s < AO_NSTREAMS; s++) n += used[s];
+    return n;
+}
+
+/* Shade |C ∩ M| of one rank's ops between y0 and y1. */
+static void shade_overlap(cairo_t *cr, const ao_frame *f, const ao_iter_record *r, double t0,
+                          double y0, double y1)
+{
+    ao_ival *x;
+    size_t nx = ao_streams_shaded(r, &x);
     ao_set_rgb(cr, C_OVERLAP, 0.18);
     for (size_t i = 0; i < nx; i++) {
         double a = ao_px(f, (x[i].start - t0) / 1000), b = ao_px(f, (x[i].end - t0) / 1000);
         cairo_rectangle(cr, a, y0, b - a, y1 - y0);
         cairo_fill(cr);
     }
-    free(c);
+    free(x);
 }
 
 #define LANE_H   16.0
@@ -286,15 +306,13 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
     double busy[64][AO_NSTREAMS];
     int nr = sc->nranks > 64 ? 64 : sc->nranks;
     if (sc->recs) {
+        ao_streams_lanes(sc->recs, nr, used);
         /* Each rank from its own first op: ranks' clocks have their own
          * anchors, so their absolute times are not comparable. */
         for (int k = 0; k < nr; k++) {
             const ao_iter_record *r = sc->recs[k];
             t0[k] = INFINITY;
-            for (size_t i = 0; i < r->nops; i++) {
-                used[r->ops[i].stream] = 1;
-                t0[k] = fmin(t0[k], r->ops[i].start_us);
-            }
+            for (size_t i = 0; i < r->nops; i++) t0[k] = fmin(t0[k], r->ops[i].start_us);
             for (size_t i = 0; i < r->nops; i++)
                 tmax = fmax(tmax, (r->ops[i].end_us - t0[k]) / 1000);
         }
@@ -401,13 +419,15 @@ int ao_chart_streams(const char *dir, const char *label, const ao_run_data *runs
     }
     /* lanes: streams with an op in the chosen step (or busy time) on any rank */
     int used[AO_NSTREAMS] = {0}, nlanes = 0;
-    for (int k = 0; k < nr; k++) {
-        for (size_t i = 0; recs && i < recs[k]->nops; i++) used[recs[k]->ops[i].stream] = 1;
-        for (int s = 0; !recs && s < AO_NSTREAMS; s++)
-            used[s] |= run->ranks[k].n > 0 &&
-                       run->ranks[k].rows[(size_t)(ao_metric_find("busy_compute_ms") + s)] > 0;
+    if (recs) {
+        nlanes = ao_streams_lanes(recs, nr, used);
+    } else {
+        for (int k = 0; k < nr; k++)
+            for (int s = 0; s < AO_NSTREAMS; s++)
+                used[s] |= run->ranks[k].n > 0 &&
+                           run->ranks[k].rows[(size_t)(ao_metric_find("busy_compute_ms") + s)] > 0;
+        for (int s = 0; s < AO_NSTREAMS; s++) nlanes += used[s];
     }
-    for (int s = 0; s < AO_NSTREAMS; s++) nlanes += used[s];
     double h = 120 + nr * (nlanes * (LANE_H + LANE_GAP) + RANK_GAP);
     char *name = ao_asprintf("%s_streams", label);
     int rc = render(dir, name, 1000, h, draw_streams, &sc);

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "report/report.h"
+#include "report/rundata.h"
 #if AORTA_HAVE_CAIRO
 #include <cairo.h>
 
@@ -227,6 +228,41 @@ static void test_timeline_cap(void **state)
     assert_true(cap < 2 * 8.8); /* the common steps fill at least half the axis */
     assert_true(isinf(ao_timeline_cap(y, 0)));
 }
+
+/* The timeline chart of a hand-built run (synth_run: h2d, compute, all-gather
+ * and reduce-scatter ops, no all-reduce): the median profiled step, one lane
+ * per stream that has an op (4, allreduce absent), and the shading equal to
+ * each rank's |C ∩ M| as the record states it. */
+static void test_streams_layout(void **state)
+{
+    (void)state;
+    char *dir = ao_asprintf("%s/a", tmp);
+    ao_run_data run;
+    assert_int_equal(ao_run_load(dir, -1, &run), 0);
+    long long step = ao_run_median_profiled_step(&run);
+    assert_true(step >= 0);
+    const ao_iter_record *recs[2];
+    for (int k = 0; k < 2; k++) {
+        recs[k] = ao_run_profiled_step(&run.ranks[k], step);
+        assert_non_null(recs[k]);
+    }
+    int used[AO_NSTREAMS];
+    assert_int_equal(ao_streams_lanes(recs, 2, used), 4);
+    assert_true(used[AO_STREAM_COMPUTE] && used[AO_STREAM_H2D] && used[AO_STREAM_ALLGATHER] &&
+                used[AO_STREAM_REDUCESCATTER]);
+    assert_false(used[AO_STREAM_ALLREDUCE]);
+    for (int k = 0; k < 2; k++) {
+        ao_ival *x;
+        size_t nx = ao_streams_shaded(recs[k], &x);
+        double us = 0;
+        for (size_t i = 0; i < nx; i++) us += x[i].end - x[i].start;
+        free(x);
+        assert_true(nx > 0);
+        assert_true(fabs(us / 1000 - recs[k]->m.overlap_ms) < 1e-6);
+    }
+    ao_run_free(&run);
+    free(dir);
+}
 #endif
 
 static void expect_usage(const char *const *dirs, const char *const *labels, size_t n,
@@ -263,6 +299,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
 #if AORTA_HAVE_CAIRO
         cmocka_unit_test(test_timeline_cap),
+        cmocka_unit_test(test_streams_layout),
 #endif
     };
     return cmocka_run_group_tests(tests, setup, teardown);
