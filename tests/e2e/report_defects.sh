@@ -7,8 +7,7 @@
 #     number (the per-step max over ranks), also with a slow rank;
 # (3) the stacked breakdown adds up to the median step;
 # (4) an impossible decomposition is a sanity flag, not numbers.
-# (Robust axes and the outlier cap: unit/test_report; the sweep heatmap's
-# zero: unit/test_sweep_chart.)
+# (Robust axes, the outlier cap: unit/test_report, test_timeline_cap.)
 set -euo pipefail
 
 : "${AORTA:?AORTA must name the aorta binary}"

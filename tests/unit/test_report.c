@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "report/glossary.h"
 #include "report/report.h"
 #include "report/rundata.h"
 #if AORTA_HAVE_CAIRO
@@ -265,6 +266,20 @@ static void test_streams_layout(void **state)
 }
 #endif
 
+/* Every metric has a glossary entry in plain words and a definition. */
+static void test_glossary(void **state)
+{
+    (void)state;
+    for (size_t m = 0; m < ao_metric_count(); m++) {
+        ao_glossary_entry g = ao_glossary(m);
+        if (!g.plain[0] || !g.definition[0])
+            fail_msg("no glossary entry for %s", ao_metric(m)->name);
+    }
+    assert_string_equal(ao_glossary((size_t)ao_metric_find("exposed_allgather_ms")).definition,
+                        "|Mₖ \\ C|");
+    assert_string_equal(ao_glossary((size_t)ao_metric_find("allgather_ms")).definition, "|Mₖ|");
+}
+
 static void expect_usage(const char *const *dirs, const char *const *labels, size_t n,
                          const char *ref, const char *cand, const char *want)
 {
@@ -297,6 +312,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_report),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_glossary),
 #if AORTA_HAVE_CAIRO
         cmocka_unit_test(test_timeline_cap),
         cmocka_unit_test(test_streams_layout),
