@@ -95,6 +95,15 @@ static const char css[] =
     "@media print{body{max-width:none;padding:0}h2{page-break-after:avoid}"
     "table{page-break-inside:avoid}}";
 
+void ao_hcells(ao_hbuf *b, const double *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        ao_hputs(b, "<td>");
+        ao_hnum(b, v[i]);
+        ao_hputs(b, "</td>");
+    }
+}
+
 /* The SVG file's <svg> element with its ids prefixed by `prefix`: cairo
  * names glyphs and clips "glyph0-1", "clip1" in every file, and inlined
  * together they would resolve to the first chart's definitions. */
@@ -324,15 +333,10 @@ static void full_table(ao_hbuf *b, const ao_comparison *c, size_t idx)
                idx);
     for (size_t i = 0; i < c->nmetrics; i++) {
         const ao_metric_cmp *m = &c->metrics[i];
-        ao_hprintf(b, "<tr><td class=\"k\">%s</td><td>", ao_metric(m->metric)->name);
-        ao_hnum(b, m->ref_median);
-        ao_hputs(b, "</td><td>");
-        ao_hnum(b, m->cand_median);
-        ao_hputs(b, "</td><td>");
-        ao_hnum(b, m->ratio);
-        ao_hputs(b, "</td><td>");
-        ao_hnum(b, m->diff);
-        ao_hputs(b, "</td><td>[");
+        ao_hprintf(b, "<tr><td class=\"k\">%s</td>", ao_metric(m->metric)->name);
+        const double v[4] = {m->ref_median, m->cand_median, m->ratio, m->diff};
+        ao_hcells(b, v, 4);
+        ao_hputs(b, "<td>[");
         ao_hnum(b, m->ci.lo);
         ao_hputs(b, ", ");
         ao_hnum(b, m->ci.hi);

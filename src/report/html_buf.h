@@ -20,6 +20,9 @@ void ao_hesc(ao_hbuf *b, const char *s);
 /* A number with as many decimals as its size needs; NAN as a dash. */
 void ao_hnum(ao_hbuf *b, double v);
 
+/* <td>v</td> for each of v[0..n), numbers as ao_hnum writes them. */
+void ao_hcells(ao_hbuf *b, const double *v, size_t n);
+
 /* html_tables.c: the sections after the timeline. */
 void ao_html_tables(ao_hbuf *b, const ao_html_page *p);
 void ao_html_settings(ao_hbuf *b, const ao_html_page *p);

@@ -23,11 +23,7 @@ static void headline_table(ao_hbuf *b, const ao_summary *s, size_t idx)
         ao_hprintf(b, "<tr><td class=\"k\"><a href=\"#g-%s\">%s</a>%s</td>", d->name, d->name,
                    strcmp(d->name, "step_ms") == 0 ? " (" AO_STEP_MS_DEFINITION ")" : "");
         const double v[5] = {st->p50, st->p90, st->p99, st->min, st->max};
-        for (int i = 0; i < 5; i++) {
-            ao_hputs(b, "<td>");
-            ao_hnum(b, v[i]);
-            ao_hputs(b, "</td>");
-        }
+        ao_hcells(b, v, 5);
         ao_hprintf(b, "<td class=\"k\">%s</td></tr>\n", d->unit);
     }
     ao_hputs(b, "</tbody></table>\n");
@@ -58,11 +54,7 @@ static void kind_table(ao_hbuf *b, const ao_summary *s, size_t idx)
         const double v[4] = {t, med(s, "compute_%s_ms", kn), med(s, "exposed_%s_ms", kn),
                              med(s, "busbw_%s_gbps", kn)};
         ao_hprintf(b, "<tr><td class=\"k\">%s</td>", kn);
-        for (int i = 0; i < 4; i++) {
-            ao_hputs(b, "<td>");
-            ao_hnum(b, v[i]);
-            ao_hputs(b, "</td>");
-        }
+        ao_hcells(b, v, 4);
         ao_hputs(b, "</tr>\n");
     }
     if (rows == 0) ao_hputs(b, "<tr><td class=\"k\" colspan=\"5\">no collective ran</td></tr>\n");
@@ -101,9 +93,9 @@ static void decomposition(ao_hbuf *b, const ao_summary *s, size_t idx)
                         d->serial_ms,           d->achieved,         d->contention_ms,
                         d->comm_slowdown};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        ao_hprintf(b, "<tr><td class=\"k\">%s</td><td>", names[i]);
-        ao_hnum(b, v[i]);
-        ao_hputs(b, "</td></tr>\n");
+        ao_hprintf(b, "<tr><td class=\"k\">%s</td>", names[i]);
+        ao_hcells(b, &v[i], 1);
+        ao_hputs(b, "</tr>\n");
     }
     ao_hputs(b, "</tbody></table>\n");
 }
@@ -118,13 +110,10 @@ static void telemetry(ao_hbuf *b, const ao_summary *s, size_t idx)
     for (size_t i = 0; i < s->ntelemetry; i++) {
         ao_hputs(b, "<tr><td class=\"k\">");
         ao_hesc(b, s->telemetry[i].key);
-        ao_hputs(b, "</td><td>");
-        ao_hnum(b, s->telemetry[i].s.p50);
-        ao_hputs(b, "</td><td>");
-        ao_hnum(b, s->telemetry[i].s.mean);
-        ao_hputs(b, "</td><td>");
-        ao_hnum(b, s->telemetry[i].s.max);
-        ao_hputs(b, "</td></tr>\n");
+        ao_hputs(b, "</td>");
+        const double v[3] = {s->telemetry[i].s.p50, s->telemetry[i].s.mean, s->telemetry[i].s.max};
+        ao_hcells(b, v, 3);
+        ao_hputs(b, "</tr>\n");
     }
     ao_hputs(b, "</tbody></table>\n");
 }
