@@ -44,6 +44,27 @@ PY
     run_expect 0 "$TMP/rep1.out" report --log-dir "$TMP/runs/dflt" --label dflt --output "$TMP/rep1"
     grep -q 'id="degraded-' "$TMP/rep1/index.html" && fail "default run gives a degraded timeline"
     contains "$TMP/rep1/index.html" "the profiled step whose slowest rank's time is the median"
+    # the trace linked from the page: named processes and threads, and a flow
+    # from each collective (inside its slice) to a compute slice that starts
+    # after it ends
+    contains "$TMP/rep1/index.html" 'href="dflt_trace.json"'
+    python3 - "$TMP/rep1/dflt_trace.json" <<'PY' || fail "trace flows"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["name"] for e in ev if e["ph"] == "M"}
+assert {"process_name", "thread_name"} <= names, names
+x = [e for e in ev if e["ph"] == "X"]
+def inside(e, cat):
+    return any(s["pid"] == e["pid"] and s["tid"] == e["tid"] and s["cat"] == cat and
+               s["ts"] <= e["ts"] <= s["ts"] + s["dur"] for s in x)
+starts = {e["id"]: e for e in ev if e["ph"] == "s"}
+ends = {e["id"]: e for e in ev if e["ph"] == "f"}
+assert starts and starts.keys() == ends.keys(), (len(starts), len(ends))
+for i, s in starts.items():
+    f = ends[i]
+    assert inside(s, "comm") and inside(f, "compute") and f["ts"] >= s["ts"], (s, f)
+print("ok")
+PY
 fi
 "$AORTA_SYNTH_RUN" "$TMP/noops" ranks=2 steps=30 profile_every=0
 run_expect 0 "$TMP/rep2.out" report --log-dir "$TMP/noops" --label noops --output "$TMP/rep2"
