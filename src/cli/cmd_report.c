@@ -9,9 +9,9 @@
 #include "report/report.h"
 
 static const char usage[] =
-    "usage: aorta report --log-dir D --label L [--log-dir D2 --label L2 ...] --output O\n"
-    "                    [--reference L --candidate L2] [--skip-steps N] [--all-runs] "
-    "[--no-charts]";
+    "usage: aorta report (--log-dir D --label L | --sweep D) ... --output O\n"
+    "                    [--reference L [--candidate L2]...] [--skip-steps N] [--all-runs] "
+    "[--no-charts] [--no-trace]";
 
 static const char help[] =
     "Summaries, comparisons and charts of training runs; no GPU needed.\n"
@@ -29,6 +29,8 @@ static const char help[] =
     "  --skip-steps N   warm-up train steps skipped per rank (default: the run's\n"
     "                   training.summary_skip_steps from run.json, else 5)\n"
     "  --all-runs       an output directory gives every run in it, not only `latest`\n"
+    "  --sweep D        an output directory (a sweep's): each run in it is a label of its\n"
+    "                   own, named after its directory; repeatable\n"
     "  --no-charts      tables and summary.json only\n"
     "  --no-trace       no {label}_trace.json (Chrome/Perfetto trace of the first run)\n"
     "  -h, --help       this help\n"
@@ -43,9 +45,9 @@ static const char help[] =
 
 int cmd_report(int argc, char **argv)
 {
-    const char *dirs[MAX_LABELS], *labels[MAX_LABELS], *cands[MAX_LABELS];
+    const char *dirs[MAX_LABELS], *labels[MAX_LABELS], *cands[MAX_LABELS], *sweeps[MAX_LABELS];
     int ndirs = 0, nlabels = 0;
-    size_t ncands = 0;
+    size_t ncands = 0, nsweeps = 0;
     ao_report_opts o = {.skip_steps = -1, .charts = 1, .traces = 1, .out = stdout};
     if (cli_help_requested(argc, argv, usage, help)) return AO_EXIT_OK;
     for (int i = 1; i < argc; i++) {
@@ -56,6 +58,11 @@ int cmd_report(int argc, char **argv)
             if (ndirs == MAX_LABELS)
                 return cli_usage_error("report", usage, "at most %d --log-dir", MAX_LABELS);
             dirs[ndirs++] = v;
+        } else if (CLI_VALUE("--sweep")) {
+            if (r < 0) return cli_usage_error("report", usage, "--sweep needs a directory");
+            if (nsweeps == MAX_LABELS)
+                return cli_usage_error("report", usage, "at most %d --sweep", MAX_LABELS);
+            sweeps[nsweeps++] = v;
         } else if (CLI_VALUE("--label")) {
             if (r < 0) return cli_usage_error("report", usage, "--label needs a name");
             if (nlabels == MAX_LABELS)
@@ -86,7 +93,8 @@ int cmd_report(int argc, char **argv)
             return cli_usage_error("report", usage, "unknown option '%s'", argv[i]);
         }
     }
-    if (ndirs == 0) return cli_usage_error("report", usage, "give at least one --log-dir");
+    if (ndirs == 0 && nsweeps == 0)
+        return cli_usage_error("report", usage, "give at least one --log-dir or --sweep");
     if (nlabels != ndirs)
         return cli_usage_error("report", usage,
                                "%d --label for %d --log-dir; give one --label per --log-dir",
@@ -97,6 +105,8 @@ int cmd_report(int argc, char **argv)
         fprintf(stderr, "aorta: comparing %s against %s (the first label is the reference)\n",
                 labels[1], labels[0]);
     }
+    o.sweeps = sweeps;
+    o.nsweeps = nsweeps;
     o.candidates = cands;
     o.ncandidates = ncands;
     o.log_dirs = dirs;

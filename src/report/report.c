@@ -187,7 +187,66 @@ static char *write_trace(const ao_report_opts *o, size_t i, const label_runs *lr
     return NULL;
 }
 
+static int generate(const ao_report_opts *o);
+
+/* The label of a sweep's run: its directory's name, with characters a label
+ * cannot hold as '_'. */
+static char *sweep_label(const char *dir)
+{
+    const char *base = strrchr(dir, '/');
+    char *l = ao_strdup(base ? base + 1 : dir);
+    for (char *c = l; *c; c++)
+        if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-", *c))
+            *c = '_';
+    if (l[0] == '.') l[0] = '_';
+    if (strlen(l) > 64) l[64] = '\0';
+    return l;
+}
+
 int ao_report_generate(const ao_report_opts *o)
+{
+    if (o->nsweeps == 0) return generate(o);
+    /* every run directory of each sweep becomes a label of its own */
+    size_t n = 0;
+    const char **dirs = ao_malloc((o->nlabels + 1) * sizeof *dirs);
+    const char **labels = ao_malloc((o->nlabels + 1) * sizeof *labels);
+    char **owned = NULL;
+    size_t nowned = 0;
+    int rc = 0;
+    for (size_t i = 0; i < o->nlabels; i++, n++) {
+        dirs[n] = o->log_dirs[i];
+        labels[n] = o->labels[i];
+    }
+    for (size_t s = 0; s < o->nsweeps && rc == 0; s++) {
+        char **runs;
+        size_t nr;
+        rc = ao_run_dirs_resolve(o->sweeps[s], 1, &runs, &nr);
+        if (rc) break;
+        dirs = ao_realloc(dirs, (n + nr + 1) * sizeof *dirs);
+        labels = ao_realloc(labels, (n + nr + 1) * sizeof *labels);
+        owned = ao_realloc(owned, (nowned + 2 * nr + 1) * sizeof *owned);
+        for (size_t k = 0; k < nr; k++, n++) {
+            dirs[n] = owned[nowned++] = runs[k];
+            labels[n] = owned[nowned++] = sweep_label(runs[k]);
+        }
+        free(runs); /* its strings are in owned */
+    }
+    if (rc == 0) {
+        ao_report_opts x = *o;
+        x.log_dirs = dirs;
+        x.labels = labels;
+        x.nlabels = n;
+        x.all_runs = 0;
+        rc = generate(&x);
+    }
+    for (size_t i = 0; i < nowned; i++) free(owned[i]);
+    free(owned);
+    free(dirs);
+    free(labels);
+    return rc;
+}
+
+static int generate(const ao_report_opts *o)
 {
     if (o->nlabels == 0) {
         ao_error("report", "no --log-dir given");
