@@ -88,6 +88,7 @@ static const char css[] =
     ".finding{margin:.5em 0 .8em}.finding .what{font-weight:600}"
     "td.better{background:#e3f2e6}td.worse{background:#fbe3e1}td.same{background:#f3f3f3}"
     "code{font-size:.92em}dt{font-weight:600;margin-top:.4em}dd{margin-left:1.2em}"
+    ".wide{overflow-x:auto}"
     ".verdicts{border:1px solid #ccc;background:#fafafa;padding:.5em 1em;border-radius:4px}"
     "figure{margin:1.2em 0;page-break-inside:avoid;break-inside:avoid}"
     "figure svg{max-width:100%;height:auto;display:block}"
@@ -214,8 +215,13 @@ static void findings_section(ao_hbuf *b, const ao_html_page *p)
             ao_hprintf(b, "<p class=\"note\">No finding costs %.0f%% of the step or more.</p>\n",
                        100 * AO_DIAG_FINDING_SHARE);
         if (d->nfindings) ao_hputs(b, "<ol class=\"findings\">\n");
+        /* Past two labels the page would be findings only: the costliest of
+         * each in full, the others folded. */
+        size_t open = p->nlabels > 2 ? 1 : d->nfindings;
         for (size_t k = 0; k < d->nfindings; k++) {
             const ao_finding *f = &d->findings[k];
+            if (k == open)
+                ao_hputs(b, "</ol><details><summary>more findings</summary><ol start=\"2\">\n");
             ao_hputs(b, "<li class=\"finding\"><span class=\"what\">");
             ao_hesc(b, f->what);
             ao_hprintf(b,
@@ -234,7 +240,7 @@ static void findings_section(ao_hbuf *b, const ao_html_page *p)
             ao_hesc(b, f->gain);
             ao_hputs(b, "</li>\n");
         }
-        if (d->nfindings) ao_hputs(b, "</ol>\n");
+        if (d->nfindings) ao_hputs(b, d->nfindings > open ? "</ol></details>\n" : "</ol>\n");
         notes(b, "Sanity flag", d->flags, d->nflags);
         notes(b, "Outlier step", d->outliers, d->noutliers);
     }
@@ -289,7 +295,8 @@ static void verdict_list(ao_hbuf *b, const ao_comparison *c)
  * median over the reference's with its verdict as the cell's colour. */
 static void matrix(ao_hbuf *b, const ao_html_page *p)
 {
-    ao_hputs(b, "<table id=\"matrix\"><thead><tr><th class=\"k\">candidate / reference</th>");
+    ao_hputs(b, "<div class=\"wide\"><table id=\"matrix\"><thead><tr><th class=\"k\">candidate / "
+                "reference</th>");
     const ao_comparison *c0 = &p->cmps[0];
     for (size_t i = 0; i < c0->nmetrics; i++)
         ao_hprintf(b, "<th>%s</th>", ao_metric(c0->metrics[i].metric)->name);
@@ -317,8 +324,9 @@ static void matrix(ao_hbuf *b, const ao_html_page *p)
         }
         ao_hputs(b, "</tr>\n");
     }
-    ao_hputs(b, "</tbody></table>\n<p class=\"note\">Each cell: the candidate's median over the "
-                "reference's. Green: better, red: worse, grey: no significant difference.</p>\n");
+    ao_hputs(b,
+             "</tbody></table></div>\n<p class=\"note\">Each cell: the candidate's median over the "
+             "reference's. Green: better, red: worse, grey: no significant difference.</p>\n");
 }
 
 static void full_table(ao_hbuf *b, const ao_comparison *c, size_t idx)
