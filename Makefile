@@ -39,10 +39,10 @@ device-build:
 	cmake --build $(DEV_BUILD) -j $(JOBS)
 
 format:
-	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
 
 format-check:
-	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' '*.cu')
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
 
 clean:
 	rm -rf $(BUILD) $(TEST_BUILD) $(DEV_BUILD)

@@ -4,7 +4,7 @@
 # NCCL are not installed here: the CUDA backend builds when nvcc is found.
 set -euo pipefail
 
-packages=(cmake make gcc pkg-config libyaml-dev libyajl-dev libcairo2-dev libcmocka-dev
+packages=(cmake make gcc pkg-config libyaml-dev libyajl-dev zlib1g-dev libsqlite3-dev libcairo2-dev libcmocka-dev
           libopenmpi-dev openmpi-bin libopenblas-dev clang-format shellcheck)
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

@@ -34,10 +34,12 @@ static const char help[] =
     "Writes {training.output_dir}/{run}/: run.json, rank_NN_metrics.jsonl (one record per\n"
     "iteration), rank_NN.log, summary.json; prints a log line every training.log_interval\n"
     "steps and a summary table at the end. Ctrl-C stops every rank after the current step.\n"
-    "Precision: this build stores parameters and gradients and communicates in fp32 on every\n"
-    "backend; bf16/fp16 storage is not yet implemented on GPUs, so training.mixed_precision,\n"
-    "fsdp.param_dtype and fsdp.reduce_dtype run as fp32, with one warning. training.tf32 runs\n"
-    "the GEMMs through TF32 on cuda; the cpu backend computes in fp32 (warned).\n"
+    "Precision: parameters, gradients, master weights and reductions are fp32. On cuda,\n"
+    "training.mixed_precision bf16/fp16 multiplies 16-bit copies of the GEMM operands (fp32\n"
+    "accumulation; fp16 adds dynamic loss scaling), fsdp.param_dtype bf16/fp16 gathers the\n"
+    "parameters in that type, and training.tf32 runs fp32 GEMMs through TF32. fsdp.reduce_dtype\n"
+    "other than fp32 runs as fp32, and the cpu backend computes and communicates in fp32 (each\n"
+    "warned once).\n"
     "exit codes: 0 ok, 1 run failed, 2 bad flag or config\n";
 
 typedef struct train_args {

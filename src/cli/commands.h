@@ -9,3 +9,4 @@ AO_COMMAND(report, "summaries, comparisons with verdicts, charts and HTML from r
 AO_COMMAND(diagnose, "what bounds a step: classification, ranked findings with knobs, sanity flags")
 AO_COMMAND(plan, "device memory per rank by strategy, precision and accumulation; what fits")
 AO_COMMAND(sweep, "axes and environment sweeps over train, coll and sdma")
+AO_COMMAND(analyze, "the same overlap metrics from a job's own traces (Kineto, rocprofv3, nsys)")

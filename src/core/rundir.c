@@ -1,4 +1,6 @@
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,4 +213,70 @@ char *ao_rundir_rank_path(const ao_rundir *d, int rank, int world_size, const ch
     char *path = ao_rundir_file(d, name);
     free(name);
     return path;
+}
+
+int ao_rundir_create_staged(const char *output_dir, const char *run_id, ao_rundir *out)
+{
+    memset(out, 0, sizeof *out);
+    if (ao_rundir_validate_name(run_id, "run id")) return AO_EXIT_USAGE;
+    if (make_dirs(output_dir) != 0) {
+        ao_error(output_dir, "cannot create the output directory: %s", strerror(errno));
+        return errno == ENOTDIR || errno == EEXIST ? AO_EXIT_USAGE : AO_EXIT_FAIL;
+    }
+    char *final = ao_asprintf("%s/%s", output_dir, run_id);
+    struct stat st;
+    int exists = lstat(final, &st) == 0;
+    free(final);
+    if (exists) {
+        ao_error(output_dir,
+                 "the run directory %s already exists; aorta never adds to an older run", run_id);
+        ao_hint("give another --run-name, or remove the old run");
+        return AO_EXIT_USAGE;
+    }
+    char *tmp = ao_asprintf(".%s.partial-%ld", run_id, (long)getpid());
+    char *path = ao_asprintf("%s/%s", output_dir, tmp);
+    free(tmp);
+    if (mkdir(path, 0777) != 0) {
+        ao_error(path, "cannot create the staging directory: %s", strerror(errno));
+        free(path);
+        return AO_EXIT_FAIL;
+    }
+    out->output_dir = ao_strdup(output_dir);
+    out->run_id = ao_strdup(run_id);
+    out->path = path;
+    return 0;
+}
+
+int ao_rundir_commit(ao_rundir *d)
+{
+    char *final = ao_asprintf("%s/%s", d->output_dir, d->run_id);
+    /* RENAME_NOREPLACE: a directory made meanwhile is never replaced or merged. */
+    if (renameat2(AT_FDCWD, d->path, AT_FDCWD, final, RENAME_NOREPLACE) != 0) {
+        int err = errno;
+        ao_error(final, "cannot move the finished run into place: %s", strerror(err));
+        free(final);
+        ao_rundir_abandon(d);
+        return err == EEXIST ? AO_EXIT_USAGE : AO_EXIT_FAIL;
+    }
+    free(d->path);
+    d->path = final;
+    ao_rundir_update_latest(d->output_dir, d->run_id);
+    return 0;
+}
+
+void ao_rundir_abandon(ao_rundir *d)
+{
+    if (!d->path) return;
+    DIR *dir = opendir(d->path);
+    if (dir) {
+        struct dirent *e;
+        while ((e = readdir(dir)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            char *f = ao_asprintf("%s/%s", d->path, e->d_name);
+            unlink(f);
+            free(f);
+        }
+        closedir(dir);
+    }
+    rmdir(d->path);
 }

@@ -59,6 +59,16 @@ int ao_rundir_open(const char *output_dir, const char *run_id, int rank, double 
                    ao_rundir *out);
 void ao_rundir_free(ao_rundir *d);
 
+/* Staged creation, for a command that writes a whole run at once (`aorta
+ * analyze`): a hidden output_dir/.run_id.partial-PID is made and returned in
+ * out->path; ao_rundir_commit renames it to output_dir/run_id (which must not
+ * exist: never a half-written or merged run) and updates `latest`;
+ * ao_rundir_abandon removes it and its files. Return codes as
+ * ao_rundir_create. */
+int ao_rundir_create_staged(const char *output_dir, const char *run_id, ao_rundir *out);
+int ao_rundir_commit(ao_rundir *d);
+void ao_rundir_abandon(ao_rundir *d);
+
 /* Point output_dir/latest at run_id (a relative symlink), atomically: a
  * temporary link renamed over the old one. Returns 0, or -1 after a warning
  * (a missing `latest` never fails a run). */

@@ -13,8 +13,8 @@
  *
  * The element functions below are host+device so a CUDA generator computes the
  * same values; ao_data_fill is the host generator built from them. */
-#ifndef AORTA_WORKLOAD_DATA_H
-#define AORTA_WORKLOAD_DATA_H
+#ifndef AORTA_DATA_DATA_H
+#define AORTA_DATA_DATA_H
 
 #include <stdint.h>
 

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "data/loader.h"
 #include "data/loader_backend.h"
+#include "runtime/backend_table.h"
 
 _Static_assert((int)AO_DATASET_TARGET_RANDOM == (int)AO_TARGET_RANDOM &&
                    (int)AO_DATASET_TARGET_TEACHER == (int)AO_TARGET_TEACHER,
@@ -287,19 +288,12 @@ static void cpu_fill(ao_stream *s, const ao_data_shape *shape, uint64_t seed, in
 const struct ao_loader_backend ao_loader_cpu_backend = {.device_backend = "cpu", .fill = cpu_fill};
 
 /* The backends that generate on the device. */
-static const struct ao_loader_backend *const loader_backends[] = {
-    &ao_loader_cpu_backend,
-#ifdef AORTA_HAVE_CUDA
-    &ao_loader_cuda_backend,
-#endif
-};
+static const struct ao_loader_backend *const loader_backends[] = AO_BACKEND_LIST(ao_loader);
+_Static_assert(offsetof(struct ao_loader_backend, device_backend) == 0, "backend_table.h");
 
 static const struct ao_loader_backend *loader_backend_for(ao_device *dev)
 {
-    for (size_t i = 0; i < sizeof loader_backends / sizeof loader_backends[0]; i++)
-        if (strcmp(loader_backends[i]->device_backend, ao_device_backend(dev)) == 0)
-            return loader_backends[i];
-    return NULL;
+    return AO_BACKEND_FIND(loader_backends, dev);
 }
 
 static void fill_run_device(void *ctx, const ao_loader_config *cfg, uint64_t sample, int count,

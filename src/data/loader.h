@@ -35,8 +35,8 @@
  * depth-th next call after this one) then waits for that point on the device.
  * Without a release, the buffers are overwritten as soon as `h2d` reaches that
  * later copy. */
-#ifndef AORTA_WORKLOAD_LOADER_H
-#define AORTA_WORKLOAD_LOADER_H
+#ifndef AORTA_DATA_LOADER_H
+#define AORTA_DATA_LOADER_H
 
 #include <stdint.h>
 

@@ -1,9 +1,9 @@
 /* What a device backend implements for dataset.placement: device: the
  * generation of samples straight into device memory (loader.c). The loader
- * finds the table of its device's backend by name (ao_device_backend), as
- * model.c does; a new backend adds its table here and to loader.c's list. */
-#ifndef AORTA_WORKLOAD_LOADER_BACKEND_H
-#define AORTA_WORKLOAD_LOADER_BACKEND_H
+ * finds the table of its device's backend as runtime/backend_table.h says; a
+ * new backend adds its table (ao_loader_<name>_backend) here. */
+#ifndef AORTA_DATA_LOADER_BACKEND_H
+#define AORTA_DATA_LOADER_BACKEND_H
 
 #include <stdint.h>
 

@@ -13,8 +13,8 @@
  * them by comparison (dropout masks, ids) are bit-identical. Normals go through
  * log and cos, evaluated in double and rounded to float, so they agree except
  * when a double result lies within ~1e-16 of a float rounding boundary. */
-#ifndef AORTA_WORKLOAD_RNG_H
-#define AORTA_WORKLOAD_RNG_H
+#ifndef AORTA_DATA_RNG_H
+#define AORTA_DATA_RNG_H
 
 #include <stdint.h>
 #include <math.h>
@@ -178,7 +178,7 @@ AO_HD static inline ao_rng_stream ao_dropout_stream(uint64_t seed, uint64_t step
  * uniform is (word >> 8) 2^-24 exactly, so the test is (word >> 8) < p 2^24
  * (exact in float), i.e. (word >> 8) < ceil(p 2^24) <= 2^24 - 1 for an
  * integer. The same decisions without a conversion per element, which had
- * GPU kernels waiting on the conversion unit (bench/RESULTS.md, session 11). */
+ * GPU kernels waiting on the conversion unit. */
 AO_HD static inline uint32_t ao_dropout_threshold(float p)
 {
     return (uint32_t)ceilf(p * 16777216.0f) << 8;

@@ -23,9 +23,8 @@
  * itself, each reduction is issued in place (the collective then moves no
  * bytes), and GFULL := 0 once, first in the next training iteration (after
  * the update read it), instead of after each reduction. A shard group of one rank gathers in place:
- * each unit keeps its own buffer whose wire is its slice of Pw. On 1xH200 the copies and memsets
- * this saves were ~8.8 GB of device memory traffic a large step, run by the
- * SMs beside the compute (bench/RESULTS.md, session 11).
+ * each unit keeps its own buffer whose wire is its slice of Pw. The copies and memsets this saves
+ * are device memory traffic the SMs would run beside the compute (bench/RESULTS.md).
  *
  * Pool slots and deferral: an all-gather into a slot waits on the device for
  * the compute stream to reach the point where the host issued it, which comes
@@ -47,6 +46,7 @@
 #include "engine/shard.h"
 #include "engine/test_hooks.h"
 #include "model/ops_ref.h"
+#include "runtime/backend_table.h"
 
 enum { LANE_AG, LANE_RS, LANE_AR, NLANES };
 
@@ -126,8 +126,8 @@ struct ao_engine {
     int ngroups;
     /* [ngroups]: each group's share of the squared gradient norm, summed on
      * its reduction stream once final, beside the backward: the clip then
-     * adds ngroups numbers instead of reading every gradient (0.40 ms of a
-     * large step on 1xH200, bench/RESULTS.md session 11). */
+     * adds ngroups numbers instead of reading every gradient on the
+     * critical path (bench/RESULTS.md). */
     double *group_sq;
     ao_event *opt_done, *sq_ready, *sum_ready;
     ao_event *fetch_go;  /* compute's point where the next batch is fetched */
@@ -236,9 +236,8 @@ static void coll_end(ao_engine *e, ao_comm *c, int op)
 /* A compute op begins only once the all-gathers issued at its boundary have
  * reached their kernels. The forward's first kernels are GEMMs whose
  * persistent grid fills every SM; an all-gather launched a few µs after one
- * (its stream has a wait, the hold and its start event to get through) waited
- * up to 270 µs for SMs on 2xH200 while its event pair ran: one wait a step in
- * ~3 (bench/RESULTS.md, session 10). The compute stream waits for what it
+ * (its stream has a wait, the hold and its start event to get through) can
+ * wait for SMs while its event pair runs (bench/RESULTS.md). The compute stream waits for what it
  * waited for anyway, the previous gather on that stream (wait_gather), plus
  * those few µs. Not inside the op's event pair. */
 static int compute_begin(ao_engine *e, const char *name, int unit)
@@ -480,19 +479,15 @@ static void make_buffers(ao_engine *e)
 /* ---- create / destroy ---------------------------------------------------- */
 
 /* The backends with engine kernels. */
-static const struct ao_engine_backend *const engine_backends[] = {
-    &ao_engine_cpu_backend,
-#ifdef AORTA_HAVE_CUDA
-    &ao_engine_cuda_backend,
-#endif
-};
+static const struct ao_engine_backend *const engine_backends[] = AO_BACKEND_LIST(ao_engine);
+_Static_assert(offsetof(struct ao_engine_backend, device_backend) == 0, "backend_table.h");
 
 static const struct ao_engine_backend *backend_for(ao_device *dev)
 {
-    const char *name = ao_device_backend(dev);
-    for (size_t i = 0; i < sizeof engine_backends / sizeof engine_backends[0]; i++)
-        if (strcmp(engine_backends[i]->device_backend, name) == 0) return engine_backends[i];
-    ao_error("train", "the sharding engine has no kernels for the %s backend in this build", name);
+    const struct ao_engine_backend *backend = AO_BACKEND_FIND(engine_backends, dev);
+    if (backend) return backend;
+    ao_error("train", "the sharding engine has no kernels for the %s backend in this build",
+             ao_device_backend(dev));
     ao_hint("use --backend cpu");
     return NULL;
 }
@@ -744,9 +739,9 @@ static int try_gather(ao_engine *e, int u, const micro_ctx *x)
     uint64_t bytes = ao_coll_bytes(AO_ALLGATHER, sp->shard, e->gather_type, ao_comm_size(c));
     int op = coll_begin(e, c, ln->sid, AO_KIND_ALLGATHER, "allgather", u, bytes);
     /* comm_only: no op follows to wait. A one-rank gather is a copy on a
-     * copy engine, which needs no SMs: nothing to make room for, and on
-     * 1xH200 waiting for its start held each layer's compute until the copy
-     * had finished (bench/RESULTS.md, session 11). */
+     * copy engine, which needs no SMs: nothing to make room for, and waiting
+     * for its start would hold each layer's compute until the copy has
+     * finished. */
     if (x->do_compute && ao_comm_size(c) > 1) {
         e->gather_started = ao_timeline_op_start(e->tl, op);
         if (!e->gather_started) {

@@ -25,8 +25,8 @@
  * (accumulation, norm, AdamW) come from the device backend's table
  * (engine_backend.h: cpu closures, cuda kernels); a backend without one is
  * refused at create. */
-#ifndef AORTA_WORKLOAD_ENGINE_H
-#define AORTA_WORKLOAD_ENGINE_H
+#ifndef AORTA_ENGINE_ENGINE_H
+#define AORTA_ENGINE_ENGINE_H
 
 #include <stdint.h>
 

@@ -6,10 +6,10 @@
  * for the device. Scalars that depend on earlier device work (the global
  * squared norm, the losses) are read by the device work itself, never by the
  * host, so a step needs no host synchronization. The engine finds the table
- * of its device's backend by name (ao_device_backend), as model.c does; a
- * new backend adds its table here and to engine.c's list. */
-#ifndef AORTA_WORKLOAD_ENGINE_BACKEND_H
-#define AORTA_WORKLOAD_ENGINE_BACKEND_H
+ * of its device's backend as runtime/backend_table.h says; a new backend adds
+ * its table (ao_engine_<name>_backend) here. */
+#ifndef AORTA_ENGINE_ENGINE_BACKEND_H
+#define AORTA_ENGINE_ENGINE_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -13,8 +13,8 @@
  * Padding elements are zero in parameters and gradients at start; the model
  * never writes them, so they stay zero through reductions and AdamW updates,
  * and a norm or update over a whole arena equals one over the real elements. */
-#ifndef AORTA_WORKLOAD_SHARD_H
-#define AORTA_WORKLOAD_SHARD_H
+#ifndef AORTA_ENGINE_SHARD_H
+#define AORTA_ENGINE_SHARD_H
 
 #include <stddef.h>
 

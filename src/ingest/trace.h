@@ -28,6 +28,12 @@ typedef struct ao_activity {
     uint32_t device;     /* device ordinal as the trace names it */
     uint32_t stream;     /* stream / queue id as the trace names it */
     uint8_t kind;        /* ao_act_kind */
+    /* What the trace itself says, where it says it (aorta's own trace.json);
+     * -1 otherwise, which the appender sets: classify by name, attribute to a
+     * step through the launch. */
+    int8_t cls;       /* ao_op_class */
+    int8_t coll_kind; /* ao_coll_kind of a communication op */
+    int64_t step;
 } ao_activity;
 
 /* A host-side range: a CPU annotation (`ProfilerStep#3`, a user's
@@ -35,7 +41,9 @@ typedef struct ao_activity {
 typedef struct ao_range {
     double start_us, end_us;
     const char *name;
-    int64_t tid; /* host thread; -1 when unknown */
+    int64_t tid;       /* host thread; -1 when unknown */
+    uint8_t on_device; /* a device-side copy of an annotation (Kineto's gpu_user_annotation):
+                          never a step window; HTA's step filter counts it */
 } ao_range;
 
 /* A host launch call (cudaLaunchKernel, hipMemcpyAsync, ...): correlation
@@ -76,8 +84,9 @@ void ao_trace_free(ao_trace *t);
  * string, so names compare by pointer once interned. */
 const char *ao_trace_intern(ao_trace *t, const char *s, size_t len);
 
-/* Appenders; each returns the new element (zeroed except what the caller
- * sets), growing the array geometrically. */
+/* Appenders; each returns the new element, zeroed except an activity's
+ * correlation, cls, coll_kind and step (-1) and a range's and a launch's tid
+ * (-1), growing the array geometrically. */
 ao_activity *ao_trace_add_activity(ao_trace *t);
 ao_range *ao_trace_add_range(ao_trace *t);
 ao_launch *ao_trace_add_launch(ao_trace *t);

@@ -1,4 +1,5 @@
-/* The model's CUDA kernels (kernels_cuda.cu), behind extern "C" launchers.
+/* The model's CUDA kernels (kernels/, one .cu file per op family), behind
+ * extern "C" launchers.
  *
  * Each launcher enqueues its kernel(s) on `stream` and returns the launch's
  * error (cudaGetLastError); callers check it with AO_CUDA_CHECK. Every
@@ -18,9 +19,16 @@
  * sums each table row's contributions in position order (the reference's
  * order), instead of scattering with atomics.
  *
+ * Where each launcher lives (kernels/): layernorm.cu (LayerNorm, its fused
+ * dropout, and the column sums of the bias and LayerNorm parameter
+ * gradients), attention.cu (softmax and its fused dropout), elementwise.cu
+ * (add, scale, GELU, dropout and GELU + dropout), casts.cu, optimizer.cu
+ * (norms, flags, AdamW), embedding.cu, loss.cu, data.cu and launch.cu;
+ * common.cuh, dtype.cuh and dropout.cuh hold what they share.
+ *
  * Only backend files include this header (it includes gpu_compat.h). */
-#ifndef AORTA_WORKLOAD_KERNELS_CUDA_H
-#define AORTA_WORKLOAD_KERNELS_CUDA_H
+#ifndef AORTA_MODEL_KERNELS_CUDA_H
+#define AORTA_MODEL_KERNELS_CUDA_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -33,14 +41,13 @@
 extern "C" {
 #endif
 
-/* Programmatic dependent launch of the kernels below (kernels_cuda.cu,
+/* Programmatic dependent launch of the kernels below (kernels/common.cuh's
  * launch()), process-wide, on by default: each kernel is scheduled while the
- * one before it on its stream still runs, which hides the device's ~2 us
- * between kernels (default config, 1 H200: 4.7 -> 4.2 ms a step). The waiting
- * thread blocks hold SMs, though: a collective launched beside them waits
- * for SMs until a kernel boundary (large, 2 ranks: ~20 us later per
- * collective, time its event pair counts as communication). The engine turns
- * it off where collectives run beside the compute stream. */
+ * one before it on its stream still runs, which hides the device's latency
+ * between kernels. The waiting thread blocks hold SMs, though: a collective
+ * launched beside them waits for SMs until a kernel boundary (time its event
+ * pair counts as communication; bench/RESULTS.md). The engine turns it off
+ * where collectives run beside the compute stream. */
 void ao_cuda_set_dependent_launch(int on);
 
 /* ---- element-wise and row-wise --------------------------------------------- */

@@ -17,8 +17,8 @@
  *
  * Backends: the cpu device runs ops_ref.h in stream closures (one closure
  * per unit pass); other backends plug in through model_backend.h. */
-#ifndef AORTA_WORKLOAD_MODEL_H
-#define AORTA_WORKLOAD_MODEL_H
+#ifndef AORTA_MODEL_MODEL_H
+#define AORTA_MODEL_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>

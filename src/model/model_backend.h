@@ -2,9 +2,9 @@
  * state every backend shares.
  *
  * model.c checks the shape and the arguments and dispatches each pass through
- * the table of the device's backend; a backend only enqueues its work. A new
- * backend (model_cuda.c) adds its table here and to model.c's list, and
- * model.h's callers do not change.
+ * the table of the device's backend (found as runtime/backend_table.h says);
+ * a backend only enqueues its work. A new backend adds its table
+ * (ao_model_<name>_backend) here, and model.h's callers do not change.
  *
  * Activation layout, the same for every backend (N = B*T tokens):
  *   x[l], l = 0..L  [N, d]  input of encoder layer l+1 (x[0] the input stage's
@@ -13,8 +13,8 @@
  * plus what each op saves for its backward (ops_ref.h's *_saved) and one
  * scratch area sized for the largest backward. Dropout of encoder layer l
  * (unit l, 1..L) is keyed by ao_dropout_cfg.layer = l. */
-#ifndef AORTA_WORKLOAD_MODEL_BACKEND_H
-#define AORTA_WORKLOAD_MODEL_BACKEND_H
+#ifndef AORTA_MODEL_MODEL_BACKEND_H
+#define AORTA_MODEL_MODEL_BACKEND_H
 
 #include "model/model.h"
 #include "model/ops_ref.h"

@@ -27,21 +27,8 @@
  * A linear layer's bias gradient sums the 16-bit copy of its output
  * gradient, the operand its weight gradient multiplies (autocast's
  * numbers). This saves a cast pass and half of each write and read of those
- * buffers: config/large.yaml on an H200, bench/RESULTS.md.
- *
- * Where the 16-bit copies live:
- *   - activations and scratch (the arena a.mem): at the same offset of a
- *     16-bit twin of the arena, so a view into the arena maps to one address;
- *   - a unit's weights: the engine's gathered 16-bit copy where it shared
- *     one (ao_model_cuda_share_params16), else each pass casts the weight
- *     matrices it multiplies into `w16` once, before its first GEMM;
- *   - anything else (the batch's dense features): into `outside`.
- * A buffer read by several GEMMs (attention's q, k, v, the output
- * gradient of a linear backward) is cast whole once and marked prepared
- * while those GEMMs run, so they do not cast it again; a layer's backward
- * reuses the copies its forward made of the GEMM inputs it saved. Passes
- * share these copies, as they share the arena: they run in order on one
- * stream.
+ * buffers: config/large.yaml on an H200, bench/RESULTS.md. Where the 16-bit
+ * copies live, and which are current: operand16_cuda.h.
  *
  * Attention's per-head products (q k^T, P v and their gradients) are one
  * two-level batched GEMM each: within a sample, head j of q/k/v sits hd
@@ -62,35 +49,14 @@
 #include "model/model.h"
 #include "model/model_backend.h"
 #include "model/model_cuda.h"
+#include "model/operand16_cuda.h"
 #include "model/ops_ref.h"
 #include "runtime/device_cuda.h"
-
-#define MAX_STAGED   2  /* weight ranges staged by one pass */
-#define MAX_PREPARED 8  /* arena ranges current in the twin for a run of GEMMs */
-#define ALIGN16      64 /* 16-bit copies start on 128-byte boundaries */
-#define MAX_SHARED   16 /* the engine's registered 16-bit parameter copies */
-
-typedef struct {
-    uintptr_t src; /* fp32 weights [src, src + n floats) */
-    size_t n;
-    const void *dst; /* their 16-bit copy: n elements of cm->half */
-} staged_range;
-
-typedef struct {
-    uintptr_t src; /* fp32 [src, src + n floats), kept equal to ... */
-    size_t n;
-    const void *half; /* ... these n elements of `type`, by the engine */
-    ao_dtype type;
-} shared_range;
-
-typedef struct {
-    size_t off, n; /* arena elements whose twin is current */
-} prepared_range;
 
 /* A dropout site's masks (kernels_cuda.h's bytes), a slice per layer,
  * written by the layer's forward under key[l] and read by its backward
  * under the same key instead of drawing them again: the backward kernels
- * were Philox-bound (bench/RESULTS.md, session 8). */
+ * were Philox-bound (bench/RESULTS.md). */
 typedef struct {
     uint8_t *mem;             /* NULL without dropout */
     size_t bytes;             /* per layer */
@@ -101,20 +67,8 @@ typedef struct {
     ao_model_acts a;     /* a.extra: [L][B, h, T, T] attention probabilities after dropout */
     void *emb_workspace; /* embedding-bag backward (sort buffers) */
     ao_compute_mode compute;
-    /* 16-bit GEMM operands: half is AO_BF16 / AO_F16 when the GEMMs read
-     * them, AO_F32 otherwise (the buffers below then unused, NULL until a
-     * 16-bit mode is first set). */
-    ao_dtype half;
-    void *twin;    /* a.floats elements */
-    void *w16;     /* w16_cap elements */
-    void *outside; /* outside_cap elements */
-    size_t w16_cap, outside_cap;
-    staged_range staged[MAX_STAGED];
-    int nstaged;
-    shared_range shared[MAX_SHARED];
-    int nshared;
-    prepared_range prepared[MAX_PREPARED];
-    int nprepared;
+    /* the 16-bit GEMM operands (op.half: AO_F32 until a 16-bit mode is set) */
+    ao_operand16 op;
     /* [L + 1]: encoder layer l's forward ran in 16 bits, so the twin still
      * holds the GEMM inputs it saved (its x, qkv, ctx, x1, a: cast whole,
      * and rewritten in fp32 only by its next forward); its backward reuses
@@ -134,166 +88,6 @@ typedef struct {
 } cuda_model;
 
 #define KCHECK(call) AO_CUDA_CHECK(call)
-
-/* ---- 16-bit operands ---------------------------------------------------------- */
-
-static size_t align16(size_t n)
-{
-    return (n + ALIGN16 - 1) / ALIGN16 * ALIGN16;
-}
-
-static void *half_at(void *base, size_t elements)
-{
-    return (unsigned char *)base + 2 * elements;
-}
-
-/* [p, p + n) inside [base, base + cap) (element counts; floats). */
-static int inside(const float *p, size_t n, uintptr_t base, size_t cap)
-{
-    const uintptr_t a = (uintptr_t)p;
-    return a >= base && (a - base) / sizeof(float) <= cap && n <= cap - (a - base) / sizeof(float);
-}
-
-static int in_arena(const cuda_model *cm, const float *p, size_t n)
-{
-    return inside(p, n, (uintptr_t)cm->a.mem, cm->a.floats);
-}
-
-/* The engine's 16-bit copy of fp32 [p, p + n) in the GEMMs' type, or NULL. */
-static const void *shared_copy(const cuda_model *cm, const float *p, size_t n)
-{
-    for (int i = 0; i < cm->nshared; i++) {
-        const shared_range *r = &cm->shared[i];
-        if (r->type == cm->half && inside(p, n, r->src, r->n))
-            return half_at((void *)r->half, ((uintptr_t)p - r->src) / sizeof(float));
-    }
-    return NULL;
-}
-
-/* Finds or makes a 16-bit copy of a unit's weight matrices (the ones its pass
- * multiplies): the engine's gathered copy where it registered one, else a
- * cast into w16. Called at the start of each pass (no-op in fp32 modes). */
-typedef struct {
-    const float *p;
-    size_t n;
-} weight_range;
-
-static void stage_weights(cuda_model *cm, ao_stream *s, const weight_range *r, int count)
-{
-    cm->nstaged = 0;
-    cm->nprepared = 0;
-    if (cm->half == AO_F32) return;
-    size_t used = 0;
-    for (int i = 0; i < count; i++) {
-        const void *dst = shared_copy(cm, r[i].p, r[i].n);
-        if (!dst) {
-            if (used + r[i].n > cm->w16_cap)
-                ao_fatal(AO_EXIT_FAIL, "model", "16-bit weight copy: %zu floats exceed its %zu",
-                         used + r[i].n, cm->w16_cap);
-            dst = half_at(cm->w16, used);
-            KCHECK(ao_cuda_cast((void *)dst, cm->half, r[i].p, AO_F32, r[i].n, ao_cuda_stream(s)));
-            used += align16(r[i].n);
-        }
-        cm->staged[cm->nstaged++] = (staged_range){(uintptr_t)r[i].p, r[i].n, dst};
-    }
-}
-
-/* Whether arena floats [off, off + n) are current in the twin. */
-static int is_prepared(const cuda_model *cm, size_t off, size_t n)
-{
-    for (int i = 0; i < cm->nprepared; i++)
-        if (off >= cm->prepared[i].off && off - cm->prepared[i].off <= cm->prepared[i].n &&
-            n <= cm->prepared[i].n - (off - cm->prepared[i].off))
-            return 1;
-    return 0;
-}
-
-/* Marks arena floats [p, p + n) current in the twin, casting them first when
- * `cast` (already current: nothing to do), until cm->nprepared drops back
- * below this mark (the caller restores it once the GEMMs that share them are
- * enqueued, before anything rewrites them). */
-static void mark_current(cuda_model *cm, ao_stream *s, const float *p, size_t n, int cast)
-{
-    if (cm->half == AO_F32 || !in_arena(cm, p, n)) return;
-    const size_t off = (size_t)(p - cm->a.mem);
-    if (is_prepared(cm, off, n)) return;
-    if (cm->nprepared == MAX_PREPARED)
-        ao_fatal(AO_EXIT_FAIL, "model", "more than %d prepared 16-bit operands", MAX_PREPARED);
-    if (cast)
-        KCHECK(ao_cuda_cast(half_at(cm->twin, off), cm->half, p, AO_F32, n, ao_cuda_stream(s)));
-    cm->prepared[cm->nprepared++] = (prepared_range){off, n};
-}
-
-static void prepare(cuda_model *cm, ao_stream *s, const float *p, size_t n)
-{
-    mark_current(cm, s, p, n, 1);
-}
-
-/* Where the 16-bit copy of arena floats at p lives (a fused kernel writes it
- * directly; the caller then marks it current without a cast). */
-static void *twin_of(const cuda_model *cm, const float *p)
-{
-    return half_at(cm->twin, (size_t)(p - cm->a.mem));
-}
-
-/* twin_of in 16-bit modes, NULL in fp32 modes: the second output of a kernel
- * that can also write the next GEMM's operand. */
-static void *twin_or_null(const cuda_model *cm, const float *p)
-{
-    return cm->half != AO_F32 ? twin_of(cm, p) : NULL;
-}
-
-/* What a kernel reads of arena floats p: their 16-bit copy when `in16` (a
- * GEMM wrote only that), else p itself; *type says which. */
-static const void *input_of(const cuda_model *cm, const float *p, int in16, ao_dtype *type)
-{
-    *type = in16 ? cm->half : AO_F32;
-    return in16 ? twin_of(cm, p) : (const void *)p;
-}
-
-/* p in fp32 modes, NULL in 16-bit modes: the fp32 output of a kernel whose
- * readers take only the 16-bit copy there. */
-static float *fp32_or_null(const cuda_model *cm, float *p)
-{
-    return cm->half != AO_F32 ? NULL : p;
-}
-
-/* The staged 16-bit copy of weights [p, p + span floats), or NULL. */
-static const void *staged_copy(const cuda_model *cm, const float *p, size_t span)
-{
-    for (int i = 0; i < cm->nstaged; i++) {
-        const staged_range *r = &cm->staged[i];
-        if (inside(p, span, r->src, r->n))
-            return half_at((void *)r->dst, ((uintptr_t)p - r->src) / sizeof(float));
-    }
-    return NULL;
-}
-
-/* The 16-bit copy of an fp32 GEMM operand of `span` elements at p, cast now
- * unless already current. *outside_used counts the `outside` elements taken
- * by this GEMM's operands. */
-static const void *operand16(const cuda_model *cm, ao_stream *s, const float *p, size_t span,
-                             size_t *outside_used)
-{
-    cudaStream_t cs = ao_cuda_stream(s);
-    if (in_arena(cm, p, span)) {
-        const size_t off = (size_t)(p - cm->a.mem);
-        void *t = half_at(cm->twin, off);
-        if (!is_prepared(cm, off, span)) KCHECK(ao_cuda_cast(t, cm->half, p, AO_F32, span, cs));
-        return t;
-    }
-    const void *w = staged_copy(cm, p, span);
-    if (w) return w;
-    if (align16(span) > cm->outside_cap - *outside_used)
-        ao_fatal(AO_EXIT_FAIL, "model",
-                 "16-bit GEMM operand of %zu floats outside the activations and the staged "
-                 "weights exceeds the %zu-float copy buffer",
-                 span, cm->outside_cap - *outside_used);
-    void *t = half_at(cm->outside, *outside_used);
-    *outside_used += align16(span);
-    KCHECK(ao_cuda_cast(t, cm->half, p, AO_F32, span, cs));
-    return t;
-}
 
 /* ---- GEMM helpers (row-major, fp32 storage) ------------------------------------ */
 
@@ -349,17 +143,17 @@ static ao_gemm_desc gemm_desc(ao_model *m, ao_stream *s, int ta, int tb, int row
         .outer_stride_b = bt.outer_b,
         .outer_stride_c = bt.outer_c,
     };
-    if (cm->half != AO_F32 && rows > 0 && cols > 0) {
+    if (cm->op.half != AO_F32 && rows > 0 && cols > 0) {
         size_t outside_used = 0;
-        d.a = operand16(cm, s, a,
-                        operand_span(ta ? inner : rows, ta ? rows : inner, lda, bt.batch,
-                                     bt.stride_a, bt.outer, bt.outer_a),
-                        &outside_used);
-        d.b = operand16(cm, s, b,
-                        operand_span(tb ? cols : inner, tb ? inner : cols, ldb, bt.batch,
-                                     bt.stride_b, bt.outer, bt.outer_b),
-                        &outside_used);
-        d.ab_type = cm->half;
+        d.a = ao_op16_operand(&cm->op, s, a,
+                              operand_span(ta ? inner : rows, ta ? rows : inner, lda, bt.batch,
+                                           bt.stride_a, bt.outer, bt.outer_a),
+                              &outside_used);
+        d.b = ao_op16_operand(&cm->op, s, b,
+                              operand_span(tb ? cols : inner, tb ? inner : cols, ldb, bt.batch,
+                                           bt.stride_b, bt.outer, bt.outer_b),
+                              &outside_used);
+        d.ab_type = cm->op.half;
         d.compute = AO_COMPUTE_DEFAULT; /* 16-bit products, fp32 accumulation */
     }
     return d;
@@ -380,13 +174,14 @@ static int gemm_bias(ao_model *m, ao_stream *s, int ta, int tb, int rows, int co
     d.bias = bias;
     d.d = out;
     int direct = 0;
-    if (out16 && cm->half != AO_F32 && rows > 0 && cols > 0 && !out && beta == 0.0f &&
-        in_arena(cm, c,
-                 operand_span(rows, cols, ldc, bt.batch, bt.stride_c, bt.outer, bt.outer_c))) {
-        const void *bias16 = bias ? staged_copy(cm, bias, (size_t)cols) : NULL;
+    if (out16 && cm->op.half != AO_F32 && rows > 0 && cols > 0 && !out && beta == 0.0f &&
+        ao_op16_in_arena(
+            &cm->op, c,
+            operand_span(rows, cols, ldc, bt.batch, bt.stride_c, bt.outer, bt.outer_c))) {
+        const void *bias16 = bias ? ao_op16_staged_copy(&cm->op, bias, (size_t)cols) : NULL;
         if (!bias || bias16) {
-            d.c = twin_of(cm, c);
-            d.c_type = cm->half;
+            d.c = ao_op16_twin_of(&cm->op, c);
+            d.c_type = cm->op.half;
             d.bias = bias16;
             direct = 1;
         }
@@ -430,7 +225,7 @@ static void linear_forward_operand(ao_model *m, ao_stream *s, float *y, const fl
 {
     const int direct =
         gemm_bias(m, s, 0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, single, b, NULL, 1);
-    mark_current(m->impl, s, y, (size_t)n * out, !direct);
+    ao_op16_mark_current(&((cuda_model *)m->impl)->op, s, y, (size_t)n * out, !direct);
 }
 
 /* ao_linear_backward: dx = dy w (+ residual, when not NULL: the gradient
@@ -446,9 +241,9 @@ static int linear_backward_plus(ao_model *m, ao_stream *s, float *dx, const floa
                                 const float *w, int n, int in, int out, int dx_operand)
 {
     cuda_model *cm = m->impl;
-    const int mark = cm->nprepared;
+    const int mark = cm->op.nprepared;
     const size_t ndy = (size_t)n * out;
-    prepare(cm, s, dy, ndy);
+    ao_op16_prepare(&cm->op, s, dy, ndy);
     int direct = 0;
     if (dx && residual)
         gemm_bias(m, s, 0, 0, n, in, out, 1.0f, dy, out, w, in, 1.0f, (float *)residual, in, single,
@@ -459,13 +254,13 @@ static int linear_backward_plus(ao_model *m, ao_stream *s, float *dx, const floa
     gemm(m, s, 1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in, single);
     if (db) {
         cudaStream_t cs = ao_cuda_stream(s);
-        if (cm->half != AO_F32 && in_arena(cm, dy, ndy))
-            KCHECK(ao_cuda_bias_grad(db, twin_of(cm, dy), cm->half, n, out, cs));
+        if (cm->op.half != AO_F32 && ao_op16_in_arena(&cm->op, dy, ndy))
+            KCHECK(ao_cuda_bias_grad(db, ao_op16_twin_of(&cm->op, dy), cm->op.half, n, out, cs));
         else
             KCHECK(ao_cuda_bias_grad(db, dy, AO_F32, n, out, cs));
     }
-    cm->nprepared = mark;
-    if (dx && dx_operand) mark_current(cm, s, dx, (size_t)n * in, !direct);
+    cm->op.nprepared = mark;
+    if (dx && dx_operand) ao_op16_mark_current(&cm->op, s, dx, (size_t)n * in, !direct);
     return direct;
 }
 
@@ -600,7 +395,7 @@ static void attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const
     const long long TT = (long long)a.T * a.T;
     cudaStream_t cs = ao_cuda_stream(s);
 
-    const int mark = cm->nprepared;
+    const int mark = cm->op.nprepared;
     /* q, k, v (16-bit modes: only their 16-bit copy), current through both
      * products (only att, extra, ctx and out are written until the marks
      * are dropped) */
@@ -613,8 +408,8 @@ static void attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const
     ao_gemm_desc scores =
         gemm_desc(m, s, 0, 1, a.T, a.T, a.hd, a.scale, sv->qkv, a.d3, sv->qkv + a.d, a.d3, 0.0f,
                   sv->att, a.T, heads_batch(&a, a.hd, a.hd, TT, Td3, Td3, HTT));
-    const int half = cm->half != AO_F32;
-    if (half) scores.c_type = cm->half;
+    const int half = cm->op.half != AO_F32;
+    if (half) scores.c_type = cm->op.half;
     ao_gemm(m->dev, s, &scores);
     /* softmax, dropout and (16-bit modes) the operand cast in one pass: in
      * 16-bit modes the dropped probabilities exist only as the twin */
@@ -622,16 +417,16 @@ static void attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const
     const size_t np = (size_t)a.B * a.H * TT;
     KCHECK(ao_cuda_softmax_dropout_forward(
         half ? NULL : sv->att, half ? probs_stats(m, layer) : NULL,
-        half ? twin_of(cm, P) : (void *)P, cm->half, sv->att, cm->half, a.B, a.H, a.T, kp,
-        masks_out(&cm->probs_masks, layer, kp), cs));
-    mark_current(cm, s, P, np, 0);
+        half ? ao_op16_twin_of(&cm->op, P) : (void *)P, cm->op.half, sv->att, cm->op.half, a.B, a.H,
+        a.T, kp, masks_out(&cm->probs_masks, layer, kp), cs));
+    ao_op16_mark_current(&cm->op, s, P, np, 0);
     /* ctx = P v, heads concatenated (16-bit modes: only its 16-bit copy) */
     const int direct =
         gemm_operand(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, P, a.T, sv->qkv + 2 * a.d, a.d3, sv->ctx,
                      a.d, heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td));
-    mark_current(cm, s, sv->ctx, (size_t)N * a.d, !direct);
+    ao_op16_mark_current(&cm->op, s, sv->ctx, (size_t)N * a.d, !direct);
     linear_forward(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
-    cm->nprepared = mark;
+    cm->op.nprepared = mark;
 }
 
 /* Scratch of attn_backward: dqkv [N, 3d], dctx [N, d], dP [B, h, T, T]. */
@@ -658,15 +453,15 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
 
     /* qkv stays current through both loops (they write dP and dqkv only);
      * P and dctx (16-bit modes: only its 16-bit copy) through the first */
-    const int mark = cm->nprepared;
-    prepare(cm, s, sv->qkv, (size_t)N * a.d3);
-    const int mark_qkv = cm->nprepared;
+    const int mark = cm->op.nprepared;
+    ao_op16_prepare(&cm->op, s, sv->qkv, (size_t)N * a.d3);
+    const int mark_qkv = cm->op.nprepared;
     linear_backward_plus(m, s, dctx, NULL, g->out_w, g->out_b, dout, sv->ctx, w->out_w, N, a.d, a.d,
                          1);
     const float *P = attn_probs(m, sv, layer, kp);
     const size_t np = (size_t)a.B * a.H * TT;
     /* P's twin is the forward's unless that forward ran in fp32 */
-    mark_current(cm, s, P, np, !cm->saved_current[layer]);
+    ao_op16_mark_current(&cm->op, s, P, np, !cm->saved_current[layer]);
     const long long Td3 = (long long)a.T * a.d3, Td = (long long)a.T * a.d, HTT = a.H * TT;
     /* d(dropped P) = dctx v^T; dv = P_dropped^T dctx; dq, dk, dv go into
      * dqkv's 16-bit copy alone in 16-bit modes (the three gemm_operand
@@ -675,27 +470,27 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
                                   a.d3, dp, a.T, heads_batch(&a, a.hd, a.hd, TT, Td, Td3, HTT));
     gemm_operand(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, P, a.T, dctx, a.d, dqkv + 2 * a.d, a.d3,
                  heads_batch(&a, TT, a.hd, a.hd, HTT, Td, Td3));
-    cm->nprepared = mark_qkv;
+    cm->op.nprepared = mark_qkv;
     /* through the dropout, then the softmax (scale folded in): dS, in
      * 16-bit modes from dP's 16-bit copy into that copy (its only one); the
      * probabilities as the forward kept them (attn_forward) */
     ao_dtype dp_type;
-    const void *dp_in = input_of(cm, dp, dp16, &dp_type);
+    const void *dp_in = ao_op16_input_of(&cm->op, dp, dp16, &dp_type);
     ao_cuda_softmax_saved saved = {sv->att, NULL, AO_F32, NULL};
     if (cm->saved_current[layer])
-        saved = (ao_cuda_softmax_saved){NULL, sv->att, cm->half, probs_stats(m, layer)};
-    KCHECK(ao_cuda_softmax_dropout_backward(cm->half != AO_F32 ? twin_of(cm, dp) : dp, cm->half,
-                                            dp_in, dp_type, &saved, a.scale, a.B, a.H, a.T, kp,
-                                            masks_in(&cm->probs_masks, layer, kp), cs));
-    mark_current(cm, s, dp, np, 0);
+        saved = (ao_cuda_softmax_saved){NULL, sv->att, cm->op.half, probs_stats(m, layer)};
+    KCHECK(ao_cuda_softmax_dropout_backward(
+        cm->op.half != AO_F32 ? ao_op16_twin_of(&cm->op, dp) : dp, cm->op.half, dp_in, dp_type,
+        &saved, a.scale, a.B, a.H, a.T, kp, masks_in(&cm->probs_masks, layer, kp), cs));
+    ao_op16_mark_current(&cm->op, s, dp, np, 0);
     /* dq = dS k; dk = dS^T q */
     gemm_operand(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, dp, a.T, sv->qkv + a.d, a.d3, dqkv, a.d3,
                  heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td3));
     const int direct =
         gemm_operand(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, dp, a.T, sv->qkv, a.d3, dqkv + a.d, a.d3,
                      heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td3));
-    cm->nprepared = mark;
-    mark_current(cm, s, dqkv, (size_t)N * a.d3, !direct);
+    cm->op.nprepared = mark;
+    ao_op16_mark_current(&cm->op, s, dqkv, (size_t)N * a.d3, !direct);
     linear_backward_plus(m, s, dx, residual, g->in_w, g->in_b, dqkv, x, w->in_w, N, a.d, a.d3, 0);
 }
 
@@ -718,36 +513,38 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
      * LayerNorm writes its output's 16-bit copy too (the next GEMM's operand) */
     KCHECK(
         ao_cuda_dropout_residual(sv->r1, NULL, AO_F32, sv->r1, x, sh->batch, tok_d, &k.attn, cs));
-    KCHECK(ao_cuda_layernorm_forward(sv->x1, twin_or_null(cm, sv->x1), cm->half, sv->ln1_mean,
-                                     sv->ln1_rstd, sv->r1, w->ln1_w, w->ln1_b, N, d, cs));
-    const int mark = cm->nprepared;
-    mark_current(cm, s, sv->x1, nd, 0);
+    KCHECK(ao_cuda_layernorm_forward(sv->x1, ao_op16_twin_or_null(&cm->op, sv->x1), cm->op.half,
+                                     sv->ln1_mean, sv->ln1_rstd, sv->r1, w->ln1_w, w->ln1_b, N, d,
+                                     cs));
+    const int mark = cm->op.nprepared;
+    ao_op16_mark_current(&cm->op, s, sv->x1, nd, 0);
     /* h: in 16-bit modes only its 16-bit copy, which both GELU kernels read
      * (the backward knows it from saved_current: the unit is staged, so
      * its bias has a 16-bit copy) */
     const int h16 = gemm_bias(m, s, 0, 1, N, ff, d, 1.0f, sv->x1, d, w->lin1_w, d, 0.0f, sv->h, ff,
                               single, w->lin1_b, NULL, 1);
-    if (h16 != (cm->half != AO_F32))
+    if (h16 != (cm->op.half != AO_F32))
         ao_fatal(AO_EXIT_FAIL, "model", "layer %d: the FFN input not written in 16 bits", layer);
     ao_dtype h_type;
-    const void *h = input_of(cm, sv->h, h16, &h_type);
+    const void *h = ao_op16_input_of(&cm->op, sv->h, h16, &h_type);
     /* GELU and dropout in one pass; in 16-bit modes `a` is only stored as
      * the GEMM operand (its twin), which this layer's backward reuses */
-    if (cm->half != AO_F32) {
-        KCHECK(ao_cuda_gelu_dropout(twin_of(cm, sv->a), cm->half, h, h_type, sh->batch, tok_ff,
-                                    &k.hidden, masks_out(&cm->hidden_masks, layer, &k.hidden), cs));
-        mark_current(cm, s, sv->a, nff, 0);
+    if (cm->op.half != AO_F32) {
+        KCHECK(ao_cuda_gelu_dropout(ao_op16_twin_of(&cm->op, sv->a), cm->op.half, h, h_type,
+                                    sh->batch, tok_ff, &k.hidden,
+                                    masks_out(&cm->hidden_masks, layer, &k.hidden), cs));
+        ao_op16_mark_current(&cm->op, s, sv->a, nff, 0);
     } else {
         KCHECK(ao_cuda_gelu_dropout(sv->a, AO_F32, h, h_type, sh->batch, tok_ff, &k.hidden,
                                     masks_out(&cm->hidden_masks, layer, &k.hidden), cs));
     }
     linear_forward(m, s, sv->r2, sv->a, w->lin2_w, w->lin2_b, N, ff, d);
-    cm->nprepared = mark;
+    cm->op.nprepared = mark;
     KCHECK(ao_cuda_dropout_residual(sv->r2, NULL, AO_F32, sv->r2, sv->x1, sh->batch, tok_d, &k.ffn,
                                     cs));
-    KCHECK(ao_cuda_layernorm_forward(y, twin_or_null(cm, y), cm->half, sv->ln2_mean, sv->ln2_rstd,
-                                     sv->r2, w->ln2_w, w->ln2_b, N, d, cs));
-    cm->input_current[layer] = cm->half != AO_F32;
+    KCHECK(ao_cuda_layernorm_forward(y, ao_op16_twin_or_null(&cm->op, y), cm->op.half, sv->ln2_mean,
+                                     sv->ln2_rstd, sv->r2, w->ln2_w, w->ln2_b, N, d, cs));
+    cm->input_current[layer] = cm->op.half != AO_F32;
 }
 
 /* Scratch of encoder_backward: dr, dbranch, dx1 [N, d], da [N, ff], then
@@ -779,16 +576,17 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     /* LayerNorm's backward and the FFN branch's gradient through its dropout,
      * in fp32 (the bias gradient) and 16 bits (the GEMMs), in one pass; each
      * 16-bit copy stays current until its GEMMs are enqueued */
-    const int mark = cm->nprepared;
+    const int mark = cm->op.nprepared;
     KCHECK(ao_cuda_layernorm_backward_dropout(
         dr, g->ln2_w, g->ln2_b, dy, sv->r2, sv->ln2_mean, sv->ln2_rstd, w->ln2_w, N, d,
-        fp32_or_null(cm, dbranch), twin_or_null(cm, dbranch), cm->half, sh->batch, &k.ffn, cs));
-    mark_current(cm, s, dbranch, nd, 0);
+        ao_op16_fp32_or_null(&cm->op, dbranch), ao_op16_twin_or_null(&cm->op, dbranch), cm->op.half,
+        sh->batch, &k.ffn, cs));
+    ao_op16_mark_current(&cm->op, s, dbranch, nd, 0);
     /* da in the precision of h: 16 bits where the forward ran in 16 bits */
     const int h16 = cm->saved_current[layer];
     const int da16 = linear_backward_plus(m, s, da, NULL, g->lin2_w, g->lin2_b, dbranch, sv->a,
                                           w->lin2_w, N, ff, d, h16);
-    cm->nprepared = mark;
+    cm->op.nprepared = mark;
     if (da16 != h16)
         ao_fatal(AO_EXIT_FAIL, "model", "layer %d: FFN gradient in %d bits, its input in %d", layer,
                  da16 ? 16 : 32, h16 ? 16 : 32);
@@ -796,25 +594,27 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
      * 16-bit copy (over its input there, element for element), which both
      * lin1 GEMMs and the bias gradient read */
     ao_dtype in_type;
-    const void *h_in = input_of(cm, sv->h, h16, &in_type);
-    const void *da_in = input_of(cm, da, h16, &in_type);
-    KCHECK(ao_cuda_dropout_gelu_backward(fp32_or_null(cm, da), twin_or_null(cm, da), cm->half,
-                                         da_in, h_in, in_type, sh->batch, tok_ff, &k.hidden,
+    const void *h_in = ao_op16_input_of(&cm->op, sv->h, h16, &in_type);
+    const void *da_in = ao_op16_input_of(&cm->op, da, h16, &in_type);
+    KCHECK(ao_cuda_dropout_gelu_backward(ao_op16_fp32_or_null(&cm->op, da),
+                                         ao_op16_twin_or_null(&cm->op, da), cm->op.half, da_in,
+                                         h_in, in_type, sh->batch, tok_ff, &k.hidden,
                                          masks_in(&cm->hidden_masks, layer, &k.hidden), cs));
-    mark_current(cm, s, da, nff, 0);
+    ao_op16_mark_current(&cm->op, s, da, nff, 0);
     /* with the residual around the FFN */
     linear_backward_plus(m, s, dx1, dr, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff, 0);
-    cm->nprepared = mark;
+    cm->op.nprepared = mark;
 
     /* attention branch, its gradient as the FFN's */
     KCHECK(ao_cuda_layernorm_backward_dropout(
         dr, g->ln1_w, g->ln1_b, dx1, sv->r1, sv->ln1_mean, sv->ln1_rstd, w->ln1_w, N, d,
-        fp32_or_null(cm, dbranch), twin_or_null(cm, dbranch), cm->half, sh->batch, &k.attn, cs));
-    mark_current(cm, s, dbranch, nd, 0);
+        ao_op16_fp32_or_null(&cm->op, dbranch), ao_op16_twin_or_null(&cm->op, dbranch), cm->op.half,
+        sh->batch, &k.attn, cs));
+    ao_op16_mark_current(&cm->op, s, dbranch, nd, 0);
     /* with the residual around attention */
     attn_backward(m, s, layer, dx, dr, &g->attn, dbranch, x, &w->attn, &sv->attn, &k.probs,
                   attn_scratch);
-    cm->nprepared = mark;
+    cm->op.nprepared = mark;
 }
 
 /* ---- binding ------------------------------------------------------------------------- */
@@ -826,24 +626,24 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
 static void stage_layer(cuda_model *cm, ao_stream *s, const ao_model_shape *sh, const float *params)
 {
     const ao_encoder_shape es = ao_model_encoder_shape(sh);
-    const weight_range r = {params, ao_encoder_param_count(&es)};
-    stage_weights(cm, s, &r, 1);
+    const ao_op16_range r = {params, ao_encoder_param_count(&es)};
+    ao_op16_stage_weights(&cm->op, s, &r, 1);
 }
 
 static void stage_input(cuda_model *cm, ao_stream *s, const ao_input_shape *is,
                         const ao_input_weights *iw, int with_dense)
 {
-    const weight_range r[2] = {{iw->sparse_w, (size_t)is->dim * is->emb_dim},
-                               {iw->dense_w, (size_t)is->dim * is->dense_in}};
-    stage_weights(cm, s, r, with_dense ? 2 : 1);
+    const ao_op16_range r[2] = {{iw->sparse_w, (size_t)is->dim * is->emb_dim},
+                                {iw->dense_w, (size_t)is->dim * is->dense_in}};
+    ao_op16_stage_weights(&cm->op, s, r, with_dense ? 2 : 1);
 }
 
 static void stage_head(cuda_model *cm, ao_stream *s, const ao_head_shape *hs,
                        const ao_head_weights *hw)
 {
-    const weight_range r[2] = {{hw->fc1_w, (size_t)hs->hidden * hs->dim},
-                               {hw->fc2_w, (size_t)hs->hidden}};
-    stage_weights(cm, s, r, 2);
+    const ao_op16_range r[2] = {{hw->fc1_w, (size_t)hs->hidden * hs->dim},
+                                {hw->fc2_w, (size_t)hs->hidden}};
+    ao_op16_stage_weights(&cm->op, s, r, 2);
 }
 
 /* Elements of w16: the largest pass's staged weights. */
@@ -852,10 +652,10 @@ static size_t w16_elements(const ao_model_shape *sh)
     const ao_encoder_shape es = ao_model_encoder_shape(sh);
     const ao_input_shape is = ao_model_input_shape(sh);
     const ao_head_shape hs = ao_model_head_shape(sh);
-    return ao_model_max3(sh->layers > 0 ? align16(ao_encoder_param_count(&es)) : 0,
-                         align16((size_t)is.dim * is.emb_dim) +
-                             align16((size_t)is.dim * is.dense_in),
-                         align16((size_t)hs.hidden * hs.dim) + align16((size_t)hs.hidden));
+    return ao_model_max3(
+        sh->layers > 0 ? ao_op16_align(ao_encoder_param_count(&es)) : 0,
+        ao_op16_align((size_t)is.dim * is.emb_dim) + ao_op16_align((size_t)is.dim * is.dense_in),
+        ao_op16_align((size_t)hs.hidden * hs.dim) + ao_op16_align((size_t)hs.hidden));
 }
 
 /* ---- the backend ------------------------------------------------------------------------ */
@@ -879,7 +679,7 @@ static int cuda_create(ao_model *m)
 
     cuda_model *c = ao_calloc(1, sizeof *c);
     c->compute = AO_COMPUTE_DEFAULT;
-    c->half = AO_F32;
+    c->op.half = AO_F32;
     c->saved_current = ao_calloc((size_t)L + 1, 1);
     c->input_current = ao_calloc((size_t)L + 1, 1);
     masks_alloc(m, &c->hidden_masks, ao_cuda_dropout_mask_bytes(s->batch, (size_t)s->seq * s->ff));
@@ -887,6 +687,8 @@ static int cuda_create(ao_model *m)
                 ao_cuda_dropout_mask_bytes(s->batch * s->heads, (size_t)s->seq * s->seq));
     /* every layer's dropped attention probabilities (attn_probs) */
     ao_model_acts_alloc(m, &c->a, s->dropout > 0.0f ? (size_t)L * probs : 0, scratch);
+    c->op.arena = c->a.mem;
+    c->op.arena_floats = c->a.floats;
     if (L > 0) c->stats = ao_dev_alloc(m->dev, (size_t)L * 2 * s->batch * s->heads * s->seq * 4);
     const size_t ws = ao_cuda_embedding_bag_backward_workspace((int)N, s->sparse, s->vocab);
     c->emb_workspace = ws ? ao_dev_alloc(m->dev, ws) : NULL;
@@ -899,9 +701,7 @@ static void cuda_destroy(ao_model *m)
     cuda_model *c = m->impl;
     ao_model_acts_free(m, &c->a);
     if (c->emb_workspace) ao_dev_free(m->dev, c->emb_workspace);
-    if (c->twin) ao_dev_free(m->dev, c->twin);
-    if (c->w16) ao_dev_free(m->dev, c->w16);
-    if (c->outside) ao_dev_free(m->dev, c->outside);
+    ao_op16_free(&c->op, m->dev);
     free(c->saved_current);
     free(c->input_current);
     masks_free(m, &c->hidden_masks);
@@ -938,11 +738,11 @@ static void cuda_forward_layer(ao_model *m, ao_stream *s, int layer, const float
     ao_encoder_weights_bind(&w, (float *)params, &es);
     stage_layer(c, s, &m->shape, params);
     if (c->input_current[layer - 1])
-        mark_current(c, s, c->a.x[layer - 1], (size_t)m->shape.batch * m->shape.seq * m->shape.dim,
-                     0);
+        ao_op16_mark_current(&c->op, s, c->a.x[layer - 1],
+                             (size_t)m->shape.batch * m->shape.seq * m->shape.dim, 0);
     encoder_forward(m, s, layer, c->a.x[layer], &c->a.layer_saved[layer - 1], c->a.x[layer - 1], &w,
                     b, step);
-    c->saved_current[layer] = c->half != AO_F32;
+    c->saved_current[layer] = c->op.half != AO_F32;
 }
 
 /* The head's GELU goes through the FFN's fused kernels with no dropout. */
@@ -960,11 +760,11 @@ static void cuda_forward_head(ao_model *m, ao_stream *s, const float *root, cons
     stage_head(c, s, &hs, &hw);
     cudaStream_t cs = ao_cuda_stream(s);
     /* ao_head_forward, then the loss */
-    KCHECK(ao_cuda_layernorm_forward(sv->ln_out, twin_or_null(c, sv->ln_out), c->half, sv->ln_mean,
-                                     sv->ln_rstd, c->a.x[m->shape.layers], hw.ln_w, hw.ln_b, hs.n,
-                                     hs.dim, cs));
-    const int mark = c->nprepared;
-    mark_current(c, s, sv->ln_out, (size_t)hs.n * hs.dim, 0);
+    KCHECK(ao_cuda_layernorm_forward(sv->ln_out, ao_op16_twin_or_null(&c->op, sv->ln_out),
+                                     c->op.half, sv->ln_mean, sv->ln_rstd, c->a.x[m->shape.layers],
+                                     hw.ln_w, hw.ln_b, hs.n, hs.dim, cs));
+    const int mark = c->op.nprepared;
+    ao_op16_mark_current(&c->op, s, sv->ln_out, (size_t)hs.n * hs.dim, 0);
     /* as the encoder's FFN: in 16-bit modes fc1 writes hid only in 16 bits
      * and GELU its activation only as the fc2 operand, no dropout (p 0) */
     const size_t nh = (size_t)hs.n * hs.hidden;
@@ -972,13 +772,13 @@ static void cuda_forward_head(ao_model *m, ao_stream *s, const float *root, cons
         gemm_bias(m, s, 0, 1, hs.n, hs.hidden, hs.dim, 1.0f, sv->ln_out, hs.dim, hw.fc1_w, hs.dim,
                   0.0f, sv->hid, hs.hidden, single, hw.fc1_b, NULL, 1);
     ao_dtype h_type;
-    const void *h = input_of(c, sv->hid, h16, &h_type);
-    KCHECK(ao_cuda_gelu_dropout(c->half != AO_F32 ? twin_of(c, sv->act) : sv->act, c->half, h,
-                                h_type, 1, nh, &no_dropout, NULL, cs));
-    mark_current(c, s, sv->act, nh, 0);
+    const void *h = ao_op16_input_of(&c->op, sv->hid, h16, &h_type);
+    KCHECK(ao_cuda_gelu_dropout(c->op.half != AO_F32 ? ao_op16_twin_of(&c->op, sv->act) : sv->act,
+                                c->op.half, h, h_type, 1, nh, &no_dropout, NULL, cs));
+    ao_op16_mark_current(&c->op, s, sv->act, nh, 0);
     c->head_h16 = h16;
     linear_forward(m, s, c->a.z, sv->act, hw.fc2_w, hw.fc2_b, hs.n, hs.hidden, 1);
-    c->nprepared = mark;
+    c->op.nprepared = mark;
     KCHECK(ao_cuda_bce_loss(loss_dev, c->a.z, b->target, b->weight, hs.n, normalizer, cs));
 }
 
@@ -1001,11 +801,11 @@ static void cuda_backward_head(ao_model *m, ao_stream *s, const float *root, flo
     /* ao_head_backward, as the encoder's FFN: dact in the precision of hid,
      * GELU's backward then only into dact's 16-bit copy in 16-bit modes */
     const size_t nh = (size_t)hs.n * hs.hidden;
-    const int mark = c->nprepared;
+    const int mark = c->op.nprepared;
     const int h16 = c->head_h16;
-    if (c->half != AO_F32) { /* the forward's 16-bit copies, still whole */
-        mark_current(c, s, sv->act, nh, 0);
-        mark_current(c, s, sv->ln_out, (size_t)hs.n * hs.dim, 0);
+    if (c->op.half != AO_F32) { /* the forward's 16-bit copies, still whole */
+        ao_op16_mark_current(&c->op, s, sv->act, nh, 0);
+        ao_op16_mark_current(&c->op, s, sv->ln_out, (size_t)hs.n * hs.dim, 0);
     }
     const int dact16 = linear_backward_plus(m, s, dact, NULL, hg.fc2_w, hg.fc2_b, c->a.dz, sv->act,
                                             hw.fc2_w, hs.n, hs.hidden, 1, h16);
@@ -1013,14 +813,15 @@ static void cuda_backward_head(ao_model *m, ao_stream *s, const float *root, flo
         ao_fatal(AO_EXIT_FAIL, "model", "head: gradient in %d bits, its input in %d",
                  dact16 ? 16 : 32, h16 ? 16 : 32);
     ao_dtype in_type;
-    const void *h_in = input_of(c, sv->hid, h16, &in_type);
-    const void *dact_in = input_of(c, dact, h16, &in_type);
-    KCHECK(ao_cuda_dropout_gelu_backward(fp32_or_null(c, dact), twin_or_null(c, dact), c->half,
-                                         dact_in, h_in, in_type, 1, nh, &no_dropout, NULL, cs));
-    mark_current(c, s, dact, nh, 0);
+    const void *h_in = ao_op16_input_of(&c->op, sv->hid, h16, &in_type);
+    const void *dact_in = ao_op16_input_of(&c->op, dact, h16, &in_type);
+    KCHECK(ao_cuda_dropout_gelu_backward(ao_op16_fp32_or_null(&c->op, dact),
+                                         ao_op16_twin_or_null(&c->op, dact), c->op.half, dact_in,
+                                         h_in, in_type, 1, nh, &no_dropout, NULL, cs));
+    ao_op16_mark_current(&c->op, s, dact, nh, 0);
     linear_backward(m, s, dln, hg.fc1_w, hg.fc1_b, dact, sv->ln_out, hw.fc1_w, hs.n, hs.dim,
                     hs.hidden);
-    c->nprepared = mark;
+    c->op.nprepared = mark;
     KCHECK(ao_cuda_layernorm_backward(c->a.dx[L % 2], hg.ln_w, hg.ln_b, dln, c->a.x[L], sv->ln_mean,
                                       sv->ln_rstd, hw.ln_w, hs.n, hs.dim, cs));
 }
@@ -1037,11 +838,11 @@ static void cuda_backward_layer(ao_model *m, ao_stream *s, int layer, const floa
     if (c->saved_current[layer]) {
         const ao_encoder_saved *sv = &c->a.layer_saved[layer - 1];
         const size_t N = (size_t)m->shape.batch * m->shape.seq, d = (size_t)m->shape.dim;
-        mark_current(c, s, c->a.x[layer - 1], N * d, 0);
-        mark_current(c, s, sv->attn.qkv, N * 3 * d, 0);
-        mark_current(c, s, sv->attn.ctx, N * d, 0);
-        mark_current(c, s, sv->x1, N * d, 0);
-        mark_current(c, s, sv->a, N * (size_t)m->shape.ff, 0);
+        ao_op16_mark_current(&c->op, s, c->a.x[layer - 1], N * d, 0);
+        ao_op16_mark_current(&c->op, s, sv->attn.qkv, N * 3 * d, 0);
+        ao_op16_mark_current(&c->op, s, sv->attn.ctx, N * d, 0);
+        ao_op16_mark_current(&c->op, s, sv->x1, N * d, 0);
+        ao_op16_mark_current(&c->op, s, sv->a, N * (size_t)m->shape.ff, 0);
     }
     encoder_backward(m, s, layer, c->a.dx[(layer - 1) % 2], &g, c->a.dx[layer % 2],
                      c->a.x[layer - 1], &w, &c->a.layer_saved[layer - 1], b, step, c->a.scratch);
@@ -1094,29 +895,24 @@ void ao_model_cuda_set_compute(ao_model *m, ao_compute_mode mode)
                                                    : AO_F32;
     /* Without 16-bit support the mode's fp32-operand GEMMs (cuBLAS rounds
      * inside) are the fallback. */
-    const ao_dtype was = c->half;
-    c->half = half != AO_F32 && ao_device_supports(m->dev, half) ? half : AO_F32;
-    if (c->half != was) {
+    const ao_dtype was = c->op.half;
+    c->op.half = half != AO_F32 && ao_device_supports(m->dev, half) ? half : AO_F32;
+    if (c->op.half != was) {
         memset(c->saved_current, 0, (size_t)m->shape.layers + 1);
         memset(c->input_current, 0, (size_t)m->shape.layers + 1);
     }
-    if (c->half == AO_F32 || c->twin) return;
+    if (c->op.half == AO_F32 || c->op.twin) return;
     /* First 16-bit mode: its copies, 2 bytes an element whichever type. */
     const ao_model_shape *sh = &m->shape;
-    c->twin = ao_dev_alloc(m->dev, 2 * c->a.floats);
-    c->w16_cap = w16_elements(sh);
-    c->w16 = ao_dev_alloc(m->dev, 2 * c->w16_cap);
-    c->outside_cap = align16((size_t)sh->batch * sh->seq * sh->num_dense * sh->dense_dim);
-    c->outside = ao_dev_alloc(m->dev, 2 * c->outside_cap);
+    ao_op16_alloc(&c->op, m->dev, w16_elements(sh),
+                  ao_op16_align((size_t)sh->batch * sh->seq * sh->num_dense * sh->dense_dim));
 }
 
 void ao_model_cuda_share_params16(ao_model *m, const float *fp32, const void *half, ao_dtype type,
                                   size_t n)
 {
     cuda_model *c = m->impl;
-    if (c->nshared == MAX_SHARED)
-        ao_fatal(AO_EXIT_FAIL, "model", "more than %d shared 16-bit parameter buffers", MAX_SHARED);
-    c->shared[c->nshared++] = (shared_range){(uintptr_t)fp32, n, half, type};
+    ao_op16_share(&c->op, fp32, half, type, n);
 }
 
 int ao_model_cuda_fp32_parts(const ao_model *m, int unit, const float *params, size_t (*parts)[2],
@@ -1126,32 +922,32 @@ int ao_model_cuda_fp32_parts(const ao_model *m, int unit, const float *params, s
     const ao_model_shape *sh = &m->shape;
     const size_t n = ao_model_unit_params(sh, unit);
     if (max < 1) return 0;
-    if (cm->half == AO_F32 || !shared_copy(cm, params, n)) {
+    if (cm->op.half == AO_F32 || !ao_op16_shared_copy(&cm->op, params, n)) {
         parts[0][0] = 0, parts[0][1] = n;
         return 1;
     }
     /* The matrices the passes multiply (stage_layer, stage_input,
      * stage_head), in layout order: only their 16-bit copy is read. */
-    weight_range w[4];
+    ao_op16_range w[4];
     if (unit > 0) {
         const ao_encoder_shape es = ao_model_encoder_shape(sh);
         ao_encoder_weights ew;
         ao_encoder_weights_bind(&ew, (float *)params, &es);
         const size_t d = (size_t)sh->dim, ff = (size_t)sh->ff;
-        w[0] = (weight_range){ew.attn.in_w, 3 * d * d};
-        w[1] = (weight_range){ew.attn.out_w, d * d};
-        w[2] = (weight_range){ew.lin1_w, ff * d};
-        w[3] = (weight_range){ew.lin2_w, d * ff};
+        w[0] = (ao_op16_range){ew.attn.in_w, 3 * d * d};
+        w[1] = (ao_op16_range){ew.attn.out_w, d * d};
+        w[2] = (ao_op16_range){ew.lin1_w, ff * d};
+        w[3] = (ao_op16_range){ew.lin2_w, d * ff};
     } else {
         const ao_input_shape is = ao_model_input_shape(sh);
         const ao_head_shape hs = ao_model_head_shape(sh);
         ao_input_weights iw;
         ao_head_weights hw;
         ao_model_bind_root(sh, (float *)params, &iw, &hw);
-        w[0] = (weight_range){iw.dense_w, (size_t)is.dim * is.dense_in};
-        w[1] = (weight_range){iw.sparse_w, (size_t)is.dim * is.emb_dim};
-        w[2] = (weight_range){hw.fc1_w, (size_t)hs.hidden * hs.dim};
-        w[3] = (weight_range){hw.fc2_w, (size_t)hs.hidden};
+        w[0] = (ao_op16_range){iw.dense_w, (size_t)is.dim * is.dense_in};
+        w[1] = (ao_op16_range){iw.sparse_w, (size_t)is.dim * is.emb_dim};
+        w[2] = (ao_op16_range){hw.fc1_w, (size_t)hs.hidden * hs.dim};
+        w[3] = (ao_op16_range){hw.fc2_w, (size_t)hs.hidden};
     }
     int count = 0;
     size_t at = 0;

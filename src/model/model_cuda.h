@@ -1,8 +1,8 @@
 /* CUDA-only extras of the model, for callers that know they run on the cuda
  * device (the engine, under AORTA_HAVE_CUDA). Defined in model_cuda.c, which
  * only CUDA builds compile; this header itself needs no CUDA header. */
-#ifndef AORTA_WORKLOAD_MODEL_CUDA_H
-#define AORTA_WORKLOAD_MODEL_CUDA_H
+#ifndef AORTA_MODEL_MODEL_CUDA_H
+#define AORTA_MODEL_MODEL_CUDA_H
 
 #include <stdint.h>
 

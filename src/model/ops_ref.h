@@ -25,8 +25,8 @@
  *
  * The composed encoder layer is exactly torch.nn.TransformerEncoderLayer with
  * activation="gelu", batch_first=True, norm_first=False. */
-#ifndef AORTA_WORKLOAD_OPS_REF_H
-#define AORTA_WORKLOAD_OPS_REF_H
+#ifndef AORTA_MODEL_OPS_REF_H
+#define AORTA_MODEL_OPS_REF_H
 
 #include <stddef.h>
 #include <stdint.h>

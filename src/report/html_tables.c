@@ -118,6 +118,108 @@ static void telemetry(ao_hbuf *b, const ao_summary *s, size_t idx)
     ao_hputs(b, "</tbody></table>\n");
 }
 
+/* A number member of a JSON object; NAN when absent or null. */
+static double jnum(yajl_val obj, const char *key)
+{
+    yajl_val v = ao_json_member(obj, key);
+    return YAJL_IS_NUMBER(v) ? ao_json_number(v) : NAN;
+}
+
+static const char *jstr(yajl_val obj, const char *key)
+{
+    yajl_val v = ao_json_member(obj, key);
+    return YAJL_IS_STRING(v) ? YAJL_GET_STRING(v) : "";
+}
+
+static void cell(ao_hbuf *b, double v)
+{
+    ao_hcells(b, &v, 1);
+}
+
+/* What `aorta analyze` adds for a job's own traces: HTA's numbers per rank,
+ * idle split, exposure per collective kind, the slowest rank of each step,
+ * the top kernels. */
+static void analyze_section(ao_hbuf *b, yajl_val a, size_t idx)
+{
+    yajl_val ranks = ao_json_member(a, "ranks"), steps = ao_json_member(a, "steps");
+    if (!YAJL_IS_ARRAY(ranks)) return;
+    ao_hputs(b, "<h3>Trace analysis (");
+    ao_hesc(b, jstr(a, "format"));
+    ao_hputs(b, " traces)</h3>\n<p class=\"note\">Whole trace per rank. Overlap, idle, compute and "
+                "non-compute follow Holistic Trace Analysis's conventions (its "
+                "get_comm_comp_overlap and get_temporal_breakdown); host wait is idle time after "
+                "which the next kernel's launch came after the device had run dry.</p>\n");
+    ao_hprintf(
+        b,
+        "<table id=\"analyze-%zu\"><thead><tr><th class=\"k\">rank</th><th>overlap %%</th>"
+        "<th>idle (us)</th><th>compute (us)</th><th>non-compute (us)</th><th>kernel (us)</th>"
+        "<th>host wait (ms)</th><th>other idle (ms)</th><th>exposed comm (ms)</th>"
+        "<th class=\"k\">exposed by kind (ms)</th></tr></thead><tbody>\n",
+        idx);
+    for (size_t i = 0; i < ranks->u.array.len; i++) {
+        yajl_val r = ranks->u.array.values[i], h = ao_json_member(r, "hta"),
+                 t = ao_json_member(r, "total");
+        ao_hprintf(b, "<tr><td class=\"k\">%g</td>", jnum(r, "rank"));
+        cell(b, jnum(h, "comm_comp_overlap_pctg"));
+        cell(b, jnum(h, "idle_time_us"));
+        cell(b, jnum(h, "compute_time_us"));
+        cell(b, jnum(h, "non_compute_time_us"));
+        cell(b, jnum(h, "kernel_time_us"));
+        cell(b, jnum(t, "host_wait_ms"));
+        cell(b, jnum(t, "idle_other_ms"));
+        cell(b, jnum(t, "exposed_comm_ms"));
+        ao_hputs(b, "<td class=\"k\">");
+        yajl_val k = ao_json_member(t, "exposed_by_kind_ms");
+        for (size_t j = 0; YAJL_IS_OBJECT(k) && j < k->u.object.len; j++) {
+            double v = ao_json_number(k->u.object.values[j]);
+            if (!(v > 0)) continue;
+            ao_hesc(b, k->u.object.keys[j]);
+            ao_hprintf(b, " %.3f ", v);
+        }
+        ao_hputs(b, "</td></tr>\n");
+    }
+    ao_hputs(b, "</tbody></table>\n");
+    if (YAJL_IS_ARRAY(steps) && steps->u.array.len) {
+        ao_hprintf(b,
+                   "<table id=\"slowest-%zu\"><thead><tr><th class=\"k\">step</th>"
+                   "<th>slowest rank</th><th>its step (ms)</th><th>fastest rank</th>"
+                   "<th>slower by (ms)</th></tr></thead><tbody>\n",
+                   idx);
+        for (size_t i = 0; i < steps->u.array.len; i++) {
+            yajl_val st = steps->u.array.values[i];
+            ao_hprintf(b, "<tr><td class=\"k\">%g</td><td>%g</td>", jnum(st, "step"),
+                       jnum(st, "slowest_rank"));
+            cell(b, jnum(st, "slowest_step_ms"));
+            ao_hprintf(b, "<td>%g</td>", jnum(st, "fastest_rank"));
+            cell(b, jnum(st, "slowest_step_ms") - jnum(st, "fastest_step_ms"));
+            ao_hputs(b, "</tr>\n");
+        }
+        ao_hputs(b, "</tbody></table>\n");
+    }
+    for (size_t i = 0; i < ranks->u.array.len; i++) {
+        yajl_val r = ranks->u.array.values[i], ks = ao_json_member(r, "kernels");
+        if (!YAJL_IS_ARRAY(ks)) continue;
+        ao_hprintf(b,
+                   "<table id=\"kernels-%zu-%zu\"><thead><tr><th class=\"k\">rank %g: top kernels"
+                   "</th><th class=\"k\">class</th><th>count</th><th>total (us)</th><th>max (us)"
+                   "</th></tr></thead><tbody>\n",
+                   idx, i, jnum(r, "rank"));
+        for (size_t j = 0; j < ks->u.array.len && j < 10; j++) {
+            yajl_val k = ks->u.array.values[j];
+            ao_hputs(b, "<tr><td class=\"k\">");
+            ao_hesc(b, jstr(k, "name"));
+            ao_hputs(b, "</td><td class=\"k\">");
+            ao_hesc(b, jstr(k, "class"));
+            ao_hputs(b, "</td>");
+            ao_hprintf(b, "<td>%g</td>", jnum(k, "count"));
+            cell(b, jnum(k, "total_us"));
+            cell(b, jnum(k, "max_us"));
+            ao_hputs(b, "</tr>\n");
+        }
+        ao_hputs(b, "</tbody></table>\n");
+    }
+}
+
 void ao_html_tables(ao_hbuf *b, const ao_html_page *p)
 {
     ao_hputs(b, "<section id=\"tables\"><h2>Tables</h2>\n");
@@ -140,6 +242,7 @@ void ao_html_tables(ao_hbuf *b, const ao_html_page *p)
         kind_table(b, s, i);
         decomposition(b, s, i);
         telemetry(b, s, i);
+        if (s->analyze) analyze_section(b, s->analyze, i);
         char *name = ao_asprintf("%s_timeline", s->label);
         ao_html_figure(b, p, name,
                        "Time per step: step, compute, communication and exposed communication; "

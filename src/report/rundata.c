@@ -415,15 +415,16 @@ void ao_run_dirs_free(char **dirs, size_t n)
     free(dirs);
 }
 
-static int load_run_json(const char *dir, yajl_val *out)
+/* The parsed JSON of path, NULL when it cannot be opened (*missing set) or
+ * does not parse (err holds why). */
+static yajl_val read_json_file(const char *path, char *err, size_t errlen, int *missing)
 {
-    *out = NULL;
-    char *path = ao_asprintf("%s/%s", dir, AO_RUN_JSON);
+    *missing = 0;
+    err[0] = '\0';
     FILE *f = fopen(path, "rb");
     if (!f) {
-        ao_warn("%s: no run.json; the configuration and environment are unknown", dir);
-        free(path);
-        return 0;
+        *missing = 1;
+        return NULL;
     }
     size_t cap = 1 << 16, len = 0, got;
     char *buf = ao_malloc(cap);
@@ -433,12 +434,25 @@ static int load_run_json(const char *dir, yajl_val *out)
     }
     fclose(f);
     buf[len] = '\0';
-    char err[256];
-    *out = yajl_tree_parse(buf, err, sizeof err);
+    yajl_val v = yajl_tree_parse(buf, err, errlen);
     free(buf);
+    err[strcspn(err, "\n")] = '\0';
+    return v;
+}
+
+static int load_run_json(const char *dir, yajl_val *out)
+{
+    char *path = ao_asprintf("%s/%s", dir, AO_RUN_JSON);
+    char err[256];
+    int missing;
+    *out = read_json_file(path, err, sizeof err, &missing);
+    if (missing) {
+        ao_warn("%s: no run.json; the configuration and environment are unknown", dir);
+        free(path);
+        return 0;
+    }
     int rc = 0;
     if (!*out || !YAJL_IS_OBJECT(*out)) {
-        err[strcspn(err, "\n")] = '\0';
         ao_error(path, "not a JSON object: %s", *out ? "another JSON value" : err);
         rc = AO_EXIT_USAGE;
     } else {
@@ -455,6 +469,23 @@ static int load_run_json(const char *dir, yajl_val *out)
     }
     free(path);
     return rc;
+}
+
+/* summary.json when it holds aorta analyze's "analyze" block; an unreadable
+ * one only loses that block (the report recomputes the rest). */
+static yajl_val load_analyze_summary(const char *dir)
+{
+    char *path = ao_asprintf("%s/%s", dir, AO_RUN_SUMMARY);
+    char err[256];
+    int missing;
+    yajl_val v = read_json_file(path, err, sizeof err, &missing);
+    if (!missing && !v) ao_warn("%s: not JSON (%s); its trace analysis is left out", path, err);
+    free(path);
+    if (v && !YAJL_IS_OBJECT(ao_json_member(v, "analyze"))) {
+        yajl_tree_free(v);
+        v = NULL;
+    }
+    return v;
 }
 
 yajl_val ao_run_config_value(const ao_run_data *r, const char *key)
@@ -536,6 +567,7 @@ int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out)
         return AO_EXIT_USAGE;
     }
     if (load_run_json(dir, &out->run) != 0) return AO_EXIT_USAGE;
+    out->summary = load_analyze_summary(dir);
     yajl_val id = ao_run_config_value(out, "run_id");
     if (YAJL_IS_STRING(id)) {
         out->run_id = ao_strdup(id->u.string);
@@ -640,6 +672,7 @@ void ao_run_free(ao_run_data *r)
     }
     free(r->ranks);
     if (r->run) yajl_tree_free(r->run);
+    if (r->summary) yajl_tree_free(r->summary);
     free(r->dir);
     free(r->run_id);
     memset(r, 0, sizeof *r);

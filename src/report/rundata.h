@@ -72,11 +72,12 @@ typedef struct ao_rank_data {
 void ao_rank_column(const ao_rank_data *rd, size_t m, double *out);
 
 typedef struct ao_run_data {
-    char *dir;      /* as given */
-    char *run_id;   /* run.json's run_id, else the directory's base name */
-    yajl_val run;   /* parsed run.json, NULL when the directory has none */
-    int world_size; /* from run.json, else the records */
-    int nranks;     /* metrics files read (rank_0 .. rank_{nranks-1}) */
+    char *dir;        /* as given */
+    char *run_id;     /* run.json's run_id, else the directory's base name */
+    yajl_val run;     /* parsed run.json, NULL when the directory has none */
+    yajl_val summary; /* parsed summary.json when it has aorta analyze's "analyze" block */
+    int world_size;   /* from run.json, else the records */
+    int nranks;       /* metrics files read (rank_0 .. rank_{nranks-1}) */
     ao_rank_data *ranks;
     long long skip_steps;
     const char *skip_origin; /* "--skip-steps", "run.json", "default" */

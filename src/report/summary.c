@@ -213,6 +213,7 @@ int ao_summary_build(const char *label, const ao_run_data *runs, size_t nruns, a
         out->skip_steps = runs[0].skip_steps;
         out->skip_origin = runs[0].skip_origin;
         collect_knobs(out, &runs[0]);
+        out->analyze = ao_json_member(runs[0].summary, "analyze");
     }
     if (total == 0) {
         ao_error(label, "no train step is left after skipping %lld warm-up step(s) per rank",

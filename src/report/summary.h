@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include <yajl/yajl_gen.h>
+#include <yajl/yajl_tree.h>
 
 #include "core/metrics.h"
 #include "core/stats.h"
@@ -69,6 +70,9 @@ typedef struct ao_summary {
     size_t ntelemetry;
     ao_knob *knobs; /* of the first run */
     size_t nknobs;
+    /* Borrowed from the first run (lives as long as it): summary.json's
+     * "analyze" block of an `aorta analyze` run, else NULL. */
+    yajl_val analyze;
 } ao_summary;
 
 /* Sanity of a decomposition: NULL, or why its achieved overlap and comm

@@ -2,7 +2,7 @@
  * the CPU standing in for one), behind one small interface.
  *
  * No CUDA/HIP header is included here or by any user of this header. A backend
- * (runtime/cpu.c, runtime/cuda.c) fills in a `struct ao_device_ops`; the
+ * (runtime/device_cpu.c, runtime/device_cuda.c) fills in a `struct ao_device_ops`; the
  * functions below dispatch through it.
  *
  * Failures of the device itself (a CUDA call that fails mid-run, an allocation
@@ -204,7 +204,7 @@ typedef struct ao_gemm_desc {
  * the GEMMs (no collective overlaps them), so cuBLASLt may pick kernels that
  * assume every SM (a static tile schedule: no workspace, so no memset before
  * each launch; they lose to its dynamic schedule when a collective holds
- * SMs, bench/RESULTS.md session 8). Ignored by the cpu backend, which says so
+ * SMs, bench/RESULTS.md). Ignored by the cpu backend, which says so
  * once for chunks and SMs. */
 void ao_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target, int alone);
 void ao_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d);

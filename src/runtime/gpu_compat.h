@@ -1,5 +1,5 @@
-/* The one portability header of the GPU backends (device_cuda.c,
- * kernels_cuda.cu, coll_nccl.c): they are written against CUDA names, and
+/* The one portability header of the GPU backends (device_cuda.c, the .cu
+ * kernel files, coll_nccl.c): they are written against CUDA names, and
  * this header maps exactly the names they use to HIP/hipBLASLt/RCCL/roctx when
  * AORTA_HIP or __HIP_PLATFORM_AMD__ is defined (the names follow hipify's
  * tables). Only backend files include it; the engine never does.
@@ -23,7 +23,7 @@
 #define AO_GPU_HAS_ALIGNMENT_PREFS 0
 
 #include <hip/hip_runtime.h>
-/* Kernel-only translation units (kernels_cuda.cu) define AO_GPU_KERNELS_ONLY
+/* Kernel-only translation units (the .cu files) define AO_GPU_KERNELS_ONLY
  * and need the runtime alone: Debian's hipcc has no hipBLASLt or RCCL, and
  * that is how the kernels are compile-checked for AMD (see README). */
 #ifndef AO_GPU_KERNELS_ONLY

@@ -28,8 +28,8 @@
  * compute; everything else is compute. The exception is what makes the two
  * views comparable: every activity on the compute stream between a compute
  * op's events is that op's (cuBLASLt issues a 4-byte memset of its
- * workspace, its dynamic schedule's tile counter, before most GEMMs, 3-12 µs
- * each on an H200 with the gaps around it; bench/RESULTS.md, session 8),
+ * workspace, its dynamic schedule's tile counter, before most GEMMs;
+ * bench/RESULTS.md),
  * while copies and memsets on other streams are issued outside any
  * collective's event pair (the engine's zero_grad, a copy op of its own,
  * after a reduction) and stay copies. A kernel's lane (ao_op.stream) numbers the CUDA

@@ -14,8 +14,8 @@
  * all. A stop request (Ctrl-C, SIGTERM) is agreed on by all ranks through the
  * per-step all-reduce, so every rank ends after the same iteration with its
  * files complete. */
-#ifndef AORTA_WORKLOAD_TRAIN_H
-#define AORTA_WORKLOAD_TRAIN_H
+#ifndef AORTA_TRAIN_TRAIN_H
+#define AORTA_TRAIN_TRAIN_H
 
 #include "comm/comm.h"
 #include "core/config.h"

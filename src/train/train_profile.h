@@ -20,8 +20,8 @@
  *
  * Iterations are counted as the run issues them (0-based, baselines
  * included), the way torch.profiler counts prof.step() calls. */
-#ifndef AORTA_WORKLOAD_TRAIN_PROFILE_H
-#define AORTA_WORKLOAD_TRAIN_PROFILE_H
+#ifndef AORTA_TRAIN_TRAIN_PROFILE_H
+#define AORTA_TRAIN_TRAIN_PROFILE_H
 
 #include <stddef.h>
 #include <stdint.h>

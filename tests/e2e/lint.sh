@@ -18,7 +18,7 @@ while IFS= read -r f; do
         echo "not clang-formatted: $f (run: make format)"
         bad=1
     }
-done < <(git ls-files '*.c' '*.h' '*.cu')
+done < <(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
 mapfile -t scripts < <(git ls-files '*.sh' .ci/run)
 shellcheck "${scripts[@]}" || bad=1
 exit "$bad"

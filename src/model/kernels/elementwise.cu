@@ -1,0 +1,354 @@
+/* Element-wise ops (add, scale, GELU), dropout, and the fused chains of
+ * GELU and dropout. */
+#include "model/kernels/dropout.cuh"
+
+namespace
+{
+
+/* ---- element-wise ------------------------------------------------------- */
+
+/* y[i] = op(a[i], b[i]) (b may be NULL: op sees a[i] twice). y may alias a
+ * or b: each thread reads its elements before writing them. With vec, float4s
+ * cover the first n / 4 * 4 elements and scalars the rest. */
+template <class Op>
+__global__ void map_kernel(float *y, const float *a, const float *b, size_t n, bool vec, Op op)
+{
+    pdl_wait();
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t tail = 0;
+    if (vec) {
+        const size_t n4 = n / 4;
+        const float4 *a4 = reinterpret_cast<const float4 *>(a);
+        const float4 *b4 = reinterpret_cast<const float4 *>(b);
+        for (size_t i = tid; i < n4; i += stride) {
+            const float4 va = a4[i], vb = b ? b4[i] : va;
+            float4 r;
+            r.x = op(va.x, vb.x);
+            r.y = op(va.y, vb.y);
+            r.z = op(va.z, vb.z);
+            r.w = op(va.w, vb.w);
+            reinterpret_cast<float4 *>(y)[i] = r;
+        }
+        tail = n4 * 4;
+    }
+    for (size_t i = tail + tid; i < n; i += stride) y[i] = op(a[i], b ? b[i] : a[i]);
+}
+
+template <class Op>
+cudaError_t launch_map(float *y, const float *a, const float *b, size_t n, Op op,
+                       cudaStream_t stream)
+{
+    if (n == 0) return cudaSuccess;
+    const bool vec = aligned16(y) && aligned16(a) && (b == nullptr || aligned16(b));
+    launch(map_kernel<Op>, elem_blocks(n, vec ? 4 : 1), kThreads, 0, stream, y, a, b, n, vec, op);
+    return cudaGetLastError();
+}
+
+struct add_op {
+    __device__ float operator()(float a, float b) const
+    {
+        return a + b;
+    }
+};
+
+struct scale_op {
+    float alpha;
+    __device__ float operator()(float x, float) const
+    {
+        return alpha * x;
+    }
+};
+
+/* ao_gelu_forward / ao_gelu_backward, in float: erff and expf are within a
+ * few ulp, far inside the fp32 tolerance. */
+struct gelu_forward_op {
+    __device__ float operator()(float v, float) const
+    {
+        return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    }
+};
+
+/* (dy, x) -> dx */
+struct gelu_backward_op {
+    __device__ float operator()(float dy, float v) const
+    {
+        const float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+        const float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
+        return dy * (cdf + v * pdf);
+    }
+};
+
+/* ---- dropout ------------------------------------------------------------- */
+
+/* Philox blocks (4 elements each) one dropout thread applies: their
+ * independent Philox evaluations overlap, and they amortize the thread's
+ * row-stream derivation (every thread derives it: cheaper than a shared
+ * copy and a barrier). */
+constexpr int kDropGroups = 4;
+
+/* A dropout kernel reads its input through a Map (load / load4: the
+ * value(s) at flat element i, i a multiple of 4 for load4), multiplies by
+ * the mask and writes through the Map (store / store4), so the fused chains
+ * put their element-wise op before or after the mask (dropout_out_map and
+ * the GELU maps, with the fused kernels below). */
+
+/* A block per `run` consecutive tiles (run_length): tile t covers groups
+ * [chunk * blockDim.x * kDropGroups, + blockDim.x * kDropGroups) of row
+ * t / tiles_per_row, thread i the groups
+ * i, i + blockDim.x, ... of it (coalesced). Group g of a row is block g of
+ * the row's stream and elements 4g .. 4g + 3, as ops_ref's dropout_apply.
+ * Vec (per_row % 4 == 0, the Map's pointers aligned): a group is one float4.
+ * With p <= 0 (only the fused chains launch that) no mask is drawn or
+ * applied: the values pass through unchanged, as a skipped dropout.
+ * mask_out: also store each group's mask byte (group_factors); mask_in: read
+ * them instead of drawing (a backward after its forward: no Philox).
+ * At most 64 registers (4 blocks an SM): faster for GELU + dropout, slower
+ * for dropout + GELU backward, about a wash over a step (Nsight Compute,
+ * bench/RESULTS.md); every GPU measurement since was taken with it. */
+template <bool Vec, class Map>
+__global__ void __launch_bounds__(kThreads, 4)
+    dropout_kernel(Map m, size_t per_row, size_t tiles_per_row, size_t tiles, size_t run,
+                   dropout_args k, const uint8_t *mask_in, uint8_t *mask_out)
+{
+    pdl_wait();
+    const size_t groups = (per_row + 3) / 4;
+    const size_t tile_groups = (size_t)blockDim.x * kDropGroups;
+    const bool drop = k.r.p > 0.0f;
+    size_t stream_row = SIZE_MAX; /* the row whose stream s is */
+    ao_rng_stream s = k.site;
+    for (size_t t0 = (size_t)blockIdx.x * run; t0 < tiles; t0 += (size_t)gridDim.x * run)
+        for (size_t t = t0; t < t0 + run && t < tiles; t++) {
+            const size_t r = t / tiles_per_row;
+            const size_t first = (t % tiles_per_row) * tile_groups + threadIdx.x;
+            if (drop && !mask_in && r != stream_row) {
+                s = dropout_row_stream(k, r);
+                stream_row = r;
+            }
+            const size_t off = r * per_row;
+            if (Vec) {
+                float4 v[kDropGroups];
+#pragma unroll
+                for (int i = 0; i < kDropGroups; i++) { /* all loads in flight first */
+                    const size_t g = first + (size_t)i * blockDim.x;
+                    v[i] = g < groups ? m.load4(off + 4 * g) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                }
+#pragma unroll
+                for (int i = 0; i < kDropGroups; i++) {
+                    const size_t g = first + (size_t)i * blockDim.x;
+                    if (g >= groups) break;
+                    if (drop) {
+                        float f[4];
+                        const size_t at = r * groups + g; /* the group's mask byte */
+                        group_factors(f, s, g, k.r, mask_in ? mask_in + at : nullptr,
+                                      mask_out ? mask_out + at : nullptr);
+                        v[i] = times4(v[i], f);
+                    }
+                    m.store4(off + 4 * g, v[i]);
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < kDropGroups; i++) {
+                    const size_t g = first + (size_t)i * blockDim.x;
+                    if (g >= groups) break;
+                    float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+                    const size_t at = r * groups + g;
+                    if (drop)
+                        group_factors(f, s, g, k.r, mask_in ? mask_in + at : nullptr,
+                                      mask_out ? mask_out + at : nullptr);
+                    for (int l = 0; l < 4; l++) {
+                        const size_t e = g * 4 + l;
+                        if (e >= per_row) break;
+                        float v = m.load(off + e);
+                        if (drop) v *= f[l];
+                        m.store(off + e, v);
+                    }
+                }
+            }
+        }
+}
+
+/* Launches dropout_kernel over [rows, per_row] (rows as the key says) with
+ * the plain dropout's tiling; vec: the Map's pointers allow float4 groups;
+ * mask_in / mask_out as dropout_kernel's. */
+template <class Map>
+cudaError_t launch_dropout_map(Map m, bool vec, int batch, size_t per_row,
+                               const ao_cuda_dropout_key &key, cudaStream_t stream,
+                               const uint8_t *mask_in = nullptr, uint8_t *mask_out = nullptr)
+{
+    const size_t rows = (size_t)(batch > 0 ? batch : 0) * (size_t)(key.heads > 0 ? key.heads : 1);
+    if (rows * per_row == 0) return cudaSuccess;
+    /* The smallest block (a power of two from one warp to kThreads) whose tile
+     * covers a whole row, so that short rows (per_row = d) do not leave most
+     * of a block idle; long rows take kThreads and several tiles. */
+    const size_t groups = (per_row + 3) / 4;
+    unsigned threads = 32;
+    while (threads < (unsigned)kThreads && (size_t)threads * kDropGroups < groups) threads *= 2;
+    const size_t tile_groups = (size_t)threads * kDropGroups;
+    const size_t tiles_per_row = (groups + tile_groups - 1) / tile_groups;
+    const size_t tiles = rows * tiles_per_row;
+    const size_t run = (size_t)run_length(tiles);
+    const size_t runs = (tiles + run - 1) / run;
+    const unsigned grid = (unsigned)(runs < (size_t)INT32_MAX ? runs : (size_t)INT32_MAX);
+    const dropout_args args = dropout_args_of(key);
+    if (vec && per_row % 4 == 0)
+        launch(dropout_kernel<true, Map>, grid, threads, 0, stream, m, per_row, tiles_per_row,
+               tiles, run, args, mask_in, mask_out);
+    else
+        launch(dropout_kernel<false, Map>, grid, threads, 0, stream, m, per_row, tiles_per_row,
+               tiles, run, args, mask_in, mask_out);
+    return cudaGetLastError();
+}
+
+/* ---- GELU + dropout, fused ------------------------------------------------ */
+
+/* ... of ao_cuda_gelu_dropout: gelu(h) in (h of type TI), out in type T. */
+template <ao_dtype T, ao_dtype TI> struct gelu_dropout_map {
+    typed_store<T> out;
+    typed_load<TI> h;
+    __device__ float load(size_t i) const
+    {
+        return gelu_forward_op{}(h.load(i), 0.0f);
+    }
+    __device__ float4 load4(size_t i) const
+    {
+        const float4 v = h.load4(i);
+        const gelu_forward_op g{};
+        return make_float4(g(v.x, 0.0f), g(v.y, 0.0f), g(v.z, 0.0f), g(v.w, 0.0f));
+    }
+    __device__ void store(size_t i, float v) const
+    {
+        out.put(i, v);
+    }
+    __device__ void store4(size_t i, float4 v) const
+    {
+        out.put4(i, v);
+    }
+};
+
+/* ... of ao_cuda_dropout_gelu_backward: dy in (type TI, as h), dx = gelu'(h)
+ * * dropped dy out as floats unless dx is NULL and, when dx16 is set, in half
+ * type T. */
+template <ao_dtype T, ao_dtype TI> struct dropout_gelu_backward_map : typed_load<TI> {
+    float *dx;
+    typed_store<T> dx16;
+    typed_load<TI> h;
+    __device__ void store(size_t i, float v) const
+    {
+        const float g = gelu_backward_op{}(v, h.load(i));
+        if (dx) dx[i] = g;
+        if (dx16.p) dx16.put(i, g);
+    }
+    __device__ void store4(size_t i, float4 v) const
+    {
+        const float4 x = h.load4(i);
+        const gelu_backward_op op{};
+        const float4 g = make_float4(op(v.x, x.x), op(v.y, x.y), op(v.z, x.z), op(v.w, x.w));
+        if (dx) *reinterpret_cast<float4 *>(dx + i) = g;
+        if (dx16.p) dx16.put4(i, g);
+    }
+};
+
+} // namespace
+
+/* ---- launchers ------------------------------------------------------------- */
+
+extern "C" cudaError_t ao_cuda_add(float *y, const float *a, const float *b, size_t n,
+                                   cudaStream_t stream)
+{
+    return launch_map(y, a, b, n, add_op{}, stream);
+}
+
+extern "C" cudaError_t ao_cuda_scale(float *y, const float *x, float alpha, size_t n,
+                                     cudaStream_t stream)
+{
+    return launch_map(y, x, (const float *)nullptr, n, scale_op{alpha}, stream);
+}
+
+extern "C" cudaError_t ao_cuda_gelu_forward(float *y, const float *x, size_t n, cudaStream_t stream)
+{
+    return launch_map(y, x, (const float *)nullptr, n, gelu_forward_op{}, stream);
+}
+
+extern "C" cudaError_t ao_cuda_gelu_backward(float *dx, const float *dy, const float *x, size_t n,
+                                             cudaStream_t stream)
+{
+    return launch_map(dx, dy, x, n, gelu_backward_op{}, stream);
+}
+
+extern "C" cudaError_t ao_cuda_dropout_residual(float *y, void *y16, ao_dtype half_type,
+                                                const float *x, const float *res, int batch,
+                                                size_t per_row, const ao_cuda_dropout_key *key,
+                                                cudaStream_t stream)
+{
+    if (y16 && half_type != AO_BF16 && half_type != AO_F16) return cudaErrorInvalidValue;
+    return with_dtype(y16 ? half_type : AO_F32, [&](auto tag) {
+        constexpr ao_dtype T = decltype(tag)::value;
+        const bool vec =
+            aligned16(x) && aligned16(y) && (!res || aligned16(res)) && (!y16 || store4_ok<T>(y16));
+        return launch_dropout_map(dropout_out_map<T>{{x}, y, typed_store<T>{y16}, res}, vec, batch,
+                                  per_row, *key, stream);
+    });
+}
+
+extern "C" cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size_t per_row,
+                                       const ao_cuda_dropout_key *key, cudaStream_t stream)
+{
+    const size_t rows = (size_t)(batch > 0 ? batch : 0) * (size_t)(key->heads > 0 ? key->heads : 1);
+    const size_t total = rows * per_row;
+    if (total == 0) return cudaSuccess;
+    if (key->p <= 0.0f) {
+        if (y == x) return cudaSuccess;
+        return cudaMemcpyAsync(y, x, total * sizeof(float), cudaMemcpyDeviceToDevice, stream);
+    }
+    return launch_dropout_map(dropout_out_map<AO_F32>{{x}, y, typed_store<AO_F32>{NULL}, NULL},
+                              aligned16(x) && aligned16(y), batch, per_row, *key, stream);
+}
+
+extern "C" size_t ao_cuda_dropout_mask_bytes(int rows, size_t per_row)
+{
+    return (size_t)(rows > 0 ? rows : 0) * ((per_row + 3) / 4);
+}
+
+extern "C" cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const void *h,
+                                            ao_dtype h_type, int batch, size_t per_row,
+                                            const ao_cuda_dropout_key *key, uint8_t *mask_out,
+                                            cudaStream_t stream)
+{
+    if (key->heads != 0) return cudaErrorInvalidValue;
+    return with_dtype(out_type, [&](auto otag) {
+        constexpr ao_dtype OT = decltype(otag)::value;
+        return with_input_dtype<OT>(h_type, [&](auto htag) {
+            constexpr ao_dtype HT = decltype(htag)::value;
+            return launch_dropout_map(
+                gelu_dropout_map<OT, HT>{typed_store<OT>{out}, typed_load<HT>{h}},
+                store4_ok<OT>(out) && load4_ok<HT>(h), batch, per_row, *key, stream, nullptr,
+                mask_out);
+        });
+    });
+}
+
+extern "C" cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_dtype half_type,
+                                                     const void *dy, const void *h,
+                                                     ao_dtype in_type, int batch, size_t per_row,
+                                                     const ao_cuda_dropout_key *key,
+                                                     const uint8_t *mask_in, cudaStream_t stream)
+{
+    if (key->heads != 0) return cudaErrorInvalidValue;
+    if (dx16 && half_type != AO_BF16 && half_type != AO_F16) return cudaErrorInvalidValue;
+    if (!dx && !dx16) return cudaErrorInvalidValue;
+    /* without dx16 the half type only picks an instantiation */
+    const ao_dtype ht = dx16 ? half_type : in_type != AO_F32 ? in_type : AO_BF16;
+    return with_dtype(ht, [&](auto tag) {
+        constexpr ao_dtype HT = decltype(tag)::value;
+        if (HT == AO_F32) return cudaErrorInvalidValue; /* excluded above */
+        const bool vec = aligned16(dx) && (dx16 == nullptr || store4_ok<HT>(dx16));
+        return with_input_dtype<HT>(in_type, [&](auto itag) {
+            constexpr ao_dtype IT = decltype(itag)::value;
+            return launch_dropout_map(
+                dropout_gelu_backward_map<HT, IT>{
+                    {dy}, dx, typed_store<HT>{dx16}, typed_load<IT>{h}},
+                vec && load4_ok<IT>(dy) && load4_ok<IT>(h), batch, per_row, *key, stream, mask_in);
+        });
+    });
+}

@@ -1,0 +1,136 @@
+/* The embedding bag (mean) forward and its deterministic backward: a stable
+ * radix sort of the ids, then each table row's contributions in order. */
+#include "model/kernels/common.cuh"
+
+#if defined(AO_GPU_HIP)
+#include <hipcub/hipcub.hpp>
+namespace cub = hipcub;
+#else
+#include <cub/device/device_radix_sort.cuh>
+#endif
+
+namespace
+{
+
+__global__ void embedding_bag_forward_kernel(float *out, const int32_t *ids, const float *table,
+                                             int n, int s, int e)
+{
+    pdl_wait();
+    const size_t total = (size_t)n * e, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t at = (size_t)blockIdx.x * blockDim.x + threadIdx.x; at < total; at += stride) {
+        const size_t i = at / (size_t)e, c = at % (size_t)e;
+        double acc = 0.0;
+        for (int k = 0; k < s; k++) acc += table[(size_t)ids[i * s + k] * e + c];
+        out[at] = s > 0 ? (float)(acc / s) : 0.0f;
+    }
+}
+
+/* keys = ids as unsigned (the sort key), positions = 0..count-1. */
+__global__ void embedding_sort_input_kernel(uint32_t *keys, uint32_t *positions, const int32_t *ids,
+                                            size_t count)
+{
+    pdl_wait();
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x; p < count; p += stride) {
+        keys[p] = (uint32_t)ids[p];
+        positions[p] = (uint32_t)p;
+    }
+}
+
+/* One warp per sorted position; the warp at the first position of a run of
+ * equal ids adds the run's contributions to that table row, in position
+ * order (stable sort), each as the reference does: row[c] += dout[c] * inv. */
+__global__ void embedding_segment_add_kernel(float *dtable, const float *dout, const uint32_t *keys,
+                                             const uint32_t *positions, size_t count, int s, int e)
+{
+    pdl_wait();
+    const size_t p = (size_t)blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (p >= count) return;
+    const uint32_t id = keys[p];
+    if (p > 0 && keys[p - 1] == id) return;
+    const float inv = 1.0f / (float)s;
+    float *row = dtable + (size_t)id * e;
+    for (int c = lane; c < e; c += 32) {
+        float acc = row[c];
+        for (size_t q = p; q < count && keys[q] == id; q++) {
+            const size_t token = positions[q] / (uint32_t)s;
+            acc = __fadd_rn(acc, __fmul_rn(dout[token * e + c], inv));
+        }
+        row[c] = acc;
+    }
+}
+
+size_t align256(size_t b)
+{
+    return (b + 255) & ~(size_t)255;
+}
+
+int key_bits(int vocab)
+{
+    int bits = 1;
+    while (bits < 32 && (1ull << bits) < (unsigned long long)vocab) bits++;
+    return bits;
+}
+
+} // namespace
+
+/* ---- launchers ------------------------------------------------------------- */
+
+extern "C" cudaError_t ao_cuda_embedding_bag_mean_forward(float *out, const int32_t *ids,
+                                                          const float *table, int n, int s, int e,
+                                                          cudaStream_t stream)
+{
+    const size_t total = (size_t)(n > 0 ? n : 0) * (size_t)(e > 0 ? e : 0);
+    if (total == 0) return cudaSuccess;
+    launch(embedding_bag_forward_kernel, elem_blocks(total), kThreads, 0, stream, out, ids, table,
+           n, s, e);
+    return cudaGetLastError();
+}
+
+/* Workspace: keys in/out, positions in/out (count uint32 each), then CUB's
+ * temporary storage, each 256-byte aligned. */
+static size_t embedding_sort_temp_bytes(size_t count, int vocab)
+{
+    size_t temp = 0;
+    cub::DeviceRadixSort::SortPairs(nullptr, temp, (const uint32_t *)nullptr, (uint32_t *)nullptr,
+                                    (const uint32_t *)nullptr, (uint32_t *)nullptr, (int)count, 0,
+                                    key_bits(vocab));
+    return temp;
+}
+
+extern "C" size_t ao_cuda_embedding_bag_backward_workspace(int n, int s, int vocab)
+{
+    const size_t count = (size_t)(n > 0 ? n : 0) * (size_t)(s > 0 ? s : 0);
+    if (count == 0) return 0;
+    return 4 * align256(count * sizeof(uint32_t)) +
+           align256(embedding_sort_temp_bytes(count, vocab));
+}
+
+extern "C" cudaError_t ao_cuda_embedding_bag_mean_backward(float *dtable, const float *dout,
+                                                           const int32_t *ids, int n, int s, int e,
+                                                           int vocab, void *workspace,
+                                                           cudaStream_t stream)
+{
+    const size_t count = (size_t)(n > 0 ? n : 0) * (size_t)(s > 0 ? s : 0);
+    if (count == 0 || e <= 0) return cudaSuccess;
+    if (count > (size_t)INT32_MAX) return cudaErrorInvalidValue; /* CUB's item count is int */
+    const size_t arr = align256(count * sizeof(uint32_t));
+    unsigned char *ws = (unsigned char *)workspace;
+    uint32_t *keys_in = (uint32_t *)ws, *keys_out = (uint32_t *)(ws + arr);
+    uint32_t *pos_in = (uint32_t *)(ws + 2 * arr), *pos_out = (uint32_t *)(ws + 3 * arr);
+    void *temp = ws + 4 * arr;
+    size_t temp_bytes = embedding_sort_temp_bytes(count, vocab);
+
+    launch(embedding_sort_input_kernel, elem_blocks(count), kThreads, 0, stream, keys_in, pos_in,
+           ids, count);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    err = cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, pos_in, pos_out,
+                                          (int)count, 0, key_bits(vocab), stream);
+    if (err != cudaSuccess) return err;
+    const unsigned blocks = (unsigned)((count + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    launch(embedding_segment_add_kernel, blocks, kThreads, 0, stream, dtable, dout, keys_out,
+           pos_out, count, s, e);
+    return cudaGetLastError();
+}
