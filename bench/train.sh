@@ -129,7 +129,7 @@ trace)
     # iteration, and where the time goes kernel by kernel (2 profiled steps).
     for c in ${CONFIGS:-large default}; do
         one "${c}_trace" "config/$c.yaml" "$nproc" "${STEPS:-16}" profiling.kernel_trace=true \
-            profiling.enabled=true profiling.wait=12 profiling.warmup=0 profiling.active=2 \
+            profiling.enabled=true profiling.skip_first=0 profiling.wait=12 profiling.warmup=0 profiling.active=2 \
             profiling.repeat=1 profiling.chrome_trace=true
         r=${c}_trace$suffix
         if [ -d "$runs_dir/$r" ]; then
@@ -169,7 +169,7 @@ idle)
     for np in 1 "$nproc"; do
         r=default_idle_x$np
         one "$r" "$d" "$np" "${STEPS:-200}" dataset.placement=device profiling.enabled=true \
-            profiling.wait=150 profiling.warmup=0 profiling.active=20 profiling.repeat=1
+            profiling.skip_first=0 profiling.wait=150 profiling.warmup=0 profiling.active=20 profiling.repeat=1
         [ -d "$runs_dir/$r$suffix" ] &&
             python3 "$(dirname "$0")/idle_gaps.py" "$runs_dir/$r$suffix" 15 | tee "$out/train/$r${suffix}_gaps.txt"
     done

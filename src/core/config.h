@@ -150,6 +150,7 @@ struct ao_config {
     } telemetry;
     struct {
         int enabled;
+        int skip_first; /* -1: the first counted train step (after warm-up and baselines) */
         int wait;
         int warmup;
         int active;

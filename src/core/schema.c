@@ -284,6 +284,9 @@ const struct ao_key ao_schema[] = {
     BOOL(profiling.enabled, "false",
          "Record per-op intervals in the JSONL during active windows of the "
          "wait/warmup/active/repeat schedule."),
+    INT(profiling.skip_first, "-1", -1, BIG,
+        "Schedule: iterations before the first cycle (torch's skip_first); -1 = after "
+        "training.summary_skip_steps and the baselines, so windows fall on counted steps."),
     INT(profiling.wait, "1", 0, BIG, "Schedule: steps skipped before each cycle."),
     INT(profiling.warmup, "1", 0, BIG, "Schedule: steps run but not recorded after wait."),
     INT(profiling.active, "2", 1, BIG, "Schedule: steps recorded per cycle."),

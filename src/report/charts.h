@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "core/intervals.h"
 #include "report/compare.h"
 #include "report/rundata.h"
 #include "report/summary.h"
@@ -18,6 +19,12 @@
 /* {label}_timeline: step, compute, comm and exposed comm per step; thin
  * lines per rank, the median over ranks bold. Long runs are binned (mean per
  * bin) to at most 1000 points, and the axis says so. */
+/* The time-per-step axis stops at AO_TIMELINE_CAP_FACTOR x the 95th
+ * percentile of the plotted values (INFINITY when n is 0); values above it
+ * are outliers, marked on the top edge. */
+#define AO_TIMELINE_CAP_FACTOR 1.5
+double ao_timeline_cap(const double *y, size_t n);
+
 int ao_chart_timeline(const char *dir, const char *label, const ao_run_data *runs, size_t nruns);
 
 /* {label}_streams: one iteration as lanes per stream per rank, ops as bars,
@@ -27,11 +34,18 @@ int ao_chart_timeline(const char *dir, const char *label, const ao_run_data *run
  * 0, and the chart says it is a degraded view. */
 int ao_chart_streams(const char *dir, const char *label, const ao_run_data *runs, size_t nruns);
 
+/* The streams chart's layout, for tests: its lanes (streams with an op in
+ * the chosen step on any rank; used[s] set for each, the count returned)
+ * and one rank's shaded intervals, C ∩ M of its ops (heap array in *out,
+ * the count returned). */
+int ao_streams_lanes(const ao_iter_record *const *recs, int nranks, int used[AO_NSTREAMS]);
+size_t ao_streams_shaded(const ao_iter_record *r, ao_ival **out);
+
 /* overlap_breakdown: per label a stacked bar of median overlapped, exposed
  * communication, compute alone and idle time. */
 int ao_chart_overlap_breakdown(const char *dir, const ao_summary *sums, size_t n);
 
-/* comparison: per metric, the candidate's change relative to the reference
+/* comparison_{candidate}: per metric, the candidate's change relative to the reference
  * (percent) with the bootstrap CI as whiskers, coloured by verdict. */
 int ao_chart_comparison(const char *dir, const ao_comparison *c);
 

@@ -49,32 +49,51 @@ static ao_rgb timeline_color(int i)
     return c[i];
 }
 
+double ao_timeline_cap(const double *y, size_t n)
+{
+    if (n == 0) return INFINITY;
+    double p = ao_stats_percentile(y, n, 95);
+    return p > 0 ? AO_TIMELINE_CAP_FACTOR * p : INFINITY;
+}
+
 static void draw_timeline(cairo_t *cr, double w, double h, const void *ctx)
 {
     const series_set *ss = ctx;
     size_t nb = ss->nbins, ns = ss->nseries;
     double xlo = INFINITY, xhi = -INFINITY, ymax = 0;
+    double *ys = ao_malloc((4 * ns * nb + 1) * sizeof *ys);
+    size_t ny = 0;
     for (size_t i = 0; i < ns * nb; i++) {
         if (isnan(ss->x[i])) continue;
         xlo = fmin(xlo, ss->x[i]);
         xhi = fmax(xhi, ss->x[i]);
         for (int m = 0; m < 4; m++)
-            if (!isnan(ss->y[m][i])) ymax = fmax(ymax, ss->y[m][i]);
+            if (!isnan(ss->y[m][i])) ymax = fmax(ymax, ys[ny++] = ss->y[m][i]);
     }
+    /* Robust axis: one slow step must not flatten the rest; points above
+     * the cap are drawn as marks on the top edge and counted in the title. */
+    double cap = ao_timeline_cap(ys, ny);
     ao_legend_item leg[6];
     for (int m = 0; m < 4; m++) leg[m] = (ao_legend_item){timeline_names[m], timeline_color(m), 0};
     leg[4] = (ao_legend_item){"bold: median of ranks", AO_C_TEXT, 0};
     leg[5] = (ao_legend_item){"thin: one rank", C_IDLE, 0};
     ao_frame f;
     ao_nice_axis(xlo, xhi, 8, &f.ax);
-    ao_nice_axis(0, ymax, 6, &f.ay);
+    ao_nice_axis(0, fmin(ymax, cap), 6, &f.ay);
+    size_t nout = 0;
+    for (size_t i = 0; i < ny; i++) nout += ys[i] > f.ay.hi;
+    free(ys);
     f.x0 = 30 + ao_y_ticks_width(cr, &f.ay) + 10;
     f.x1 = w - ao_legend_width(cr, leg, 6) - 20;
-    f.y0 = 50;
+    f.y0 = 56;
     f.y1 = h - 50;
-    char title[300], xlabel[128];
+    char title[300], xlabel[128], note[200];
     snprintf(title, sizeof title, "%s: time per step", ss->label);
-    ao_draw_title(cr, w, title, NULL);
+    snprintf(note, sizeof note,
+             "axis clipped near %.1f x the 95th percentile: %zu point(s) above %.4g ms, up to "
+             "%.4g ms, marked as triangles on the top edge",
+             AO_TIMELINE_CAP_FACTOR, nout, f.ay.hi, ymax);
+    ao_draw_title(cr, w, title, nout ? note : NULL);
     if (ss->per_bin > 1)
         snprintf(xlabel, sizeof xlabel, "step (mean of %zu steps per point)", ss->per_bin);
     else
@@ -130,6 +149,19 @@ static void draw_timeline(cairo_t *cr, double w, double h, const void *ctx)
     }
     free(med);
     cairo_restore(cr);
+    for (int m = 0; m < 4 && nout; m++) {
+        ao_set_rgb(cr, timeline_color(m), 1);
+        for (size_t i = 0; i < ns * nb; i++) {
+            double x = ss->x[i], y = ss->y[m][i];
+            if (isnan(x) || !(y > f.ay.hi)) continue;
+            double px = ao_px(&f, x);
+            cairo_move_to(cr, px, f.y0 - 1);
+            cairo_line_to(cr, px - 4, f.y0 + 6);
+            cairo_line_to(cr, px + 4, f.y0 + 6);
+            cairo_close_path(cr);
+            cairo_fill(cr);
+        }
+    }
     ao_draw_legend(cr, f.x1 + 20, f.y0 + 8, leg, 6);
 }
 
@@ -200,12 +232,11 @@ static ao_rgb class_color(int cls)
     return cls == AO_CLASS_COMPUTE ? C_COMPUTE : cls == AO_CLASS_COMM ? C_COMM : C_COPY;
 }
 
-/* Shade |C ∩ M| of one rank's ops between y0 and y1. */
-static void shade_overlap(cairo_t *cr, const ao_frame *f, const ao_iter_record *r, double t0,
-                          double y0, double y1)
+size_t ao_streams_shaded(const ao_iter_record *r, ao_ival **out)
 {
     size_t n = r->nops;
-    ao_ival *c = ao_malloc((3 * n + 1) * sizeof *c), *m = c + n, *x = m + n;
+    ao_ival *c = ao_malloc((2 * n + 1) * sizeof *c), *m = c + n;
+    ao_ival *x = ao_malloc((2 * n + 1) * sizeof *x);
     size_t nc = 0, nmm = 0;
     for (size_t i = 0; i < n; i++) {
         ao_ival iv = {r->ops[i].start_us, r->ops[i].end_us};
@@ -215,18 +246,57 @@ static void shade_overlap(cairo_t *cr, const ao_frame *f, const ao_iter_record *
     nc = ao_iv_normalize(c, nc);
     nmm = ao_iv_normalize(m, nmm);
     size_t nx = ao_iv_intersect(c, nc, m, nmm, x);
+    free(c);
+    *out = x;
+    return nx;
+}
+
+int ao_streams_lanes(const ao_iter_record *const *recs, int nranks, int used[AO_NSTREAMS])
+{
+    int n = 0;
+    for (int s = 0; s < AO_NSTREAMS; s++) used[s] = 0;
+    for (int k = 0; k < nranks; k++)
+        for (size_t i = 0; i < recs[k]->nops; i++) used[recs[k]->ops[i].stream] = 1;
+    for (int s = 0; s < AO_NSTREAMS; s++) n += used[s];
+    return n;
+}
+
+/* Shade |C ∩ M| of one rank's ops between y0 and y1. */
+static void shade_overlap(cairo_t *cr, const ao_frame *f, const ao_iter_record *r, double t0,
+                          double y0, double y1)
+{
+    ao_ival *x;
+    size_t nx = ao_streams_shaded(r, &x);
     ao_set_rgb(cr, C_OVERLAP, 0.18);
     for (size_t i = 0; i < nx; i++) {
         double a = ao_px(f, (x[i].start - t0) / 1000), b = ao_px(f, (x[i].end - t0) / 1000);
         cairo_rectangle(cr, a, y0, b - a, y1 - y0);
         cairo_fill(cr);
     }
-    free(c);
+    free(x);
 }
 
 #define LANE_H   16.0
 #define LANE_GAP 4.0
 #define RANK_GAP 12.0
+
+/* An op's unit and kind inside its bar when they fit ("u3 allgather",
+ * "u3 fwd" from the op's name for compute). */
+static void op_label(cairo_t *cr, const ao_op *op, double a, double b, double y)
+{
+    char text[96];
+    const char *what = op->kind != AO_KIND_NONE ? ao_coll_kind_name((ao_coll_kind)op->kind)
+                       : op->name               ? op->name
+                                                : "";
+    if (op->unit >= 0)
+        snprintf(text, sizeof text, "u%d %s", op->unit, what);
+    else
+        snprintf(text, sizeof text, "%s", what);
+    ao_font(cr, AO_FONT_SIZE - 3, 0);
+    if (!text[0] || ao_text_width(cr, text) + 4 > b - a) return;
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    ao_text_at(cr, (a + b) / 2, y + LANE_H / 2, 0.5, text);
+}
 
 static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
 {
@@ -236,15 +306,13 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
     double busy[64][AO_NSTREAMS];
     int nr = sc->nranks > 64 ? 64 : sc->nranks;
     if (sc->recs) {
+        ao_streams_lanes(sc->recs, nr, used);
         /* Each rank from its own first op: ranks' clocks have their own
          * anchors, so their absolute times are not comparable. */
         for (int k = 0; k < nr; k++) {
             const ao_iter_record *r = sc->recs[k];
             t0[k] = INFINITY;
-            for (size_t i = 0; i < r->nops; i++) {
-                used[r->ops[i].stream] = 1;
-                t0[k] = fmin(t0[k], r->ops[i].start_us);
-            }
+            for (size_t i = 0; i < r->nops; i++) t0[k] = fmin(t0[k], r->ops[i].start_us);
             for (size_t i = 0; i < r->nops; i++)
                 tmax = fmax(tmax, (r->ops[i].end_us - t0[k]) / 1000);
         }
@@ -292,8 +360,8 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
         snprintf(title, sizeof title, "%s: busy time per stream (median step)", sc->label);
     ao_draw_title(cr, w, title,
                   sc->recs ? NULL
-                           : "degraded view: no counted step has per-op intervals (profiling "
-                             "windows); bars are busy totals");
+                           : "degraded view: no counted step has per-op intervals; bars are busy "
+                             "totals. For lanes: aorta train --override profiling.enabled=true");
     ao_draw_axes(cr, &f,
                  sc->recs ? "time from the rank's first op of the step (ms)" : "busy time (ms)",
                  NULL, 0);
@@ -319,6 +387,7 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
                     ao_set_rgb(cr, class_color(op->cls), 0.9);
                     cairo_rectangle(cr, a, y, fmax(b - a, 0.8), LANE_H);
                     cairo_fill(cr);
+                    op_label(cr, op, a, b, y);
                 }
             } else if (busy[k][s] > 0) {
                 ao_rgb c = s == AO_STREAM_COMPUTE ? C_COMPUTE
@@ -335,64 +404,30 @@ static void draw_streams(cairo_t *cr, double w, double h, const void *vctx)
     ao_draw_legend(cr, f.x1 + 20, f.y0 + 8, leg, nleg);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The record of `step` among a rank's profiled records, or NULL. */
-static const ao_iter_record *profiled_step(const ao_rank_data *rd, long long step)
-{
-    for (size_t i = 0; i < rd->nprofiled; i++)
-        if (rd->profiled[i].step == step) return &rd->profiled[i];
-    return NULL;
-}
-
 int ao_chart_streams(const char *dir, const char *label, const ao_run_data *runs, size_t nruns)
 {
     if (nruns == 0) return 0;
     const ao_run_data *run = &runs[0];
     int nr = run->nranks > 64 ? 64 : run->nranks;
     streams_ctx sc = {label, nr, NULL, run, -1};
-    /* steps every rank profiled, keyed by their slowest rank's step time */
-    const ao_rank_data *r0 = &run->ranks[0];
-    double *keys = ao_malloc((r0->nprofiled + 1) * 2 * sizeof *keys);
-    size_t nk = 0;
-    for (size_t i = 0; i < r0->nprofiled; i++) {
-        long long step = r0->profiled[i].step;
-        double slowest = r0->profiled[i].m.step_ms;
-        int all = 1;
-        for (int k = 1; k < nr && all; k++) {
-            const ao_iter_record *r = profiled_step(&run->ranks[k], step);
-            if (!r)
-                all = 0;
-            else
-                slowest = fmax(slowest, r->m.step_ms);
-        }
-        if (!all) continue;
-        keys[2 * nk] = slowest;
-        keys[2 * nk + 1] = (double)step;
-        nk++;
-    }
+    sc.step = ao_run_median_profiled_step(run);
     const ao_iter_record **recs = NULL;
-    if (nk > 0) {
-        qsort(keys, nk, 2 * sizeof *keys, cmp_double);
-        sc.step = (long long)keys[2 * ((nk - 1) / 2) + 1];
+    if (sc.step >= 0) {
         recs = ao_malloc((size_t)nr * sizeof *recs);
-        for (int k = 0; k < nr; k++) recs[k] = profiled_step(&run->ranks[k], sc.step);
+        for (int k = 0; k < nr; k++) recs[k] = ao_run_profiled_step(&run->ranks[k], sc.step);
         sc.recs = recs;
     }
-    free(keys);
     /* lanes: streams with an op in the chosen step (or busy time) on any rank */
     int used[AO_NSTREAMS] = {0}, nlanes = 0;
-    for (int k = 0; k < nr; k++) {
-        for (size_t i = 0; recs && i < recs[k]->nops; i++) used[recs[k]->ops[i].stream] = 1;
-        for (int s = 0; !recs && s < AO_NSTREAMS; s++)
-            used[s] |= run->ranks[k].n > 0 &&
-                       run->ranks[k].rows[(size_t)(ao_metric_find("busy_compute_ms") + s)] > 0;
+    if (recs) {
+        nlanes = ao_streams_lanes(recs, nr, used);
+    } else {
+        for (int k = 0; k < nr; k++)
+            for (int s = 0; s < AO_NSTREAMS; s++)
+                used[s] |= run->ranks[k].n > 0 &&
+                           run->ranks[k].rows[(size_t)(ao_metric_find("busy_compute_ms") + s)] > 0;
+        for (int s = 0; s < AO_NSTREAMS; s++) nlanes += used[s];
     }
-    for (int s = 0; s < AO_NSTREAMS; s++) nlanes += used[s];
     double h = 120 + nr * (nlanes * (LANE_H + LANE_GAP) + RANK_GAP);
     char *name = ao_asprintf("%s_streams", label);
     int rc = render(dir, name, 1000, h, draw_streams, &sc);
@@ -408,33 +443,22 @@ typedef struct breakdown_ctx {
     size_t n;
 } breakdown_ctx;
 
-#define NPARTS 5
+#define NPARTS AO_BREAKDOWN_PARTS
 
-/* Medians of the parts; the last is what the others leave of the median step
- * (copies running alone, and the medians not adding up exactly). */
+/* The summary's split of the median step: the parts add up to it. */
 static void breakdown_parts(const ao_summary *s, double part[NPARTS])
 {
-    double ov = s->metrics[ao_metric_find("overlap_ms")].all.p50;
-    part[0] = ov;
-    part[1] = s->metrics[ao_metric_find("exposed_comm_ms")].all.p50;
-    part[2] = s->metrics[ao_metric_find("compute_ms")].all.p50 - ov;
-    part[3] = s->metrics[ao_metric_find("idle_ms")].all.p50;
-    part[4] = s->metrics[ao_metric_find("step_ms")].all.p50;
-    for (int i = 0; i < NPARTS - 1; i++) {
-        if (!(part[i] > 0)) part[i] = 0;
-        part[4] -= part[i];
-    }
-    if (!(part[4] > 0)) part[4] = 0;
+    for (int i = 0; i < NPARTS; i++) part[i] = s->breakdown_ms[i];
 }
 
 static void draw_breakdown(cairo_t *cr, double w, double h, const void *vctx)
 {
     const breakdown_ctx *bc = vctx;
-    ao_legend_item leg[NPARTS] = {{"overlapped (compute and comm)", C_OVERLAP, 1},
-                                  {"exposed comm", C_EXPOSED, 1},
-                                  {"compute alone", C_COMPUTE, 1},
-                                  {"idle", C_IDLE, 1},
-                                  {"copies alone, other", C_COPY, 1}};
+    ao_legend_item leg[NPARTS] = {{ao_breakdown_names[0], C_OVERLAP, 1},
+                                  {ao_breakdown_names[1], C_EXPOSED, 1},
+                                  {ao_breakdown_names[2], C_COMPUTE, 1},
+                                  {ao_breakdown_names[3], C_IDLE, 1},
+                                  {ao_breakdown_names[4], C_COPY, 1}};
     double tmax = 0, lw = 0;
     ao_font(cr, AO_FONT_SIZE, 0);
     for (size_t i = 0; i < bc->n; i++) {
@@ -451,7 +475,10 @@ static void draw_breakdown(cairo_t *cr, double w, double h, const void *vctx)
     f.x1 = w - ao_legend_width(cr, leg, NPARTS) - 20;
     f.y0 = 50;
     f.y1 = h - 50;
-    ao_draw_title(cr, w, "Where the step's time goes (medians)", NULL);
+    ao_draw_title(
+        cr, w, "Where the median step's time goes",
+        "each part's share of all steps' time, times the median step (" AO_STEP_MS_DEFINITION
+        "): the bar is the median step");
     ao_draw_axes(cr, &f, "time per step (ms)", NULL, 0);
     double row = (f.y1 - f.y0) / (double)bc->n, bar = fmin(row * 0.6, 40);
     const ao_rgb colors[NPARTS] = {C_OVERLAP, C_EXPOSED, C_COMPUTE, C_IDLE, C_COPY};
@@ -567,8 +594,9 @@ int ao_chart_comparison(const char *dir, const ao_comparison *c)
         cc.rows[cc.n++] = (cmp_row){ao_metric(m->metric)->name, m->diff * s, m->ci.lo * s,
                                     m->ci.hi * s, m->verdict};
     }
-    int rc =
-        render(dir, "comparison", 1000, 110 + 28 * (double)(cc.n ? cc.n : 1), draw_comparison, &cc);
+    char *name = ao_asprintf("comparison_%s", c->candidate);
+    int rc = render(dir, name, 1000, 110 + 28 * (double)(cc.n ? cc.n : 1), draw_comparison, &cc);
+    free(name);
     free(cc.rows);
     return rc;
 }

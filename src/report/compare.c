@@ -70,18 +70,22 @@ double *ao_step_samples(const ao_run_data *runs, size_t nruns, size_t m, size_t 
         size_t span = (size_t)(hi - lo + 1);
         double *sum = ao_calloc(span, sizeof *sum);
         int *cnt = ao_calloc(span, sizeof *cnt);
+        int use_max = (int)m == ao_metric_find("step_ms");
         for (int k = 0; k < runs[r].nranks; k++) {
             const ao_rank_data *rd = &runs[r].ranks[k];
             for (size_t i = 0; i < rd->n; i++) {
                 double v = rd->rows[i * nm + m];
                 if (isnan(v)) continue;
                 size_t j = (size_t)(rd->steps[i] - lo);
-                sum[j] += v;
+                if (!use_max)
+                    sum[j] += v;
+                else if (cnt[j] == 0 || v > sum[j])
+                    sum[j] = v;
                 cnt[j]++;
             }
         }
         for (size_t j = 0; j < span; j++)
-            if (cnt[j]) out[(*n)++] = sum[j] / cnt[j];
+            if (cnt[j]) out[(*n)++] = use_max ? sum[j] : sum[j] / cnt[j];
         free(sum);
         free(cnt);
     }

@@ -5,7 +5,9 @@
  *
  * Samples are per step: the mean over ranks of the metric at that step, so
  * that the ranks of one step (which move together) do not count as
- * independent observations. Several runs of a label are concatenated.
+ * independent observations; for step_ms the max over ranks (the slowest
+ * rank is what the user waits for: AO_STEP_MS_DEFINITION, used by the
+ * summary too). Several runs of a label are concatenated.
  *
  * Verdict: "no significant difference" when the interval contains 0, or when
  * the difference is smaller than AO_COMPARE_MIN_REL (1 %) of the larger
@@ -66,7 +68,11 @@ typedef struct ao_comparison {
 ao_verdict ao_compare_verdict(ao_better better, double ref_median, double cand_median,
                               const ao_stats_ci *ci);
 
-/* Per-step samples of metric m (mean over ranks), heap array, *n of them. */
+/* The one definition of a run's step time, printed beside it. */
+#define AO_STEP_MS_DEFINITION "per-step max over ranks"
+
+/* Per-step samples of metric m (mean over ranks; step_ms: max over ranks),
+ * heap array, *n of them. */
 double *ao_step_samples(const ao_run_data *runs, size_t nruns, size_t m, size_t *n);
 
 void ao_compare(const char *ref_label, const ao_run_data *ref, size_t nref, const char *cand_label,

@@ -1,3 +1,5 @@
+/* index.html's skeleton and its first sections: findings, verdicts, the
+ * median step's timeline. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -6,15 +8,11 @@
 
 #include "core/error.h"
 #include "core/json.h"
-#include "report/html.h"
+#include "report/html_buf.h"
 
 /* A growing string. */
-typedef struct buf {
-    char *s;
-    size_t len, cap;
-} buf;
 
-static void put(buf *b, const char *s, size_t n)
+void ao_hput(ao_hbuf *b, const char *s, size_t n)
 {
     if (b->len + n + 1 > b->cap) {
         b->cap = (b->len + n + 1) * 2;
@@ -25,13 +23,12 @@ static void put(buf *b, const char *s, size_t n)
     b->s[b->len] = '\0';
 }
 
-static void puts_(buf *b, const char *s)
+void ao_hputs(ao_hbuf *b, const char *s)
 {
-    put(b, s, strlen(s));
+    ao_hput(b, s, strlen(s));
 }
 
-static void printf_(buf *b, const char *fmt, ...) AO_PRINTF(2, 3);
-static void printf_(buf *b, const char *fmt, ...)
+void ao_hprintf(ao_hbuf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -39,48 +36,43 @@ static void printf_(buf *b, const char *fmt, ...)
     int n = vasprintf(&s, fmt, ap);
     va_end(ap);
     if (n < 0) ao_fatal(AO_EXIT_FAIL, "html", "out of memory");
-    put(b, s, (size_t)n);
+    ao_hput(b, s, (size_t)n);
     free(s);
 }
 
 /* Text content and attribute values. */
-static void esc(buf *b, const char *s)
+void ao_hesc(ao_hbuf *b, const char *s)
 {
     for (; s && *s; s++) {
         switch (*s) {
         case '<':
-            puts_(b, "&lt;");
+            ao_hputs(b, "&lt;");
             break;
         case '>':
-            puts_(b, "&gt;");
+            ao_hputs(b, "&gt;");
             break;
         case '&':
-            puts_(b, "&amp;");
+            ao_hputs(b, "&amp;");
             break;
         case '"':
-            puts_(b, "&quot;");
+            ao_hputs(b, "&quot;");
             break;
         default:
-            put(b, s, 1);
+            ao_hput(b, s, 1);
         }
     }
 }
 
-static void num(buf *b, double v)
+void ao_hnum(ao_hbuf *b, double v)
 {
     if (isnan(v))
-        puts_(b, "&ndash;");
+        ao_hputs(b, "&ndash;");
     else if (fabs(v) >= 1e4)
-        printf_(b, "%.0f", v);
+        ao_hprintf(b, "%.0f", v);
     else if (fabs(v) >= 100)
-        printf_(b, "%.1f", v);
+        ao_hprintf(b, "%.1f", v);
     else
-        printf_(b, "%.3f", v);
-}
-
-static const char *verdict_class(ao_verdict v)
-{
-    return v == AO_VERDICT_BETTER ? "better" : v == AO_VERDICT_WORSE ? "worse" : "same";
+        ao_hprintf(b, "%.3f", v);
 }
 
 static const char css[] =
@@ -92,6 +84,11 @@ static const char css[] =
     "th{background:#f3f3f3}td.k,th.k{text-align:left}"
     ".better{color:#1d6b2c;font-weight:600}.worse{color:#b3261e;font-weight:600}"
     ".same{color:#666}.note{color:#666;font-size:.9em}"
+    ".flag{border-left:4px solid #c77c00;background:#fff6e5;padding:.4em .8em}"
+    ".finding{margin:.5em 0 .8em}.finding .what{font-weight:600}"
+    "td.better{background:#e3f2e6}td.worse{background:#fbe3e1}td.same{background:#f3f3f3}"
+    "code{font-size:.92em}dt{font-weight:600;margin-top:.4em}dd{margin-left:1.2em}"
+    ".wide{overflow-x:auto}"
     ".verdicts{border:1px solid #ccc;background:#fafafa;padding:.5em 1em;border-radius:4px}"
     "figure{margin:1.2em 0;page-break-inside:avoid;break-inside:avoid}"
     "figure svg{max-width:100%;height:auto;display:block}"
@@ -99,300 +96,34 @@ static const char css[] =
     "@media print{body{max-width:none;padding:0}h2{page-break-after:avoid}"
     "table{page-break-inside:avoid}}";
 
-static void comparison_section(buf *b, const ao_comparison *c)
+void ao_hcells(ao_hbuf *b, const double *v, size_t n)
 {
-    printf_(b, "<section id=\"verdicts\"><h2>Verdicts: ");
-    esc(b, c->candidate);
-    puts_(b, " vs ");
-    esc(b, c->reference);
-    puts_(b, " (reference)</h2>\n<div class=\"verdicts\"><ul>\n");
-    size_t same = 0, shown = 0;
-    for (size_t i = 0; i < c->nmetrics; i++) {
-        const ao_metric_cmp *m = &c->metrics[i];
-        if (m->verdict == AO_VERDICT_SAME) same++;
-        if (m->verdict == AO_VERDICT_SAME || m->verdict == AO_VERDICT_NA) continue;
-        shown++;
-        printf_(b, "<li><span class=\"%s\">%s</span>: %s ", verdict_class(m->verdict),
-                ao_verdict_name(m->verdict), ao_metric(m->metric)->name);
-        num(b, m->ref_median);
-        puts_(b, " &rarr; ");
-        num(b, m->cand_median);
-        printf_(b, " %s (%+.1f%%)</li>\n", ao_metric(m->metric)->unit,
-                m->ref_median != 0 ? 100 * m->diff / fabs(m->ref_median) : NAN);
+    for (size_t i = 0; i < n; i++) {
+        ao_hputs(b, "<td>");
+        ao_hnum(b, v[i]);
+        ao_hputs(b, "</td>");
     }
-    if (shown == 0) puts_(b, "<li>No metric differs significantly.</li>\n");
-    printf_(b,
-            "</ul><p class=\"note\">%zu metric(s) show no significant difference: the %.0f%% "
-            "bootstrap confidence interval of the difference of medians (%d resamples, per-step "
-            "samples) contains 0, or the change is below %.0f%%.</p></div>\n",
-            same, 100 * AO_COMPARE_LEVEL, AO_COMPARE_RESAMPLES, 100 * AO_COMPARE_MIN_REL);
-    puts_(b, "<table id=\"comparison-table\"><thead><tr><th class=\"k\">metric</th>"
-             "<th>reference</th><th>candidate</th><th>ratio</th><th>difference</th>"
-             "<th>95% CI</th><th class=\"k\">unit</th><th class=\"k\">verdict</th></tr></thead>"
-             "<tbody>\n");
-    for (size_t i = 0; i < c->nmetrics; i++) {
-        const ao_metric_cmp *m = &c->metrics[i];
-        printf_(b, "<tr><td class=\"k\">%s</td><td>", ao_metric(m->metric)->name);
-        num(b, m->ref_median);
-        puts_(b, "</td><td>");
-        num(b, m->cand_median);
-        puts_(b, "</td><td>");
-        num(b, m->ratio);
-        puts_(b, "</td><td>");
-        num(b, m->diff);
-        puts_(b, "</td><td>[");
-        num(b, m->ci.lo);
-        puts_(b, ", ");
-        num(b, m->ci.hi);
-        printf_(b, "]</td><td class=\"k\">%s</td><td class=\"k %s\">%s</td></tr>\n",
-                ao_metric(m->metric)->unit, verdict_class(m->verdict), ao_verdict_name(m->verdict));
-    }
-    puts_(b, "</tbody></table>\n<h3>Setting differences</h3>\n");
-    if (c->ndiffs == 0) {
-        puts_(b, "<p id=\"settings-table\">The two runs' configuration and environment "
-                 "(device and communication variables) are the same.</p>\n");
-    } else {
-        puts_(b, "<table id=\"settings-table\"><thead><tr><th class=\"k\">setting</th>"
-                 "<th class=\"k\">reference</th><th class=\"k\">candidate</th></tr></thead>"
-                 "<tbody>\n");
-        for (size_t i = 0; i < c->ndiffs; i++) {
-            puts_(b, "<tr><td class=\"k\">");
-            esc(b, c->diffs[i].key);
-            puts_(b, "</td><td class=\"k\">");
-            esc(b, c->diffs[i].reference ? c->diffs[i].reference : "(not set)");
-            puts_(b, "</td><td class=\"k\">");
-            esc(b, c->diffs[i].candidate ? c->diffs[i].candidate : "(not set)");
-            puts_(b, "</td></tr>\n");
-        }
-        puts_(b, "</tbody></table>\n");
-    }
-    puts_(b, "</section>\n");
-}
-
-/* A number member of a JSON object; NAN when absent or null. */
-static double jnum(yajl_val obj, const char *key)
-{
-    yajl_val v = ao_json_member(obj, key);
-    return YAJL_IS_NUMBER(v) ? ao_json_number(v) : NAN;
-}
-
-static const char *jstr(yajl_val obj, const char *key)
-{
-    yajl_val v = ao_json_member(obj, key);
-    return YAJL_IS_STRING(v) ? YAJL_GET_STRING(v) : "";
-}
-
-static void cell(buf *b, double v)
-{
-    puts_(b, "<td>");
-    num(b, v);
-    puts_(b, "</td>");
-}
-
-/* What `aorta analyze` adds for a job's own traces: HTA's numbers per rank,
- * idle split, exposure per collective kind, the slowest rank of each step,
- * the top kernels. */
-static void analyze_section(buf *b, yajl_val a, size_t idx)
-{
-    yajl_val ranks = ao_json_member(a, "ranks"), steps = ao_json_member(a, "steps");
-    if (!YAJL_IS_ARRAY(ranks)) return;
-    puts_(b, "<h3>Trace analysis (");
-    esc(b, jstr(a, "format"));
-    puts_(b, " traces)</h3>\n<p class=\"note\">Whole trace per rank. Overlap, idle, compute and "
-             "non-compute follow Holistic Trace Analysis's conventions (its "
-             "get_comm_comp_overlap and get_temporal_breakdown); host wait is idle time after "
-             "which the next kernel's launch came after the device had run dry.</p>\n");
-    printf_(b,
-            "<table id=\"analyze-%zu\"><thead><tr><th class=\"k\">rank</th><th>overlap %%</th>"
-            "<th>idle (us)</th><th>compute (us)</th><th>non-compute (us)</th><th>kernel (us)</th>"
-            "<th>host wait (ms)</th><th>other idle (ms)</th><th>exposed comm (ms)</th>"
-            "<th class=\"k\">exposed by kind (ms)</th></tr></thead><tbody>\n",
-            idx);
-    for (size_t i = 0; i < ranks->u.array.len; i++) {
-        yajl_val r = ranks->u.array.values[i], h = ao_json_member(r, "hta"),
-                 t = ao_json_member(r, "total");
-        printf_(b, "<tr><td class=\"k\">%g</td>", jnum(r, "rank"));
-        cell(b, jnum(h, "comm_comp_overlap_pctg"));
-        cell(b, jnum(h, "idle_time_us"));
-        cell(b, jnum(h, "compute_time_us"));
-        cell(b, jnum(h, "non_compute_time_us"));
-        cell(b, jnum(h, "kernel_time_us"));
-        cell(b, jnum(t, "host_wait_ms"));
-        cell(b, jnum(t, "idle_other_ms"));
-        cell(b, jnum(t, "exposed_comm_ms"));
-        puts_(b, "<td class=\"k\">");
-        yajl_val k = ao_json_member(t, "exposed_by_kind_ms");
-        for (size_t j = 0; YAJL_IS_OBJECT(k) && j < k->u.object.len; j++) {
-            double v = ao_json_number(k->u.object.values[j]);
-            if (!(v > 0)) continue;
-            esc(b, k->u.object.keys[j]);
-            printf_(b, " %.3f ", v);
-        }
-        puts_(b, "</td></tr>\n");
-    }
-    puts_(b, "</tbody></table>\n");
-    if (YAJL_IS_ARRAY(steps) && steps->u.array.len) {
-        printf_(b,
-                "<table id=\"slowest-%zu\"><thead><tr><th class=\"k\">step</th>"
-                "<th>slowest rank</th><th>its step (ms)</th><th>fastest rank</th>"
-                "<th>slower by (ms)</th></tr></thead><tbody>\n",
-                idx);
-        for (size_t i = 0; i < steps->u.array.len; i++) {
-            yajl_val st = steps->u.array.values[i];
-            printf_(b, "<tr><td class=\"k\">%g</td><td>%g</td>", jnum(st, "step"),
-                    jnum(st, "slowest_rank"));
-            cell(b, jnum(st, "slowest_step_ms"));
-            printf_(b, "<td>%g</td>", jnum(st, "fastest_rank"));
-            cell(b, jnum(st, "slowest_step_ms") - jnum(st, "fastest_step_ms"));
-            puts_(b, "</tr>\n");
-        }
-        puts_(b, "</tbody></table>\n");
-    }
-    for (size_t i = 0; i < ranks->u.array.len; i++) {
-        yajl_val r = ranks->u.array.values[i], ks = ao_json_member(r, "kernels");
-        if (!YAJL_IS_ARRAY(ks)) continue;
-        printf_(b,
-                "<table id=\"kernels-%zu-%zu\"><thead><tr><th class=\"k\">rank %g: top kernels"
-                "</th><th class=\"k\">class</th><th>count</th><th>total (us)</th><th>max (us)"
-                "</th></tr></thead><tbody>\n",
-                idx, i, jnum(r, "rank"));
-        for (size_t j = 0; j < ks->u.array.len && j < 10; j++) {
-            yajl_val k = ks->u.array.values[j];
-            puts_(b, "<tr><td class=\"k\">");
-            esc(b, jstr(k, "name"));
-            puts_(b, "</td><td class=\"k\">");
-            esc(b, jstr(k, "class"));
-            puts_(b, "</td>");
-            printf_(b, "<td>%g</td>", jnum(k, "count"));
-            cell(b, jnum(k, "total_us"));
-            cell(b, jnum(k, "max_us"));
-            puts_(b, "</tr>\n");
-        }
-        puts_(b, "</tbody></table>\n");
-    }
-}
-
-static void label_section(buf *b, const ao_summary *s, size_t idx)
-{
-    puts_(b, "<section class=\"label\"><h2>");
-    esc(b, s->label);
-    puts_(b, "</h2>\n<p>");
-    printf_(b, "%zu run(s) (", s->nruns);
-    for (size_t r = 0; r < s->nruns; r++) {
-        if (r) puts_(b, ", ");
-        esc(b, s->run_ids[r]);
-    }
-    printf_(b,
-            "), %d rank(s), %zu step(s) per rank counted; the first %lld train step(s) of "
-            "each rank skipped as warm-up (%s).",
-            s->nranks, s->steps, s->skip_steps, s->skip_origin ? s->skip_origin : "");
-    if (!isnan(s->skew.ratio))
-        printf_(b, " Rank skew %.3f: rank %d is the slowest, rank %d the fastest.", s->skew.ratio,
-                s->skew.slowest_rank, s->skew.fastest_rank);
-    if (s->truncated)
-        printf_(b, " %zu incomplete last line(s) skipped (a stopped run).", s->truncated);
-    if (s->completed != 1 && s->planned_steps > 0) {
-        printf_(b, " <strong>Cut short: %zu of %lld planned steps; the run ended: ", s->steps_run,
-                s->planned_steps);
-        esc(b, s->end ? s->end : "unknown");
-        puts_(b, ".</strong>");
-    }
-    puts_(b, "</p>\n");
-    printf_(b,
-            "<table id=\"summary-%zu\"><thead><tr><th class=\"k\">metric</th><th>median</th>"
-            "<th>mean</th><th>p90</th><th>p99</th><th>min</th><th>max</th>"
-            "<th class=\"k\">unit</th></tr></thead><tbody>\n",
-            idx);
-    for (size_t m = 0; m < ao_metric_count(); m++) {
-        const ao_stats_summary *st = &s->metrics[m].all;
-        if (st->n == 0) continue;
-        printf_(b, "<tr><td class=\"k\">%s</td>", ao_metric(m)->name);
-        const double v[6] = {st->p50, st->mean, st->p90, st->p99, st->min, st->max};
-        for (int i = 0; i < 6; i++) {
-            puts_(b, "<td>");
-            num(b, v[i]);
-            puts_(b, "</td>");
-        }
-        printf_(b, "<td class=\"k\">%s</td></tr>\n", ao_metric(m)->unit);
-    }
-    puts_(b, "</tbody></table>\n");
-    if (s->have_decomposition) {
-        const ao_decomposition *d = &s->decomposition;
-        printf_(b,
-                "<table id=\"decomposition-%zu\"><thead><tr><th class=\"k\">decomposition"
-                "</th><th>value</th></tr></thead><tbody>\n",
-                idx);
-        const char *names[] = {"compute alone (ms)", "comm alone (ms)", "ideal (ms)",
-                               "serial (ms)",        "achieved (0..1)", "contention (ms)",
-                               "comm slowdown (x)"};
-        const double v[] = {d->compute_isolated_ms, d->comm_isolated_ms, d->ideal_ms,
-                            d->serial_ms,           d->achieved,         d->contention_ms,
-                            d->comm_slowdown};
-        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-            printf_(b, "<tr><td class=\"k\">%s</td><td>", names[i]);
-            num(b, v[i]);
-            puts_(b, "</td></tr>\n");
-        }
-        puts_(b, "</tbody></table>\n");
-    } else {
-        puts_(b, "<p class=\"note\">No decomposition: the run had no compute-only and comm-only "
-                 "baseline steps (training.baseline_steps).</p>\n");
-    }
-    if (s->nknobs) {
-        printf_(b,
-                "<table id=\"knobs-%zu\"><thead><tr><th class=\"k\">setting</th>"
-                "<th class=\"k\">value</th></tr></thead><tbody>\n",
-                idx);
-        for (size_t i = 0; i < s->nknobs; i++) {
-            puts_(b, "<tr><td class=\"k\">");
-            esc(b, s->knobs[i].key);
-            puts_(b, "</td><td class=\"k\">");
-            esc(b, s->knobs[i].value);
-            puts_(b, "</td></tr>\n");
-        }
-        puts_(b, "</tbody></table>\n");
-    }
-    if (s->ntelemetry) {
-        printf_(b,
-                "<table id=\"telemetry-%zu\"><thead><tr><th class=\"k\">telemetry</th>"
-                "<th>median</th><th>mean</th><th>max</th></tr></thead><tbody>\n",
-                idx);
-        for (size_t i = 0; i < s->ntelemetry; i++) {
-            puts_(b, "<tr><td class=\"k\">");
-            esc(b, s->telemetry[i].key);
-            puts_(b, "</td><td>");
-            num(b, s->telemetry[i].s.p50);
-            puts_(b, "</td><td>");
-            num(b, s->telemetry[i].s.mean);
-            puts_(b, "</td><td>");
-            num(b, s->telemetry[i].s.max);
-            puts_(b, "</td></tr>\n");
-        }
-        puts_(b, "</tbody></table>\n");
-    }
-    if (s->analyze) analyze_section(b, s->analyze, idx);
-    puts_(b, "</section>\n");
 }
 
 /* The SVG file's <svg> element with its ids prefixed by `prefix`: cairo
  * names glyphs and clips "glyph0-1", "clip1" in every file, and inlined
  * together they would resolve to the first chart's definitions. */
-static void inline_svg(buf *b, const char *path, const char *prefix)
+static void inline_svg(ao_hbuf *b, const char *path, const char *prefix)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        puts_(b, "<p class=\"note\">chart not available (this aorta was built without cairo, "
-                 "or it could not be drawn)</p>\n");
+        ao_hputs(b, "<p class=\"note\">chart not available (this aorta was built without cairo, "
+                    "or it could not be drawn)</p>\n");
         return;
     }
-    buf in = {0};
+    ao_hbuf in = {0};
     char chunk[65536];
     size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) put(&in, chunk, got);
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) ao_hput(&in, chunk, got);
     fclose(f);
     const char *p = in.s ? strstr(in.s, "<svg") : NULL;
     if (!p) {
-        puts_(b, "<p class=\"note\">chart file is not SVG</p>\n");
+        ao_hputs(b, "<p class=\"note\">chart file is not SVG</p>\n");
         free(in.s);
         return;
     }
@@ -407,52 +138,335 @@ static void inline_svg(buf *b, const char *path, const char *prefix)
             }
         }
         if (best == strlen(p)) {
-            puts_(b, p);
+            ao_hputs(b, p);
             break;
         }
-        put(b, p, best + strlen(refs[which]));
-        puts_(b, prefix);
+        ao_hput(b, p, best + strlen(refs[which]));
+        ao_hputs(b, prefix);
         p += best + strlen(refs[which]);
     }
-    puts_(b, "\n");
+    ao_hputs(b, "\n");
     free(in.s);
 }
 
-int ao_html_write(const char *path, const char *chart_dir, const ao_summary *sums, size_t n,
-                  const ao_comparison *cmp, const ao_html_chart *charts, size_t ncharts)
+void ao_html_figure(ao_hbuf *b, const ao_html_page *p, const char *name, const char *caption)
 {
-    buf b = {0};
-    puts_(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-              "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-              "<title>aorta report</title>\n<style>");
-    puts_(&b, css);
-    puts_(&b, "</style></head><body>\n<h1>aorta report</h1>\n<p class=\"note\">Labels: ");
+    ao_hputs(b, "<figure id=\"chart-");
+    ao_hesc(b, name);
+    ao_hputs(b, "\">\n");
+    char *svg = ao_asprintf("%s/%s.svg", p->chart_dir, name);
+    char *prefix = ao_asprintf("%s-", name); /* chart names are unique on the page */
+    inline_svg(b, svg, prefix);
+    free(prefix);
+    free(svg);
+    ao_hputs(b, "<figcaption>");
+    ao_hesc(b, caption);
+    ao_hputs(b, " (<a href=\"");
+    ao_hesc(b, name);
+    ao_hputs(b, ".png\"><code>");
+    ao_hesc(b, name);
+    ao_hputs(b, ".png</code></a>, <a href=\"");
+    ao_hesc(b, name);
+    ao_hputs(b, ".svg\"><code>");
+    ao_hesc(b, name);
+    ao_hputs(b, ".svg</code></a>)</figcaption></figure>\n");
+}
+
+static const char *verdict_class(ao_verdict v)
+{
+    return v == AO_VERDICT_BETTER ? "better" : v == AO_VERDICT_WORSE ? "worse" : "same";
+}
+
+/* ---- 1. findings --------------------------------------------------------------- */
+
+static void notes(ao_hbuf *b, const char *title, const ao_diag_note *v, size_t n)
+{
     for (size_t i = 0; i < n; i++) {
-        if (i) puts_(&b, ", ");
-        esc(&b, sums[i].label);
+        ao_hprintf(b, "<p class=\"flag\">%s <code>", title);
+        ao_hesc(b, v[i].id);
+        ao_hputs(b, "</code>: ");
+        ao_hesc(b, v[i].text);
+        ao_hputs(b, "</p>\n");
     }
-    puts_(&b, ". Times are per training step; statistics skip the warm-up steps.</p>\n");
-    if (cmp) comparison_section(&b, cmp);
-    for (size_t i = 0; i < n; i++) label_section(&b, &sums[i], i);
-    puts_(&b, "<section id=\"charts\"><h2>Charts</h2>\n");
-    for (size_t i = 0; i < ncharts; i++) {
-        printf_(&b, "<figure id=\"chart-");
-        esc(&b, charts[i].name);
-        puts_(&b, "\">\n");
-        char *svg = ao_asprintf("%s/%s.svg", chart_dir, charts[i].name);
-        char prefix[32];
-        snprintf(prefix, sizeof prefix, "c%zu-", i);
-        inline_svg(&b, svg, prefix);
-        free(svg);
-        puts_(&b, "<figcaption>");
-        esc(&b, charts[i].caption);
-        puts_(&b, " (<code>");
-        esc(&b, charts[i].name);
-        puts_(&b, ".png</code>, <code>");
-        esc(&b, charts[i].name);
-        puts_(&b, ".svg</code>)</figcaption></figure>\n");
+}
+
+static void findings_section(ao_hbuf *b, const ao_html_page *p)
+{
+    ao_hputs(b, "<section id=\"findings\"><h2>Findings</h2>\n");
+    for (size_t i = 0; i < p->nlabels; i++) {
+        const ao_diagnosis *d = p->labels[i].diag;
+        ao_hputs(b, "<h3>");
+        ao_hesc(b, p->labels[i].sum->label);
+        ao_hputs(b, ": ");
+        ao_hesc(b, d ? ao_bound_name(d->bound) : "not diagnosed");
+        ao_hputs(b, "</h3>\n");
+        if (!d) continue;
+        ao_hputs(b, "<p>");
+        ao_hesc(b, d->bound_why);
+        ao_hputs(b, ".");
+        if (isfinite(d->step_ms))
+            ao_hprintf(b,
+                       " Rank %d (the slowest), median of %zu steps: step %.3f ms, compute "
+                       "%.3f ms, exposed communication %.3f ms, idle %.3f ms.",
+                       d->critical_rank, d->steps, d->step_ms, d->compute_ms, d->exposed_comm_ms,
+                       d->idle_ms);
+        ao_hputs(b, "</p>\n");
+        if (d->nfindings == 0)
+            ao_hprintf(b, "<p class=\"note\">No finding costs %.0f%% of the step or more.</p>\n",
+                       100 * AO_DIAG_FINDING_SHARE);
+        if (d->nfindings) ao_hputs(b, "<ol class=\"findings\">\n");
+        /* Past two labels the page would be findings only: the costliest of
+         * each in full, the others folded. */
+        size_t open = p->nlabels > 2 ? 1 : d->nfindings;
+        for (size_t k = 0; k < d->nfindings; k++) {
+            const ao_finding *f = &d->findings[k];
+            if (k == open)
+                ao_hputs(b, "</ol><details><summary>more findings</summary><ol start=\"2\">\n");
+            ao_hputs(b, "<li class=\"finding\"><span class=\"what\">");
+            ao_hesc(b, f->what);
+            ao_hprintf(b,
+                       "</span> (%.0f%% of the step, <code>%s</code>)<br>where: ", 100 * f->share,
+                       ao_finding_id(f->kind));
+            ao_hesc(b, f->where);
+            if (f->evidence[0]) {
+                ao_hputs(b, "<br>evidence: ");
+                ao_hesc(b, f->evidence);
+            }
+            if (f->knobs[0]) {
+                ao_hputs(b, "<br>what to change: ");
+                ao_hesc(b, f->knobs);
+            }
+            ao_hputs(b, "<br>expected gain: ");
+            ao_hesc(b, f->gain);
+            ao_hputs(b, "</li>\n");
+        }
+        if (d->nfindings) ao_hputs(b, d->nfindings > open ? "</ol></details>\n" : "</ol>\n");
+        notes(b, "Sanity flag", d->flags, d->nflags);
+        notes(b, "Outlier step", d->outliers, d->noutliers);
     }
-    puts_(&b, "</section>\n</body></html>\n");
+    ao_hputs(b, "<p class=\"note\">From <code>aorta diagnose</code> (findings of at least ");
+    ao_hprintf(b, "%.0f%% of the step, ranked by their cost per step).</p>\n</section>\n",
+               100 * AO_DIAG_FINDING_SHARE);
+}
+
+/* ---- 2. verdicts --------------------------------------------------------------- */
+
+static void verdict_list(ao_hbuf *b, const ao_comparison *c)
+{
+    ao_hputs(b, "<h3>");
+    ao_hesc(b, c->candidate);
+    ao_hputs(b, " vs ");
+    ao_hesc(b, c->reference);
+    ao_hputs(b, " (reference)</h3>\n<div class=\"verdicts\"><ul>\n");
+    size_t same = 0, shown = 0;
+    for (size_t i = 0; i < c->nmetrics; i++) {
+        const ao_metric_cmp *m = &c->metrics[i];
+        if (m->verdict == AO_VERDICT_SAME) same++;
+        if (m->verdict == AO_VERDICT_SAME || m->verdict == AO_VERDICT_NA) continue;
+        shown++;
+        ao_hprintf(b, "<li><span class=\"%s\">%s</span>: %s ", verdict_class(m->verdict),
+                   ao_verdict_name(m->verdict), ao_metric(m->metric)->name);
+        ao_hnum(b, m->ref_median);
+        ao_hputs(b, " &rarr; ");
+        ao_hnum(b, m->cand_median);
+        ao_hprintf(b, " %s (%+.1f%%, 95%% CI of the difference [", ao_metric(m->metric)->unit,
+                   m->ref_median != 0 ? 100 * m->diff / fabs(m->ref_median) : NAN);
+        ao_hnum(b, m->ci.lo);
+        ao_hputs(b, ", ");
+        ao_hnum(b, m->ci.hi);
+        ao_hputs(b, "])</li>\n");
+    }
+    if (shown == 0) ao_hputs(b, "<li>No metric differs significantly.</li>\n");
+    for (size_t i = 0; i < c->ndiffs; i++) {
+        ao_hputs(b, "<li class=\"note\">setting <code>");
+        ao_hesc(b, c->diffs[i].key);
+        ao_hputs(b, "</code>: ");
+        ao_hesc(b, c->diffs[i].reference ? c->diffs[i].reference : "(not set)");
+        ao_hputs(b, " &rarr; ");
+        ao_hesc(b, c->diffs[i].candidate ? c->diffs[i].candidate : "(not set)");
+        ao_hputs(b, "</li>\n");
+    }
+    ao_hprintf(b,
+               "</ul><p class=\"note\">%zu metric(s) show no significant difference.</p></div>\n",
+               same);
+}
+
+/* Configs as rows, headline metrics as columns, each cell the candidate's
+ * median over the reference's with its verdict as the cell's colour. */
+static void matrix(ao_hbuf *b, const ao_html_page *p)
+{
+    ao_hputs(b, "<div class=\"wide\"><table id=\"matrix\"><thead><tr><th class=\"k\">candidate / "
+                "reference</th>");
+    const ao_comparison *c0 = &p->cmps[0];
+    for (size_t i = 0; i < c0->nmetrics; i++)
+        ao_hprintf(b, "<th>%s</th>", ao_metric(c0->metrics[i].metric)->name);
+    ao_hputs(b, "</tr></thead><tbody>\n");
+    for (size_t c = 0; c < p->ncmps; c++) {
+        ao_hputs(b, "<tr><td class=\"k\">");
+        ao_hesc(b, p->cmps[c].candidate);
+        ao_hputs(b, "</td>");
+        for (size_t i = 0; i < c0->nmetrics; i++) {
+            const ao_metric_cmp *m = NULL;
+            for (size_t j = 0; j < p->cmps[c].nmetrics; j++)
+                if (p->cmps[c].metrics[j].metric == c0->metrics[i].metric)
+                    m = &p->cmps[c].metrics[j];
+            if (!m) {
+                ao_hputs(b, "<td>&ndash;</td>");
+                continue;
+            }
+            ao_hprintf(b, "<td class=\"%s\" title=\"%s\">", verdict_class(m->verdict),
+                       ao_verdict_name(m->verdict));
+            if (isfinite(m->ratio))
+                ao_hprintf(b, "%.3f&times;", m->ratio);
+            else
+                ao_hputs(b, "&ndash;");
+            ao_hputs(b, "</td>");
+        }
+        ao_hputs(b, "</tr>\n");
+    }
+    ao_hputs(b,
+             "</tbody></table></div>\n<p class=\"note\">Each cell: the candidate's median over the "
+             "reference's. Green: better, red: worse, grey: no significant difference.</p>\n");
+}
+
+static void full_table(ao_hbuf *b, const ao_comparison *c, size_t idx)
+{
+    ao_hprintf(b, "<details><summary>All metrics: ");
+    ao_hesc(b, c->candidate);
+    ao_hprintf(b,
+               "</summary><table id=\"comparison-table-%zu\"><thead><tr><th class=\"k\">metric"
+               "</th><th>reference</th><th>candidate</th><th>ratio</th><th>difference</th>"
+               "<th>95%% CI</th><th class=\"k\">unit</th><th class=\"k\">verdict</th></tr>"
+               "</thead><tbody>\n",
+               idx);
+    for (size_t i = 0; i < c->nmetrics; i++) {
+        const ao_metric_cmp *m = &c->metrics[i];
+        ao_hprintf(b, "<tr><td class=\"k\">%s</td>", ao_metric(m->metric)->name);
+        const double v[4] = {m->ref_median, m->cand_median, m->ratio, m->diff};
+        ao_hcells(b, v, 4);
+        ao_hputs(b, "<td>[");
+        ao_hnum(b, m->ci.lo);
+        ao_hputs(b, ", ");
+        ao_hnum(b, m->ci.hi);
+        ao_hprintf(b, "]</td><td class=\"k\">%s</td><td class=\"k %s\">%s</td></tr>\n",
+                   ao_metric(m->metric)->unit, verdict_class(m->verdict),
+                   ao_verdict_name(m->verdict));
+    }
+    ao_hputs(b, "</tbody></table></details>\n");
+}
+
+static void verdicts_section(ao_hbuf *b, const ao_html_page *p)
+{
+    if (p->ncmps == 0) return;
+    ao_hputs(b, "<section id=\"verdicts\"><h2>Verdicts</h2>\n");
+    if (p->ncmps > 1) matrix(b, p);
+    for (size_t c = 0; c < p->ncmps; c++) verdict_list(b, &p->cmps[c]);
+    for (size_t c = 0; c < p->ncmps; c++) full_table(b, &p->cmps[c], c);
+    ao_hprintf(b,
+               "<p class=\"note\">Medians of per-step samples (step_ms: the %s; other metrics: "
+               "the mean over ranks). A verdict needs the %.0f%% bootstrap confidence interval "
+               "of the difference of medians (%d resamples) to exclude 0 and the change to be "
+               "at least %.0f%%.</p>\n",
+               AO_STEP_MS_DEFINITION, 100 * AO_COMPARE_LEVEL, AO_COMPARE_RESAMPLES,
+               100 * AO_COMPARE_MIN_REL);
+    for (size_t c = 0; c < p->ncmps; c++) {
+        char *name = ao_asprintf("comparison_%s", p->cmps[c].candidate);
+        ao_html_figure(b, p, name,
+                       "Change of the median per metric with its 95% bootstrap CI, coloured "
+                       "by verdict.");
+        free(name);
+    }
+    ao_hputs(b, "</section>\n");
+}
+
+/* ---- 3. timeline --------------------------------------------------------------- */
+
+static void timeline_section(ao_hbuf *b, const ao_html_page *p)
+{
+    ao_hputs(b, "<section id=\"timeline\"><h2>The median step</h2>\n");
+    for (size_t i = 0; i < p->nlabels; i++) {
+        const ao_html_label *l = &p->labels[i];
+        char *name = ao_asprintf("%s_streams", l->sum->label);
+        char caption[400];
+        if (l->timeline_step >= 0) {
+            snprintf(caption, sizeof caption,
+                     "%s, step %lld: the profiled step whose slowest rank's time is the median. "
+                     "Lanes per stream per rank; ops labelled with unit and kind; shading marks "
+                     "compute overlapping communication.",
+                     l->sum->label, l->timeline_step);
+        } else {
+            ao_hputs(b, "<p class=\"flag\" id=\"degraded-");
+            ao_hesc(b, l->sum->label);
+            ao_hputs(b, "\">");
+            ao_hesc(b, l->sum->label);
+            ao_hputs(b, ": no counted step has per-op intervals, so the chart below shows busy "
+                        "totals per stream instead of the step's lanes. For the full timeline, "
+                        "run <code>aorta train</code> with <code>--override "
+                        "profiling.enabled=true</code> (its windows fall on counted steps) and "
+                        "at least training.summary_skip_steps + 4 steps.</p>\n");
+            snprintf(caption, sizeof caption,
+                     "%s: busy time per stream and rank (median step), no lanes.", l->sum->label);
+        }
+        ao_html_figure(b, p, name, caption);
+        free(name);
+    }
+    ao_hputs(b, "</section>\n");
+}
+
+/* ---- the page ------------------------------------------------------------------ */
+
+static void header(ao_hbuf *b, const ao_html_page *p)
+{
+    ao_hputs(b, "<h1>aorta report</h1>\n<ul class=\"note\" id=\"sources\">\n");
+    for (size_t i = 0; i < p->nlabels; i++) {
+        const ao_html_label *l = &p->labels[i];
+        ao_hputs(b, "<li><b>");
+        ao_hesc(b, l->sum->label);
+        ao_hputs(b, "</b>: ");
+        for (size_t r = 0; r < l->nruns; r++) {
+            if (r) ao_hputs(b, ", ");
+            ao_hputs(b, "<a href=\"file://");
+            if (l->runs[r].dir[0] != '/') {
+                char *cwd = realpath(".", NULL);
+                if (cwd) ao_hesc(b, cwd);
+                if (cwd) ao_hputs(b, "/");
+                free(cwd);
+            }
+            ao_hesc(b, l->runs[r].dir);
+            ao_hputs(b, "\">");
+            ao_hesc(b, l->runs[r].run_id);
+            ao_hputs(b, "</a>");
+        }
+        if (l->trace) {
+            ao_hputs(b, "; trace <a href=\"");
+            ao_hesc(b, l->trace);
+            ao_hputs(b, "\"><code>");
+            ao_hesc(b, l->trace);
+            ao_hputs(b, "</code></a> (open in ui.perfetto.dev or HTA)");
+        }
+        ao_hprintf(b, "; %d rank(s), %zu counted step(s) per rank after %lld warm-up step(s)",
+                   l->sum->nranks, l->sum->steps, l->sum->skip_steps);
+        ao_hputs(b, "</li>\n");
+    }
+    ao_hputs(b, "</ul>\n");
+}
+
+int ao_html_write(const char *path, const ao_html_page *p)
+{
+    ao_hbuf b = {0};
+    ao_hputs(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+                 "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+                 "<title>aorta report</title>\n<style>");
+    ao_hputs(&b, css);
+    ao_hputs(&b, "</style></head><body>\n");
+    header(&b, p);
+    findings_section(&b, p);
+    verdicts_section(&b, p);
+    timeline_section(&b, p);
+    ao_html_tables(&b, p);
+    ao_html_settings(&b, p);
+    ao_html_glossary(&b);
+    ao_hputs(&b, "</body></html>\n");
     int rc = ao_file_write_atomic(path, b.s, b.len) == 0 ? 0 : AO_EXIT_FAIL;
     free(b.s);
     return rc;

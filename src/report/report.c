@@ -6,9 +6,11 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/text.h"
+#include "diagnose/diagnose.h"
 #include "report/compare.h"
 #include "report/html.h"
 #include "report/report.h"
+#include "report/run_end.h"
 #include "report/summary.h"
 #if AORTA_HAVE_CAIRO
 #include "report/charts.h"
@@ -66,7 +68,7 @@ static int find_label(const ao_report_opts *o, const char *flag, const char *nam
 }
 
 static int write_summary_json(const char *path, const ao_summary *s, size_t n,
-                              const ao_comparison *c)
+                              const ao_comparison *c, size_t nc)
 {
     yajl_gen g = ao_json_gen_new(1);
     yajl_gen_status st = yajl_gen_map_open(g);
@@ -76,8 +78,13 @@ static int write_summary_json(const char *path, const ao_summary *s, size_t n,
     if (st == yajl_gen_status_ok) st = yajl_gen_array_open(g);
     for (size_t i = 0; i < n && st == yajl_gen_status_ok; i++) st = ao_summary_gen(g, &s[i]);
     if (st == yajl_gen_status_ok) st = yajl_gen_array_close(g);
+    /* "comparison": the first candidate's (older readers); "comparisons": all */
     if (st == yajl_gen_status_ok) st = ao_json_gen_str(g, "comparison");
-    if (st == yajl_gen_status_ok) st = c ? ao_comparison_gen(g, c) : yajl_gen_null(g);
+    if (st == yajl_gen_status_ok) st = nc ? ao_comparison_gen(g, c) : yajl_gen_null(g);
+    if (st == yajl_gen_status_ok) st = ao_json_gen_str(g, "comparisons");
+    if (st == yajl_gen_status_ok) st = yajl_gen_array_open(g);
+    for (size_t i = 0; i < nc && st == yajl_gen_status_ok; i++) st = ao_comparison_gen(g, &c[i]);
+    if (st == yajl_gen_status_ok) st = yajl_gen_array_close(g);
     if (st == yajl_gen_status_ok) st = yajl_gen_map_close(g);
     int rc = 0;
     if (st != yajl_gen_status_ok) {
@@ -106,50 +113,28 @@ static void print_verdicts(FILE *out, const ao_comparison *c)
 }
 
 static int draw_charts(const ao_report_opts *o, const label_runs *lr, const ao_summary *sums,
-                       const ao_comparison *cmp, ao_html_chart *charts, char **names,
+                       const ao_comparison *cmps, size_t ncmps, ao_html_chart *charts,
                        size_t *ncharts)
 {
     *ncharts = 0;
     int rc = 0;
-    for (size_t i = 0; i < o->nlabels; i++) {
-        names[*ncharts] = ao_asprintf("%s_timeline", o->labels[i]);
-        charts[*ncharts] =
-            (ao_html_chart){names[*ncharts], "Time per step: step, compute, communication and "
-                                             "exposed communication; thin lines are ranks, bold "
-                                             "the median over ranks."};
-        (*ncharts)++;
-        names[*ncharts] = ao_asprintf("%s_streams", o->labels[i]);
-        charts[*ncharts] =
-            (ao_html_chart){names[*ncharts], "The median profiled step as lanes per stream and "
-                                             "rank; shading marks compute overlapping "
-                                             "communication."};
-        (*ncharts)++;
+    charts[(*ncharts)++] = (ao_html_chart){
+        "overlap_breakdown", "The median step split into overlapped time, exposed communication, "
+                             "compute alone, idle time and the rest; the parts add up to the "
+                             "median step."};
 #if AORTA_HAVE_CAIRO
-        if (o->charts && rc == 0)
-            rc = ao_chart_timeline(o->output, o->labels[i], lr[i].runs, lr[i].n);
-        if (o->charts && rc == 0)
-            rc = ao_chart_streams(o->output, o->labels[i], lr[i].runs, lr[i].n);
-#endif
+    for (size_t i = 0; i < o->nlabels && o->charts && rc == 0; i++) {
+        rc = ao_chart_timeline(o->output, o->labels[i], lr[i].runs, lr[i].n);
+        if (rc == 0) rc = ao_chart_streams(o->output, o->labels[i], lr[i].runs, lr[i].n);
     }
-    names[*ncharts] = NULL;
-    charts[(*ncharts)++] =
-        (ao_html_chart){"overlap_breakdown", "Median step split into overlapped time, exposed "
-                                             "communication, compute alone and idle time."};
-#if AORTA_HAVE_CAIRO
     if (o->charts && rc == 0) rc = ao_chart_overlap_breakdown(o->output, sums, o->nlabels);
-#endif
-    if (cmp) {
-        names[*ncharts] = NULL;
-        charts[(*ncharts)++] =
-            (ao_html_chart){"comparison", "Candidate vs reference per metric: change of the "
-                                          "median with its 95% bootstrap CI."};
-#if AORTA_HAVE_CAIRO
-        if (o->charts && rc == 0) rc = ao_chart_comparison(o->output, cmp);
-#endif
-    }
-#if !AORTA_HAVE_CAIRO
+    for (size_t c = 0; c < ncmps && o->charts && rc == 0; c++)
+        rc = ao_chart_comparison(o->output, &cmps[c]);
+#else
     (void)lr;
     (void)sums;
+    (void)cmps;
+    (void)ncmps;
     if (o->charts) ao_warn("this aorta was built without cairo: no charts");
 #endif
     return rc;
@@ -169,28 +154,127 @@ int ao_report_check_labels(const char *const *labels, size_t n)
     return 0;
 }
 
+/* The comparisons' labels: the reference's index, then each candidate's
+ * (every other label when none is named). */
+static int pick(const ao_report_opts *o, int *ref, int *cand, size_t *ncand)
+{
+    *ref = -1;
+    *ncand = 0;
+    if (!o->reference) {
+        if (o->ncandidates == 0) return 0;
+        ao_error("--candidate", "a comparison needs --reference");
+        return AO_EXIT_USAGE;
+    }
+    if ((*ref = find_label(o, "--reference", o->reference)) < 0) return AO_EXIT_USAGE;
+    if (o->ncandidates == 0) {
+        for (size_t i = 0; i < o->nlabels; i++)
+            if ((int)i != *ref) cand[(*ncand)++] = (int)i;
+        return 0;
+    }
+    for (size_t c = 0; c < o->ncandidates; c++) {
+        int k = find_label(o, "--candidate", o->candidates[c]);
+        if (k < 0) return AO_EXIT_USAGE;
+        if (k == *ref) {
+            ao_error("--candidate", "'%s' is also the reference; compare two different labels",
+                     o->candidates[c]);
+            return AO_EXIT_USAGE;
+        }
+        for (size_t j = 0; j < *ncand; j++) {
+            if (cand[j] == k) {
+                ao_error("--candidate", "'%s' is given twice", o->candidates[c]);
+                return AO_EXIT_USAGE;
+            }
+        }
+        cand[(*ncand)++] = k;
+    }
+    return 0;
+}
+
+/* {label}_trace.json of the label's first run, for Perfetto and HTA. */
+static char *write_trace(const ao_report_opts *o, size_t i, const label_runs *lr)
+{
+    char *name = ao_asprintf("%s_trace.json", o->labels[i]);
+    char *path = ao_asprintf("%s/%s", o->output, name);
+    int rc = ao_trace_from_run(lr[i].runs[0].dir, path);
+    free(path);
+    if (rc == 0) return name;
+    ao_warn("%s: no trace written; the report goes on without it", o->labels[i]);
+    free(name);
+    return NULL;
+}
+
+static int generate(const ao_report_opts *o);
+
+/* The label of a sweep's run: its directory's name, with characters a label
+ * cannot hold as '_'. */
+static char *sweep_label(const char *dir)
+{
+    const char *base = strrchr(dir, '/');
+    char *l = ao_strdup(base ? base + 1 : dir);
+    for (char *c = l; *c; c++)
+        if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-", *c))
+            *c = '_';
+    if (l[0] == '.') l[0] = '_';
+    if (strlen(l) > 64) l[64] = '\0';
+    return l;
+}
+
 int ao_report_generate(const ao_report_opts *o)
+{
+    if (o->nsweeps == 0) return generate(o);
+    /* every run directory of each sweep becomes a label of its own */
+    size_t n = 0;
+    const char **dirs = ao_malloc((o->nlabels + 1) * sizeof *dirs);
+    const char **labels = ao_malloc((o->nlabels + 1) * sizeof *labels);
+    char **owned = NULL;
+    size_t nowned = 0;
+    int rc = 0;
+    for (size_t i = 0; i < o->nlabels; i++, n++) {
+        dirs[n] = o->log_dirs[i];
+        labels[n] = o->labels[i];
+    }
+    for (size_t s = 0; s < o->nsweeps && rc == 0; s++) {
+        char **runs;
+        size_t nr;
+        rc = ao_run_dirs_resolve(o->sweeps[s], 1, &runs, &nr);
+        if (rc) break;
+        dirs = ao_realloc(dirs, (n + nr + 1) * sizeof *dirs);
+        labels = ao_realloc(labels, (n + nr + 1) * sizeof *labels);
+        owned = ao_realloc(owned, (nowned + 2 * nr + 1) * sizeof *owned);
+        for (size_t k = 0; k < nr; k++, n++) {
+            dirs[n] = owned[nowned++] = runs[k];
+            labels[n] = owned[nowned++] = sweep_label(runs[k]);
+        }
+        free(runs); /* its strings are in owned */
+    }
+    if (rc == 0) {
+        ao_report_opts x = *o;
+        x.log_dirs = dirs;
+        x.labels = labels;
+        x.nlabels = n;
+        x.all_runs = 0;
+        rc = generate(&x);
+    }
+    for (size_t i = 0; i < nowned; i++) free(owned[i]);
+    free(owned);
+    free(dirs);
+    free(labels);
+    return rc;
+}
+
+static int generate(const ao_report_opts *o)
 {
     if (o->nlabels == 0) {
         ao_error("report", "no --log-dir given");
         return AO_EXIT_USAGE;
     }
     if (ao_report_check_labels(o->labels, o->nlabels)) return AO_EXIT_USAGE;
-    int ref = -1, cand = -1;
-    if (!o->reference != !o->candidate) {
-        ao_error(o->reference ? "--reference" : "--candidate",
-                 "a comparison needs both --reference and --candidate");
+    int ref;
+    size_t ncand;
+    int *cand = ao_calloc(o->nlabels + o->ncandidates + 1, sizeof *cand);
+    if (pick(o, &ref, cand, &ncand) != 0) {
+        free(cand);
         return AO_EXIT_USAGE;
-    }
-    if (o->reference) {
-        if ((ref = find_label(o, "--reference", o->reference)) < 0 ||
-            (cand = find_label(o, "--candidate", o->candidate)) < 0)
-            return AO_EXIT_USAGE;
-        if (ref == cand) {
-            ao_error("--candidate", "'%s' is also the reference; compare two different labels",
-                     o->candidate);
-            return AO_EXIT_USAGE;
-        }
     }
 
     int rc = 0;
@@ -213,36 +297,50 @@ int ao_report_generate(const ao_report_opts *o)
             built = i + 1;
         }
     }
-    ao_comparison cmp, *cp = NULL;
-    if (rc == 0 && ref >= 0) {
-        ao_compare(o->labels[ref], lr[ref].runs, lr[ref].n, o->labels[cand], lr[cand].runs,
-                   lr[cand].n, &cmp);
-        cp = &cmp;
-    }
+    ao_comparison *cmps = ao_calloc(ncand + 1, sizeof *cmps);
+    size_t ncmps = 0;
+    for (size_t c = 0; rc == 0 && c < ncand; c++, ncmps++)
+        ao_compare(o->labels[ref], lr[ref].runs, lr[ref].n, o->labels[cand[c]], lr[cand[c]].runs,
+                   lr[cand[c]].n, &cmps[c]);
     if (rc == 0 && make_dirs(o->output) != 0) rc = AO_EXIT_USAGE;
     if (rc == 0) {
         char *path = ao_asprintf("%s/summary.json", o->output);
-        rc = write_summary_json(path, sums, o->nlabels, cp);
+        rc = write_summary_json(path, sums, o->nlabels, cmps, ncmps);
         free(path);
     }
-    ao_html_chart *charts = ao_calloc(2 * o->nlabels + 2, sizeof *charts);
-    char **names = ao_calloc(2 * o->nlabels + 2, sizeof *names);
+    ao_html_chart charts[1];
     size_t ncharts = 0;
-    if (rc == 0) rc = draw_charts(o, lr, sums, cp, charts, names, &ncharts);
+    if (rc == 0) rc = draw_charts(o, lr, sums, cmps, ncmps, charts, &ncharts);
+    ao_diagnosis *diags = ao_calloc(o->nlabels, sizeof *diags);
+    ao_html_label *hl = ao_calloc(o->nlabels, sizeof *hl);
+    char **traces = ao_calloc(o->nlabels, sizeof *traces);
+    for (size_t i = 0; rc == 0 && i < o->nlabels; i++) {
+        ao_diagnose_run(&lr[i].runs[0], &diags[i]);
+        if (o->traces) traces[i] = write_trace(o, i, lr);
+        hl[i] = (ao_html_label){&sums[i], &diags[i], lr[i].runs,
+                                lr[i].n,  traces[i], ao_run_median_profiled_step(&lr[i].runs[0])};
+    }
     if (rc == 0) {
         char *path = ao_asprintf("%s/index.html", o->output);
-        rc = ao_html_write(path, o->output, sums, o->nlabels, cp, charts, ncharts);
+        ao_html_page page = {o->output, hl, o->nlabels, cmps, ncmps, charts, ncharts};
+        rc = ao_html_write(path, &page);
         free(path);
     }
     if (rc == 0 && o->out) {
         for (size_t i = 0; i < o->nlabels; i++) ao_summary_print(o->out, &sums[i]);
-        if (cp) print_verdicts(o->out, cp);
+        for (size_t c = 0; c < ncmps; c++) print_verdicts(o->out, &cmps[c]);
         fprintf(o->out, "\nwrote %s/summary.json and %s/index.html\n", o->output, o->output);
     }
-    for (size_t i = 0; i < ncharts; i++) free(names[i]);
-    free(names);
-    free(charts);
-    if (cp) ao_comparison_free(cp);
+    for (size_t i = 0; i < o->nlabels; i++) {
+        ao_diagnosis_free(&diags[i]);
+        free(traces[i]);
+    }
+    free(diags);
+    free(hl);
+    free(traces);
+    for (size_t c = 0; c < ncmps; c++) ao_comparison_free(&cmps[c]);
+    free(cmps);
+    free(cand);
     for (size_t i = 0; i < built; i++) ao_summary_free(&sums[i]);
     if (rc && built < o->nlabels) ao_summary_free(&sums[built]);
     free(sums);

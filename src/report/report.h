@@ -12,11 +12,16 @@ typedef struct ao_report_opts {
     const char *const *labels;
     size_t nlabels;
     const char *output;
-    const char *reference, *candidate; /* both NULL: no comparison */
-    long long skip_steps;              /* < 0: each run's training.summary_skip_steps */
-    int all_runs;                      /* an output directory gives all its runs */
-    int charts;                        /* draw charts (when built with cairo) */
-    FILE *out;                         /* tables and verdicts; NULL: quiet */
+    const char *reference;         /* NULL: no comparison */
+    const char *const *candidates; /* judged against the reference; none: every other label */
+    size_t ncandidates;
+    int traces;                /* write {label}_trace.json of each label's first run */
+    long long skip_steps;      /* < 0: each run's training.summary_skip_steps */
+    int all_runs;              /* an output directory gives all its runs */
+    const char *const *sweeps; /* output directories (a sweep's): each run in one is a label */
+    size_t nsweeps;
+    int charts; /* draw charts (when built with cairo) */
+    FILE *out;  /* tables and verdicts; NULL: quiet */
 } ao_report_opts;
 
 /* A label is used in file names: [A-Za-z0-9._-], 1 to 64 characters, not

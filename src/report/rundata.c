@@ -677,3 +677,50 @@ void ao_run_free(ao_run_data *r)
     free(r->run_id);
     memset(r, 0, sizeof *r);
 }
+
+/* ---- the median profiled step ---------------------------------------------- */
+
+static int cmp_key(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+const ao_iter_record *ao_run_profiled_step(const ao_rank_data *rd, long long step)
+{
+    for (size_t i = 0; i < rd->nprofiled; i++)
+        if (rd->profiled[i].step == step) return &rd->profiled[i];
+    return NULL;
+}
+
+long long ao_run_median_profiled_step(const ao_run_data *run)
+{
+    if (run->nranks == 0) return -1;
+    /* steps every rank profiled, keyed by their slowest rank's step time */
+    const ao_rank_data *r0 = &run->ranks[0];
+    double *keys = ao_malloc((r0->nprofiled + 1) * 2 * sizeof *keys);
+    size_t nk = 0;
+    for (size_t i = 0; i < r0->nprofiled; i++) {
+        long long step = r0->profiled[i].step;
+        double slowest = r0->profiled[i].m.step_ms;
+        int all = 1;
+        for (int k = 1; k < run->nranks && all; k++) {
+            const ao_iter_record *r = ao_run_profiled_step(&run->ranks[k], step);
+            if (!r)
+                all = 0;
+            else
+                slowest = fmax(slowest, r->m.step_ms);
+        }
+        if (!all) continue;
+        keys[2 * nk] = slowest;
+        keys[2 * nk + 1] = (double)step;
+        nk++;
+    }
+    long long step = -1;
+    if (nk > 0) {
+        qsort(keys, nk, 2 * sizeof *keys, cmp_key);
+        step = (long long)keys[2 * ((nk - 1) / 2) + 1];
+    }
+    free(keys);
+    return step;
+}

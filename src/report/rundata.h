@@ -90,6 +90,13 @@ typedef struct ao_run_data {
 int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out);
 void ao_run_free(ao_run_data *r);
 
+/* The profiled step (one every rank recorded ops for) whose slowest rank's
+ * step time is the median of those steps: the step the report's timeline
+ * shows. -1 when no step has ops on every rank. */
+long long ao_run_median_profiled_step(const ao_run_data *run);
+/* The record of `step` among a rank's profiled records, or NULL. */
+const ao_iter_record *ao_run_profiled_step(const ao_rank_data *rd, long long step);
+
 /* A --log-dir argument: a run directory (it has run.json or metrics files)
  * or an output directory, whose `latest` run is taken, or with all_runs every
  * run directory in it (sorted by name). Heap array of heap strings in *dirs.

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/rundir.h"
+#include "report/compare.h"
 #include "report/summary.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
@@ -131,6 +132,60 @@ static double baseline_median(const ao_run_data *runs, size_t nruns, int comm, s
     return med;
 }
 
+const char *const ao_breakdown_names[AO_BREAKDOWN_PARTS] = {"overlapped (compute and comm)",
+                                                            "exposed comm", "compute alone", "idle",
+                                                            "copies alone, other"};
+
+static void breakdown(ao_summary *s, const ao_run_data *runs, size_t nruns)
+{
+    const int col[5] = {ao_metric_find("overlap_ms"), ao_metric_find("exposed_comm_ms"),
+                        ao_metric_find("compute_ms"), ao_metric_find("idle_ms"),
+                        ao_metric_find("step_ms")};
+    size_t nm = ao_metric_count();
+    double sum[AO_BREAKDOWN_PARTS] = {0}, total = 0;
+    for (size_t r = 0; r < nruns; r++) {
+        for (int k = 0; k < runs[r].nranks; k++) {
+            const ao_rank_data *rd = &runs[r].ranks[k];
+            for (size_t i = 0; i < rd->n; i++) {
+                const double *row = rd->rows + i * nm;
+                double v[5];
+                int ok = 1;
+                for (int j = 0; j < 5; j++) ok &= isfinite(v[j] = row[col[j]]);
+                if (!ok || !(v[4] > 0)) continue;
+                double p[AO_BREAKDOWN_PARTS] = {v[0], v[1], v[2] - v[0], v[3], 0};
+                double rest = v[4];
+                for (int j = 0; j < AO_BREAKDOWN_PARTS - 1; j++) {
+                    if (!(p[j] > 0)) p[j] = 0;
+                    rest -= p[j];
+                }
+                p[AO_BREAKDOWN_PARTS - 1] = rest > 0 ? rest : 0;
+                for (int j = 0; j < AO_BREAKDOWN_PARTS; j++) {
+                    sum[j] += p[j];
+                    total += p[j];
+                }
+            }
+        }
+    }
+    double step = s->metrics[col[4]].all.p50;
+    for (int j = 0; j < AO_BREAKDOWN_PARTS; j++)
+        s->breakdown_ms[j] = total > 0 && isfinite(step) ? step * sum[j] / total : 0;
+}
+
+const char *ao_decomposition_flag(const ao_decomposition *d)
+{
+    /* A tolerance for run-to-run noise between the baselines and the train
+     * steps; beyond it the baselines did not measure the same work. */
+    if (!isnan(d->achieved) && (d->achieved < -AO_DECOMP_TOL || d->achieved > 1 + AO_DECOMP_TOL))
+        return "out of range: the step is outside [ideal, serial] of the baselines, so the "
+               "baselines do not measure the same work as the train steps (more baseline steps, "
+               "or a quieter machine)";
+    if (!isnan(d->comm_slowdown) && d->comm_slowdown < 1 - AO_DECOMP_SLOWDOWN_TOL)
+        return "out of range: communication would be faster under contention than alone, so "
+               "the comm-only baseline is not comparable (more baseline steps, or a quieter "
+               "machine)";
+    return NULL;
+}
+
 int ao_summary_build(const char *label, const ao_run_data *runs, size_t nruns, ao_summary *out)
 {
     memset(out, 0, sizeof *out);
@@ -191,7 +246,15 @@ int ao_summary_build(const char *label, const ao_run_data *runs, size_t nruns, a
                 n += runs[r].ranks[k].n;
             }
         }
-        ao_stats_summarize(all, n, &ms->all);
+        if ((int)m == ao_metric_find("step_ms")) {
+            /* One step time everywhere: the per-step max over ranks, as the
+             * comparison samples it (compare.h). */
+            double *st = ao_step_samples(runs, nruns, m, &n);
+            ao_stats_summarize(st, n, &ms->all);
+            free(st);
+        } else {
+            ao_stats_summarize(all, n, &ms->all);
+        }
         ms->rank_median = ao_malloc((size_t)out->nranks * sizeof *ms->rank_median);
         for (int k = 0; k < out->nranks; k++) {
             size_t nk = 0;
@@ -215,6 +278,8 @@ int ao_summary_build(const char *label, const ao_run_data *runs, size_t nruns, a
     ao_decompose(comp_iso, comm_iso, step->all.p50,
                  out->metrics[ao_metric_find("compute_ms")].all.p50,
                  out->metrics[ao_metric_find("comm_ms")].all.p50, &out->decomposition);
+    out->decomposition_flag = ao_decomposition_flag(&out->decomposition);
+    breakdown(out, runs, nruns);
     summarize_telemetry(out, runs, nruns);
     return 0;
 }
@@ -316,8 +381,16 @@ yajl_gen_status ao_summary_gen(yajl_gen g, const ao_summary *s)
         ao_jw_double(&o, "achieved", d->achieved);
         ao_jw_double(&o, "contention_ms", d->contention_ms);
         ao_jw_double(&o, "comm_slowdown", d->comm_slowdown);
+        if (s->decomposition_flag)
+            ao_jw_str(&o, "flag", s->decomposition_flag);
+        else
+            ao_jw_null(&o, "flag");
         ao_jw_close(&o);
     }
+    ao_jw_open(&o, "breakdown_ms");
+    for (int j = 0; j < AO_BREAKDOWN_PARTS; j++)
+        ao_jw_double(&o, ao_breakdown_names[j], s->breakdown_ms[j]);
+    ao_jw_close(&o);
     ao_jw_key(&o, "telemetry");
     if (s->ntelemetry == 0) {
         ao_jw_null(&o, NULL);
@@ -386,7 +459,13 @@ void ao_summary_print(FILE *out, const ao_summary *s)
     if (!isnan(s->skew.ratio))
         fprintf(out, "  rank skew %.3f (slowest rank %d, fastest rank %d)\n", s->skew.ratio,
                 s->skew.slowest_rank, s->skew.fastest_rank);
-    if (s->have_decomposition) {
+    if (s->have_decomposition && s->decomposition_flag) {
+        const ao_decomposition *d = &s->decomposition;
+        fprintf(out,
+                "  decomposition: compute alone %.3f ms, comm alone %.3f ms; achieved and comm "
+                "slowdown not shown: %s\n",
+                d->compute_isolated_ms, d->comm_isolated_ms, s->decomposition_flag);
+    } else if (s->have_decomposition) {
         const ao_decomposition *d = &s->decomposition;
         char a[32];
         fmt(a, sizeof a, d->achieved);

@@ -5,7 +5,9 @@
  * `aorta train` calls ao_summary_for_run at the end of a run; `aorta report`
  * builds one summary per label from one or more runs.
  *
- * Cross-rank statistics pool every kept (rank, step) record. Per-rank medians
+ * Cross-rank statistics pool every kept (rank, step) record, except step_ms:
+ * its statistics are over the per-step max over ranks (compare.h,
+ * AO_STEP_MS_DEFINITION), one step time on every page. Per-rank medians
  * give the rank skew (slowest rank's median step_ms / fastest rank's). */
 #ifndef AORTA_REPORT_SUMMARY_H
 #define AORTA_REPORT_SUMMARY_H
@@ -35,6 +37,9 @@ typedef struct ao_telemetry_summary {
     ao_stats_summary s;
 } ao_telemetry_summary;
 
+#define AO_BREAKDOWN_PARTS 5
+extern const char *const ao_breakdown_names[AO_BREAKDOWN_PARTS];
+
 typedef struct ao_summary {
     char *label;
     size_t nruns;
@@ -52,6 +57,15 @@ typedef struct ao_summary {
     int have_decomposition;
     size_t ncompute_only, ncomm_only;
     ao_decomposition decomposition; /* from train and baseline medians */
+    /* Why the decomposition cannot be taken as measured (achieved outside
+     * 0..1, communication faster under contention than alone): printed
+     * instead of those numbers. NULL when it is plausible. */
+    const char *decomposition_flag;
+    /* The median step (AO_STEP_MS_DEFINITION) split into overlapped,
+     * exposed comm, compute alone, idle, and the rest (copies alone): each
+     * part's share of the pooled step time times the median step, so the
+     * parts add up to the step by construction. All 0 without ops. */
+    double breakdown_ms[AO_BREAKDOWN_PARTS];
     ao_telemetry_summary *telemetry;
     size_t ntelemetry;
     ao_knob *knobs; /* of the first run */
@@ -67,6 +81,13 @@ typedef struct ao_summary {
      * "analyze" block of an `aorta analyze` run, else NULL. */
     yajl_val analyze;
 } ao_summary;
+
+/* Sanity of a decomposition: NULL, or why its achieved overlap and comm
+ * slowdown are impossible (achieved outside [-tol, 1 + tol], slowdown
+ * below 1 - slowdown tol). */
+#define AO_DECOMP_TOL          0.05
+#define AO_DECOMP_SLOWDOWN_TOL 0.5
+const char *ao_decomposition_flag(const ao_decomposition *d);
 
 /* Summarize the runs of one label. Returns 0, or AO_EXIT_USAGE after one
  * error line when no run has a kept train record. */

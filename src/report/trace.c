@@ -33,7 +33,8 @@ struct ao_trace {
     int nranks; /* size of ranks[] */
     int events_started;
     int64_t origin_ns;
-    ao_op *sorted; /* scratch for ordering one call's ops */
+    ao_op *sorted;            /* scratch for ordering one call's ops */
+    unsigned long long flows; /* flow ids given out */
     size_t sorted_cap;
 };
 
@@ -267,6 +268,41 @@ static const ao_op *sorted_copy(ao_trace *t, const ao_op *ops, size_t n)
     return t->sorted;
 }
 
+/* A flow arrow from a collective to the compute that waits on it: the first
+ * compute op of the same unit to start at or after the collective's end,
+ * else the first compute op to (ops sorted by start). Perfetto and HTA draw "s"/"f" pairs with one
+ * id; "bp":"e" binds the end to the enclosing compute slice. */
+static void add_flow(ao_trace *t, const rank_info *ri, int rank, const ao_op *ops, size_t n,
+                     const ao_op *coll)
+{
+    const ao_op *waiter = NULL, *same_unit = NULL;
+    for (size_t i = 0; i < n && !same_unit; i++) {
+        if (ops[i].cls != AO_CLASS_COMPUTE || ops[i].start_us < coll->end_us) continue;
+        if (!waiter) waiter = &ops[i];
+        if (coll->unit >= 0 && ops[i].unit == coll->unit) same_unit = &ops[i];
+    }
+    if (same_unit) waiter = same_unit;
+    if (!waiter) return;
+    unsigned long long id = ++t->flows;
+    const char *name =
+        coll->kind == AO_KIND_NONE ? "comm" : ao_coll_kind_name((ao_coll_kind)coll->kind);
+    for (int end = 0; end < 2; end++) {
+        ao_jw_open(&t->w, NULL);
+        ao_jw_str(&t->w, "ph", end ? "f" : "s");
+        if (end) ao_jw_str(&t->w, "bp", "e");
+        ao_jw_str(&t->w, "name", name);
+        ao_jw_str(&t->w, "cat", "waits_on");
+        ao_jw_u64(&t->w, "id", id);
+        ao_jw_int(&t->w, "pid", rank);
+        ao_jw_int(&t->w, "tid", end ? waiter->stream : coll->stream);
+        /* the start inside the collective's slice, the end at the waiter's start */
+        ao_jw_double(&t->w, "ts",
+                     end ? trace_ts(t, ri, waiter->start_us)
+                         : trace_ts(t, ri, (coll->start_us + coll->end_us) / 2));
+        ao_jw_close(&t->w);
+    }
+}
+
 int ao_trace_add_iteration(ao_trace *t, int rank, const ao_iter_record *r)
 {
     rank_info *ri = rank_for_event(t, rank);
@@ -315,6 +351,8 @@ int ao_trace_add_iteration(ao_trace *t, int rank, const ao_iter_record *r)
         gen_op_args(t, op, r->step);
         ao_jw_close(&t->w);
     }
+    for (size_t i = 0; r->ops && i < r->nops; i++)
+        if (ops[i].cls == AO_CLASS_COMM) add_flow(t, ri, rank, ops, r->nops, &ops[i]);
     return finish_call(t);
 }
 

@@ -1,8 +1,10 @@
 /* Chrome trace (Trace Event Format, JSON object form) of a run: every rank a
  * process, every named stream a thread, every op a complete event, one
  * complete event per iteration on an "iterations" thread, kernel-level ops
- * (CUPTI) on "kernels" threads, telemetry as counter tracks. Loads in Perfetto
- * (ui.perfetto.dev) and chrome://tracing.
+ * (CUPTI) on "kernels" threads, telemetry as counter tracks, and a flow
+ * ("s"/"f", cat "waits_on") from each collective to the compute op that waits
+ * on it (the first of its unit to start after the collective ends). Loads in
+ * Perfetto (ui.perfetto.dev), chrome://tracing and HTA.
  *
  * Time: "ts" and "dur" are microseconds. ts 0 is the earliest rank's anchor;
  * a rank's events are shifted by (its anchor's CLOCK_REALTIME − the earliest

@@ -115,7 +115,9 @@ static int make_layout(const ao_sweep_chart_data *d, layout *L)
         if (d->values[i] < L->lo) L->lo = d->values[i];
         if (d->values[i] > L->hi) L->hi = d->values[i];
     }
-    if (!L->heatmap && L->lo > 0) L->lo = 0;
+    /* Colours and bars start at the metric's natural zero: a scale over the
+     * data's range alone paints 0 and 0.005 as opposite ends. */
+    if (L->lo > 0) L->lo = 0;
     if (L->hi <= L->lo) L->hi = L->lo + 1;
     free(vary);
     return 0;

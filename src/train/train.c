@@ -290,6 +290,9 @@ static int setup(trainer *t)
     t->tl = ao_timeline_create(t->dev, t->streams, cfg->profiling.timing);
     ao_timeline_set_nvtx(t->tl, cfg->profiling.nvtx);
     t->prof = ao_train_profile_start(cfg, t->dev, &t->info, ri->rank, ri->world_size);
+    ao_train_profile_skip(t->prof, cfg,
+                          (int64_t)cfg->training.summary_skip_steps + 2 * t->baselines,
+                          (int64_t)t->total_steps + 2 * t->baselines);
     ao_timeline_anchor(t->tl, t->streams[AO_STREAM_COMPUTE]);
     clock_gettime(CLOCK_MONOTONIC, &t->anchor_mono);
     ao_train_profile_anchored(t->prof, t->tl, t->streams[AO_STREAM_COMPUTE]);

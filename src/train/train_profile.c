@@ -20,7 +20,8 @@
 struct ao_train_profile {
     ao_device *dev;
     ao_profile_schedule sched;
-    int capturing; /* between ao_profiler_start and ao_profiler_stop */
+    int64_t skip_first; /* iterations before the schedule's step 0 */
+    int capturing;      /* between ao_profiler_start and ao_profiler_stop */
     int world_size;
     ao_telemetry *tel;
     ao_cupti *cupti;
@@ -93,6 +94,20 @@ static uint64_t cupti_anchor(ao_train_profile *p, const ao_timeline *tl, ao_stre
     return ao_cupti_anchor_from_marker(p->cupti, MARKER_KERNEL, a_us, b_us, fallback);
 }
 
+void ao_train_profile_skip(ao_train_profile *p, const struct ao_config *cfg, int64_t counted,
+                           int64_t n_iter)
+{
+    if (cfg->profiling.skip_first >= 0) {
+        p->skip_first = cfg->profiling.skip_first;
+        return;
+    }
+    /* Windows inside the warm-up or the baselines are dropped by every
+     * summary, and the report's stream chart would have nothing to show. */
+    int64_t cycle = (int64_t)cfg->profiling.wait + cfg->profiling.warmup + cfg->profiling.active;
+    int64_t last = n_iter - cycle;
+    p->skip_first = counted < last ? counted : (last > 0 ? last : 0);
+}
+
 void ao_train_profile_anchored(ao_train_profile *p, const ao_timeline *tl, ao_stream *s)
 {
     struct timespec a = ao_timeline_anchor_realtime(tl);
@@ -105,7 +120,7 @@ void ao_train_profile_anchored(ao_train_profile *p, const ao_timeline *tl, ao_st
 
 void ao_train_profile_issue(ao_train_profile *p, int64_t iter)
 {
-    int active = ao_profile_active(&p->sched, iter);
+    int active = ao_profile_active(&p->sched, iter - p->skip_first);
     if (active == p->capturing) return;
     if (active)
         ao_profiler_start(p->dev);
@@ -140,7 +155,7 @@ static int64_t at_ns(int64_t anchor_ns, double us)
 void ao_train_profile_record(ao_train_profile *p, int64_t iter, const ao_op *ops, size_t nops,
                              ao_iter_record *r)
 {
-    int active = ao_profile_active(&p->sched, iter);
+    int active = ao_profile_active(&p->sched, iter - p->skip_first);
     if (active) {
         r->ops = ops;
         r->nops = nops;

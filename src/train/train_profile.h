@@ -40,6 +40,11 @@ typedef struct ao_train_profile ao_train_profile;
  * once and the run goes on without it. Always returns a handle. */
 ao_train_profile *ao_train_profile_start(const struct ao_config *cfg, ao_device *dev,
                                          const ao_device_info *info, int rank, int world_size);
+/* The schedule's skip_first: profiling.skip_first, or for -1 the first counted
+ * train iteration (`counted`), moved earlier when the windows would not fit in
+ * the run's n_iter iterations. */
+void ao_train_profile_skip(ao_train_profile *p, const struct ao_config *cfg, int64_t counted,
+                           int64_t n_iter);
 /* Right after ao_timeline_anchor(tl, s), s the compute stream: the host and
  * CUPTI clocks of the anchor (with CUPTI, waits for s so that the anchor has
  * completed), and CUPTI's id of the compute stream (cupti.h: classes). */

@@ -22,7 +22,7 @@ train() { "$aorta" train --backend cpu --config "$src/config/tiny.yaml" "$@"; }
 run() {
     local name=$1 nproc=$2
     shift 2
-    train --nproc "$nproc" --run-name "$name" --override training.output_dir="$out" "$@" \
+    train --nproc "$nproc" --run-name "$name" --override profiling.skip_first=0 training.output_dir="$out" "$@" \
         >"$tmp/$name.out" 2>"$tmp/$name.err" ||
         { fail "run $name exited $?"; cat "$tmp/$name.out" "$tmp/$name.err"; }
 }

@@ -31,7 +31,7 @@ contains "$TMP/out" "worse"
 contains "$TMP/out" "setting fsdp.sharding_strategy: full_shard -> shard_grad_op"
 for f in summary.json index.html fast_timeline.png fast_timeline.svg fast_streams.png \
     fast_streams.svg slow_timeline.png slow_streams.svg overlap_breakdown.png \
-    overlap_breakdown.svg comparison.png comparison.svg; do
+    overlap_breakdown.svg comparison_slow.png comparison_slow.svg; do
     [[ -s "$TMP/rep/$f" ]] || fail "report lacks $f"
 done
 python3 - "$TMP/rep/summary.json" <<'PY'
@@ -66,6 +66,17 @@ run_expect 0 "$TMP/out" report --log-dir "$TMP/outdir" --label od --output "$TMP
 python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["labels"][0]; assert l["runs"]==["r2"] and l["steps"]==20, l["runs"]' "$TMP/rep2/summary.json"
 run_expect 0 "$TMP/out" report --log-dir "$TMP/outdir" --label od --output "$TMP/rep3" --all-runs
 python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["labels"][0]; assert l["runs"]==["r1","r2"], l["runs"]' "$TMP/rep3/summary.json"
+
+# a sweep's output directory: every run a label; one reference against all
+# the others gives a matrix (configs x metrics) and one comparison each
+"$AORTA_SYNTH_RUN" "$TMP/outdir/r3" ranks=2 steps=30 seed=4 comm_ms=8
+run_expect 0 "$TMP/out" report --sweep "$TMP/outdir" --reference r1 --output "$TMP/rep5" --no-trace
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert [l["label"] for l in d["labels"]]==["r1","r2","r3"]; assert [c["candidate"] for c in d["comparisons"]]==["r2","r3"], d["comparisons"]' "$TMP/rep5/summary.json" ||
+    fail "sweep labels or comparisons"
+contains "$TMP/rep5/index.html" 'id="matrix"'
+contains "$TMP/rep5/index.html" 'id="chart-comparison_r3"'
+run_expect 2 "$TMP/out" report --sweep "$TMP/outdir" --reference nope --output "$TMP/x"
+contains "$TMP/out" "--reference: 'nope' is not one of the labels"
 
 # a truncated last line is skipped with a warning and counted
 printf '{"schema":1,"rank":0' >>"$TMP/fast/rank_00_metrics.jsonl"

@@ -150,7 +150,8 @@ int main(void)
 
     /* 1. events against kernels */
     int rc = train("trace", 16,
-                   "profiling.enabled=true profiling.kernel_trace=true profiling.wait=2 "
+                   "profiling.enabled=true profiling.kernel_trace=true profiling.skip_first=0 "
+                   "profiling.wait=2 "
                    "profiling.warmup=0 profiling.active=14 profiling.repeat=1");
     CHECK(rc == 0, "the traced run exited %d", rc);
     for (int rank = 0; rc == 0 && rank < 2; rank++) {

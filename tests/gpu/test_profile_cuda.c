@@ -120,10 +120,10 @@ static void on_iteration(void *arg, int64_t step, const char *phase, const ao_op
 int main(void)
 {
     GPU_SKIP_UNLESS(ao_device_count("cuda") > 0, "no CUDA device");
-    char *overrides[] = {"profiling.enabled=true", "profiling.wait=1",
-                         "profiling.warmup=0",     "profiling.active=1",
-                         "profiling.repeat=0",     "profiling.kernel_trace=true",
-                         "telemetry.enabled=true", "telemetry.interval_ms=5"};
+    char *overrides[] = {
+        "profiling.enabled=true",      "profiling.skip_first=0", "profiling.wait=1",
+        "profiling.warmup=0",          "profiling.active=1",     "profiling.repeat=0",
+        "profiling.kernel_trace=true", "telemetry.enabled=true", "telemetry.interval_ms=5"};
     struct ao_config cfg;
     if (ao_config_load(&cfg, NULL, overrides, (int)(sizeof overrides / sizeof overrides[0])))
         return 1;

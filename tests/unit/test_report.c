@@ -20,9 +20,13 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "report/glossary.h"
 #include "report/report.h"
+#include "report/rundata.h"
 #if AORTA_HAVE_CAIRO
 #include <cairo.h>
+
+#include "report/charts.h"
 #endif
 
 static char *tmp;
@@ -67,8 +71,16 @@ static int run_report(const char *const *dirs, const char *const *labels, size_t
         l[i] = (char *)labels[i];
     }
     char *o = ao_asprintf("%s/%s", tmp, out);
-    ao_report_opts opts = {
-        (const char *const *)d, (const char *const *)l, n, o, ref, cand, -1, 0, 1, NULL};
+    const char *cands[1] = {cand};
+    ao_report_opts opts = {.log_dirs = (const char *const *)d,
+                           .labels = (const char *const *)l,
+                           .nlabels = n,
+                           .output = o,
+                           .reference = ref,
+                           .candidates = cands,
+                           .ncandidates = cand ? 1 : 0,
+                           .skip_steps = -1,
+                           .charts = 1};
     stderr_capture c;
     capture_begin(&c);
     int rc = ao_report_generate(&opts);
@@ -127,7 +139,7 @@ static void test_full_report(void **state)
     assert_int_equal(run_report(dirs, labels, 2, "out", "base", "slow", &err), 0);
     free(err);
     const char *charts[] = {"base_timeline", "base_streams",      "slow_timeline",
-                            "slow_streams",  "overlap_breakdown", "comparison"};
+                            "slow_streams",  "overlap_breakdown", "comparison_slow"};
     for (size_t i = 0; i < 6; i++) check_png_svg("out", charts[i]);
 
     char *path = ao_asprintf("%s/out/summary.json", tmp);
@@ -143,7 +155,8 @@ static void test_full_report(void **state)
     free(js);
     free(path);
 
-    /* index.html: verdicts before the tables, every table and chart inline */
+    /* index.html in reading order: findings, verdicts, timeline, tables,
+     * settings, glossary; every table and chart inline */
     path = ao_asprintf("%s/out/index.html", tmp);
     char *html = slurp(path, NULL);
     assert_non_null(html);
@@ -154,13 +167,15 @@ static void test_full_report(void **state)
     assert_non_null(verdicts);
     assert_non_null(first);
     assert_true(verdicts < first);
-    const char *ids[] = {"id=\"comparison-table\"",
-                         "id=\"settings-table\"",
-                         "id=\"summary-1\"",
-                         "id=\"decomposition-0\"",
-                         "id=\"knobs-0\"",
-                         "id=\"telemetry-0\"",
-                         "@media print"};
+    const char *order[] = {"id=\"findings\"", "id=\"verdicts\"", "id=\"timeline\"",
+                           "id=\"tables\"",   "id=\"settings\"", "id=\"glossary\""};
+    for (size_t i = 1; i < sizeof order / sizeof order[0]; i++) {
+        assert_non_null(strstr(html, order[i]));
+        assert_true(strstr(html, order[i - 1]) < strstr(html, order[i]));
+    }
+    const char *ids[] = {"id=\"comparison-table-0\"", "id=\"settings-table\"", "id=\"summary-1\"",
+                         "id=\"decomposition-0\"",    "id=\"kinds-0\"",        "id=\"g-step_ms\"",
+                         "per-step max over ranks",   "id=\"telemetry-0\"",    "@media print"};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) assert_contains(html, ids[i]);
     for (size_t i = 0; i < 6; i++) {
         char *fig = ao_asprintf("id=\"chart-%s\"", charts[i]);
@@ -170,8 +185,8 @@ static void test_full_report(void **state)
 #if AORTA_HAVE_CAIRO
     assert_int_equal(count(html, "<svg"), 6);
     assert_int_equal(count(html, "</svg>"), 6);
-    assert_null(strstr(html, "<?xml")); /* the files' XML declarations are dropped */
-    assert_contains(html, "id=\"c5-");  /* ids prefixed per chart */
+    assert_null(strstr(html, "<?xml"));             /* the files' XML declarations are dropped */
+    assert_contains(html, "id=\"comparison_slow-"); /* ids prefixed per chart */
 #endif
     assert_null(strstr(html, "<script"));
     /* nothing fetched: no links, sources or hrefs outside the page (xmlns is a name) */
@@ -179,7 +194,11 @@ static void test_full_report(void **state)
     assert_null(strstr(html, "src=\""));
     assert_null(strstr(html, "href=\"http"));
     assert_contains(html, "worse");
-    assert_contains(html, "fsdp.sharding_strategy");
+    assert_contains(html, "other setting(s) are the same for every label");
+    /* the run without ops: the timeline says it is degraded and how to get lanes */
+    assert_contains(html, "id=\"degraded-slow\"");
+    assert_contains(html, "profiling.enabled=true");
+    assert_null(strstr(html, "id=\"degraded-base\""));
     free(html);
     free(path);
 #if AORTA_HAVE_CAIRO
@@ -196,6 +215,71 @@ static void test_full_report(void **state)
 #endif
 }
 
+#if AORTA_HAVE_CAIRO
+/* Issue 27: one 66 ms step among ~8.6 ms ones flattened the time-per-step
+ * chart; the axis now stops below it and keeps the others readable. */
+static void test_timeline_cap(void **state)
+{
+    (void)state;
+    double y[41];
+    for (int i = 0; i < 40; i++) y[i] = 8.4 + 0.01 * i;
+    y[40] = 66;
+    double cap = ao_timeline_cap(y, 41);
+    assert_true(cap > 8.8 && cap < 66);
+    assert_true(cap < 2 * 8.8); /* the common steps fill at least half the axis */
+    assert_true(isinf(ao_timeline_cap(y, 0)));
+}
+
+/* The timeline chart of a hand-built run (synth_run: h2d, compute, all-gather
+ * and reduce-scatter ops, no all-reduce): the median profiled step, one lane
+ * per stream that has an op (4, allreduce absent), and the shading equal to
+ * each rank's |C ∩ M| as the record states it. */
+static void test_streams_layout(void **state)
+{
+    (void)state;
+    char *dir = ao_asprintf("%s/a", tmp);
+    ao_run_data run;
+    assert_int_equal(ao_run_load(dir, -1, &run), 0);
+    long long step = ao_run_median_profiled_step(&run);
+    assert_true(step >= 0);
+    const ao_iter_record *recs[2];
+    for (int k = 0; k < 2; k++) {
+        recs[k] = ao_run_profiled_step(&run.ranks[k], step);
+        assert_non_null(recs[k]);
+    }
+    int used[AO_NSTREAMS];
+    assert_int_equal(ao_streams_lanes(recs, 2, used), 4);
+    assert_true(used[AO_STREAM_COMPUTE] && used[AO_STREAM_H2D] && used[AO_STREAM_ALLGATHER] &&
+                used[AO_STREAM_REDUCESCATTER]);
+    assert_false(used[AO_STREAM_ALLREDUCE]);
+    for (int k = 0; k < 2; k++) {
+        ao_ival *x;
+        size_t nx = ao_streams_shaded(recs[k], &x);
+        double us = 0;
+        for (size_t i = 0; i < nx; i++) us += x[i].end - x[i].start;
+        free(x);
+        assert_true(nx > 0);
+        assert_true(fabs(us / 1000 - recs[k]->m.overlap_ms) < 1e-6);
+    }
+    ao_run_free(&run);
+    free(dir);
+}
+#endif
+
+/* Every metric has a glossary entry in plain words and a definition. */
+static void test_glossary(void **state)
+{
+    (void)state;
+    for (size_t m = 0; m < ao_metric_count(); m++) {
+        ao_glossary_entry g = ao_glossary(m);
+        if (!g.plain[0] || !g.definition[0])
+            fail_msg("no glossary entry for %s", ao_metric(m)->name);
+    }
+    assert_string_equal(ao_glossary((size_t)ao_metric_find("exposed_allgather_ms")).definition,
+                        "|Mₖ \\ C|");
+    assert_string_equal(ao_glossary((size_t)ao_metric_find("allgather_ms")).definition, "|Mₖ|");
+}
+
 static void expect_usage(const char *const *dirs, const char *const *labels, size_t n,
                          const char *ref, const char *cand, const char *want)
 {
@@ -210,7 +294,7 @@ static void test_bad_input(void **state)
     const char *ab[] = {"a", "b"}, *lab[] = {"base", "slow"};
     expect_usage(ab, lab, 2, "base", "nope", "--candidate: 'nope' is not one of the labels");
     expect_usage(ab, lab, 2, "nope", "slow", "--reference: 'nope' is not one of the labels");
-    expect_usage(ab, lab, 2, "base", NULL, "needs both --reference and --candidate");
+    expect_usage(ab, lab, 2, NULL, "slow", "a comparison needs --reference");
     expect_usage(ab, lab, 2, "base", "base", "also the reference");
     const char *same[] = {"x", "x"};
     expect_usage(ab, same, 2, NULL, NULL, "'x' is given twice");
@@ -228,6 +312,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_report),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_glossary),
+#if AORTA_HAVE_CAIRO
+        cmocka_unit_test(test_timeline_cap),
+        cmocka_unit_test(test_streams_layout),
+#endif
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

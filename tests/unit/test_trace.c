@@ -177,7 +177,8 @@ static void test_trace_from_run(void **state)
 
     /* thread names: per rank and tid, exactly one */
     int names[2][AO_TRACE_TID_KERNELS + 4] = {{0}};
-    int procs[2] = {0}, ops_seen = 0, iters = 0, counters = 0, kernels = 0;
+    int procs[2] = {0}, ops_seen = 0, iters = 0, counters = 0, kernels = 0, flows[2] = {0};
+    double flow_ts[2][2 * 2 * NSTEPS + 1];
     double last_ts[2][AO_TRACE_TID_KERNELS + 4];
     for (int p = 0; p < 2; p++)
         for (int t = 0; t < AO_TRACE_TID_KERNELS + 4; t++) last_ts[p][t] = -1;
@@ -213,6 +214,17 @@ static void test_trace_from_run(void **state)
         yajl_val ts = ao_json_member(e, "ts");
         assert_true(YAJL_IS_NUMBER(ts));
         double t = ao_json_number(ts);
+        if (strcmp(ph, "s") == 0 || strcmp(ph, "f") == 0) {
+            /* collective -> the compute waiting on it: ids 1.., in pairs */
+            int end = ph[0] == 'f';
+            assert_string_equal(str_of(e, "cat"), "waits_on");
+            long long id = int_of(e, "id");
+            assert_in_range(id, 1, 2 * 2 * NSTEPS);
+            assert_int_equal(int_of(e, "tid"), end ? AO_STREAM_COMPUTE : AO_STREAM_ALLGATHER);
+            flow_ts[end][id] = t;
+            flows[end]++;
+            continue;
+        }
         if (strcmp(ph, "C") == 0) {
             counters++;
             assert_true(YAJL_IS_NUMBER(ao_json_member(ao_json_member(e, "args"), "value")));
@@ -268,6 +280,11 @@ static void test_trace_from_run(void **state)
     assert_int_equal(iters, 2 * NSTEPS);
     assert_int_equal(kernels, 2 * 2);
     assert_int_equal(counters, 2 * NSTEPS * 2); /* sm clock and power: the reported metrics */
+    /* both all-gathers of a step flow to the backward (the first compute op
+     * after they end; the reduce-scatter has none after it) */
+    assert_int_equal(flows[0], 2 * NSTEPS * 2);
+    assert_int_equal(flows[1], 2 * NSTEPS * 2);
+    for (int id = 1; id <= 2 * 2 * NSTEPS; id++) assert_true(flow_ts[1][id] > flow_ts[0][id]);
     /* rank 1's anchor is SKEW_US later, its first op 10 µs into its timeline */
     assert_true(fabs(first_op_ts[0] - 0.0) < 0.5);
     assert_true(fabs(first_op_ts[1] - (SKEW_US + 10.0)) < 0.5);

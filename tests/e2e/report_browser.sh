@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# index.html in a headless browser (Chromium; bench/install-chromium.sh
+# installs it, it is no dependency of aorta): for the default command — two
+# `aorta train` runs with profiling on and `aorta report` of them — the page
+# loads, every chart is an inline SVG with content, every <img> or link to a
+# chart names a file that exists, and no chart is the degraded view. Skipped
+# (77) without chromium or python3, or where `train` is not built in.
+set -euo pipefail
+
+: "${AORTA:?AORTA must name the aorta binary}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0"
+SRC="${AORTA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
+CHROMIUM="$(command -v chromium || command -v chromium-browser || true)"
+[[ -n "$CHROMIUM" ]] || { echo "SKIP: no chromium (bench/install-chromium.sh)"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
+"$AORTA" train --help >/dev/null 2>&1 || { echo "SKIP: no train command"; exit 77; }
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+# shellcheck source=/dev/null
+. "$(dirname "$0")/lib/assert.sh"
+
+for cfg in "a fsdp.sharding_strategy=full_shard" "b fsdp.sharding_strategy=shard_grad_op"; do
+    read -r name knob <<<"$cfg"
+    run_expect 0 "$TMP/$name.out" train --backend cpu --nproc 2 --config "$SRC/config/tiny.yaml" \
+        --run-name "$name" --override training.output_dir="$TMP/runs" profiling.enabled=true "$knob"
+done
+run_expect 0 "$TMP/rep.out" report --log-dir "$TMP/runs/a" --label a --log-dir "$TMP/runs/b" \
+    --label b --output "$TMP/rep"
+
+# The DOM after load, and a screenshot (a page that does not render gives none).
+browse() {
+    "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
+        --user-data-dir="$TMP/profile" "$@" "file://$TMP/rep/index.html" 2>>"$TMP/chromium.err"
+}
+browse --dump-dom >"$TMP/dom.html" || { cat "$TMP/chromium.err" >&2; fail "chromium could not load the page"; }
+browse --screenshot="$TMP/shot.png" --window-size=1200,4000 >/dev/null ||
+    { cat "$TMP/chromium.err" >&2; fail "chromium could not screenshot the page"; }
+[[ -s "$TMP/shot.png" ]] || fail "no screenshot"
+
+python3 - "$TMP/dom.html" "$TMP/rep" <<'PY' || fail "the rendered page"
+import html.parser, os, sys
+dom, rep = open(sys.argv[1]).read(), sys.argv[2]
+
+class P(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.svgs, self.figures, self.imgs, self.hrefs, self.ids = 0, 0, [], [], set()
+        self.depth, self.shapes = 0, 0
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "svg":
+            self.svgs += 1
+        if tag in ("path", "rect", "use"):
+            self.shapes += 1
+        if tag == "figure":
+            self.figures += 1
+        if tag == "img":
+            self.imgs.append(a.get("src", ""))
+        if tag == "a" and a.get("href") and not a["href"].startswith(("file:", "#", "http")):
+            self.hrefs.append(a["href"])
+
+p = P()
+p.feed(dom)
+assert p.figures >= 6, ("figures", p.figures)
+assert p.svgs >= p.figures, ("every figure has its svg", p.svgs, p.figures)
+assert p.shapes > 100, ("svgs without drawing", p.shapes)
+for src in p.imgs:  # none today; a broken one would be a missing file
+    assert os.path.isfile(os.path.join(rep, src)), ("broken image", src)
+for h in p.hrefs:
+    assert os.path.isfile(os.path.join(rep, h)), ("broken link", h)
+assert "chart not available" not in dom, "a chart is missing"
+assert not any(i.startswith("degraded-") for i in p.ids), "a degraded timeline"
+for sec in ("findings", "verdicts", "timeline", "tables", "settings", "glossary"):
+    assert sec in p.ids, ("section", sec)
+print("ok")
+PY
+echo "report browser e2e: ok"
