@@ -38,7 +38,7 @@
 #include "core/jsonl.h"
 #include "core/rundir.h"
 #include "launch/launch.h"
-#include "timeline/cupti_lib.h"
+#include "timeline/cupti_lib_cuda.h"
 
 /* The library is built with hidden visibility: only these are exported. */
 #define AO_EXPORT __attribute__((visibility("default")))

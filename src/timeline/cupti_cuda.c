@@ -17,7 +17,7 @@
 
 #include "core/error.h"
 #include "timeline/cupti.h"
-#include "timeline/cupti_lib.h"
+#include "timeline/cupti_lib_cuda.h"
 
 #define BUFFER_BYTES    (8u << 20)
 #define WINDOW_SLACK_NS 50000

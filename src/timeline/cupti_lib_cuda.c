@@ -1,4 +1,4 @@
-/* timeline/cupti_lib.h: libcupti loaded at run time and its records decoded. */
+/* timeline/cupti_lib_cuda.h: libcupti loaded at run time and its records decoded. */
 #include <dlfcn.h>
 #include <link.h>
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "timeline/cupti_lib.h"
+#include "timeline/cupti_lib_cuda.h"
 
 static void *open_library(void)
 {

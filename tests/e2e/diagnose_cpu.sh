@@ -38,7 +38,10 @@ import json, sys
 doc = json.load(open(sys.argv[1]))
 want, knob, rank = sys.argv[2], sys.argv[3], sys.argv[4]
 run = doc["runs"][0]
-f = run["findings"]
+# device_wait on the cpu backend is its stream threads' wake-up latency on a
+# loaded machine (see the healthy run below): it can outrank any planted cause
+# on a busy 2-core host, so the planted cause must lead every other finding
+f = [x for x in run["findings"] if x["id"] != "device_wait"]
 assert f, ("no finding", run["why"])
 top = f[0]
 assert top["id"] == want, ("top finding", top["id"], "not", want, [x["id"] for x in f])

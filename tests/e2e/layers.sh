@@ -8,7 +8,7 @@
 #     timeline/, ingest/ and report/ (for summary.json), and report/ never
 #     includes ingest/;
 #   - CUDA headers (cuda_runtime.h, cuda.h, nccl.h, cublasLt.h, cupti*.h) only
-#     in backend files: *_cuda.c, *.cu, *.cuh, *_nccl.c and runtime/gpu_compat.h;
+#     in backend files: *_cuda.c, *_cuda.h, *.cu, *.cuh, *_nccl.c and runtime/gpu_compat.h;
 #   - no source file over 1,200 lines.
 # Before the real tree it checks a small tree with one breach of each rule,
 # so a checker that stopped seeing them fails too.
@@ -53,7 +53,7 @@ check() {
             case "$inc" in
             cuda_runtime.h | cuda.h | nccl.h | cublasLt.h | cupti*.h)
                 case "$rel" in
-                *_cuda.c | *.cu | *.cuh | *_nccl.c | runtime/gpu_compat.h) ;;
+                *_cuda.c | *_cuda.h | *.cu | *.cuh | *_nccl.c | runtime/gpu_compat.h) ;;
                 *)
                     echo "layers: $rel:$line includes $inc (CUDA headers only in backend files)"
                     bad=1

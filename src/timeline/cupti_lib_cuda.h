@@ -2,8 +2,8 @@
  * and the decoding of activity records into ao_cupti_record. Shared by the
  * in-process kernel trace (cupti_cuda.c) and aorta attach's injection library
  * (attach/inject_cuda.c), so there is one CUPTI layer. */
-#ifndef AORTA_TIMELINE_CUPTI_LIB_H
-#define AORTA_TIMELINE_CUPTI_LIB_H
+#ifndef AORTA_TIMELINE_CUPTI_LIB_CUDA_H
+#define AORTA_TIMELINE_CUPTI_LIB_CUDA_H
 
 #include <stddef.h>
 #include <stdint.h>
