@@ -193,6 +193,10 @@ static int pick(const ao_report_opts *o, int *ref, int *cand, size_t *ncand)
 /* {label}_trace.json of the label's first run, for Perfetto and HTA. */
 static char *write_trace(const ao_report_opts *o, size_t i, const label_runs *lr)
 {
+    if (!lr[i].runs[0].run) { /* the trace needs run.json; its absence was already said */
+        ao_warn("%s: no run.json, so no trace; the report goes on without it", o->labels[i]);
+        return NULL;
+    }
     char *name = ao_asprintf("%s_trace.json", o->labels[i]);
     char *path = ao_asprintf("%s/%s", o->output, name);
     int rc = ao_trace_from_run(lr[i].runs[0].dir, path);
