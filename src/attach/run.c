@@ -193,22 +193,6 @@ static int has_suffix(const char *s, const char *suf)
     return n > m && strcmp(s + n - m, suf) == 0 && strncmp(s, "rank_", 5) == 0;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = ao_malloc(cap);
-    size_t k;
-    while ((k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += k;
-        if (cap - n - 1 == 0) buf = ao_realloc(buf, cap *= 2);
-    }
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
-
 typedef struct gathered {
     char *ranks; /* "[{...},{...}]" */
     char used[256];
@@ -229,30 +213,6 @@ static long long count_lines(const char *path)
 
 /* A string member's value in a small JSON text we wrote (info.c): enough
  * for "step_source" without a parser. */
-static void member_text(const char *json, const char *key, char *out, size_t n)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": \"", key);
-    const char *p = strstr(json, pat);
-    out[0] = '\0';
-    if (!p) return;
-    p += strlen(pat);
-    size_t i = 0;
-    while (p[i] && p[i] != '"' && i + 1 < n) {
-        out[i] = p[i];
-        i++;
-    }
-    out[i] = '\0';
-}
-
-static long member_int(const char *json, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = strstr(json, pat);
-    return p ? strtol(p + strlen(pat), NULL, 10) : -1;
-}
-
 static void gather(const char *dir, gathered *g)
 {
     memset(g, 0, sizeof *g);
@@ -270,8 +230,9 @@ static void gather(const char *dir, gathered *g)
             if (g->min_lines < 0 || n < g->min_lines) g->min_lines = n;
             g->nmetrics++;
         } else if (has_suffix(e->d_name, AO_ATTACH_RANK_INFO)) {
-            char *text = slurp(path);
-            if (text) {
+            char *text = ao_file_read(path, NULL);
+            yajl_val info = text ? yajl_tree_parse(text, NULL, 0) : NULL;
+            if (info) {
                 size_t tl = strlen(text);
                 while (len + tl + 3 > cap) cap *= 2;
                 g->ranks = ao_realloc(g->ranks, cap + 1);
@@ -279,15 +240,18 @@ static void gather(const char *dir, gathered *g)
                 memcpy(g->ranks + len, text, tl);
                 len += tl;
                 g->ranks[len] = '\0';
-                char src[32];
-                member_text(text, "step_source", src, sizeof src);
-                long rank = member_int(text, "rank"), ws = member_int(text, "world_size");
+                yajl_val sv = ao_json_member(info, "step_source");
+                const char *src = YAJL_IS_STRING(sv) ? YAJL_GET_STRING(sv) : "";
+                yajl_val rv = ao_json_member(info, "rank"), wv = ao_json_member(info, "world_size");
+                long rank = YAJL_IS_INTEGER(rv) ? (long)YAJL_GET_INTEGER(rv) : -1;
+                long ws = YAJL_IS_INTEGER(wv) ? (long)YAJL_GET_INTEGER(wv) : -1;
                 if (ws > g->world_size) g->world_size = (int)ws;
                 size_t ul = strlen(g->used);
                 snprintf(g->used + ul, sizeof g->used - ul, "%srank %ld: %s", ul ? ", " : "", rank,
                          src);
-                free(text);
             }
+            yajl_tree_free(info);
+            free(text);
         }
         free(path);
     }

@@ -313,22 +313,35 @@ double ao_json_number(yajl_val v)
     return strtod(v->u.number.r, NULL);
 }
 
+char *ao_file_read(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = ao_malloc(cap);
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) buf = ao_realloc(buf, cap *= 2);
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        free(buf);
+        errno = EIO;
+        return NULL;
+    }
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
 yajl_val ao_json_read_file(const char *path, char *err, size_t nerr)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
+    char *buf = ao_file_read(path, NULL);
+    if (!buf) {
         snprintf(err, nerr, "cannot read %s: %s", path, strerror(errno));
         return NULL;
     }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = ao_malloc(cap);
-    size_t got;
-    while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (len + 1 == cap) buf = ao_realloc(buf, cap *= 2);
-    }
-    fclose(f);
-    buf[len] = 0;
     char why[256] = "";
     yajl_val v = yajl_tree_parse(buf, why, sizeof why);
     free(buf);

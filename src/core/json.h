@@ -113,6 +113,9 @@ void ao_jw_aclose(ao_json_writer *w);
 int ao_json_write_atomic(const char *path, yajl_gen g);
 /* The same for any bytes. */
 int ao_file_write_atomic(const char *path, const void *buf, size_t n);
+/* The whole file as a NUL-terminated heap string (its length in *len when
+ * len is not NULL), or NULL with errno set. */
+char *ao_file_read(const char *path, size_t *len);
 /* write(2) all n bytes, retrying short writes and EINTR. 0 or -1 (errno). */
 int ao_write_all(int fd, const void *buf, size_t n);
 
