@@ -49,4 +49,11 @@ int ao_chart_overlap_breakdown(const char *dir, const ao_summary *sums, size_t n
  * (percent) with the bootstrap CI as whiskers, coloured by verdict. */
 int ao_chart_comparison(const char *dir, const ao_comparison *c);
 
+/* configs_{metric}: one metric across configs (the matrix's column), one
+ * horizontal bar per config from the metric's natural zero: its median with
+ * the CI as an error bar, coloured by verdict, the reference dark with its
+ * value dashed through every row; the axis clipped like the time-per-step
+ * chart's (ao_timeline_cap), a config beyond it cut with an arrow head. */
+int ao_chart_configs(const char *dir, size_t metric, const ao_config_value *v, size_t n);
+
 #endif

@@ -600,3 +600,122 @@ int ao_chart_comparison(const char *dir, const ao_comparison *c)
     free(cc.rows);
     return rc;
 }
+
+/* ---- a metric across configs ----------------------------------------------------------- */
+
+typedef struct configs_ctx {
+    size_t metric;
+    const ao_config_value *v;
+    size_t n;
+} configs_ctx;
+
+#define CONFIG_ROW 26.0
+
+static void draw_configs(cairo_t *cr, double w, double h, const void *vctx)
+{
+    const configs_ctx *cc = vctx;
+    const ao_metric_def *d = ao_metric(cc->metric);
+    double lo = 0, hi = 0, lw = 0, vw = 0, *med = ao_malloc((cc->n + 1) * sizeof *med);
+    size_t nmed = 0;
+    char text[200];
+    ao_font(cr, AO_FONT_SIZE, 0);
+    for (size_t i = 0; i < cc->n; i++) {
+        const ao_config_value *v = &cc->v[i];
+        snprintf(text, sizeof text, "%s%s", v->label, v->reference ? " (reference)" : "");
+        ao_font(cr, AO_FONT_SIZE, v->reference); /* drawn bold */
+        lw = fmax(lw, ao_text_width(cr, text));
+        ao_font(cr, AO_FONT_SIZE, 0);
+        if (isnan(v->median)) continue;
+        med[nmed++] = v->median;
+        lo = fmin(lo, fmin(v->median, isnan(v->ci.lo) ? v->median : v->ci.lo));
+        hi = fmax(hi, fmax(v->median, isnan(v->ci.hi) ? v->median : v->ci.hi));
+        snprintf(text, sizeof text, "%.4g (%.3fx)", v->median, v->ratio);
+        vw = fmax(vw, ao_text_width(cr, text));
+    }
+    /* Robust axis, as the time-per-step chart: a config far above the rest
+     * is cut at the edge and marked, its value still printed. */
+    double cap = ao_timeline_cap(med, nmed);
+    free(med);
+    ao_legend_item leg[5] = {{"better", verdict_color(AO_VERDICT_BETTER), 1},
+                             {"worse", verdict_color(AO_VERDICT_WORSE), 1},
+                             {"no significant difference", verdict_color(AO_VERDICT_SAME), 1},
+                             {"different (no direction)", verdict_color(AO_VERDICT_DIFFERENT), 1},
+                             {"reference", C_STEP, 1}};
+    ao_frame f;
+    hi = fmin(hi, cap);
+    ao_nice_axis(lo, hi > lo ? hi : lo + 1, 8, &f.ax); /* all zero: still from zero */
+    f.ay = (ao_axis){0, 1, 1};
+    f.x0 = lw + 20;
+    f.x1 = w - ao_legend_width(cr, leg, 5) - vw - 40;
+    f.y0 = 50;
+    f.y1 = h - 50;
+    char title[300], xlabel[200];
+    snprintf(title, sizeof title, "%s across configs: median and 95%% CI", d->name);
+    snprintf(xlabel, sizeof xlabel, "%s%s%s%s", d->name, d->unit[0] ? " (" : "", d->unit,
+             d->unit[0] ? ")" : "");
+    ao_draw_title(cr, w, title, NULL);
+    ao_draw_axes(cr, &f, xlabel, NULL, 0);
+    double x0 = ao_px(&f, fmax(f.ax.lo, 0)), ref_x = NAN;
+    for (size_t i = 0; i < cc->n; i++) {
+        const ao_config_value *v = &cc->v[i];
+        double yc = f.y0 + CONFIG_ROW * ((double)i + 0.5), bar = CONFIG_ROW * 0.6;
+        ao_set_rgb(cr, AO_C_TEXT, 1);
+        ao_font(cr, AO_FONT_SIZE, v->reference);
+        snprintf(text, sizeof text, "%s%s", v->label, v->reference ? " (reference)" : "");
+        ao_text_at(cr, f.x0 - 6, yc, 1, text);
+        if (isnan(v->median)) {
+            ao_font(cr, AO_FONT_SIZE, 0);
+            ao_text_at(cr, f.x1 + 8, yc, 0, "no value");
+            continue;
+        }
+        double x = ao_px(&f, fmin(v->median, f.ax.hi));
+        if (v->reference) ref_x = x;
+        ao_set_rgb(cr, v->reference ? C_STEP : verdict_color(v->verdict), 0.85);
+        /* at least a hairline: a zero is a value, unlike "no value" */
+        cairo_rectangle(cr, fmin(x0, x), yc - bar / 2, fmax(fabs(x - x0), 1), bar);
+        cairo_fill(cr);
+        if (v->median > f.ax.hi) { /* cut at the edge: an arrow head */
+            cairo_move_to(cr, f.x1 + 7, yc);
+            cairo_line_to(cr, f.x1, yc - bar / 2);
+            cairo_line_to(cr, f.x1, yc + bar / 2);
+            cairo_close_path(cr);
+            cairo_fill(cr);
+        }
+        if (!isnan(v->ci.lo) && !isnan(v->ci.hi)) {
+            double a = ao_px(&f, fmax(v->ci.lo, f.ax.lo)), b = ao_px(&f, fmin(v->ci.hi, f.ax.hi));
+            ao_set_rgb(cr, AO_C_TEXT, 1);
+            cairo_set_line_width(cr, 1.5);
+            cairo_move_to(cr, a, yc);
+            cairo_line_to(cr, b, yc);
+            cairo_move_to(cr, a, yc - 5);
+            cairo_line_to(cr, a, yc + 5);
+            cairo_move_to(cr, b, yc - 5);
+            cairo_line_to(cr, b, yc + 5);
+            cairo_stroke(cr);
+        }
+        ao_set_rgb(cr, AO_C_TEXT, 1);
+        ao_font(cr, AO_FONT_SIZE, 0);
+        snprintf(text, sizeof text, "%.4g (%.3fx)", v->median, v->ratio);
+        ao_text_at(cr, f.x1 + 12, yc, 0, text);
+    }
+    if (!isnan(ref_x)) { /* the reference's value through every row */
+        ao_set_rgb(cr, C_STEP, 1);
+        cairo_set_line_width(cr, 1);
+        const double dash[2] = {4, 3};
+        cairo_set_dash(cr, dash, 2, 0);
+        cairo_move_to(cr, ref_x, f.y0);
+        cairo_line_to(cr, ref_x, f.y1);
+        cairo_stroke(cr);
+        cairo_set_dash(cr, NULL, 0, 0);
+    }
+    ao_draw_legend(cr, w - ao_legend_width(cr, leg, 5) - 10, f.y0 + 8, leg, 5);
+}
+
+int ao_chart_configs(const char *dir, size_t metric, const ao_config_value *v, size_t n)
+{
+    configs_ctx cc = {metric, v, n};
+    char *name = ao_asprintf("configs_%s", ao_metric(metric)->name);
+    int rc = render(dir, name, 1000, 100 + CONFIG_ROW * (double)(n ? n : 1), draw_configs, &cc);
+    free(name);
+    return rc;
+}

@@ -225,6 +225,56 @@ void ao_compare(const char *ref_label, const ao_run_data *ref, size_t nref, cons
     if (nref > 0 && ncand > 0) diff_settings(&ref[0], &cand[0], out);
 }
 
+/* The median's CI alone: the bootstrap of median(b) - median({0}). */
+static void median_ci(const ao_run_data *runs, size_t nruns, size_t m, ao_stats_ci *ci)
+{
+    size_t n;
+    double *x = ao_step_samples(runs, nruns, m, &n);
+    const double zero = 0;
+    ao_stats_bootstrap_median_diff(&zero, 1, x, n, AO_COMPARE_RESAMPLES, AO_COMPARE_LEVEL,
+                                   AO_COMPARE_SEED + m, ci);
+    free(x);
+}
+
+size_t ao_compare_across(const ao_comparison *cmps, size_t ncmps, size_t m,
+                         const ao_run_data *const *runs, const size_t *nruns, ao_config_value *out)
+{
+    out[0] = (ao_config_value){
+        ncmps ? cmps[0].reference : "", 1, NAN, {NAN, NAN, NAN}, 1, AO_VERDICT_NA};
+    for (size_t c = 0; c < ncmps; c++) {
+        ao_config_value *v = &out[1 + c];
+        *v = (ao_config_value){cmps[c].candidate, 0, NAN, {NAN, NAN, NAN}, NAN, AO_VERDICT_NA};
+        for (size_t i = 0; i < cmps[c].nmetrics; i++) {
+            const ao_metric_cmp *mc = &cmps[c].metrics[i];
+            if (mc->metric != m) continue;
+            if (isnan(out[0].median)) out[0].median = mc->ref_median;
+            v->median = mc->cand_median;
+            v->ratio = mc->ratio;
+            v->verdict = mc->verdict;
+        }
+    }
+    for (size_t i = 0; i <= ncmps; i++)
+        if (!isnan(out[i].median)) median_ci(runs[i], nruns[i], m, &out[i].ci);
+    return ncmps + 1;
+}
+
+int ao_config_values_write_csv(const char *path, const ao_config_value *v, size_t n)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) ao_fatal(AO_EXIT_FAIL, path, "out of memory");
+    fprintf(f, "config,role,median,ci_low,ci_high,ratio,verdict\n");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s,%s,%.17g,%.17g,%.17g,%.17g,%s\n", v[i].label,
+                v[i].reference ? "reference" : "candidate", v[i].median, v[i].ci.lo, v[i].ci.hi,
+                v[i].ratio, v[i].reference ? "reference" : ao_verdict_name(v[i].verdict));
+    fclose(f);
+    int rc = ao_file_write_atomic(path, text, len) == 0 ? 0 : AO_EXIT_FAIL;
+    free(text);
+    return rc;
+}
+
 void ao_comparison_free(ao_comparison *c)
 {
     free(c->reference);

@@ -75,6 +75,29 @@ ao_verdict ao_compare_verdict(ao_better better, double ref_median, double cand_m
  * heap array, *n of them. */
 double *ao_step_samples(const ao_run_data *runs, size_t nruns, size_t m, size_t *n);
 
+/* A metric across configs (the chart per matrix column, DESIGN §17): the
+ * reference and each candidate with its median, the seeded bootstrap 95 %
+ * CI of that median (of its own per-step samples), its ratio to the
+ * reference and its verdict, all medians and verdicts the comparisons'. */
+typedef struct ao_config_value {
+    const char *label;
+    int reference;
+    double median; /* NAN: the config has no value */
+    ao_stats_ci ci;
+    double ratio;
+    ao_verdict verdict; /* AO_VERDICT_NA for the reference */
+} ao_config_value;
+
+/* Rows for metric m over ncmps comparisons against one reference: out[0]
+ * the reference, out[1 + c] candidate c. runs[0]/nruns[0] are the
+ * reference's runs, runs[1 + c]/nruns[1 + c] candidate c's (for the CIs).
+ * Returns ncmps + 1. */
+size_t ao_compare_across(const ao_comparison *cmps, size_t ncmps, size_t m,
+                         const ao_run_data *const *runs, const size_t *nruns, ao_config_value *out);
+/* The rows as CSV (config,role,median,ci_low,ci_high,ratio,verdict), the
+ * data behind the chart. 0 or AO_EXIT_FAIL after printing why. */
+int ao_config_values_write_csv(const char *path, const ao_config_value *v, size_t n);
+
 void ao_compare(const char *ref_label, const ao_run_data *ref, size_t nref, const char *cand_label,
                 const ao_run_data *cand, size_t ncand, ao_comparison *out);
 void ao_comparison_free(ao_comparison *c);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/json.h"
@@ -169,7 +170,17 @@ void ao_html_figure(ao_hbuf *b, const ao_html_page *p, const char *name, const c
     ao_hesc(b, name);
     ao_hputs(b, ".svg\"><code>");
     ao_hesc(b, name);
-    ao_hputs(b, ".svg</code></a>)</figcaption></figure>\n");
+    ao_hputs(b, ".svg</code></a>");
+    char *csv = ao_asprintf("%s/%s.csv", p->chart_dir, name);
+    if (access(csv, F_OK) == 0) { /* the data behind the chart */
+        ao_hputs(b, ", <a href=\"");
+        ao_hesc(b, name);
+        ao_hputs(b, ".csv\"><code>");
+        ao_hesc(b, name);
+        ao_hputs(b, ".csv</code></a>");
+    }
+    free(csv);
+    ao_hputs(b, ")</figcaption></figure>\n");
 }
 
 static const char *verdict_class(ao_verdict v)
@@ -329,6 +340,25 @@ static void matrix(ao_hbuf *b, const ao_html_page *p)
              "reference's. Green: better, red: worse, grey: no significant difference.</p>\n");
 }
 
+/* Per matrix column, the metric across configs (configs_{metric}). */
+static void configs_figures(ao_hbuf *b, const ao_html_page *p)
+{
+    ao_hputs(b, "<h3 id=\"configs\">Each metric across configs</h3>\n");
+    const ao_comparison *c0 = &p->cmps[0];
+    for (size_t i = 0; i < c0->nmetrics; i++) {
+        const char *m = ao_metric(c0->metrics[i].metric)->name;
+        char *name = ao_asprintf("configs_%s", m);
+        char *caption = ao_asprintf(
+            "%s per config: the median of its per-step samples with the 95%% bootstrap CI of "
+            "that median, coloured by the verdict against %s (the dark bar, its value dashed "
+            "through every row); the ratio to it beside each bar, as in the matrix.",
+            m, c0->reference);
+        ao_html_figure(b, p, name, caption);
+        free(caption);
+        free(name);
+    }
+}
+
 static void full_table(ao_hbuf *b, const ao_comparison *c, size_t idx)
 {
     ao_hprintf(b, "<details><summary>All metrics: ");
@@ -362,6 +392,7 @@ static void verdicts_section(ao_hbuf *b, const ao_html_page *p)
     if (p->ncmps > 1) matrix(b, p);
     for (size_t c = 0; c < p->ncmps; c++) verdict_list(b, &p->cmps[c]);
     for (size_t c = 0; c < p->ncmps; c++) full_table(b, &p->cmps[c], c);
+    if (p->ncmps > 1) configs_figures(b, p);
     ao_hprintf(b,
                "<p class=\"note\">Medians of per-step samples (step_ms: the %s; other metrics: "
                "the mean over ranks). A verdict needs the %.0f%% bootstrap confidence interval "

@@ -8,6 +8,7 @@
 #include "core/jsonl.h"
 #include "report/glossary.h"
 #include "report/html_buf.h"
+#include "report/kernels.h"
 
 static void headline_table(ao_hbuf *b, const ao_summary *s, size_t idx)
 {
@@ -136,6 +137,46 @@ static void cell(ao_hbuf *b, double v)
     ao_hcells(b, &v, 1);
 }
 
+static int class_index(const char *name)
+{
+    for (int c = AO_CLASS_COMPUTE; c <= AO_CLASS_COPY; c++)
+        if (strcmp(name, ao_op_class_name((ao_op_class)c)) == 0) return c;
+    return AO_CLASS_COMPUTE;
+}
+
+/* One rank's top kernels, for every source (report/kernels.h): k[0..n) by
+ * total time, window_ms the step time they were taken from. */
+static void kernel_table(ao_hbuf *b, size_t idx, size_t i, int rank, const ao_top_kernel *k,
+                         size_t n, double window_ms)
+{
+    ao_hprintf(b,
+               "<table id=\"kernels-%zu-%zu\"><thead><tr><th class=\"k\">rank %d: top kernels"
+               "</th><th class=\"k\">class</th><th>calls</th><th>total (ms)</th><th>share of "
+               "step time</th><th>mean (&micro;s)</th><th>max (&micro;s)</th></tr></thead>"
+               "<tbody>\n",
+               idx, i, rank);
+    for (size_t j = 0; j < n; j++) {
+        ao_hputs(b, "<tr><td class=\"k\">");
+        ao_hesc(b, k[j].name);
+        ao_hprintf(b, "</td><td class=\"k\">%s</td><td>%zu</td>",
+                   ao_op_class_name((ao_op_class)k[j].cls), k[j].count);
+        cell(b, k[j].total_us / 1000);
+        if (window_ms > 0)
+            ao_hprintf(b, "<td>%.1f%%</td>", 100 * k[j].total_us / 1000 / window_ms);
+        else
+            ao_hputs(b, "<td>&ndash;</td>");
+        const double v[2] = {k[j].count ? k[j].total_us / (double)k[j].count : NAN, k[j].max_us};
+        ao_hcells(b, v, 2);
+        ao_hputs(b, "</tr>\n");
+    }
+    ao_hputs(b, "</tbody></table>\n");
+}
+
+static const char kernel_share_note[] =
+    "<p class=\"note\">Share of step time: the kernel's total time over the summed windows "
+    "of the steps it was taken from (kernels on different streams run at once, so shares can "
+    "add up to more than 100%).</p>\n";
+
 /* What `aorta analyze` adds for a job's own traces: HTA's numbers per rank,
  * idle split, exposure per collective kind, the slowest rank of each step,
  * the top kernels. */
@@ -196,28 +237,47 @@ static void analyze_section(ao_hbuf *b, yajl_val a, size_t idx)
         }
         ao_hputs(b, "</tbody></table>\n");
     }
+    size_t tables = 0;
     for (size_t i = 0; i < ranks->u.array.len; i++) {
         yajl_val r = ranks->u.array.values[i], ks = ao_json_member(r, "kernels");
         if (!YAJL_IS_ARRAY(ks)) continue;
-        ao_hprintf(b,
-                   "<table id=\"kernels-%zu-%zu\"><thead><tr><th class=\"k\">rank %g: top kernels"
-                   "</th><th class=\"k\">class</th><th>count</th><th>total (us)</th><th>max (us)"
-                   "</th></tr></thead><tbody>\n",
-                   idx, i, jnum(r, "rank"));
-        for (size_t j = 0; j < ks->u.array.len && j < 10; j++) {
+        size_t n = ks->u.array.len < AO_TOP_KERNELS ? ks->u.array.len : AO_TOP_KERNELS;
+        ao_top_kernel *rows = ao_calloc(n + 1, sizeof *rows);
+        for (size_t j = 0; j < n; j++) {
             yajl_val k = ks->u.array.values[j];
-            ao_hputs(b, "<tr><td class=\"k\">");
-            ao_hesc(b, jstr(k, "name"));
-            ao_hputs(b, "</td><td class=\"k\">");
-            ao_hesc(b, jstr(k, "class"));
-            ao_hputs(b, "</td>");
-            ao_hprintf(b, "<td>%g</td>", jnum(k, "count"));
-            cell(b, jnum(k, "total_us"));
-            cell(b, jnum(k, "max_us"));
-            ao_hputs(b, "</tr>\n");
+            double count = jnum(k, "count");
+            rows[j] = (ao_top_kernel){jstr(k, "name"), class_index(jstr(k, "class")),
+                                      count > 0 ? (size_t)count : 0, jnum(k, "total_us"),
+                                      jnum(k, "max_us")};
         }
-        ao_hputs(b, "</tbody></table>\n");
+        /* whole trace: the share is of the rank's trace window */
+        kernel_table(b, idx, i, (int)jnum(r, "rank"), rows, n,
+                     jnum(ao_json_member(r, "total"), "step_ms"));
+        free(rows);
+        tables++;
     }
+    if (tables) ao_hputs(b, kernel_share_note);
+}
+
+/* aorta train's kernel trace (profiling.kernel_trace), per rank of the
+ * label's first run. */
+static void train_kernels_section(ao_hbuf *b, const ao_summary *s, size_t idx)
+{
+    size_t steps = 0;
+    for (int k = 0; k < s->nkernel_ranks; k++)
+        if (s->kernel_ranks[k].kernels.steps > steps) steps = s->kernel_ranks[k].kernels.steps;
+    ao_hprintf(b,
+               "<h3>Top kernels (kernel trace)</h3>\n<p class=\"note\">From the run's CUPTI "
+               "kernel trace (<code>profiling.kernel_trace=true</code>): the kernels of the "
+               "%zu counted step(s) in its profiling windows, per rank of its first run.</p>\n",
+               steps);
+    for (int k = 0; k < s->nkernel_ranks; k++) {
+        const ao_kernel_table *t = &s->kernel_ranks[k].kernels;
+        if (!t->steps) continue;
+        kernel_table(b, idx, (size_t)k, s->kernel_ranks[k].rank, t->k,
+                     t->n < AO_TOP_KERNELS ? t->n : AO_TOP_KERNELS, t->window_ms);
+    }
+    ao_hputs(b, kernel_share_note);
 }
 
 void ao_html_tables(ao_hbuf *b, const ao_html_page *p)
@@ -251,6 +311,7 @@ void ao_html_tables(ao_hbuf *b, const ao_html_page *p)
         decomposition(b, s, i);
         telemetry(b, s, i);
         if (s->analyze) analyze_section(b, s->analyze, i);
+        if (s->kernel_ranks) train_kernels_section(b, s, i);
         char *name = ao_asprintf("%s_timeline", s->label);
         ao_html_figure(b, p, name,
                        "Time per step: step, compute, communication and exposed communication; "

@@ -140,6 +140,38 @@ static int draw_charts(const ao_report_opts *o, const label_runs *lr, const ao_s
     return rc;
 }
 
+/* With a matrix (several candidates): per metric of it, the metric across
+ * configs as configs_{metric}.csv and its chart. */
+static int configs_charts(const ao_report_opts *o, const label_runs *lr, int ref, const int *cand,
+                          const ao_comparison *cmps, size_t ncmps)
+{
+    if (ncmps < 2) return 0;
+    const ao_run_data **runs = ao_malloc((ncmps + 1) * sizeof *runs);
+    size_t *nruns = ao_malloc((ncmps + 1) * sizeof *nruns);
+    ao_config_value *v = ao_malloc((ncmps + 1) * sizeof *v);
+    runs[0] = lr[ref].runs;
+    nruns[0] = lr[ref].n;
+    for (size_t c = 0; c < ncmps; c++) {
+        runs[1 + c] = lr[cand[c]].runs;
+        nruns[1 + c] = lr[cand[c]].n;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < cmps[0].nmetrics && rc == 0; i++) {
+        size_t m = cmps[0].metrics[i].metric;
+        size_t n = ao_compare_across(cmps, ncmps, m, runs, nruns, v);
+        char *path = ao_asprintf("%s/configs_%s.csv", o->output, ao_metric(m)->name);
+        rc = ao_config_values_write_csv(path, v, n);
+        free(path);
+#if AORTA_HAVE_CAIRO
+        if (rc == 0 && o->charts) rc = ao_chart_configs(o->output, m, v, n);
+#endif
+    }
+    free(runs);
+    free(nruns);
+    free(v);
+    return rc;
+}
+
 int ao_report_check_labels(const char *const *labels, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -315,6 +347,7 @@ static int generate(const ao_report_opts *o)
     ao_html_chart charts[1];
     size_t ncharts = 0;
     if (rc == 0) rc = draw_charts(o, lr, sums, cmps, ncmps, charts, &ncharts);
+    if (rc == 0) rc = configs_charts(o, lr, ref, cand, cmps, ncmps);
     ao_diagnosis *diags = ao_calloc(o->nlabels, sizeof *diags);
     ao_html_label *hl = ao_calloc(o->nlabels, sizeof *hl);
     char **traces = ao_calloc(o->nlabels, sizeof *traces);

@@ -30,4 +30,13 @@ int ao_trace_from_run(const char *run_dir, const char *out_path);
  * ao_trace_from_run reads back. Returns the yajl status. */
 yajl_gen_status ao_trace_gen_kernels(yajl_gen g, const ao_op *ops, size_t n);
 
+/* A record's kernel trace (profiling.kernel_trace): the key "overlap_kernels"
+ * with the §7 fields of the kernels (m, no per-stream fields) and, when ops
+ * is not NULL (the iteration is in an active profiling window), "kernels" as
+ * ao_trace_gen_kernels writes them. The one writer of this format: train
+ * writes it, the report's top-kernels table and the trace read it back
+ * (report/trace.h: ao_trace_parse_kernels), the tests' fixtures use it. */
+yajl_gen_status ao_trace_gen_kernel_extra(yajl_gen g, const ao_overlap *m, const ao_op *ops,
+                                          size_t n);
+
 #endif

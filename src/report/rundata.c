@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "core/rundir.h"
 #include "report/rundata.h"
+#include "report/trace.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -202,6 +203,22 @@ static void take_telemetry(ao_rank_data *rd, yajl_val line)
     }
 }
 
+/* The record's kernel trace, read by the trace's own parser. */
+static int take_kernels(rank_job *job, const ao_iter_record *r, yajl_val line)
+{
+    yajl_val ks = ao_json_member(ao_json_member(line, "extra"), "kernels");
+    if (!ks) return 0;
+    char *where = ao_asprintf("%s: step %lld", job->path, r->step);
+    ao_op *ops;
+    size_t n;
+    int rc = ao_trace_parse_kernels(ks, where, &ops, &n);
+    free(where);
+    if (rc) return rc;
+    ao_kernel_table_add(&job->rd->kernels, ops, n, r->m.step_ms);
+    free(ops);
+    return 0;
+}
+
 static int on_record(void *ctx, ao_iter_record *r, yajl_val line)
 {
     rank_job *job = ctx;
@@ -255,7 +272,7 @@ static int on_record(void *ctx, ao_iter_record *r, yajl_val line)
         }
     }
     take_telemetry(rd, line);
-    return 0;
+    return take_kernels(job, r, line);
 }
 
 static void *read_rank(void *arg)
@@ -264,6 +281,7 @@ static void *read_rank(void *arg)
     ao_jsonl_stats st;
     job->rc = ao_jsonl_read(job->path, on_record, job, &st);
     job->rd->truncated = st.truncated;
+    ao_kernel_table_sort(&job->rd->kernels);
     return NULL;
 }
 
@@ -669,6 +687,7 @@ void ao_run_free(ao_run_data *r)
             free(rd->telemetry[t].values);
         }
         free(rd->telemetry);
+        ao_kernel_table_free(&rd->kernels);
     }
     free(r->ranks);
     if (r->run) yajl_tree_free(r->run);

@@ -7,7 +7,8 @@
  * `compute_only` and `comm_only` baseline records, the numeric members of
  * "extra.telemetry" when records carry it, and the per-op intervals of up to
  * AO_RUNDATA_MAX_PROFILED records that have an "ops" array (profiling
- * windows; the stream chart needs one). Ranks are read in parallel (one
+ * windows; the stream chart needs one), and the kernels of those with
+ * "extra.kernels" aggregated by name (report/kernels.h). Ranks are read in parallel (one
  * thread per core): the files are independent. */
 #ifndef AORTA_REPORT_RUNDATA_H
 #define AORTA_REPORT_RUNDATA_H
@@ -17,6 +18,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "core/jsonl.h"
+#include "report/kernels.h"
 
 /* ---- the metrics a summary reports ---------------------------------------- */
 
@@ -66,6 +68,9 @@ typedef struct ao_rank_data {
     size_t nprofiled, profiled_dropped;
     ao_telemetry_series *telemetry;
     size_t ntelemetry;
+    /* aorta train's kernel trace (profiling.kernel_trace): the kernels of
+     * the kept records that carry "extra.kernels", sorted; empty without. */
+    ao_kernel_table kernels;
 } ao_rank_data;
 
 /* A rank's column of metric m into out[0..rd->n). */

@@ -224,6 +224,9 @@ int ao_summary_build(const char *label, const ao_run_data *runs, size_t nruns, a
         out->skip_origin = runs[0].skip_origin;
         collect_knobs(out, &runs[0]);
         out->analyze = ao_json_member(runs[0].summary, "analyze");
+        for (int k = 0; k < runs[0].nranks && !out->kernel_ranks; k++)
+            if (runs[0].ranks[k].kernels.steps) out->kernel_ranks = runs[0].ranks;
+        if (out->kernel_ranks) out->nkernel_ranks = runs[0].nranks;
     }
     if (total == 0) {
         ao_error(label, "no train step is left after skipping %lld warm-up step(s) per rank",
@@ -402,6 +405,16 @@ yajl_gen_status ao_summary_gen(yajl_gen g, const ao_summary *s)
             ao_jw_close(&o);
         }
         ao_jw_close(&o);
+    }
+    /* aorta train's kernel trace: each rank's top kernels */
+    ao_jw_key(&o, "top_kernels");
+    if (!s->kernel_ranks) {
+        ao_jw_null(&o, NULL);
+    } else {
+        ao_jw_aopen(&o, NULL);
+        for (int k = 0; k < s->nkernel_ranks; k++)
+            ao_kernel_table_gen(&o, NULL, s->kernel_ranks[k].rank, &s->kernel_ranks[k].kernels);
+        ao_jw_aclose(&o);
     }
     ao_jw_close(&o);
     return o.st;

@@ -80,6 +80,10 @@ typedef struct ao_summary {
     /* Borrowed from the first run (lives as long as it): summary.json's
      * "analyze" block of an `aorta analyze` run, else NULL. */
     yajl_val analyze;
+    /* Borrowed from the first run: its ranks when one has aorta train's
+     * kernel trace (their ao_rank_data.kernels), else NULL. */
+    const ao_rank_data *kernel_ranks;
+    int nkernel_ranks;
 } ao_summary;
 
 /* Sanity of a decomposition: NULL, or why its achieved overlap and comm

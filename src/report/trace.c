@@ -427,6 +427,17 @@ yajl_gen_status ao_trace_gen_kernels(yajl_gen g, const ao_op *ops, size_t n)
     return w.st;
 }
 
+yajl_gen_status ao_trace_gen_kernel_extra(yajl_gen g, const ao_overlap *m, const ao_op *ops,
+                                          size_t n)
+{
+    yajl_gen_status st = ao_json_gen_str(g, "overlap_kernels");
+    if (st == yajl_gen_status_ok) st = yajl_gen_map_open(g);
+    if (st == yajl_gen_status_ok) st = ao_overlap_gen_fields(g, m, 0);
+    if (st == yajl_gen_status_ok) st = yajl_gen_map_close(g);
+    if (st == yajl_gen_status_ok && ops) st = ao_trace_gen_kernels(g, ops, n);
+    return st;
+}
+
 static int name_index(const char *s, const char *(*name)(int), int n)
 {
     for (int i = 0; i < n; i++)
@@ -442,8 +453,7 @@ static const char *kind_name(int i)
     return ao_coll_kind_name((ao_coll_kind)i);
 }
 
-/* extra.kernels of one record into ops (names point into the parsed tree). */
-static int parse_kernels(yajl_val arr, const char *where, ao_op **ops, size_t *n)
+int ao_trace_parse_kernels(yajl_val arr, const char *where, ao_op **ops, size_t *n)
 {
     if (!YAJL_IS_ARRAY(arr)) {
         ao_error(where, "field \"extra.kernels\" must be an array");
@@ -535,7 +545,7 @@ static int add_record(void *ctx, ao_iter_record *r, yajl_val line)
         char *w = ao_asprintf("%s: step %lld", p->path, r->step);
         ao_op *ops;
         size_t n;
-        int rc = parse_kernels(kernels, w, &ops, &n);
+        int rc = ao_trace_parse_kernels(kernels, w, &ops, &n);
         free(w);
         if (rc) return rc;
         rc = ao_trace_add_kernels(p->t, p->rank, ops, n) ? AO_EXIT_FAIL : 0;

@@ -133,16 +133,10 @@ static int write_extra(void *ctx, yajl_gen g)
 {
     const ao_train_profile *p = ctx;
     if (p->have_tel && ao_telemetry_write_json(g, &p->tel_agg) != yajl_gen_status_ok) return -1;
-    if (p->have_kernels) {
-        if (ao_json_gen_str(g, "overlap_kernels") != yajl_gen_status_ok ||
-            yajl_gen_map_open(g) != yajl_gen_status_ok ||
-            ao_overlap_gen_fields(g, &p->kernel_overlap, 0) != yajl_gen_status_ok ||
-            yajl_gen_map_close(g) != yajl_gen_status_ok)
-            return -1;
-        if (p->with_kernel_ops &&
-            ao_trace_gen_kernels(g, p->kernel_ops, p->nkernel_ops) != yajl_gen_status_ok)
-            return -1;
-    }
+    if (p->have_kernels &&
+        ao_trace_gen_kernel_extra(g, &p->kernel_overlap, p->with_kernel_ops ? p->kernel_ops : NULL,
+                                  p->nkernel_ops) != yajl_gen_status_ok)
+        return -1;
     return 0;
 }
 

@@ -2,7 +2,7 @@
  * report's end-to-end test and benchmark.
  *   synth_run DIR [key=value ...]
  * keys: ranks, steps, baseline, compute_ms, comm_ms, hidden, jitter, seed,
- * profile_every, telemetry, slow_rank, slow_factor, strategy, nccl_algo. */
+ * profile_every, telemetry, kernels, slow_rank, slow_factor, strategy, nccl_algo. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +44,8 @@ int main(int argc, char **argv)
             o.profile_every = atoi(v);
         else if (!strcmp(k, "telemetry"))
             o.telemetry = atoi(v);
+        else if (!strcmp(k, "kernels"))
+            o.kernels = atoi(v);
         else if (!strcmp(k, "slow_rank"))
             o.slow_rank = atoi(v);
         else if (!strcmp(k, "slow_factor"))

@@ -24,15 +24,19 @@
 #include "core/jsonl.h"
 #include "core/metrics.h"
 #include "core/rundir.h"
+#include "report/run_end.h"
 
 typedef struct synth_opts {
     int ranks, steps;
     int baseline_steps; /* compute_only and comm_only records after the train steps */
     double compute_ms, comm_ms, hidden, jitter;
-    int slow_rank;                    /* -1: none */
-    double slow_factor;               /* compute of slow_rank scaled by it */
-    int profile_every;                /* every k-th step carries ops; 0: none */
-    int telemetry;                    /* write extra.telemetry */
+    int slow_rank;      /* -1: none */
+    double slow_factor; /* compute of slow_rank scaled by it */
+    int profile_every;  /* every k-th step carries ops; 0: none */
+    int telemetry;      /* write extra.telemetry */
+    int kernels;        /* a kernel trace as profiling.kernel_trace writes it (the writer's own
+                           ao_trace_gen_kernel_extra): overlap_kernels every step, kernels in
+                           profiled steps, one kernel per op (synth_kernel_name) */
     const char *strategy, *nccl_algo; /* config knob and NCCL_ALGO (NULL: unset) */
     long long skip_config;            /* training.summary_skip_steps in run.json; < 0: absent */
     uint64_t seed;
@@ -51,6 +55,7 @@ static inline synth_opts synth_defaults(void)
                     .slow_factor = 1,
                     .profile_every = 0,
                     .telemetry = 0,
+                    .kernels = 0,
                     .strategy = "full_shard",
                     .nccl_algo = NULL,
                     .skip_config = 5,
@@ -108,6 +113,39 @@ static inline int synth_telemetry(void *ctx, yajl_gen g)
     ao_json_gen_str(g, "power_w");
     ao_json_gen_double(g, v[1]);
     yajl_gen_map_close(g);
+    return 0;
+}
+
+/* The kernel a synthetic op stands for, as CUPTI would name it. */
+static inline const char *synth_kernel_name(const char *op)
+{
+    static const char *const map[][2] = {
+        {"h2d", "memcpy HtoD"},
+        {"forward", "sm90_xmma_gemm_bf16bf16_fwd"},
+        {"backward", "sm90_xmma_gemm_bf16bf16_bwd"},
+        {"allgather", "ncclDevKernel_AllGather_RING_LL"},
+        {"reducescatter", "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL"},
+        {"optimizer", "multi_tensor_apply_kernel_adamw"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(op, map[i][0]) == 0) return map[i][1];
+    return op;
+}
+
+typedef struct synth_extra {
+    const double *tel; /* NULL: no telemetry */
+    int kernels;
+    ao_overlap kov;    /* of the kernels */
+    const ao_op *kops; /* NULL: not a profiled step */
+    size_t nk;
+} synth_extra;
+
+static inline int synth_extra_gen(void *ctx, yajl_gen g)
+{
+    const synth_extra *x = ctx;
+    if (x->tel && synth_telemetry((void *)x->tel, g) != 0) return -1;
+    if (x->kernels && ao_trace_gen_kernel_extra(g, &x->kov, x->kops, x->nk) != yajl_gen_status_ok)
+        return -1;
     return 0;
 }
 
@@ -207,7 +245,7 @@ static inline int synth_run_write(const char *dir, const synth_opts *o)
     int rc = ao_run_json_write(path, &h);
     free(path);
     if (rc) return -1;
-    ao_op ops[24];
+    ao_op ops[24], kops[24];
     for (int r = 0; r < o->ranks && rc == 0; r++) {
         uint64_t rng = o->seed * 0x9e3779b97f4a7c15ULL + (uint64_t)r * 7919 + 1;
         char *name = ao_rank_file_name(r, o->ranks, AO_RANK_METRICS);
@@ -244,9 +282,24 @@ static inline int synth_run_write(const char *dir, const synth_opts *o)
                 rec.nops = n;
             }
             double tel[2] = {80 + 10 * synth_uniform(&rng), 300 + 50 * synth_uniform(&rng)};
-            if (o->telemetry) {
-                rec.extra = synth_telemetry;
-                rec.extra_ctx = tel;
+            synth_extra x;
+            memset(&x, 0, sizeof x);
+            x.tel = o->telemetry ? tel : NULL;
+            x.kernels = o->kernels;
+            x.nk = n;
+            if (o->kernels) {
+                /* one kernel per op, on the op's stream as its lane */
+                for (size_t i = 0; i < n; i++) {
+                    kops[i] = ops[i];
+                    kops[i].name = synth_kernel_name(ops[i].name);
+                    kops[i].unit = -1;
+                }
+                ao_overlap_compute(kops, n, o->ranks, &x.kov);
+                if (rec.ops) x.kops = kops;
+            }
+            if (o->telemetry || o->kernels) {
+                rec.extra = synth_extra_gen;
+                rec.extra_ctx = &x;
             }
             if (ao_jsonl_append(w, &rec) != 0) rc = -1;
             t0 = rec.m.window_end_us + 50;
