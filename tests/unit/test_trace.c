@@ -20,6 +20,8 @@
 #include "core/jsonl.h"
 #include "core/metrics.h"
 #include "core/rundir.h"
+#include "report/kernels.h"
+#include "report/rundata.h"
 #include "report/trace.h"
 #include "telemetry/telemetry.h"
 #include "timeline/cupti.h"
@@ -32,15 +34,19 @@
 
 typedef struct extra_ctx {
     const ao_tel_agg *agg;
-    const ao_op *kernels;
+    const ao_op *kernels; /* NULL: the step is outside the profiling windows */
     size_t nkernels;
 } extra_ctx;
 
+/* As train_profile.c writes a record's extra: telemetry, then the kernel
+ * trace through its one writer. */
 static int write_extra(void *ctx, yajl_gen g)
 {
     const extra_ctx *e = ctx;
     if (ao_telemetry_write_json(g, e->agg) != yajl_gen_status_ok) return -1;
-    if (e->kernels && ao_trace_gen_kernels(g, e->kernels, e->nkernels) != yajl_gen_status_ok)
+    ao_overlap kov;
+    ao_overlap_compute(e->kernels, e->kernels ? e->nkernels : 0, 2, &kov);
+    if (ao_trace_gen_kernel_extra(g, &kov, e->kernels, e->nkernels) != yajl_gen_status_ok)
         return -1;
     return 0;
 }
@@ -293,6 +299,60 @@ static void test_trace_from_run(void **state)
     remove_temp_dir(dir);
 }
 
+/* The report's top kernels read the kernel trace the writer wrote: only
+ * step 1 carries kernels (an active window); the others only overlap_kernels. */
+static void test_top_kernels_from_run(void **state)
+{
+    (void)state;
+    char *dir = make_temp_dir();
+    write_run(dir, 2, 1);
+    ao_run_data run;
+    assert_int_equal(ao_run_load(dir, 0, &run), 0);
+    assert_int_equal(run.nranks, 2);
+    for (int k = 0; k < 2; k++) {
+        const ao_kernel_table *t = &run.ranks[k].kernels;
+        assert_int_equal(t->steps, 1);
+        assert_true(fabs(t->window_ms - run.ranks[k].rows[1 * ao_metric_count()]) < 1e-9);
+        assert_int_equal(t->n, 2);
+        /* by total time: the all-gather kernel (88 us) before the sgemm (39 us) */
+        assert_string_equal(t->k[0].name, "ncclDevKernel_AllGather");
+        assert_int_equal(t->k[0].cls, AO_CLASS_COMM);
+        assert_int_equal(t->k[0].count, 1);
+        assert_true(fabs(t->k[0].total_us - 88) < 1e-9 && fabs(t->k[0].max_us - 88) < 1e-9);
+        assert_string_equal(t->k[1].name, "sgemm");
+        assert_true(fabs(t->k[1].total_us - 39) < 1e-9);
+    }
+    ao_run_free(&run);
+    remove_temp_dir(dir);
+}
+
+/* Many names (the table grows) and repeats (aggregated by name). */
+static void test_kernel_table(void **state)
+{
+    (void)state;
+    ao_kernel_table t;
+    memset(&t, 0, sizeof t);
+    char names[300][16];
+    ao_op ops[300];
+    for (int i = 0; i < 300; i++) {
+        snprintf(names[i], sizeof names[i], "k%d", i % 150);
+        ops[i] = (ao_op){
+            0, (double)(i % 150 + 1), 0, names[i], -1, 0, AO_CLASS_COMPUTE, AO_KIND_NONE, 0, 0};
+    }
+    ao_kernel_table_add(&t, ops, 300, 5);
+    ao_kernel_table_add(&t, ops, 1, 3);
+    ao_kernel_table_sort(&t);
+    assert_int_equal(t.n, 150);
+    assert_int_equal(t.steps, 2);
+    assert_true(fabs(t.window_ms - 8) < 1e-12);
+    assert_string_equal(t.k[0].name, "k149");
+    assert_int_equal(t.k[0].count, 2);
+    assert_true(fabs(t.k[0].total_us - 300) < 1e-12);
+    assert_string_equal(t.k[149].name, "k0");
+    assert_int_equal(t.k[149].count, 3); /* twice in the first step, once in the second */
+    ao_kernel_table_free(&t);
+}
+
 static void test_trace_missing_rank_and_bad_dir(void **state)
 {
     (void)state;
@@ -523,6 +583,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trace_from_run),
+        cmocka_unit_test(test_top_kernels_from_run),
+        cmocka_unit_test(test_kernel_table),
         cmocka_unit_test(test_trace_missing_rank_and_bad_dir),
         cmocka_unit_test(test_trace_writer_rules),
         cmocka_unit_test(test_cupti_classify),
