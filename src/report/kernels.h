@@ -37,7 +37,7 @@ typedef struct ao_kernel_table {
     size_t steps;     /* records that carried a kernel list */
 } ao_kernel_table;
 
-/* One step's kernels (ops as ao_trace_parse_kernels reads them; names are
+/* One step's kernels (ops as ao_trace_record_kernels reads them; names are
  * copied) and that step's window |W| in ms. */
 void ao_kernel_table_add(ao_kernel_table *t, const ao_op *ops, size_t n, double step_ms);
 /* Longest total first (ties by name), for the table. */

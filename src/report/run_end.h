@@ -35,7 +35,7 @@ yajl_gen_status ao_trace_gen_kernels(yajl_gen g, const ao_op *ops, size_t n);
  * is not NULL (the iteration is in an active profiling window), "kernels" as
  * ao_trace_gen_kernels writes them. The one writer of this format: train
  * writes it, the report's top-kernels table and the trace read it back
- * (report/trace.h: ao_trace_parse_kernels), the tests' fixtures use it. */
+ * (report/trace.h: ao_trace_record_kernels), the tests' fixtures use it. */
 yajl_gen_status ao_trace_gen_kernel_extra(yajl_gen g, const ao_overlap *m, const ao_op *ops,
                                           size_t n);
 

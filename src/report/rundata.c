@@ -206,17 +206,12 @@ static void take_telemetry(ao_rank_data *rd, yajl_val line)
 /* The record's kernel trace, read by the trace's own parser. */
 static int take_kernels(rank_job *job, const ao_iter_record *r, yajl_val line)
 {
-    yajl_val ks = ao_json_member(ao_json_member(line, "extra"), "kernels");
-    if (!ks) return 0;
-    char *where = ao_asprintf("%s: step %lld", job->path, r->step);
     ao_op *ops;
     size_t n;
-    int rc = ao_trace_parse_kernels(ks, where, &ops, &n);
-    free(where);
-    if (rc) return rc;
-    ao_kernel_table_add(&job->rd->kernels, ops, n, r->m.step_ms);
+    int rc = ao_trace_record_kernels(line, job->path, r->step, &ops, &n);
+    if (rc == 0 && ops) ao_kernel_table_add(&job->rd->kernels, ops, n, r->m.step_ms);
     free(ops);
-    return 0;
+    return rc;
 }
 
 static int on_record(void *ctx, ao_iter_record *r, yajl_val line)

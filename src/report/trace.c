@@ -453,7 +453,7 @@ static const char *kind_name(int i)
     return ao_coll_kind_name((ao_coll_kind)i);
 }
 
-int ao_trace_parse_kernels(yajl_val arr, const char *where, ao_op **ops, size_t *n)
+static int parse_kernels(yajl_val arr, const char *where, ao_op **ops, size_t *n)
 {
     if (!YAJL_IS_ARRAY(arr)) {
         ao_error(where, "field \"extra.kernels\" must be an array");
@@ -493,6 +493,18 @@ int ao_trace_parse_kernels(yajl_val arr, const char *where, ao_op **ops, size_t 
         op->bytes = (uint64_t)YAJL_GET_INTEGER(b);
     }
     return 0;
+}
+
+int ao_trace_record_kernels(yajl_val line, const char *path, long long step, ao_op **ops, size_t *n)
+{
+    *ops = NULL;
+    *n = 0;
+    yajl_val arr = ao_json_member(ao_json_member(line, "extra"), "kernels");
+    if (!arr) return 0;
+    char *where = ao_asprintf("%s: step %lld", path, step);
+    int rc = parse_kernels(arr, where, ops, n);
+    free(where);
+    return rc;
 }
 
 /* ---- from a run directory ---------------------------------------------------------------- */
@@ -538,20 +550,13 @@ static int add_record(void *ctx, ao_iter_record *r, yajl_val line)
 {
     rank_pass *p = ctx;
     if (ao_trace_add_iteration(p->t, p->rank, r)) return AO_EXIT_FAIL;
+    ao_op *ops;
+    size_t n;
+    int rc = ao_trace_record_kernels(line, p->path, r->step, &ops, &n);
+    if (rc == 0 && ops) rc = ao_trace_add_kernels(p->t, p->rank, ops, n) ? AO_EXIT_FAIL : 0;
+    free(ops);
+    if (rc) return rc;
     yajl_val extra = ao_json_member(line, "extra");
-    if (!YAJL_IS_OBJECT(extra)) return 0;
-    yajl_val kernels = ao_json_member(extra, "kernels");
-    if (kernels) {
-        char *w = ao_asprintf("%s: step %lld", p->path, r->step);
-        ao_op *ops;
-        size_t n;
-        int rc = ao_trace_parse_kernels(kernels, w, &ops, &n);
-        free(w);
-        if (rc) return rc;
-        rc = ao_trace_add_kernels(p->t, p->rank, ops, n) ? AO_EXIT_FAIL : 0;
-        free(ops);
-        if (rc) return rc;
-    }
     return add_telemetry(p->t, p->rank, ao_json_member(extra, "telemetry"), r->m.window_start_us);
 }
 

@@ -57,10 +57,13 @@ int ao_trace_add_kernels(ao_trace *t, int rank, const ao_op *ops, size_t n);
 /* A counter sample on `rank`'s track `name` at rel_us (µs from the rank's
  * anchor); NAN values are skipped (a metric the device did not report). */
 int ao_trace_add_counter(ao_trace *t, int rank, const char *name, double rel_us, double value);
-/* A record's "extra.kernels" (as ao_trace_gen_kernels writes it) back into
- * ops: a heap array in *ops (names point into arr's tree), *n of them.
- * Returns 0, or AO_EXIT_USAGE after one error naming `where` and the entry. */
-int ao_trace_parse_kernels(yajl_val arr, const char *where, ao_op **ops, size_t *n);
+/* A record's (`line`, step `step` of file `path`) "extra.kernels", as
+ * ao_trace_gen_kernels writes it, back into ops: a heap array in *ops (names
+ * point into line's tree), *n of them; *ops NULL when the record has no
+ * kernel list. Returns 0, or AO_EXIT_USAGE after one error naming the file,
+ * the step and the entry. */
+int ao_trace_record_kernels(yajl_val line, const char *path, long long step, ao_op **ops,
+                            size_t *n);
 /* Finish the document (otherData: `other`'s fields plus the time origin),
  * write it and rename it over the path; frees t. Returns 0, or AO_EXIT_FAIL
  * after printing why (the temporary file is removed). */

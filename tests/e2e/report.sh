@@ -4,14 +4,8 @@
 # directory with `latest` and --all-runs, summary.json fields, every chart and
 # index.html, and the bad inputs that must exit 2 with one line.
 set -euo pipefail
-
-: "${AORTA:?AORTA must name the aorta binary}"
-: "${AORTA_SYNTH_RUN:?AORTA_SYNTH_RUN must name the synth_run helper}"
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
-
 # shellcheck source=/dev/null
-. "$(dirname "$0")/lib/assert.sh"
+. "$(dirname "$0")/lib/synth.sh"
 
 "$AORTA_SYNTH_RUN" "$TMP/fast" ranks=2 steps=60 profile_every=10 baseline=4 nccl_algo=Ring
 "$AORTA_SYNTH_RUN" "$TMP/slow" ranks=2 steps=60 comm_ms=8 hidden=0.4 seed=7 strategy=shard_grad_op

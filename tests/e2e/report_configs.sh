@@ -5,13 +5,8 @@
 # behind it (configs_{metric}.csv), linked from index.html; one bar per
 # config, and every value the matrix's (summary.json's comparisons).
 set -euo pipefail
-
-: "${AORTA:?AORTA must name the aorta binary}"
-: "${AORTA_SYNTH_RUN:?AORTA_SYNTH_RUN must name the synth_run helper}"
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
 # shellcheck source=/dev/null
-. "$(dirname "$0")/lib/assert.sh"
+. "$(dirname "$0")/lib/synth.sh"
 
 mkdir "$TMP/sweep"
 i=0

@@ -6,13 +6,8 @@
 # numbers in summary.json: checked against an aggregation of the records done
 # here. A malformed kernel list exits 2 with one line naming the file and step.
 set -euo pipefail
-
-: "${AORTA:?AORTA must name the aorta binary}"
-: "${AORTA_SYNTH_RUN:?AORTA_SYNTH_RUN must name the synth_run helper}"
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
 # shellcheck source=/dev/null
-. "$(dirname "$0")/lib/assert.sh"
+. "$(dirname "$0")/lib/synth.sh"
 
 # 30 steps, the first 5 warm-up (run.json), every 4th step profiled
 "$AORTA_SYNTH_RUN" "$TMP/k" ranks=2 steps=30 profile_every=4 kernels=1
