@@ -186,13 +186,60 @@ static void test_step_samples(void **state)
     ao_run_free(&a);
 }
 
+/* A metric across configs: the reference then each candidate, the
+ * comparisons' medians, ratios and verdicts, each median inside its own CI;
+ * a candidate without the metric has no value. */
+static void test_across_configs(void **state)
+{
+    synth_opts o = synth_defaults();
+    o.steps = 30;
+    ao_run_data r[3];
+    load("x0", &o, &r[0]);
+    o.comm_ms = 8;
+    o.seed = 2;
+    load("x1", &o, &r[1]);
+    o.comm_ms = 2;
+    o.seed = 3;
+    load("x2", &o, &r[2]);
+    ao_comparison c[2];
+    ao_compare("x0", &r[0], 1, "x1", &r[1], 1, &c[0]);
+    ao_compare("x0", &r[0], 1, "x2", &r[2], 1, &c[1]);
+    const ao_run_data *runs[3] = {&r[0], &r[1], &r[2]};
+    const size_t nruns[3] = {1, 1, 1};
+    ao_config_value v[3];
+    size_t m = (size_t)ao_metric_find("step_ms");
+    assert_int_equal(ao_compare_across(c, 2, m, runs, nruns, v), 3);
+    assert_string_equal(v[0].label, "x0");
+    assert_true(v[0].reference && !v[1].reference && !v[2].reference);
+    assert_string_equal(v[2].label, "x2");
+    for (int i = 0; i < 2; i++) {
+        const ao_metric_cmp *mc = find(&c[i], "step_ms");
+        assert_true(v[0].median == mc->ref_median);
+        assert_true(v[1 + i].median == mc->cand_median && v[1 + i].ratio == mc->ratio);
+        assert_int_equal(v[1 + i].verdict, mc->verdict);
+    }
+    assert_int_equal(v[1].verdict, AO_VERDICT_WORSE);
+    assert_int_equal(v[2].verdict, AO_VERDICT_BETTER);
+    for (int i = 0; i < 3; i++) {
+        assert_true(v[i].ci.lo <= v[i].median && v[i].median <= v[i].ci.hi);
+        assert_true(v[i].ci.hi > v[i].ci.lo); /* jittered samples: a real interval */
+    }
+    /* a metric no comparison has: no values, no intervals */
+    c[1].nmetrics = 0;
+    ao_compare_across(c, 2, m, runs, nruns, v);
+    assert_true(isnan(v[2].median) && isnan(v[2].ci.lo) && v[2].verdict == AO_VERDICT_NA);
+    assert_false(isnan(v[1].median));
+    c[1].nmetrics = 1; /* freed as usual */
+    for (int i = 0; i < 2; i++) ao_comparison_free(&c[i]);
+    for (int i = 0; i < 3; i++) ao_run_free(&r[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_verdict_rule),
-        cmocka_unit_test(test_large_difference),
-        cmocka_unit_test(test_same_distribution),
-        cmocka_unit_test(test_step_samples),
+        cmocka_unit_test(test_verdict_rule),      cmocka_unit_test(test_large_difference),
+        cmocka_unit_test(test_same_distribution), cmocka_unit_test(test_step_samples),
+        cmocka_unit_test(test_across_configs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
