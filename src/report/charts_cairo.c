@@ -611,6 +611,14 @@ typedef struct configs_ctx {
 
 #define CONFIG_ROW 26.0
 
+/* "12.35 (1.103x)", "704332 (0.939x)": the value as the page's tables print it. */
+static void value_text(char *buf, size_t n, const ao_config_value *v)
+{
+    double x = v->median;
+    int dec = fabs(x) >= 1e4 ? 0 : fabs(x) >= 100 ? 1 : 3;
+    snprintf(buf, n, "%.*f (%.3fx)", dec, x, v->ratio);
+}
+
 static void draw_configs(cairo_t *cr, double w, double h, const void *vctx)
 {
     const configs_ctx *cc = vctx;
@@ -629,7 +637,7 @@ static void draw_configs(cairo_t *cr, double w, double h, const void *vctx)
         med[nmed++] = v->median;
         lo = fmin(lo, fmin(v->median, isnan(v->ci.lo) ? v->median : v->ci.lo));
         hi = fmax(hi, fmax(v->median, isnan(v->ci.hi) ? v->median : v->ci.hi));
-        snprintf(text, sizeof text, "%.4g (%.3fx)", v->median, v->ratio);
+        value_text(text, sizeof text, v);
         vw = fmax(vw, ao_text_width(cr, text));
     }
     /* Robust axis, as the time-per-step chart: a config far above the rest
@@ -695,7 +703,7 @@ static void draw_configs(cairo_t *cr, double w, double h, const void *vctx)
         }
         ao_set_rgb(cr, AO_C_TEXT, 1);
         ao_font(cr, AO_FONT_SIZE, 0);
-        snprintf(text, sizeof text, "%.4g (%.3fx)", v->median, v->ratio);
+        value_text(text, sizeof text, v);
         ao_text_at(cr, f.x1 + 12, yc, 0, text);
     }
     if (!isnan(ref_x)) { /* the reference's value through every row */

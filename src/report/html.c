@@ -343,8 +343,11 @@ static void matrix(ao_hbuf *b, const ao_html_page *p)
 /* Per matrix column, the metric across configs (configs_{metric}). */
 static void configs_figures(ao_hbuf *b, const ao_html_page *p)
 {
-    ao_hputs(b, "<h3 id=\"configs\">Each metric across configs</h3>\n");
     const ao_comparison *c0 = &p->cmps[0];
+    ao_hprintf(b,
+               "<details open id=\"configs\"><summary><b>Each metric across configs</b> (%zu "
+               "charts, one per matrix column)</summary>\n",
+               c0->nmetrics);
     for (size_t i = 0; i < c0->nmetrics; i++) {
         const char *m = ao_metric(c0->metrics[i].metric)->name;
         char *name = ao_asprintf("configs_%s", m);
@@ -357,6 +360,7 @@ static void configs_figures(ao_hbuf *b, const ao_html_page *p)
         free(caption);
         free(name);
     }
+    ao_hputs(b, "</details>\n");
 }
 
 static void full_table(ao_hbuf *b, const ao_comparison *c, size_t idx)
@@ -389,10 +393,12 @@ static void verdicts_section(ao_hbuf *b, const ao_html_page *p)
 {
     if (p->ncmps == 0) return;
     ao_hputs(b, "<section id=\"verdicts\"><h2>Verdicts</h2>\n");
-    if (p->ncmps > 1) matrix(b, p);
+    if (p->ncmps > 1) {
+        matrix(b, p);
+        configs_figures(b, p);
+    }
     for (size_t c = 0; c < p->ncmps; c++) verdict_list(b, &p->cmps[c]);
     for (size_t c = 0; c < p->ncmps; c++) full_table(b, &p->cmps[c], c);
-    if (p->ncmps > 1) configs_figures(b, p);
     ao_hprintf(b,
                "<p class=\"note\">Medians of per-step samples (step_ms: the %s; other metrics: "
                "the mean over ranks). A verdict needs the %.0f%% bootstrap confidence interval "
