@@ -251,7 +251,8 @@ static void analyze_section(ao_hbuf *b, yajl_val a, size_t idx)
                                       jnum(k, "max_us")};
         }
         /* whole trace: the share is of the rank's trace window */
-        kernel_table(b, idx, i, (int)jnum(r, "rank"), rows, n,
+        double rank = jnum(r, "rank");
+        kernel_table(b, idx, i, isfinite(rank) ? (int)rank : (int)i, rows, n,
                      jnum(ao_json_member(r, "total"), "step_ms"));
         free(rows);
         tables++;
