@@ -1,9 +1,10 @@
 /* index.html of `aorta report`: one self-contained page (the charts' SVG
  * inlined, no script, no network) in the order a performance engineer reads
  * it: findings (diagnose), verdicts with confidence intervals (a matrix when
- * several candidates share one reference), the median step's timeline,
- * tables, settings once (only what differs, plus the environment), and a
- * glossary of every metric. Simple CSS that reads on a laptop and prints. */
+ * several candidates share one reference, with a chart per metric across
+ * configs), the median step's timeline, tables (top kernels where a kernel
+ * trace exists), settings once (only what differs, plus the environment),
+ * and a glossary of every metric. Simple CSS that reads on a laptop and prints. */
 #ifndef AORTA_REPORT_HTML_H
 #define AORTA_REPORT_HTML_H
 
