@@ -98,18 +98,13 @@ uint32_t ao_rocm_queue_stream(ao_rocm_queues *q, uint64_t handle)
 
 static const char *copy_name(rocprofiler_memory_copy_operation_t op)
 {
-    switch (op) {
-    case ROCPROFILER_MEMORY_COPY_HOST_TO_DEVICE:
-        return "memcpy HtoD";
-    case ROCPROFILER_MEMORY_COPY_DEVICE_TO_HOST:
-        return "memcpy DtoH";
-    case ROCPROFILER_MEMORY_COPY_DEVICE_TO_DEVICE:
-        return "memcpy DtoD";
-    case ROCPROFILER_MEMORY_COPY_HOST_TO_HOST:
-        return "memcpy HtoH";
-    default:
-        return "memcpy";
-    }
+    static const char *const names[ROCPROFILER_MEMORY_COPY_LAST] = {
+        [ROCPROFILER_MEMORY_COPY_HOST_TO_HOST] = "memcpy HtoH",
+        [ROCPROFILER_MEMORY_COPY_HOST_TO_DEVICE] = "memcpy HtoD",
+        [ROCPROFILER_MEMORY_COPY_DEVICE_TO_HOST] = "memcpy DtoH",
+        [ROCPROFILER_MEMORY_COPY_DEVICE_TO_DEVICE] = "memcpy DtoD"};
+    /* the names CUPTI's copies get (timeline/cupti_lib_cuda.c) */
+    return op >= 0 && op < ROCPROFILER_MEMORY_COPY_LAST && names[op] ? names[op] : "memcpy";
 }
 
 int ao_rocm_decode(const ao_rocm_activity *a, const ao_rocm_kernels *kernels,
