@@ -14,6 +14,7 @@
  * us), so the library links against nothing of ROCm's. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,9 +54,9 @@ static struct {
 } S;
 
 static struct {
-    int on;
+    atomic_int on;     /* tracing: the worker's flushes and finalize act */
+    pid_t pid;         /* the process that started it */
     uint32_t priority; /* tools the SDK configured before this one */
-    char runtime[64];  /* the SDK's version string */
     rocprofiler_context_id_t ctx;
     rocprofiler_buffer_id_t buf;
     /* mu: the kernel names (code object callbacks, the worker's decode) */
@@ -284,6 +285,7 @@ static int tool_init(rocprofiler_client_finalize_t fini, void *data)
         ao_tracer_abandon();
         return -1;
     }
+    R.pid = getpid();
     R.on = 1;
     return 0;
 }
@@ -292,7 +294,9 @@ static int tool_init(rocprofiler_client_finalize_t fini, void *data)
 static void tool_fini(void *data)
 {
     (void)data;
-    if (!R.on) return;
+    /* a child forked since (a data loader's worker) leaves the parent's
+     * context alone */
+    if (!R.on || getpid() != R.pid) return;
     S.rocprofiler_flush_buffer(R.buf); /* waits for the callback */
     S.rocprofiler_stop_context(R.ctx);
     S.rocprofiler_flush_buffer(R.buf);
@@ -306,10 +310,10 @@ AO_EXPORT rocprofiler_tool_configure_result_t *rocprofiler_configure(uint32_t ve
                                                                      rocprofiler_client_id_t *id)
 {
     (void)version;
+    (void)runtime_version;
     if (!ao_tracer_dir()) return NULL; /* loaded by something else than aorta attach */
     static rocprofiler_tool_configure_result_t cfg = {sizeof cfg, tool_init, tool_fini, NULL};
     id->name = "aorta attach";
     R.priority = priority;
-    snprintf(R.runtime, sizeof R.runtime, "%s", runtime_version ? runtime_version : "");
     return &cfg;
 }
