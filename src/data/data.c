@@ -107,7 +107,7 @@ int ao_data_fill(const ao_data_shape *shape, uint64_t seed, int target_kind,
             uniform_words(tg, (size_t)T, ao_data_stream(seed, AO_RNG_DATA_TARGET, g), 0);
         } else { /* ids are in [0, V), V < 2^31: the same elements read as uint32 */
             ao_rng_normals_at_simd(simd, score, (const uint32_t *)id, ids_per_sample, score_stream);
-            ao_teacher_targets_simd(simd, tg, T, u, dn, score, F, D, S, scratch);
+            ao_teacher_targets_simd(simd, shape, u, dn, score, scratch, tg, NULL);
         }
     }
     free(u);

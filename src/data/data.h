@@ -103,11 +103,13 @@ AO_HD static inline float ao_data_teacher_finish(double lin_sum, double emb_sum,
     return (float)(1.0 / (1.0 + exp(-z)));
 }
 
-/* u given (u[i] = ao_rng_normal(stream AO_RNG_TEACHER_DENSE, i), drawn once
- * per batch by the host fill), or NULL: drawn here, per token. */
-AO_HD static inline float ao_data_teacher_target_u(const float *u, uint64_t seed, int num_dense,
-                                                   int dense_dim, int num_sparse,
-                                                   const float *dense_tok, const int32_t *ids_tok)
+/* The token's two sums (ao_data_teacher_finish), with u given
+ * (u[i] = ao_rng_normal(stream AO_RNG_TEACHER_DENSE, i), drawn once per batch
+ * by the host fill), or NULL: drawn here, per token. */
+AO_HD static inline void ao_data_teacher_sums(const float *u, uint64_t seed, int num_dense,
+                                              int dense_dim, int num_sparse, const float *dense_tok,
+                                              const int32_t *ids_tok, double *lin_sum,
+                                              double *emb_sum)
 {
     ao_rng_stream us = ao_rng_root(seed, AO_RNG_TEACHER_DENSE);
     ao_rng_stream cs = ao_rng_root(seed, AO_RNG_TEACHER_ID);
@@ -119,6 +121,16 @@ AO_HD static inline float ao_data_teacher_target_u(const float *u, uint64_t seed
     }
     double emb = 0.0;
     for (int s = 0; s < num_sparse; s++) emb += ao_rng_normal(cs, (uint64_t)ids_tok[s]);
+    *lin_sum = lin;
+    *emb_sum = emb;
+}
+
+AO_HD static inline float ao_data_teacher_target_u(const float *u, uint64_t seed, int num_dense,
+                                                   int dense_dim, int num_sparse,
+                                                   const float *dense_tok, const int32_t *ids_tok)
+{
+    double lin, emb;
+    ao_data_teacher_sums(u, seed, num_dense, dense_dim, num_sparse, dense_tok, ids_tok, &lin, &emb);
     return ao_data_teacher_finish(lin, emb, num_dense, dense_dim, num_sparse);
 }
 

@@ -42,12 +42,15 @@ AO_INLINE void dense_terms(double *p, int l, const float *x, const float *u, int
     }
 }
 
-AO_INLINE void teacher_body(float *target, int ntok, const float *u, const float *dense,
-                            const float *score, int F, int D, int S, double *scratch)
+/* The targets (and sums, when asked) of one sample: see teacher.h. */
+AO_INLINE void teacher_body(const ao_data_shape *shape, const float *u, const float *dense,
+                            const float *score, double *scratch, float *target, double *sums)
 {
+    const int T = shape->seq_len, F = shape->num_dense, D = shape->dense_dim;
+    const int S = shape->num_sparse;
     double *p = scratch, *e = scratch + (size_t)G * D; /* [D][G], [S][G] */
-    for (int t0 = 0; t0 < ntok; t0 += G) {
-        const int n = ntok - t0 < G ? ntok - t0 : G;
+    for (int t0 = 0; t0 < T; t0 += G) {
+        const int n = T - t0 < G ? T - t0 : G;
         for (int l = 0; l < G; l++) {
             if (l < n) {
                 dense_terms(p, l, dense + (size_t)(t0 + l) * F * D, u, F, D);
@@ -64,48 +67,52 @@ AO_INLINE void teacher_body(float *target, int ntok, const float *u, const float
             for (int l = 0; l < G; l++) lin[l] += p[(size_t)i * G + l];
         for (int s = 0; s < S; s++)
             for (int l = 0; l < G; l++) emb[l] += e[(size_t)s * G + l];
-        for (int l = 0; l < n; l++)
+        for (int l = 0; l < n; l++) {
             target[t0 + l] = ao_data_teacher_finish(lin[l], emb[l], F, D, S);
+            if (sums) {
+                sums[2 * (t0 + l)] = lin[l];
+                sums[2 * (t0 + l) + 1] = emb[l];
+            }
+        }
     }
 }
 
-static void teacher_generic(float *target, int ntok, const float *u, const float *dense,
-                            const float *score, int F, int D, int S, double *scratch)
+#define TEACHER_PARAMS                                                                             \
+    const ao_data_shape *shape, const float *u, const float *dense, const float *score,            \
+        double *scratch, float *target, double *sums
+#define TEACHER_ARGS shape, u, dense, score, scratch, target, sums
+
+static void teacher_generic(TEACHER_PARAMS)
 {
-    teacher_body(target, ntok, u, dense, score, F, D, S, scratch);
+    teacher_body(TEACHER_ARGS);
 }
 
 #ifdef AO_HAVE_X86_VARIANTS
-AO_TARGET_AVX2 static void teacher_avx2(float *target, int ntok, const float *u, const float *dense,
-                                        const float *score, int F, int D, int S, double *scratch)
+AO_TARGET_AVX2 static void teacher_avx2(TEACHER_PARAMS)
 {
-    teacher_body(target, ntok, u, dense, score, F, D, S, scratch);
+    teacher_body(TEACHER_ARGS);
 }
 
-AO_TARGET_AVX512 static void teacher_avx512(float *target, int ntok, const float *u,
-                                            const float *dense, const float *score, int F, int D,
-                                            int S, double *scratch)
+AO_TARGET_AVX512 static void teacher_avx512(TEACHER_PARAMS)
 {
-    teacher_body(target, ntok, u, dense, score, F, D, S, scratch);
+    teacher_body(TEACHER_ARGS);
 }
 #endif
 
-int ao_teacher_targets_simd(enum ao_rng_simd v, float *target, int ntok, const float *u,
-                            const float *dense, const float *score, int num_dense, int dense_dim,
-                            int num_sparse, double *scratch)
+int ao_teacher_targets_simd(enum ao_rng_simd v, TEACHER_PARAMS)
 {
     if (!ao_rng_simd_supported(v)) return -1;
     switch (v) {
 #ifdef AO_HAVE_X86_VARIANTS
     case AO_RNG_SIMD_AVX2:
-        teacher_avx2(target, ntok, u, dense, score, num_dense, dense_dim, num_sparse, scratch);
+        teacher_avx2(TEACHER_ARGS);
         break;
     case AO_RNG_SIMD_AVX512:
-        teacher_avx512(target, ntok, u, dense, score, num_dense, dense_dim, num_sparse, scratch);
+        teacher_avx512(TEACHER_ARGS);
         break;
 #endif
     default:
-        teacher_generic(target, ntok, u, dense, score, num_dense, dense_dim, num_sparse, scratch);
+        teacher_generic(TEACHER_ARGS);
         break;
     }
     return 0;

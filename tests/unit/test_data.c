@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "data/data.h"
+#include "data/teacher.h"
 
 static const ao_data_shape SHAPE = {
     .seq_len = 5, .num_dense = 3, .dense_dim = 4, .num_sparse = 2, .vocab = 11};
@@ -133,6 +134,82 @@ static void test_fill_matches_element_functions(void **state)
     assert_memory_equal(a.weight, r.weight, sizeof(float) * B * T);
     batch_free(&a);
     batch_free(&r);
+}
+
+static uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Every SIMD variant of the vectorised teacher against the scalar per-token
+ * definition, bit for bit in the targets and in the double sums behind them,
+ * over shapes with chunk, group and lane tails. The dense values span
+ * 2^-30 .. 2^30, where a sum's order shows in its bits: the test checks that
+ * reversing one changes some. */
+static void test_teacher_variants_match_scalar(void **state)
+{
+    (void)state;
+    uint64_t x = 11;
+    int order_visible = 0;
+    for (int c = 0; c < 40; c++) {
+        ao_data_shape sh = {.seq_len = 1 + (int)(splitmix(&x) % 20),
+                            .num_dense = 1 + (int)(splitmix(&x) % 6),
+                            .dense_dim = 1 + (int)(splitmix(&x) % 80),
+                            .num_sparse = 1 + (int)(splitmix(&x) % 9),
+                            .vocab = INT32_MAX};
+        const int T = sh.seq_len, F = sh.num_dense, D = sh.dense_dim, S = sh.num_sparse;
+        const uint64_t seed = splitmix(&x);
+        float *dense = malloc(sizeof(float) * T * F * D), *u = malloc(sizeof(float) * D);
+        float *score = malloc(sizeof(float) * T * S), *got = malloc(sizeof(float) * T);
+        int32_t *ids = malloc(sizeof(int32_t) * T * S);
+        double *scratch = malloc(sizeof(double) * ao_teacher_scratch_doubles(D, S));
+        double *sums = malloc(sizeof(double) * 2 * T);
+        assert_true(dense && u && score && got && ids && scratch && sums);
+        for (int e = 0; e < T * F * D; e++)
+            dense[e] =
+                ldexpf((float)(int32_t)splitmix(&x) * 0x1p-31f, (int)(splitmix(&x) % 61) - 30);
+        ao_rng_normals(u, (size_t)D, ao_rng_root(seed, AO_RNG_TEACHER_DENSE), 0);
+        const ao_rng_stream cs = ao_rng_root(seed, AO_RNG_TEACHER_ID);
+        for (int e = 0; e < T * S; e++) {
+            ids[e] = (int32_t)(splitmix(&x) % INT32_MAX);
+            score[e] = ao_rng_normal(cs, (uint64_t)ids[e]);
+        }
+        for (int v = 0; v < AO_RNG_SIMD_COUNT; v++) {
+            const int rc = ao_teacher_targets_simd((enum ao_rng_simd)v, &sh, u, dense, score,
+                                                   scratch, got, sums);
+            if (!ao_rng_simd_supported((enum ao_rng_simd)v)) {
+                assert_int_equal(rc, -1);
+                continue;
+            }
+            assert_int_equal(rc, 0);
+            for (int t = 0; t < T; t++) {
+                double want[2];
+                ao_data_teacher_sums(u, seed, F, D, S, dense + t * F * D, ids + t * S, &want[0],
+                                     &want[1]);
+                assert_memory_equal(&sums[2 * t], want, sizeof want);
+                const float target =
+                    ao_data_teacher_target_u(u, seed, F, D, S, dense + t * F * D, ids + t * S);
+                assert_memory_equal(&got[t], &target, sizeof target);
+            }
+        }
+        for (int i = 0; i < D && F > 2; i++) { /* m_i of token 0, forward and reversed */
+            double fwd = 0.0, rev = 0.0;
+            for (int f = 0; f < F; f++) fwd += dense[f * D + i];
+            for (int f = F - 1; f >= 0; f--) rev += dense[f * D + i];
+            order_visible |= fwd != rev;
+        }
+        free(dense);
+        free(u);
+        free(score);
+        free(got);
+        free(ids);
+        free(scratch);
+        free(sums);
+    }
+    assert_true(order_visible);
 }
 
 /* FNV-1a over bytes. */
@@ -364,6 +441,7 @@ int main(void)
         cmocka_unit_test(test_deterministic_and_seed_dependent),
         cmocka_unit_test(test_fill_matches_element_functions),
         cmocka_unit_test(test_teacher_pinned),
+        cmocka_unit_test(test_teacher_variants_match_scalar),
         cmocka_unit_test(test_value_ranges_and_moments),
         cmocka_unit_test(test_teacher_is_learnable),
         cmocka_unit_test(test_errors),
