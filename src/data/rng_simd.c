@@ -314,22 +314,24 @@ enum ao_rng_simd ao_rng_simd_best(void)
     return best;
 }
 
+/* Each variant's entry points, indexed by enum ao_rng_simd; variants this
+ * build lacks are never called (ao_rng_simd_supported is 0 for them). */
+static const struct {
+    void (*blocks)(ao_u32x4 *out, size_t n, ao_rng_stream s, uint64_t first);
+    void (*normals)(float *out, size_t nblocks, ao_rng_stream s, uint64_t first);
+    void (*normals_at)(float *out, const uint32_t *element, size_t n, ao_rng_stream s);
+} variants[AO_RNG_SIMD_COUNT] = {
+    [AO_RNG_SIMD_GENERIC] = {blocks_generic, normals_generic, normals_at_generic},
+#ifdef AO_HAVE_X86_VARIANTS
+    [AO_RNG_SIMD_AVX2] = {blocks_avx2, normals_avx2, normals_at_avx2},
+    [AO_RNG_SIMD_AVX512] = {blocks_avx512, normals_avx512, normals_at_avx512},
+#endif
+};
+
 int ao_rng_blocks_simd(enum ao_rng_simd v, ao_u32x4 *out, size_t n, ao_rng_stream s, uint64_t first)
 {
     if (!ao_rng_simd_supported(v)) return -1;
-    switch (v) {
-#ifdef AO_HAVE_X86_VARIANTS
-    case AO_RNG_SIMD_AVX2:
-        blocks_avx2(out, n, s, first);
-        break;
-    case AO_RNG_SIMD_AVX512:
-        blocks_avx512(out, n, s, first);
-        break;
-#endif
-    default:
-        blocks_generic(out, n, s, first);
-        break;
-    }
+    variants[v].blocks(out, n, s, first);
     return 0;
 }
 
@@ -337,19 +339,7 @@ int ao_rng_normal_pairs_simd(enum ao_rng_simd v, float *out, size_t nblocks, ao_
                              uint64_t first)
 {
     if (!ao_rng_simd_supported(v)) return -1;
-    switch (v) {
-#ifdef AO_HAVE_X86_VARIANTS
-    case AO_RNG_SIMD_AVX2:
-        normals_avx2(out, nblocks, s, first);
-        break;
-    case AO_RNG_SIMD_AVX512:
-        normals_avx512(out, nblocks, s, first);
-        break;
-#endif
-    default:
-        normals_generic(out, nblocks, s, first);
-        break;
-    }
+    variants[v].normals(out, nblocks, s, first);
     return 0;
 }
 
@@ -357,18 +347,6 @@ int ao_rng_normals_at_simd(enum ao_rng_simd v, float *out, const uint32_t *eleme
                            ao_rng_stream s)
 {
     if (!ao_rng_simd_supported(v)) return -1;
-    switch (v) {
-#ifdef AO_HAVE_X86_VARIANTS
-    case AO_RNG_SIMD_AVX2:
-        normals_at_avx2(out, element, n, s);
-        break;
-    case AO_RNG_SIMD_AVX512:
-        normals_at_avx512(out, element, n, s);
-        break;
-#endif
-    default:
-        normals_at_generic(out, element, n, s);
-        break;
-    }
+    variants[v].normals_at(out, element, n, s);
     return 0;
 }

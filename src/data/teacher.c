@@ -99,21 +99,17 @@ AO_TARGET_AVX512 static void teacher_avx512(TEACHER_PARAMS)
 }
 #endif
 
+static void (*const variants[AO_RNG_SIMD_COUNT])(TEACHER_PARAMS) = {
+    [AO_RNG_SIMD_GENERIC] = teacher_generic,
+#ifdef AO_HAVE_X86_VARIANTS
+    [AO_RNG_SIMD_AVX2] = teacher_avx2,
+    [AO_RNG_SIMD_AVX512] = teacher_avx512,
+#endif
+};
+
 int ao_teacher_targets_simd(enum ao_rng_simd v, TEACHER_PARAMS)
 {
     if (!ao_rng_simd_supported(v)) return -1;
-    switch (v) {
-#ifdef AO_HAVE_X86_VARIANTS
-    case AO_RNG_SIMD_AVX2:
-        teacher_avx2(TEACHER_ARGS);
-        break;
-    case AO_RNG_SIMD_AVX512:
-        teacher_avx512(TEACHER_ARGS);
-        break;
-#endif
-    default:
-        teacher_generic(TEACHER_ARGS);
-        break;
-    }
+    variants[v](TEACHER_ARGS);
     return 0;
 }
