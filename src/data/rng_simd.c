@@ -164,17 +164,6 @@ AO_INLINE void blocks_body(ao_u32x4 *out, size_t n, ao_rng_stream s, uint64_t fi
     for (; i < n; i++) out[i] = ao_rng_block(s, first + i);
 }
 
-/* The fast candidates y[l] for ao_rng_box_muller(a[l], b[l]) and their
- * fallback flags; returns whether any lane must fall back to libm (rare). */
-AO_INLINE uint64_t box_muller_lanes(double y[AO_LANES], uint64_t fb[AO_LANES],
-                                    const uint32_t a[AO_LANES], const uint32_t b[AO_LANES])
-{
-    uint64_t any = 0;
-    for (int l = 0; l < AO_LANES; l++) y[l] = ao_bm_fast(a[l], b[l], &fb[l]);
-    for (int l = 0; l < AO_LANES; l++) any |= fb[l];
-    return any;
-}
-
 /* Normals 2 first .. 2 (first + nblocks) - 1 of s: block j gives normals 2j
  * (words 0, 1) and 2j + 1 (words 2, 3), as ao_rng_normal pairs them. */
 AO_INLINE void normals_body(float *out, size_t nblocks, ao_rng_stream s, uint64_t first,
@@ -186,7 +175,10 @@ AO_INLINE void normals_body(float *out, size_t nblocks, ao_rng_stream s, uint64_
         philox(c0, c1, c2, c3, s, first + i, NULL);
         double ye[AO_LANES], yo[AO_LANES];
         uint64_t fe[AO_LANES], fo[AO_LANES];
-        uint64_t any = box_muller_lanes(ye, fe, c0, c1) | box_muller_lanes(yo, fo, c2, c3);
+        uint64_t any = 0; /* the fallback is rare: test once for the whole group */
+        for (int l = 0; l < AO_LANES; l++) ye[l] = ao_bm_fast(c0[l], c1[l], &fe[l]);
+        for (int l = 0; l < AO_LANES; l++) yo[l] = ao_bm_fast(c2[l], c3[l], &fo[l]);
+        for (int l = 0; l < AO_LANES; l++) any |= fe[l] | fo[l];
         float *o = out + 2 * i;
         for (int l = 0; l < AO_LANES; l++) {
             o[2 * l] = (float)ye[l];
@@ -222,7 +214,9 @@ AO_INLINE void normals_at_body(float *out, const uint32_t *element, size_t n, ao
         }
         double y[AO_LANES];
         uint64_t fb[AO_LANES];
-        uint64_t any = box_muller_lanes(y, fb, a, b);
+        uint64_t any = 0;
+        for (int l = 0; l < AO_LANES; l++) y[l] = ao_bm_fast(a[l], b[l], &fb[l]);
+        for (int l = 0; l < AO_LANES; l++) any |= fb[l];
         for (int l = 0; l < AO_LANES; l++) out[i + (size_t)l] = (float)y[l];
         if (any)
             for (int l = 0; l < AO_LANES; l++)
