@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/jsonl.h"
 #include "core/rundir.h"
+#include "core/version.h"
 #include "launch/env.h"
 #include "launch/launch.h"
 #include "report/summary.h"
@@ -167,7 +168,7 @@ static int write_run_json(const ao_rundir *rd, int argc, char **argv, char **env
                           const struct timespec *mono)
 {
     ao_json_field versions[] = {{"aorta", ao_json_str(AORTA_VERSION)},
-                                {"git_commit", ao_json_str(AORTA_GIT_COMMIT)}};
+                                {"git_commit", ao_json_str(ao_git_commit)}};
     ao_run_header h = {.run_id = rd->run_id,
                        .command = "attach",
                        .argc = argc,

@@ -2,18 +2,12 @@
 
 #include "cli/cli.h"
 #include "comm/comm.h"
+#include "core/version.h"
 #include "runtime/device.h"
-
-#ifndef AORTA_VERSION
-#define AORTA_VERSION "0.0.0"
-#endif
-#ifndef AORTA_GIT_COMMIT
-#define AORTA_GIT_COMMIT "unknown"
-#endif
 
 void cli_print_version(FILE *out)
 {
-    fprintf(out, "aorta %s (commit %s)\n", AORTA_VERSION, AORTA_GIT_COMMIT);
+    fprintf(out, "aorta %s (commit %s)\n", AORTA_VERSION, ao_git_commit);
     fprintf(out, "device backends:");
     for (int i = 0; i < ao_device_backend_count(); i++)
         fprintf(out, " %s", ao_device_backend_name(i));

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/jsonl.h"
 #include "core/rundir.h"
+#include "core/version.h"
 #include "ingest/analyze.h"
 #include "report/summary.h"
 
@@ -468,6 +469,7 @@ static int write_run_json(const run_ctx *c, const ao_rundir *d)
     ao_json_field versions[16];
     size_t nv = 0;
     versions[nv++] = (ao_json_field){"aorta", ao_json_str(AORTA_VERSION)};
+    versions[nv++] = (ao_json_field){"git_commit", ao_json_str(ao_git_commit)};
     versions[nv++] = (ao_json_field){"source_format", ao_json_str(t0->format)};
     for (size_t i = 0; i < t0->nmeta && nv < sizeof versions / sizeof *versions; i++) {
         const char *k = t0->meta[i].key;

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/jsonl.h"
 #include "core/rundir.h"
+#include "core/version.h"
 #include "data/loader.h"
 #include "diagnose/for_run.h"
 #include "engine/engine.h"
@@ -24,10 +25,6 @@
 #include "report/run_end.h"
 #include "timeline/timeline.h"
 #include "train/train_profile.h"
-
-#ifndef AORTA_VERSION
-#define AORTA_VERSION "0.0.0"
-#endif
 
 /* Host copies of the scalars, by iteration (the engine keeps only the last
  * few on the device side). */
@@ -187,6 +184,7 @@ static int write_run_json(trainer *t)
             ao_device_backend_version(i, dev_ver, sizeof dev_ver);
     ao_json_field versions[] = {
         {"aorta", ao_json_str(AORTA_VERSION)},
+        {"git_commit", ao_json_str(ao_git_commit)},
         {"device_backend", ao_json_str(t->info.backend)},
         {"device_runtime", ao_json_str(t->info.runtime_version)},
         {"driver", ao_json_str(t->info.driver_version)},
