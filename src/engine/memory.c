@@ -105,6 +105,9 @@ int ao_engine_memory_plan(const struct ao_config *cfg, int world, int local_worl
     }
     /* scalars, per-group squared norms, per-micro-batch losses */
     out->comm = 4 * 64 + (size_t)nunits * sizeof(double) + f32(4 * (size_t)G);
+    /* gpu: the engine's two workspaces, and cuBLASLt's for the compute stream,
+     * where every GEMM of a step runs */
+    if (gpu) out->comm += 2 * AO_ENGINE_GPU_WORKSPACE_BYTES + AO_GEMM_WORKSPACE_BYTES;
     size_t after = out->gathered + out->params16;
     if (staging > after) out->comm += staging - after; /* the peak is at the staging */
     out->total = out->activations + out->activations16 + out->data + out->params + out->optimizer +

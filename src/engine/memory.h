@@ -12,6 +12,12 @@
 
 #include "core/config.h"
 #include "engine/shard.h"
+#include "model/sizes.h"
+
+/* The gpu engine's workspace, one for each stream its reductions run on (the
+ * compute and the reduction streams): the sum of squares' partials, then the
+ * clip coefficient (engine_cuda.c). */
+#define AO_ENGINE_GPU_WORKSPACE_BYTES (AO_CUDA_REDUCE_PARTIALS * sizeof(double) + sizeof(float))
 
 typedef struct ao_engine_memory {
     /* bytes per rank */

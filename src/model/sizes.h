@@ -15,6 +15,10 @@ extern "C" {
 
 struct ao_model_shape;
 
+/* Doubles of workspace the kernels' two-pass reductions need
+ * (kernels_cuda.h's ao_cuda_sum_squares; the engine's workspace). */
+#define AO_CUDA_REDUCE_PARTIALS 1024
+
 /* 16-bit operand copies start on 128-byte boundaries: n elements rounded up
  * to a multiple of AO_OP16_ALIGN. */
 #define AO_OP16_ALIGN 64

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # aorta plan against what cuda runs measure (tests/e2e/plan_cpu.sh on the cpu
 # backend): the seed's default config, full_shard with bf16 compute and gathers
-# and ddp in fp32, one rank; the device-memory high-water mark of aorta's own
-# allocations (mem_peak_mb) is within 10 % of the plan's total for the run's
-# row (the model's 16-bit copies, dropout masks and workspaces included).
+# and ddp in fp32, one rank, data on the device; the device-memory high-water
+# mark of aorta's own allocations (mem_peak_mb) is within 2 % of the plan's
+# total for the run's row: the plan shares its sizes with the code that
+# allocates them, and only CUB's sort storage is estimated (the goal
+# is 10 %; the runtime's own memory is outside both).
 # Skips (77) without a GPU.
 set -u
 aorta=${AORTA:?set by ctest}
@@ -16,9 +18,10 @@ out="$tmp/out"
 check() { # name strategy precision overrides...
     local name=$1 strategy=$2 prec=$3
     shift 3
+    set -- dataset.placement=device "$@"
     "$aorta" train --backend cuda --nproc 1 --config "$src/config/default.yaml" --run-name "$name" \
         --override training.output_dir="$out" training.max_steps=3 training.summary_skip_steps=1 \
-        dataset.placement=device "$@" >"$tmp/$name.out" 2>&1 ||
+        "$@" >"$tmp/$name.out" 2>&1 ||
         { fail "$name: train exited $?"; tail "$tmp/$name.out"; return; }
     "$aorta" plan --backend cuda --config "$src/config/default.yaml" --json --override "$@" \
         >"$tmp/$name.json" 2>/dev/null || { fail "$name: plan exited $?"; return; }
@@ -30,7 +33,7 @@ rows = [p for p in json.load(open(plan))["plans"]
         if (p["strategy"], p["precision"], p["gradient_accumulation"]) == (strategy, prec, 1)]
 assert len(rows) == 1, rows
 planned = rows[0]["total"] / 1048576
-assert abs(peak - planned) <= 0.10 * peak, ("measured", peak, "MiB, planned", planned)
+assert abs(peak - planned) <= 0.02 * peak, ("measured", peak, "MiB, planned", planned)
 print("ok", peak, planned)
 PY
         { fail "$name: plan vs measured"; cat "$tmp/$name.check"; }
