@@ -84,8 +84,8 @@ grep -q 'input-bound' "$tmp/input.json" || fail "input: not classified input-bou
 # all-gather (forward and backward, 9 a step here) is exposed, against 5
 # reduce-scatters partly behind the backward; a DDP step has only
 # all-reduces. What the host's load adds (device_wait, an unplanted
-# straggler) is set aside by top_is. Each ranked first in 15 of 15 runs at
-# load average 18-23 (bench/RESULTS.md, session 13).
+# straggler) is set aside by top_is. Each ranked first in 10 of 10 runs at
+# load average 18-30 (bench/RESULTS.md, session 13).
 fsdp=(dataset.placement=device model.num_layers=4 training.batch_size=16
     dataset.sequence_length=32)
 train 2 noprefetch "${fsdp[@]}" fsdp.forward_prefetch=false fsdp.backward_prefetch=NONE
