@@ -51,9 +51,11 @@ check 2 ddp ddp no_shard
 # activations only with bf16 compute, of the shard only where fsdp gathers in bf16;
 # its model (dropout masks, kept probabilities, workspaces) above the cpu model's
 for np in 1 2; do
-    "$aorta" plan --backend cuda --nproc $np --config "$src/config/tiny.yaml" --json >"$tmp/cuda-$np.json" 2>&1 &&
-        "$aorta" plan --backend cpu --nproc $np --config "$src/config/tiny.yaml" --json >"$tmp/cpu-$np.json" 2>&1 ||
-        { fail "plan --backend cuda/cpu --nproc $np exited $?"; continue; }
+    if ! "$aorta" plan --backend cuda --nproc $np --config "$src/config/tiny.yaml" --json >"$tmp/cuda-$np.json" 2>&1 ||
+        ! "$aorta" plan --backend cpu --nproc $np --config "$src/config/tiny.yaml" --json >"$tmp/cpu-$np.json" 2>&1; then
+        fail "plan --backend cuda/cpu --nproc $np failed"
+        continue
+    fi
     python3 - "$tmp/cuda-$np.json" "$tmp/cpu-$np.json" >"$tmp/cuda-$np.check" 2>&1 <<'PY' || { fail "cuda plan, $np rank(s)"; cat "$tmp/cuda-$np.check"; }
 import json, sys
 cuda, cpu = (json.load(open(f))["plans"] for f in sys.argv[1:3])
