@@ -43,6 +43,7 @@
 
 #include "core/error.h"
 #include "engine/engine_backend.h"
+#include "engine/memory.h"
 #include "engine/shard.h"
 #include "engine/test_hooks.h"
 #include "model/ops_ref.h"
@@ -434,21 +435,18 @@ static void make_buffers(ao_engine *e)
             e->units[u].params = e->P + e->lay.units[u].shard_offset;
         return;
     }
-    /* Gathered buffers: the root's own; the layers' own (shard_grad_op keeps
-     * them from forward to backward; limit 0 = unlimited) or a pool. */
-    int limit = cfg->fsdp.limit_all_gathers;
-    const int in_place = e->group_size == 1 && e->gather_type != AO_F32;
-    int pooled = e->reshard_after_forward && limit > 0 && !in_place;
-    int pool = pooled ? (limit < e->nlayers ? limit : e->nlayers) : 0;
-    e->nbufs = 1 + (pooled ? pool : e->nlayers);
+    /* Gathered buffers (memory.h, as `aorta plan` counts them): the root's
+     * own; the layers' own or a pool. */
+    ao_gather_bufs g;
+    ao_gather_bufs_of(&e->lay, cfg->fsdp.limit_all_gathers, e->reshard_after_forward,
+                      e->gather_type != AO_F32, &g);
+    const int in_place = g.in_place, pooled = g.pool > 0;
+    e->nbufs = g.nbufs;
     e->bufs = ao_calloc((size_t)e->nbufs, sizeof *e->bufs);
-    size_t layer_max = 0;
-    for (int u = 1; u < e->nunits; u++)
-        if (e->lay.units[u].padded > layer_max) layer_max = e->lay.units[u].padded;
     if (e->gather_type != AO_F32)
         e->Pw = ao_dev_alloc(e->dev, (S ? S : 1) * ao_dtype_size(e->gather_type));
     for (int b = 0; b < e->nbufs; b++) {
-        size_t n = b == 0 ? e->lay.units[0].padded : pooled ? layer_max : e->lay.units[b].padded;
+        size_t n = ao_gather_buf_floats(&g, &e->lay, b);
         e->bufs[b].buf = dev_zeros(e, n);
         if (e->gather_type != AO_F32) {
             /* in place: buffer b is unit b's, its wire that unit's shard */
@@ -472,7 +470,7 @@ static void make_buffers(ao_engine *e)
     e->units[0].own_buf = 0;
     for (int u = 1; u < e->nunits; u++) e->units[u].own_buf = pooled ? -1 : u;
     e->pool_first = 1;
-    e->pool_size = pool;
+    e->pool_size = g.pool;
     e->pool_next = 0;
 }
 

@@ -6,6 +6,7 @@
  * Workspace (one per stream the engine enqueues them on, used in order
  * there): the sum of squares' partials, then the clip coefficient. */
 #include "engine/engine_backend.h"
+#include "engine/memory.h"
 #include "model/kernels_cuda.h"
 #include "model/model_cuda.h"
 #include "runtime/device_cuda.h"
@@ -70,7 +71,7 @@ static void cuda_adamw(ao_stream *s, float *p, void *p16, ao_dtype p16_type, flo
 
 const struct ao_engine_backend ao_engine_cuda_backend = {
     .device_backend = AO_GPU_BACKEND,
-    .workspace_bytes = PARTIALS_BYTES + sizeof(float),
+    .workspace_bytes = AO_ENGINE_GPU_WORKSPACE_BYTES, /* memory.h: what the plan counts */
     .set_compute = cuda_set_compute,
     .set_dependent_launch = ao_cuda_set_dependent_launch,
     .cast = cuda_cast,

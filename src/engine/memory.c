@@ -3,6 +3,7 @@
  * high-water mark is the one a run measures. */
 #include "engine/memory.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -10,14 +11,31 @@
 #include "engine/engine.h"
 #include "engine/shard.h"
 #include "model/model.h"
+#include "model/sizes.h"
 
 static size_t f32(size_t n)
 {
     return (n ? n : 1) * sizeof(float); /* engine.c's dev_zeros */
 }
 
-int ao_engine_memory_plan(const struct ao_config *cfg, int world, int local_world,
-                          int sixteen_bit_gathers, ao_engine_memory *out)
+void ao_gather_bufs_of(const ao_shard_layout *lay, int limit, int reshard, int sixteen,
+                       ao_gather_bufs *g)
+{
+    const int nlayers = lay->nunits - 1;
+    *g = (ao_gather_bufs){.in_place = lay->nshards == 1 && sixteen};
+    if (reshard && limit > 0 && !g->in_place) g->pool = limit < nlayers ? limit : nlayers;
+    g->nbufs = 1 + (g->pool ? g->pool : nlayers);
+    for (int u = 1; u < lay->nunits; u++)
+        if (lay->units[u].padded > g->layer_max) g->layer_max = lay->units[u].padded;
+}
+
+size_t ao_gather_buf_floats(const ao_gather_bufs *g, const ao_shard_layout *lay, int b)
+{
+    return b == 0 ? lay->units[0].padded : g->pool ? g->layer_max : lay->units[b].padded;
+}
+
+int ao_engine_memory_plan(const struct ao_config *cfg, int world, int local_world, int gpu,
+                          ao_engine_memory *out)
 {
     *out = (ao_engine_memory){0};
     int rc = ao_engine_check_config(cfg, world, local_world);
@@ -34,8 +52,11 @@ int ao_engine_memory_plan(const struct ao_config *cfg, int world, int local_worl
     const int solo = world == 1 && G == 1;
     const int synced = cfg->fsdp.sync_module_states && world > 1;
     const int reshard = sharded && cfg->fsdp.sharding_strategy != AO_SHARD_GRAD_OP;
-    const int sixteen =
-        sixteen_bit_gathers && sharded && ao_config_param_dtype(cfg) != AO_PRECISION_FP32;
+    /* the gpu engine casts to param_dtype (engine.c's apply_precision); its
+     * model computes with 16-bit operands in bf16 / fp16 mixed precision */
+    const int sixteen = gpu && sharded && ao_config_param_dtype(cfg) != AO_PRECISION_FP32;
+    const enum ao_precision mp = cfg->training.mixed_precision;
+    const int compute16 = gpu && (mp == AO_PRECISION_BF16 || mp == AO_PRECISION_FP16);
 
     ao_model_shape shape;
     ao_model_shape_of(cfg, &shape);
@@ -51,7 +72,10 @@ int ao_engine_memory_plan(const struct ao_config *cfg, int world, int local_worl
     if (rc) return rc;
     const size_t S = lay.shard_total, F = lay.full_total;
 
-    out->activations = ao_model_device_bytes(&shape);
+    ao_model_bytes mb;
+    ao_model_device_bytes(&shape, gpu, compute16, SIZE_MAX, &mb);
+    out->activations = mb.activations + mb.other;
+    out->activations16 = mb.half;
     ao_loader_config lc = {.data = {.seq_len = cfg->dataset.sequence_length,
                                     .num_dense = cfg->dataset.num_dense_features,
                                     .dense_dim = cfg->dataset.dense_dim,
@@ -65,31 +89,29 @@ int ao_engine_memory_plan(const struct ao_config *cfg, int world, int local_worl
     out->baseline = cfg->training.baseline_steps > 0 ? 3 * f32(S) : 0;
     /* rank 0's init broadcast stages the largest unit, freed before the
      * gathered buffers are made */
-    size_t maxn = 0, layer_max = 0;
-    for (int u = 0; u < nunits; u++) {
+    size_t maxn = 0;
+    for (int u = 0; u < nunits; u++)
         if (lay.units[u].padded > maxn) maxn = lay.units[u].padded;
-        if (u > 0 && lay.units[u].padded > layer_max) layer_max = lay.units[u].padded;
-    }
     size_t staging = synced ? maxn * sizeof(float) : 0;
     if (sharded) {
-        int limit = cfg->fsdp.limit_all_gathers;
-        const int in_place = group == 1 && sixteen;
-        const int pooled = reshard && limit > 0 && !in_place;
-        const int pool = pooled ? (limit < nlayers ? limit : nlayers) : 0;
-        out->gather_slots = pooled ? pool : nlayers;
-        const int nbufs = 1 + out->gather_slots;
+        ao_gather_bufs g;
+        ao_gather_bufs_of(&lay, cfg->fsdp.limit_all_gathers, reshard, sixteen, &g);
+        out->gather_slots = g.nbufs - 1;
         if (sixteen) out->params16 = (S ? S : 1) * 2;
-        for (int b = 0; b < nbufs; b++) {
-            size_t n = b == 0 ? lay.units[0].padded : pooled ? layer_max : lay.units[b].padded;
-            out->gathered += f32(n) + (sixteen && !in_place ? n * 2 : 0);
+        for (int b = 0; b < g.nbufs; b++) {
+            size_t n = ao_gather_buf_floats(&g, &lay, b);
+            out->gathered += f32(n) + (sixteen && !g.in_place ? n * 2 : 0);
         }
     }
     /* scalars, per-group squared norms, per-micro-batch losses */
     out->comm = 4 * 64 + (size_t)nunits * sizeof(double) + f32(4 * (size_t)G);
+    /* gpu: the engine's two workspaces, and cuBLASLt's for the compute stream,
+     * where every GEMM of a step runs */
+    if (gpu) out->comm += 2 * AO_ENGINE_GPU_WORKSPACE_BYTES + AO_GEMM_WORKSPACE_BYTES;
     size_t after = out->gathered + out->params16;
     if (staging > after) out->comm += staging - after; /* the peak is at the staging */
-    out->total = out->activations + out->data + out->params + out->optimizer + out->grads +
-                 out->baseline + out->comm + after;
+    out->total = out->activations + out->activations16 + out->data + out->params + out->optimizer +
+                 out->grads + out->baseline + out->comm + after;
     ao_shard_layout_free(&lay);
     return 0;
 }

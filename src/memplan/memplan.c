@@ -32,20 +32,10 @@ static int set(struct ao_config *c, const char *key, const char *value)
     return ao_config_set(c, key, value, "aorta plan");
 }
 
-/* The cuda backend keeps a 16-bit twin of the activations for its 16-bit
- * GEMMs (model_cuda.c): half their fp32 bytes again. */
-static size_t total_for(const ao_engine_memory *m, int cuda, int sixteen)
-{
-    return m->total + (cuda && sixteen ? m->activations / 2 : 0);
-}
-
-static int plan_one(struct ao_config *c, const ao_memplan_opts *o, int sixteen, row *r)
+static int plan_one(struct ao_config *c, const ao_memplan_opts *o, row *r)
 {
     int rc = ao_engine_memory_plan(c, o->world, o->local_world, o->cuda, &r->m);
     if (rc) return rc;
-    size_t twin = o->cuda && sixteen ? r->m.activations / 2 : 0;
-    r->m.activations += twin;
-    r->m.total += twin;
     r->fits = o->device_mem ? r->m.total <= o->device_mem : -1;
     r->max_batch = -1;
     if (!o->device_mem) return 0;
@@ -59,7 +49,7 @@ static int plan_one(struct ao_config *c, const ao_memplan_opts *o, int sixteen, 
         if (set(c, "training.batch_size", buf) ||
             ao_engine_memory_plan(c, o->world, o->local_world, o->cuda, &m))
             break;
-        if (total_for(&m, o->cuda, sixteen) > o->device_mem || hi >= (1L << 24)) break;
+        if (m.total > o->device_mem || hi >= (1L << 24)) break;
         lo = hi;
         hi *= 2;
     }
@@ -69,7 +59,7 @@ static int plan_one(struct ao_config *c, const ao_memplan_opts *o, int sixteen, 
         if (set(c, "training.batch_size", buf) ||
             ao_engine_memory_plan(c, o->world, o->local_world, o->cuda, &m))
             break;
-        if (total_for(&m, o->cuda, sixteen) <= o->device_mem)
+        if (m.total <= o->device_mem)
             lo = mid;
         else
             hi = mid;
@@ -93,26 +83,27 @@ static void print_rows(FILE *f, const row *rows, size_t n, const ao_memplan_opts
             "activations at their peak (all of a micro-batch's, kept for the backward)\n",
             unit_div < 1073741824.0 ? "MiB" : "GiB", o->world, cfg->training.batch_size,
             o->cuda ? "cuda" : "cpu");
-    fprintf(f, "%-14s %-5s %5s %8s %8s %9s %8s %8s %8s %8s %8s %8s%s\n", "strategy", "prec",
-            "accum", "params", "params16", "gathered", "grads", "optim", "acts", "data", "other",
-            "total", o->device_mem ? "  fits  max_batch" : "");
+    fprintf(f, "%-14s %-5s %5s %8s %8s %9s %8s %8s %8s %8s %8s %8s %8s%s\n", "strategy", "prec",
+            "accum", "params", "params16", "gathered", "grads", "optim", "acts", "acts16", "data",
+            "other", "total", o->device_mem ? "  fits  max_batch" : "");
     for (size_t i = 0; i < n; i++) {
         const row *r = &rows[i];
         char slots[16] = "";
         if (r->m.gather_slots) snprintf(slots, sizeof slots, "(%d)", r->m.gather_slots);
-        fprintf(f, "%-14s %-5s %5d %8.3f %8.3f %5.3f%-4s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f",
+        fprintf(f, "%-14s %-5s %5d %8.3f %8.3f %5.3f%-4s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f",
                 r->strategy, r->precision, r->accum, gib(r->m.params), gib(r->m.params16),
                 gib(r->m.gathered), slots, gib(r->m.grads), gib(r->m.optimizer),
-                gib(r->m.activations), gib(r->m.data), gib(r->m.comm + r->m.baseline),
-                gib(r->m.total));
+                gib(r->m.activations), gib(r->m.activations16), gib(r->m.data),
+                gib(r->m.comm + r->m.baseline), gib(r->m.total));
         if (r->fits >= 0) fprintf(f, "  %-4s  %ld", r->fits ? "yes" : "no", r->max_batch);
         fputc('\n', f);
     }
     fprintf(f,
             "params: this rank's fp32 shard; params16: its 16-bit copy for the gathers; gathered: "
             "the root's and the layers' buffers (slots); grads: full gradients + reduced shard + "
-            "reduction output; optim: AdamW's two moments; other: scalars, workspaces and "
-            "baseline scratch\n");
+            "reduction output; optim: AdamW's two moments; acts: the model's fp32 activations, "
+            "scratch, dropout masks and workspaces; acts16: its 16-bit GEMM operand copies; "
+            "other: scalars, workspaces and baseline scratch\n");
 #undef gib
 }
 
@@ -134,11 +125,17 @@ static void gen_rows(FILE *f, const row *rows, size_t n, const ao_memplan_opts *
         const struct {
             const char *k;
             size_t v;
-        } parts[] = {{"params", r->m.params},       {"params16", r->m.params16},
-                     {"gathered", r->m.gathered},   {"grads", r->m.grads},
-                     {"optimizer", r->m.optimizer}, {"activations", r->m.activations},
-                     {"data", r->m.data},           {"comm", r->m.comm},
-                     {"baseline", r->m.baseline},   {"total", r->m.total}};
+        } parts[] = {{"params", r->m.params},
+                     {"params16", r->m.params16},
+                     {"gathered", r->m.gathered},
+                     {"grads", r->m.grads},
+                     {"optimizer", r->m.optimizer},
+                     {"activations", r->m.activations},
+                     {"activations16", r->m.activations16},
+                     {"data", r->m.data},
+                     {"comm", r->m.comm},
+                     {"baseline", r->m.baseline},
+                     {"total", r->m.total}};
         for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++)
             ao_jw_u64(&w, parts[p].k, parts[p].v);
         ao_jw_int(&w, "gather_slots", r->m.gather_slots);
@@ -194,7 +191,7 @@ int ao_memplan_run(struct ao_config *cfg, const ao_memplan_opts *o)
                 row *r = &rows[n];
                 *r = (row){
                     .strategy = strategies[s].name, .precision = precisions[p], .accum = accums[a]};
-                rc = plan_one(cfg, o, p == 1, r);
+                rc = plan_one(cfg, o, r);
                 if (!rc) n++;
                 snprintf(buf, sizeof buf, "%d", user_group);
                 if (hybrid) rc = rc || set(cfg, "fsdp.shard_group_size", buf);

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "data/data.h"
+#include "model/sizes.h"
 #include "runtime/device.h"
 #include "runtime/gpu_compat.h"
 
@@ -224,8 +225,8 @@ cudaError_t ao_cuda_bce_loss_backward(float *dz, const float *z, const float *y,
 
 /* ---- optimizer and norms --------------------------------------------------- */
 
-/* Doubles of workspace the two-pass reductions below need. */
-#define AO_CUDA_REDUCE_PARTIALS 1024
+/* AO_CUDA_REDUCE_PARTIALS (model/sizes.h): doubles of workspace the two-pass
+ * reductions below need. */
 
 /* out[0] = sum of x[i]^2 in double (written), deterministic: a fixed grid of
  * AO_CUDA_REDUCE_PARTIALS blocks, then one block over their partials.

@@ -342,11 +342,6 @@ size_t ao_model_ref_scratch_floats(const ao_model_shape *s)
                          ao_head_backward_scratch_floats(&hs), N * s->emb_dim);
 }
 
-size_t ao_model_device_bytes(const ao_model_shape *s)
-{
-    return ao_model_acts_floats(s, 0, ao_model_ref_scratch_floats(s)) * sizeof(float);
-}
-
 void ao_model_acts_alloc(ao_model *m, ao_model_acts *a, size_t extra_floats, size_t scratch_floats)
 {
     const ao_model_shape *s = &m->shape;

@@ -56,10 +56,7 @@ typedef struct ao_model ao_model;
 int ao_model_units(const ao_model_shape *shape); /* L + 1 */
 /* Parameter count of a unit (unpadded). */
 size_t ao_model_unit_params(const ao_model_shape *shape, int unit);
-/* Device bytes of the model's activations and scratch as the reference
- * (cpu) backend allocates them; the cuda backend adds 16-bit copies and
- * dropout masks (`aorta plan`). */
-size_t ao_model_device_bytes(const ao_model_shape *shape);
+/* The device bytes a backend's model allocates: model/sizes.h. */
 struct ao_config;
 /* The model's shape as the configuration gives it. */
 void ao_model_shape_of(const struct ao_config *cfg, ao_model_shape *s);

@@ -51,6 +51,7 @@
 #include "model/model_cuda.h"
 #include "model/operand16_cuda.h"
 #include "model/ops_ref.h"
+#include "model/sizes.h"
 #include "runtime/device_cuda.h"
 
 /* A dropout site's masks (kernels_cuda.h's bytes), a slice per layer,
@@ -312,7 +313,7 @@ static void masks_alloc(ao_model *m, site_masks *sm, size_t bytes)
     const int L = m->shape.layers;
     sm->bytes = bytes;
     sm->key = ao_calloc((size_t)L + 1, sizeof *sm->key);
-    sm->mem = m->shape.dropout > 0.0f && L > 0 ? ao_dev_alloc(m->dev, (size_t)L * bytes) : NULL;
+    sm->mem = bytes ? ao_dev_alloc(m->dev, (size_t)L * bytes) : NULL; /* 0: no dropout */
 }
 
 static void masks_free(ao_model *m, site_masks *sm)
@@ -429,13 +430,6 @@ static void attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const
     cm->op.nprepared = mark;
 }
 
-/* Scratch of attn_backward: dqkv [N, 3d], dctx [N, d], dP [B, h, T, T]. */
-static size_t attn_scratch_floats(const ao_model_shape *sh)
-{
-    const size_t N = (size_t)sh->batch * sh->seq, d = (size_t)sh->dim;
-    return N * 3 * d + N * d + (size_t)sh->batch * sh->heads * sh->seq * sh->seq;
-}
-
 /* ao_attn_backward, with the dropped probabilities the forward kept
  * (attn_probs); dx = the input gradient + residual (the gradient around the
  * branch). */
@@ -547,14 +541,6 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
     cm->input_current[layer] = cm->op.half != AO_F32;
 }
 
-/* Scratch of encoder_backward: dr, dbranch, dx1 [N, d], da [N, ff], then
- * the attention's. */
-static size_t encoder_scratch_floats(const ao_model_shape *sh)
-{
-    const size_t N = (size_t)sh->batch * sh->seq;
-    return 3 * N * sh->dim + N * sh->ff + attn_scratch_floats(sh);
-}
-
 static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
                              const ao_encoder_weights *g, const float *dy, const float *x,
                              const ao_encoder_weights *w, const ao_encoder_saved *sv,
@@ -646,18 +632,6 @@ static void stage_head(cuda_model *cm, ao_stream *s, const ao_head_shape *hs,
     ao_op16_stage_weights(&cm->op, s, r, 2);
 }
 
-/* Elements of w16: the largest pass's staged weights. */
-static size_t w16_elements(const ao_model_shape *sh)
-{
-    const ao_encoder_shape es = ao_model_encoder_shape(sh);
-    const ao_input_shape is = ao_model_input_shape(sh);
-    const ao_head_shape hs = ao_model_head_shape(sh);
-    return ao_model_max3(
-        sh->layers > 0 ? ao_op16_align(ao_encoder_param_count(&es)) : 0,
-        ao_op16_align((size_t)is.dim * is.emb_dim) + ao_op16_align((size_t)is.dim * is.dense_in),
-        ao_op16_align((size_t)hs.hidden * hs.dim) + ao_op16_align((size_t)hs.hidden));
-}
-
 /* ---- the backend ------------------------------------------------------------------------ */
 
 static int cuda_create(ao_model *m)
@@ -672,24 +646,21 @@ static int cuda_create(ao_model *m)
                  N * s->sparse);
         return AO_EXIT_USAGE;
     }
-    ao_head_shape hs = ao_model_head_shape(s);
-    const size_t probs = (size_t)s->batch * s->heads * s->seq * s->seq;
-    const size_t scratch = ao_model_max3(encoder_scratch_floats(s),
-                                         ao_head_backward_scratch_floats(&hs), N * s->emb_dim);
-
+    /* model/sizes.h: the sizes `aorta plan` adds up */
+    ao_model_cuda_sizes z;
+    ao_model_cuda_sizes_of(s, &z);
     cuda_model *c = ao_calloc(1, sizeof *c);
     c->compute = AO_COMPUTE_DEFAULT;
     c->op.half = AO_F32;
     c->saved_current = ao_calloc((size_t)L + 1, 1);
     c->input_current = ao_calloc((size_t)L + 1, 1);
-    masks_alloc(m, &c->hidden_masks, ao_cuda_dropout_mask_bytes(s->batch, (size_t)s->seq * s->ff));
-    masks_alloc(m, &c->probs_masks,
-                ao_cuda_dropout_mask_bytes(s->batch * s->heads, (size_t)s->seq * s->seq));
-    /* every layer's dropped attention probabilities (attn_probs) */
-    ao_model_acts_alloc(m, &c->a, s->dropout > 0.0f ? (size_t)L * probs : 0, scratch);
+    masks_alloc(m, &c->hidden_masks, z.hidden_mask_bytes);
+    masks_alloc(m, &c->probs_masks, z.probs_mask_bytes);
+    /* extra: every layer's dropped attention probabilities (attn_probs) */
+    ao_model_acts_alloc(m, &c->a, z.extra_floats, z.scratch_floats);
     c->op.arena = c->a.mem;
     c->op.arena_floats = c->a.floats;
-    if (L > 0) c->stats = ao_dev_alloc(m->dev, (size_t)L * 2 * s->batch * s->heads * s->seq * 4);
+    if (z.stats_bytes) c->stats = ao_dev_alloc(m->dev, z.stats_bytes);
     const size_t ws = ao_cuda_embedding_bag_backward_workspace((int)N, s->sparse, s->vocab);
     c->emb_workspace = ws ? ao_dev_alloc(m->dev, ws) : NULL;
     m->impl = c;
@@ -903,9 +874,9 @@ void ao_model_cuda_set_compute(ao_model *m, ao_compute_mode mode)
     }
     if (c->op.half == AO_F32 || c->op.twin) return;
     /* First 16-bit mode: its copies, 2 bytes an element whichever type. */
-    const ao_model_shape *sh = &m->shape;
-    ao_op16_alloc(&c->op, m->dev, w16_elements(sh),
-                  ao_op16_align((size_t)sh->batch * sh->seq * sh->num_dense * sh->dense_dim));
+    ao_model_cuda_sizes z;
+    ao_model_cuda_sizes_of(&m->shape, &z);
+    ao_op16_alloc(&c->op, m->dev, z.w16_elements, z.outside_elements);
 }
 
 void ao_model_cuda_share_params16(ao_model *m, const float *fp32, const void *half, ao_dtype type,

@@ -7,11 +7,6 @@
 #include "model/kernels_cuda.h"
 #include "runtime/device_cuda.h"
 
-size_t ao_op16_align(size_t n)
-{
-    return (n + ALIGN16 - 1) / ALIGN16 * ALIGN16;
-}
-
 static void *half_at(void *base, size_t elements)
 {
     return (unsigned char *)base + 2 * elements;

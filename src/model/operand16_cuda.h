@@ -22,11 +22,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/sizes.h" /* ao_op16_align */
 #include "runtime/device.h"
 
 #define MAX_STAGED   2  /* weight ranges staged by one pass */
 #define MAX_PREPARED 8  /* arena ranges current in the twin for a run of GEMMs */
-#define ALIGN16      64 /* 16-bit copies start on 128-byte boundaries */
 #define MAX_SHARED   16 /* the engine's registered 16-bit parameter copies */
 
 typedef struct {
@@ -71,9 +71,6 @@ typedef struct {
     prepared_range prepared[MAX_PREPARED];
     int nprepared;
 } ao_operand16;
-
-/* n rounded up so that a copy after it starts on a 128-byte boundary. */
-size_t ao_op16_align(size_t n);
 
 /* Allocates the copies on dev (2 bytes an element whichever 16-bit type):
  * the twin of the arena, w16_cap elements of staged weights and outside_cap

@@ -208,6 +208,9 @@ typedef struct ao_gemm_desc {
  * once for chunks and SMs. */
 void ao_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target, int alone);
 void ao_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d);
+/* Device memory a gpu backend allocates (and ao_dev_mem_usage counts) for
+ * each stream that runs GEMMs: cuBLASLt's workspace. */
+#define AO_GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
 
 /* ---- profiler ranges ----------------------------------------------------- */
 

@@ -21,9 +21,9 @@
 #include <cuda.h> /* CUstream, CUresult: the one driver call, see "stream holds" */
 #endif
 
-/* Per-stream cuBLASLt workspace: one per stream, not per device, so that two
- * GEMMs on two streams never share scratch memory while they run. */
-#define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
+/* Per-stream cuBLASLt workspace (device.h): one per stream, not per device,
+ * so that two GEMMs on two streams never share scratch memory while they run. */
+#define GEMM_WORKSPACE_BYTES AO_GEMM_WORKSPACE_BYTES
 
 struct gemm_key {
     int trans_a, trans_b, m, n, k, lda, ldb, ldc;

@@ -77,15 +77,26 @@ train 1 input dataset.placement=host dataloader.num_workers=1 model.num_dense_fe
 top_is input input_wait dataloader.num_workers 0
 grep -q 'input-bound' "$tmp/input.json" || fail "input: not classified input-bound"
 
-# --- FSDP and DDP over 2 ranks: runs for the bad-input cases below ----------
-# Which collective fault ranks first (prefetch off, limit_all_gathers 1, tiny
-# buckets) is not checked here: MPI collectives on two shared CPU cores rank
-# differently from run to run and load to load. bench/diagnose.sh checks those
-# faults where they are real, on GPUs with NCCL.
+# --- the collective faults over 2 ranks: prefetch off, limit_all_gathers 1,
+# tiny DDP buckets. On two shared cpu cores each MPI collective costs about the
+# same, mostly the host's scheduling latency, whatever its bytes, so the
+# planted cause leads by count: with no gather prefetched every unit's
+# all-gather (forward and backward, 9 a step here) is exposed, against 5
+# reduce-scatters partly behind the backward; a DDP step has only
+# all-reduces, and a large embedding table (10 MB, reduced last, after the
+# backward) keeps them exposed when the host is quiet and collectives are
+# fast (with tiny.yaml's table they then hid: "no finding"). What the host's
+# load adds (device_wait, an unplanted straggler) is set aside by top_is.
+# bench/RESULTS.md, session 13: how often each ranked first, and at what load.
 fsdp=(dataset.placement=device model.num_layers=4 training.batch_size=16
     dataset.sequence_length=32)
 train 2 noprefetch "${fsdp[@]}" fsdp.forward_prefetch=false fsdp.backward_prefetch=NONE
-train 2 buckets dataset.placement=device distributed.mode=ddp distributed.bucket_cap_mb=0.01
+top_is noprefetch exposed_allgather _prefetch
+train 2 limit1 "${fsdp[@]}" fsdp.limit_all_gathers=1
+top_is limit1 exposed_allgather fsdp.limit_all_gathers
+train 2 buckets dataset.placement=device distributed.mode=ddp distributed.bucket_cap_mb=0.01 \
+    model.vocab_size=20000 dataset.vocab_size=20000 model.embedding_dim=128
+top_is buckets exposed_allreduce distributed.bucket_cap_mb
 
 # --- one rank slowed on purpose (the test-only hook) --------------------------
 AORTA_TEST_SLOW_RANK=1:1000 train 2 slow dataset.placement=device

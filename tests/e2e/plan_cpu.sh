@@ -33,7 +33,8 @@ rows = [p for p in json.load(open(plan))["plans"]
         if p["strategy"] == strategy and p["precision"] == "fp32" and p["gradient_accumulation"] == 1]
 assert len(rows) == 1, rows
 p = rows[0]
-parts = sum(p[k] for k in ("params", "params16", "gathered", "grads", "optimizer", "activations", "data", "comm", "baseline"))
+parts = sum(p[k] for k in ("params", "params16", "gathered", "grads", "optimizer", "activations",
+                           "activations16", "data", "comm", "baseline"))
 assert parts == p["total"], (parts, p["total"])
 planned = p["total"] / 1048576
 for peak in peaks:
@@ -45,6 +46,36 @@ check 1 full_shard fsdp full_shard
 check 2 full_shard fsdp full_shard
 check 2 shard_grad_op fsdp shard_grad_op
 check 2 ddp ddp no_shard
+
+# the cuda backend's plan (no device needed): its parts add up; 16-bit copies of the
+# activations only with bf16 compute, of the shard only where fsdp gathers in bf16;
+# its model (dropout masks, kept probabilities, workspaces) above the cpu model's
+for np in 1 2; do
+    if ! "$aorta" plan --backend cuda --nproc $np --config "$src/config/tiny.yaml" --json >"$tmp/cuda-$np.json" 2>&1 ||
+        ! "$aorta" plan --backend cpu --nproc $np --config "$src/config/tiny.yaml" --json >"$tmp/cpu-$np.json" 2>&1; then
+        fail "plan --backend cuda/cpu --nproc $np failed"
+        continue
+    fi
+    python3 - "$tmp/cuda-$np.json" "$tmp/cpu-$np.json" >"$tmp/cuda-$np.check" 2>&1 <<'PY' || { fail "cuda plan, $np rank(s)"; cat "$tmp/cuda-$np.check"; }
+import json, sys
+cuda, cpu = (json.load(open(f))["plans"] for f in sys.argv[1:3])
+key = lambda p: (p["strategy"], p["precision"], p["gradient_accumulation"])
+cpu = {key(p): p for p in cpu}
+assert cuda and set(map(key, cuda)) == set(cpu), (list(map(key, cuda)), list(cpu))
+for p in cuda:
+    c = cpu[key(p)]
+    parts = sum(p[k] for k in ("params", "params16", "gathered", "grads", "optimizer", "activations",
+                               "activations16", "data", "comm", "baseline"))
+    assert parts == p["total"], (key(p), parts, p["total"])
+    bf16 = p["precision"] == "bf16"
+    assert (p["activations16"] > 0) == bf16, key(p)
+    assert (p["params16"] > 0) == (bf16 and p["strategy"] != "ddp"), key(p)
+    assert c["activations16"] == c["params16"] == 0, key(p)
+    assert p["activations"] > c["activations"], (key(p), p["activations"], c["activations"])
+    assert (p["params"], p["optimizer"], p["grads"]) == (c["params"], c["optimizer"], c["grads"]), key(p)
+print("ok")
+PY
+done
 
 # --device-mem: fits and the largest batch; a device too small fits nothing
 "$aorta" plan --backend cpu --config "$src/config/tiny.yaml" --device-mem 64M >"$tmp/fit.out" 2>&1 \

@@ -22,7 +22,11 @@
  * 16-bit copy is off by O(1)); no loss scaling here, so fp16 relies on the
  * small model's gradients staying above fp16's 6e-8 subnormal floor. The
  * cases cover dropout (probabilities in `extra`), no dropout (P is the saved
- * att itself) and L = 0 (no attention). */
+ * att itself) and L = 0 (no attention).
+ *
+ * Each cuda model allocates, to the byte, what model/sizes.h says (what
+ * `aorta plan` adds up), given CUB's sort storage, the one size the plan
+ * estimates (printed beside its estimate). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,7 +40,9 @@
 
 #ifdef AORTA_HAVE_CUDA
 
+#include "model/kernels_cuda.h"
 #include "model/model_cuda.h"
+#include "model/sizes.h"
 
 #define MAX_UNITS 8
 
@@ -75,6 +81,25 @@ static void host_batch_free(host_batch *h)
     free(h->dense), free(h->ids), free(h->target), free(h->weight);
 }
 
+static void check_sizes(runner *r, ao_compute_mode mode)
+{
+    const ao_model_shape *s = &r->shape;
+    const size_t n = (size_t)s->batch * s->seq, count = n * (size_t)s->sparse;
+    const size_t ws = ao_cuda_embedding_bag_backward_workspace((int)n, s->sparse, s->vocab);
+    const size_t temp = count ? ws - ao_embedding_sort_arrays_bytes(count) : 0;
+    const ao_dtype half = mode == AO_COMPUTE_BF16  ? AO_BF16
+                          : mode == AO_COMPUTE_F16 ? AO_F16
+                                                   : AO_F32;
+    ao_model_bytes b;
+    ao_model_device_bytes(s, 1, half != AO_F32 && ao_device_supports(r->dev, half), temp, &b);
+    size_t in_use = 0, peak = 0;
+    ao_dev_mem_usage(r->dev, &in_use, &peak);
+    const size_t want = b.activations + b.half + b.other;
+    CHECK(in_use == want, "the model allocated %zu bytes, model/sizes.h says %zu", in_use, want);
+    printf("  sizes: %zu bytes as model/sizes.h says; CUB sort storage %zu (plan's estimate %zu)\n",
+           in_use, temp, ao_embedding_sort_temp_estimate(count));
+}
+
 static int runner_open(runner *r, const char *backend, const ao_model_shape *shape,
                        ao_compute_mode mode)
 {
@@ -87,7 +112,10 @@ static int runner_open(runner *r, const char *backend, const ao_model_shape *sha
     r->m = ao_model_create(r->dev, shape);
     CHECK(r->m != NULL, "ao_model_create failed on %s", backend);
     if (!r->m) return -1;
-    if (strcmp(backend, "cuda") == 0) ao_model_cuda_set_compute(r->m, mode);
+    if (strcmp(backend, "cuda") == 0) {
+        ao_model_cuda_set_compute(r->m, mode);
+        check_sizes(r, mode);
+    }
     const int units = ao_model_units(shape);
     for (int u = 0; u < units; u++) {
         r->counts[u] = ao_model_unit_params(shape, u);

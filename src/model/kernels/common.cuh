@@ -24,6 +24,7 @@
 #define AO_GPU_KERNELS_ONLY
 #include "model/kernels_cuda.h"
 #include "model/ops_ref.h"
+#include "model/sizes.h"
 
 /* Shuffles: HIP has no mask argument. Rows here are 32 lanes wide; on a
  * 64-lane AMD wavefront an xor below 32 stays within its half, so each half

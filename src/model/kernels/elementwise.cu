@@ -307,7 +307,7 @@ extern "C" cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size
 
 extern "C" size_t ao_cuda_dropout_mask_bytes(int rows, size_t per_row)
 {
-    return (size_t)(rows > 0 ? rows : 0) * ((per_row + 3) / 4);
+    return ao_dropout_mask_bytes(rows, per_row); /* model/sizes.h */
 }
 
 extern "C" cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const void *h,

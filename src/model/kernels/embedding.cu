@@ -61,11 +61,6 @@ __global__ void embedding_segment_add_kernel(float *dtable, const float *dout, c
     }
 }
 
-size_t align256(size_t b)
-{
-    return (b + 255) & ~(size_t)255;
-}
-
 int key_bits(int vocab)
 {
     int bits = 1;
@@ -103,8 +98,8 @@ extern "C" size_t ao_cuda_embedding_bag_backward_workspace(int n, int s, int voc
 {
     const size_t count = (size_t)(n > 0 ? n : 0) * (size_t)(s > 0 ? s : 0);
     if (count == 0) return 0;
-    return 4 * align256(count * sizeof(uint32_t)) +
-           align256(embedding_sort_temp_bytes(count, vocab));
+    return ao_embedding_sort_arrays_bytes(count) + /* model/sizes.h */
+           ao_align256(embedding_sort_temp_bytes(count, vocab));
 }
 
 extern "C" cudaError_t ao_cuda_embedding_bag_mean_backward(float *dtable, const float *dout,
@@ -115,7 +110,7 @@ extern "C" cudaError_t ao_cuda_embedding_bag_mean_backward(float *dtable, const 
     const size_t count = (size_t)(n > 0 ? n : 0) * (size_t)(s > 0 ? s : 0);
     if (count == 0 || e <= 0) return cudaSuccess;
     if (count > (size_t)INT32_MAX) return cudaErrorInvalidValue; /* CUB's item count is int */
-    const size_t arr = align256(count * sizeof(uint32_t));
+    const size_t arr = ao_embedding_sort_arrays_bytes(count) / 4;
     unsigned char *ws = (unsigned char *)workspace;
     uint32_t *keys_in = (uint32_t *)ws, *keys_out = (uint32_t *)(ws + arr);
     uint32_t *pos_in = (uint32_t *)(ws + 2 * arr), *pos_out = (uint32_t *)(ws + 3 * arr);
