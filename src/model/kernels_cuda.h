@@ -180,6 +180,29 @@ cudaError_t ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type, const
                                              float scale, int batch, int heads, int T,
                                              const ao_cuda_dropout_key *key, const uint8_t *mask_in,
                                              cudaStream_t stream);
+/* Fused (flash-style) attention, flash.cu: q, k, v of every head in the
+ * 16-bit [batch * T, 3 * heads * head_dim] rows qkv (type AO_BF16 or AO_F16),
+ * scores scale q k^T, probabilities softmax(scores) dropped as
+ * ao_cuda_softmax_dropout_forward drops them (key->heads == heads, the same
+ * mask bytes), ctx = P v in [batch * T, heads * head_dim] of type, with no
+ * T x T matrix in memory. Supported: head_dim 64 or 128, T a multiple of 64
+ * (ao_cuda_flash_attention_supported); others: cudaErrorInvalidValue. */
+int ao_cuda_flash_attention_supported(ao_dtype type, int T, int head_dim);
+/* lse: [batch * heads * T] each row's base-2 logsumexp of scores * log2(e)
+ * (what the backward needs). mask_out: NULL, or the mask's bytes. */
+cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, const void *qkv, ao_dtype type,
+                                            int batch, int heads, int T, int head_dim, float scale,
+                                            const ao_cuda_dropout_key *key, uint8_t *mask_out,
+                                            cudaStream_t stream);
+/* dq, dk, dv into dqkv (qkv's layout, of type) from dctx (ctx's layout) and
+ * the forward's ctx, lse; delta: [batch * heads * T] floats of scratch.
+ * mask_in: NULL (drawn), or the forward's mask. Deterministic (no atomics). */
+cudaError_t ao_cuda_flash_attention_backward(void *dqkv, float *delta, const void *dctx,
+                                             const void *ctx, const float *lse, const void *qkv,
+                                             ao_dtype type, int batch, int heads, int T,
+                                             int head_dim, float scale,
+                                             const ao_cuda_dropout_key *key, const uint8_t *mask_in,
+                                             cudaStream_t stream);
 /* out = dropout(gelu(h)) in out_type, sample rows (key->heads must be 0);
  * h is not modified: ao_cuda_gelu_forward, ao_cuda_dropout, ao_cuda_cast.
  * h_type: AO_F32, or out_type (a 16-bit h, widened exactly: the chain over
