@@ -67,7 +67,7 @@ static const struct ao_enum_name dtypes[] = {{"fp32", AO_PRECISION_FP32},
 static const struct ao_enum_name placements[] = {
     {"host", AO_PLACEMENT_HOST}, {"device", AO_PLACEMENT_DEVICE}, {NULL, 0}};
 static const struct ao_enum_name attentions[] = {
-    {"auto", AO_ATTENTION_AUTO}, {"unfused", AO_ATTENTION_UNFUSED}, {NULL, 0}};
+    {"unfused", AO_ATTENTION_UNFUSED}, {"fused", AO_ATTENTION_FUSED}, {NULL, 0}};
 static const struct ao_enum_name targets[] = {
     {"teacher", AO_DATASET_TARGET_TEACHER}, {"random", AO_DATASET_TARGET_RANDOM}, {NULL, 0}};
 static const struct ao_enum_name shardings[] = {{"full_shard", AO_SHARD_FULL},
@@ -172,10 +172,11 @@ const struct ao_key ao_schema[] = {
      .min = 0,
      .max = 1,
      .help = "Dropout probability in the encoder layers."},
-    ENUM(model.attention, "auto", attentions,
-         "auto: the fused (flash-style) attention kernels where the backend has them (cuda, "
-         "bf16/fp16 GEMMs, head dim 64 or 128, sequence length a multiple of 64), else the "
-         "unfused chain; unfused: always the unfused chain (GEMMs, softmax, dropout)."),
+    ENUM(model.attention, "unfused", attentions,
+         "unfused: batched GEMMs around a softmax-dropout kernel; fused: flash-style kernels "
+         "(no T x T matrix in memory) where the backend has them (cuda, bf16/fp16 GEMMs, head "
+         "dim 64 or 128, sequence length a multiple of 64), the unfused chain elsewhere. Not "
+         "the default: on large it is correct but not yet faster (bench/RESULTS.md)."),
     INT(model.mlp_hidden_dim, "2048", 1, 1048576,
         "Hidden width of the scoring head (and of the FFN when ff_dim is null)."),
     {.key = "model.ff_dim",

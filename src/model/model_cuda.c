@@ -391,14 +391,14 @@ static const float *attn_probs(const ao_model *m, const ao_attn_saved *sv, int l
 }
 
 /* Whether attention runs fused (flash.cu): 16-bit GEMMs, a supported
- * shape, and model.attention not `unfused`. The fused kernels read q, k, v
+ * shape, and model.attention fused. The fused kernels read q, k, v
  * and write ctx and dq, dk, dv as the 16-bit copies the GEMMs around them
  * take, and keep only each row's logsumexp (and the mask) for the backward. */
 static int attn_fused(const ao_model *m)
 {
     const cuda_model *cm = m->impl;
     const ao_model_shape *sh = &m->shape;
-    return !sh->unfused_attention && cm->op.half != AO_F32 &&
+    return sh->fused_attention && cm->op.half != AO_F32 &&
            ao_cuda_flash_attention_supported(cm->op.half, sh->seq, sh->dim / sh->heads);
 }
 

@@ -12,10 +12,13 @@
  * (b, h) row stream (dropout_row_stream), and the mask bytes have
  * ao_cuda_dropout_mask_bytes' layout, so a forward stores the same mask the
  * unfused one would and a backward reads either's. Each tile's 64 x 64
- * decisions are drawn (or read) once into shared memory, one Philox block a
- * group of four, as the unfused kernels draw them.
+ * decisions are drawn (each warp the part it reads) or copied into shared
+ * memory once, one Philox block a group of four, as the unfused kernels
+ * draw them.
  *
- * Warp w of the 4 owns 16 rows of a tile. Fragments follow PTX's m16n8k16
+ * The tiles a block loops over stream through two shared buffers (cp.async:
+ * the next tile loads while this one is multiplied). Warp w of the 4 owns
+ * 16 rows of a tile. Fragments follow PTX's m16n8k16
  * layouts: lane = 4 g + t holds rows g and g + 8, columns 2t and 2t + 1 of
  * each 8-column tile of an accumulator, which is also the A-operand layout of
  * the next product (no shuffle between S and P V). */
@@ -106,22 +109,44 @@ template <ao_dtype T> __device__ __forceinline__ uint32_t pack2(float lo, float 
     return *reinterpret_cast<const uint32_t *>(&v);
 }
 
-/* A tile of 64 rows x HD halves from global rows `stride` apart into shared
- * rows row_ld apart, 16 bytes a load. */
+/* cp.async: 16 bytes global -> shared without a register stop, in groups
+ * that a later wait_group retires (all but the newest N). */
+__device__ __forceinline__ void cp_async16(void *s, const void *g)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(s)), "l"(g));
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* Starts copying a tile of 64 rows x HD halves from global rows `stride`
+ * apart into shared rows row_ld apart. */
 template <int HD> __device__ void load_tile(uint16_t *s, const uint16_t *g, size_t stride)
 {
     constexpr int per_row = HD / 8;
     for (int i = threadIdx.x; i < kTile * per_row; i += kFlashThreads) {
         const int r = i / per_row, c = (i % per_row) * 8;
-        *reinterpret_cast<uint4 *>(s + r * row_ld<HD>() + c) =
-            *reinterpret_cast<const uint4 *>(g + (size_t)r * stride + c);
+        cp_async16(s + r * row_ld<HD>() + c, g + (size_t)r * stride + c);
     }
 }
 
-/* acc[16 x 64] += A[16 x HD] B[64 x HD]^T: A the warp's 16 shared rows, B 64
- * shared rows (both row_ld apart). */
-template <ao_dtype T, int HD>
-__device__ void mma_abt(float acc[8][4], const uint16_t *A, const uint16_t *B)
+/* Starts copying 64 floats (16-byte aligned) into shared memory. */
+__device__ void load_row64(float *s, const float *g)
+{
+    if (threadIdx.x < kTile / 4) cp_async16(s + 4 * threadIdx.x, g + 4 * threadIdx.x);
+}
+
+/* acc[16 x 8 NT] += A[16 x HD] B[8 NT x HD]^T: A the warp's 16 shared rows,
+ * B 8 NT shared rows (both row_ld apart). */
+template <ao_dtype T, int HD, int NT>
+__device__ void mma_abt(float acc[NT][4], const uint16_t *A, const uint16_t *B)
 {
     constexpr int LD = row_ld<HD>();
     const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
@@ -130,7 +155,7 @@ __device__ void mma_abt(float acc[8][4], const uint16_t *A, const uint16_t *B)
         uint32_t a[4];
         ldsm4(a, A + (r + (m & 1) * 8) * LD + kk * 16 + (m >> 1) * 8);
 #pragma unroll
-        for (int j = 0; j < 8; j += 2) {
+        for (int j = 0; j < NT; j += 2) {
             uint32_t b[4];
             ldsm4(b, B + (j * 8 + r + (m >> 1) * 8) * LD + kk * 16 + (m & 1) * 8);
             mma<T>(acc[j], a, b[0], b[1]);
@@ -139,15 +164,15 @@ __device__ void mma_abt(float acc[8][4], const uint16_t *A, const uint16_t *B)
     }
 }
 
-/* acc[16 x HD] += P[16 x 64] B[64 x HD]: P in accumulator layout (rounded to
- * T here), B 64 shared rows. */
-template <ao_dtype T, int HD>
-__device__ void mma_pb(float acc[HD / 8][4], const float p[8][4], const uint16_t *B)
+/* acc[16 x HD] += P[16 x 8 NT] B[8 NT x HD]: P in accumulator layout
+ * (rounded to T here), B 8 NT shared rows. */
+template <ao_dtype T, int HD, int NT>
+__device__ void mma_pb(float acc[HD / 8][4], const float p[NT][4], const uint16_t *B)
 {
     constexpr int LD = row_ld<HD>();
     const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
+    for (int kk = 0; kk < NT / 2; kk++) {
         const uint32_t a[4] = {pack2<T>(p[2 * kk][0], p[2 * kk][1]),
                                pack2<T>(p[2 * kk][2], p[2 * kk][3]),
                                pack2<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
@@ -184,32 +209,67 @@ __device__ flash_drop flash_drop_of(const flash_args &a, size_t bh)
     return d;
 }
 
-/* The keep bits of queries q0 .. q0 + 63 x keys k0 .. k0 + 63 into sm (16
- * bytes a query, the mask's layout): read, or drawn (and stored). */
-__device__ void mask_tile(uint8_t *sm, const flash_drop &d, int q0, int k0, int T)
+/* The keep bits of a tile (queries q0 .. q0 + 63 x keys k0 .. k0 + 63, 16
+ * bytes a query, the mask's layout) that one warp reads: queries
+ * r0 .. r0 + nr - 1 x key groups c0 .. c0 + nc - 1 (nr nc = 256), read or
+ * drawn (and stored) by that warp alone, so no block barrier orders them. */
+__device__ void mask_part(uint8_t *sm, const flash_drop &d, int q0, int k0, int T, int r0, int nr,
+                          int c0, int nc)
 {
     const size_t row = (size_t)(T / 4);
-    if (d.mask_in) {
-        for (int r = threadIdx.x; r < kTile; r += kFlashThreads)
-            *reinterpret_cast<uint4 *>(sm + r * 16) =
-                *reinterpret_cast<const uint4 *>(d.mask_in + (size_t)(q0 + r) * row + k0 / 4);
-        return;
-    }
-    for (int i = threadIdx.x; i < kTile * 16; i += kFlashThreads) {
-        const int r = i >> 4, c = i & 15;
+    const int lane = threadIdx.x & 31;
+    for (int i = lane; i < nr * nc; i += 32) {
+        const int r = r0 + i / nc, c = c0 + i % nc;
         const size_t at = (size_t)(q0 + r) * row + (size_t)(k0 / 4 + c);
-        float f[4];
-        group_factors(f, d.s, at, d.r, nullptr, nullptr);
-        const uint8_t m = mask_byte(f);
-        sm[i] = m;
-        if (d.mask_out) d.mask_out[at] = m;
+        uint8_t m;
+        if (d.mask_in) {
+            m = d.mask_in[at];
+        } else {
+            float f[4];
+            group_factors(f, d.s, at, d.r, nullptr, nullptr);
+            m = mask_byte(f);
+            if (d.mask_out) d.mask_out[at] = m;
+        }
+        sm[r * 16 + c] = m;
     }
+    __syncwarp();
 }
 
-/* The factor of tile element (query r, key c) from mask_tile's bits. */
-__device__ __forceinline__ float keep_factor(const uint8_t *sm, int r, int c, const drop_rate &dr)
+/* Starts copying a tile's stored mask bytes (mask_part's layout). */
+__device__ void mask_copy(uint8_t *sm, const flash_drop &d, int q0, int k0, int T)
 {
-    return (sm[r * 16 + (c >> 2)] >> (c & 3)) & 1 ? dr.keep : 0.0f;
+    if (threadIdx.x < kTile)
+        cp_async16(sm + 16 * threadIdx.x,
+                   d.mask_in + (size_t)(q0 + threadIdx.x) * (size_t)(T / 4) + k0 / 4);
+}
+
+/* The factors of a query-owning warp's elements (rows r, r + 8 of the
+ * tile; accumulator column j * 8 + 2t + (e & 1)): each row's 16 mask bytes
+ * read once (one 16-byte load) instead of a byte an element. */
+struct row_factors {
+    uint4 m[2];
+    __device__ row_factors(const uint8_t *sm, int r)
+    {
+        m[0] = *reinterpret_cast<const uint4 *>(sm + r * 16);
+        m[1] = *reinterpret_cast<const uint4 *>(sm + (r + 8) * 16);
+    }
+    /* column c = j * 8 + 2t + b: byte 2j + t / 2, bit 2 (t & 1) + b */
+    __device__ float at(int j, int e, int t, const drop_rate &dr) const
+    {
+        const uint4 &w = m[e >> 1];
+        const uint32_t word = (j >> 1) == 0 ? w.x : (j >> 1) == 1 ? w.y : (j >> 1) == 2 ? w.z : w.w;
+        const int bit = 8 * (2 * (j & 1) + (t >> 1)) + 2 * (t & 1) + (e & 1);
+        return (word >> bit) & 1u ? dr.keep : 0.0f;
+    }
+};
+
+/* The factor of a key-owning warp's element (keys w*16 + g and + 8, query
+ * q): the warp's 4 bytes of the query's row are one word. */
+__device__ __forceinline__ float key_factor(const uint8_t *sm, int q, int w, int g, int hi,
+                                            const drop_rate &dr)
+{
+    const uint32_t word = *reinterpret_cast<const uint32_t *>(sm + q * 16 + w * 4);
+    return (word >> (8 * ((g >> 2) + 2 * hi) + (g & 3))) & 1u ? dr.keep : 0.0f;
 }
 
 /* Writes a warp's 16 x HD accumulator times (row g, row g + 8) factors as T
@@ -229,39 +289,56 @@ __device__ void store_rows(uint16_t *out, size_t stride, const float acc[HD / 8]
     }
 }
 
+/* Shared bytes of a kernel with `tiles` 64 x HD tiles: those, two mask
+ * tiles and two double-buffered pairs of 64 floats. */
 template <int HD> __host__ __device__ constexpr size_t flash_smem(int tiles)
 {
-    return (size_t)tiles * kTile * row_ld<HD>() * 2 + kTile * 16 + 2 * kTile * sizeof(float);
+    return (size_t)tiles * kTile * row_ld<HD>() * 2 + 2 * kTile * 16 + 4 * kTile * sizeof(float);
 }
 
 /* ---- forward: a block per (query tile, head, sample) ------------------------ */
 
+/* The key tiles stream through two buffers: tile i + 1's copy runs while
+ * tile i is multiplied. */
 template <ao_dtype T, int HD>
 __global__ void __launch_bounds__(kFlashThreads) flash_forward(flash_args a)
 {
     pdl_wait();
     extern __shared__ __align__(16) uint16_t smem[];
-    constexpr int LD = row_ld<HD>();
-    uint16_t *sQ = smem, *sK = sQ + kTile * LD, *sV = sK + kTile * LD;
-    uint8_t *sM = reinterpret_cast<uint8_t *>(sV + kTile * LD);
+    constexpr int LD = row_ld<HD>(), TL = kTile * LD;
+    uint16_t *sQ = smem, *sKV = sQ + TL; /* [2][K, V] */
+    uint8_t *sM = reinterpret_cast<uint8_t *>(sKV + 4 * TL);
     const int h = blockIdx.y, b = blockIdx.z, q0 = blockIdx.x * kTile;
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const size_t d3 = 3 * (size_t)a.d, bh = (size_t)b * a.H + h;
     const uint16_t *base = a.qkv + (size_t)b * a.T * d3 + (size_t)h * HD;
     const flash_drop dr = flash_drop_of(a, bh);
     const float sl2 = a.scale * kLog2e;
+    const int tiles = a.T / kTile, r = w * 16 + g;
     load_tile<HD>(sQ, base + (size_t)q0 * d3, d3);
+    load_tile<HD>(sKV, base + a.d, d3);
+    load_tile<HD>(sKV + TL, base + 2 * a.d, d3);
+    cp_async_commit();
 
     float o[HD / 8][4] = {};
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-    for (int k0 = 0; k0 < a.T; k0 += kTile) {
+    for (int it = 0; it < tiles; it++) {
+        const int k0 = it * kTile;
+        const uint16_t *sK = sKV + (it & 1) * 2 * TL, *sV = sK + TL;
+        if (it + 1 < tiles) {
+            uint16_t *nK = sKV + ((it + 1) & 1) * 2 * TL;
+            load_tile<HD>(nK, base + a.d + (size_t)(k0 + kTile) * d3, d3);
+            load_tile<HD>(nK + TL, base + 2 * a.d + (size_t)(k0 + kTile) * d3, d3);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
         __syncthreads();
-        load_tile<HD>(sK, base + a.d + (size_t)k0 * d3, d3);
-        load_tile<HD>(sV, base + 2 * a.d + (size_t)k0 * d3, d3);
-        if (dr.on) mask_tile(sM, dr, q0, k0, a.T);
-        __syncthreads();
+        if (dr.on) mask_part(sM, dr, q0, k0, a.T, w * 16, 16, 0, 16);
         float s[8][4] = {};
-        mma_abt<T, HD>(s, sQ + w * 16 * LD, sK);
+        mma_abt<T, HD, 8>(s, sQ + w * 16 * LD, sK);
+        const row_factors rf(sM, r);
         float x0 = -INFINITY, x1 = -INFINITY;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
@@ -287,7 +364,6 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward(flash_args a)
             o[n][2] *= c1;
             o[n][3] *= c1;
         }
-        const int r = w * 16 + g;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
 #pragma unroll
@@ -297,18 +373,17 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward(flash_args a)
                     l0 += p;
                 else
                     l1 += p;
-                s[j][e] = dr.on
-                              ? p * keep_factor(sM, r + 8 * (e >> 1), j * 8 + 2 * t + (e & 1), dr.r)
-                              : p;
+                s[j][e] = dr.on ? p * rf.at(j, e, t, dr.r) : p;
             }
         }
-        mma_pb<T, HD>(o, s, sV);
+        mma_pb<T, HD, 8>(o, s, sV);
+        __syncthreads(); /* the buffer is refilled next iteration */
     }
     l0 += AO_SHFL_XOR(l0, 1);
     l0 += AO_SHFL_XOR(l0, 2);
     l1 += AO_SHFL_XOR(l1, 1);
     l1 += AO_SHFL_XOR(l1, 2);
-    const int q = q0 + w * 16 + g;
+    const int q = q0 + r;
     store_rows<T, HD>(a.out + ((size_t)b * a.T + q0 + w * 16) * a.d + (size_t)h * HD, (size_t)a.d,
                       o, 1.0f / l0, 1.0f / l1);
     if (t == 0) {
@@ -337,55 +412,80 @@ template <ao_dtype T, int HD> __global__ void flash_delta(flash_args a, int rows
 
 /* dK, dV: a block per (key tile, head, sample); warp w owns keys w*16 ..
  * and computes S^T and dP^T (keys x queries), whose accumulators are the
- * A operands of dV += P^T dO and dK += dS^T Q. */
+ * A operands of dV += P^T dO and dK += dS^T Q. The query tiles (q, dO, lse,
+ * delta) stream through two buffers. */
 template <ao_dtype T, int HD>
 __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
 {
     pdl_wait();
     extern __shared__ __align__(16) uint16_t smem[];
-    constexpr int LD = row_ld<HD>();
-    uint16_t *sK = smem, *sV = sK + kTile * LD, *sQ = sV + kTile * LD, *sO = sQ + kTile * LD;
-    uint8_t *sM = reinterpret_cast<uint8_t *>(sO + kTile * LD);
-    float *sL = reinterpret_cast<float *>(sM + kTile * 16), *sD = sL + kTile;
+    constexpr int LD = row_ld<HD>(), TL = kTile * LD;
+    uint16_t *sK = smem, *sV = sK + TL, *sQO = sV + TL; /* [2][Q, dO] */
+    uint8_t *sM = reinterpret_cast<uint8_t *>(sQO + 4 * TL);
+    float *sLD = reinterpret_cast<float *>(sM + 2 * kTile * 16); /* [2][lse, delta] */
     const int h = blockIdx.y, b = blockIdx.z, k0 = blockIdx.x * kTile;
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const size_t d3 = 3 * (size_t)a.d, bh = (size_t)b * a.H + h;
     const uint16_t *base = a.qkv + (size_t)b * a.T * d3 + (size_t)h * HD;
     const uint16_t *dobase = a.dctx + (size_t)b * a.T * a.d + (size_t)h * HD;
+    const float *lse = a.lse + bh * a.T, *delta = a.delta + bh * a.T;
     const flash_drop dr = flash_drop_of(a, bh);
     const float sl2 = a.scale * kLog2e;
+    const int tiles = a.T / kTile;
     load_tile<HD>(sK, base + a.d + (size_t)k0 * d3, d3);
     load_tile<HD>(sV, base + 2 * a.d + (size_t)k0 * d3, d3);
+    load_tile<HD>(sQO, base, d3);
+    load_tile<HD>(sQO + TL, dobase, (size_t)a.d);
+    load_row64(sLD, lse);
+    load_row64(sLD + kTile, delta);
+    if (dr.mask_in) mask_copy(sM, dr, 0, k0, a.T);
+    cp_async_commit();
 
     float dk[HD / 8][4] = {}, dv[HD / 8][4] = {};
-    const int key = w * 16 + g; /* tile-local, and key + 8 */
-    for (int q0 = 0; q0 < a.T; q0 += kTile) {
-        __syncthreads();
-        load_tile<HD>(sQ, base + (size_t)q0 * d3, d3);
-        load_tile<HD>(sO, dobase + (size_t)q0 * a.d, (size_t)a.d);
-        for (int i = threadIdx.x; i < kTile; i += kFlashThreads) {
-            sL[i] = a.lse[bh * a.T + q0 + i];
-            sD[i] = a.delta[bh * a.T + q0 + i];
+    for (int it = 0; it < tiles; it++) {
+        const int q0 = it * kTile;
+        const uint16_t *sQ = sQO + (it & 1) * 2 * TL, *sO = sQ + TL;
+        const float *sL = sLD + (it & 1) * 2 * kTile, *sD = sL + kTile;
+        uint8_t *sMb = sM + (it & 1) * kTile * 16;
+        if (it + 1 < tiles) {
+            const int nb = (it + 1) & 1, n0 = q0 + kTile;
+            load_tile<HD>(sQO + nb * 2 * TL, base + (size_t)n0 * d3, d3);
+            load_tile<HD>(sQO + nb * 2 * TL + TL, dobase + (size_t)n0 * a.d, (size_t)a.d);
+            load_row64(sLD + nb * 2 * kTile, lse + n0);
+            load_row64(sLD + nb * 2 * kTile + kTile, delta + n0);
+            if (dr.mask_in) mask_copy(sM + nb * kTile * 16, dr, n0, k0, a.T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
         }
-        if (dr.on) mask_tile(sM, dr, q0, k0, a.T);
         __syncthreads();
-        float p[8][4] = {}, dp[8][4] = {};
-        mma_abt<T, HD>(p, sK + w * 16 * LD, sQ);
-        mma_abt<T, HD>(dp, sV + w * 16 * LD, sO);
-        float pd[8][4];
+        /* this warp's keys: groups w*4 .. w*4 + 3 of every query */
+        if (dr.on && !dr.mask_in) mask_part(sMb, dr, q0, k0, a.T, 0, kTile, w * 4, 4);
+            /* in two halves of 32 queries: fewer accumulators live at once */
+#pragma unroll 1
+        for (int hq = 0; hq < kTile; hq += 32) {
+            const uint16_t *hQ = sQ + hq * LD, *hO = sO + hq * LD;
+            float p[4][4] = {}, dp[4][4] = {}, pd[4][4];
+            mma_abt<T, HD, 4>(p, sK + w * 16 * LD, hQ);
+            mma_abt<T, HD, 4>(dp, sV + w * 16 * LD, hO);
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
+            for (int j = 0; j < 4; j++) {
+                const int c = hq + j * 8 + 2 * t;
+                const float2 l = *reinterpret_cast<const float2 *>(sL + c);
+                const float2 dl = *reinterpret_cast<const float2 *>(sD + c);
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int q = j * 8 + 2 * t + (e & 1), k = key + 8 * (e >> 1);
-                const float f = dr.on ? keep_factor(sM, q, k, dr.r) : 1.0f;
-                const float pv = exp2f(p[j][e] * sl2 - sL[q]);
-                pd[j][e] = pv * f;
-                p[j][e] = pv * (dp[j][e] * f - sD[q]) * a.scale;
+                for (int e = 0; e < 4; e++) {
+                    const float f = dr.on ? key_factor(sMb, c + (e & 1), w, g, e >> 1, dr.r) : 1.0f;
+                    const float pv = exp2f(p[j][e] * sl2 - (e & 1 ? l.y : l.x));
+                    pd[j][e] = pv * f;
+                    p[j][e] = pv * (dp[j][e] * f - (e & 1 ? dl.y : dl.x)) * a.scale;
+                }
             }
+            mma_pb<T, HD, 4>(dv, pd, hO);
+            mma_pb<T, HD, 4>(dk, p, hQ);
         }
-        mma_pb<T, HD>(dv, pd, sO);
-        mma_pb<T, HD>(dk, p, sQ);
+        __syncthreads(); /* the buffer is refilled next iteration */
     }
     const size_t row0 = (size_t)b * a.T + k0 + w * 16;
     store_rows<T, HD>(a.out + row0 * d3 + a.d + (size_t)h * HD, d3, dk, 1.0f, 1.0f);
@@ -393,48 +493,64 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
 }
 
 /* dQ: a block per (query tile, head, sample), looping over the key tiles
- * (dQ += dS K). */
+ * (dQ += dS K), which stream through two buffers. */
 template <ao_dtype T, int HD>
 __global__ void __launch_bounds__(kFlashThreads) flash_backward_q(flash_args a)
 {
     pdl_wait();
     extern __shared__ __align__(16) uint16_t smem[];
-    constexpr int LD = row_ld<HD>();
-    uint16_t *sQ = smem, *sO = sQ + kTile * LD, *sK = sO + kTile * LD, *sV = sK + kTile * LD;
-    uint8_t *sM = reinterpret_cast<uint8_t *>(sV + kTile * LD);
+    constexpr int LD = row_ld<HD>(), TL = kTile * LD;
+    uint16_t *sQ = smem, *sO = sQ + TL, *sKV = sO + TL; /* [2][K, V] */
+    uint8_t *sM = reinterpret_cast<uint8_t *>(sKV + 4 * TL);
     const int h = blockIdx.y, b = blockIdx.z, q0 = blockIdx.x * kTile;
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const size_t d3 = 3 * (size_t)a.d, bh = (size_t)b * a.H + h;
     const uint16_t *base = a.qkv + (size_t)b * a.T * d3 + (size_t)h * HD;
     const flash_drop dr = flash_drop_of(a, bh);
     const float sl2 = a.scale * kLog2e;
+    const int tiles = a.T / kTile;
     load_tile<HD>(sQ, base + (size_t)q0 * d3, d3);
     load_tile<HD>(sO, a.dctx + ((size_t)b * a.T + q0) * a.d + (size_t)h * HD, (size_t)a.d);
+    load_tile<HD>(sKV, base + a.d, d3);
+    load_tile<HD>(sKV + TL, base + 2 * a.d, d3);
+    if (dr.mask_in) mask_copy(sM, dr, q0, 0, a.T);
+    cp_async_commit();
     const int r = w * 16 + g; /* tile-local query, and r + 8 */
     const float L[2] = {a.lse[bh * a.T + q0 + r], a.lse[bh * a.T + q0 + r + 8]};
     const float D[2] = {a.delta[bh * a.T + q0 + r], a.delta[bh * a.T + q0 + r + 8]};
 
     float dq[HD / 8][4] = {};
-    for (int k0 = 0; k0 < a.T; k0 += kTile) {
+    for (int it = 0; it < tiles; it++) {
+        const int k0 = it * kTile;
+        const uint16_t *sK = sKV + (it & 1) * 2 * TL, *sV = sK + TL;
+        uint8_t *sMb = sM + (it & 1) * kTile * 16;
+        if (it + 1 < tiles) {
+            uint16_t *nK = sKV + ((it + 1) & 1) * 2 * TL;
+            load_tile<HD>(nK, base + a.d + (size_t)(k0 + kTile) * d3, d3);
+            load_tile<HD>(nK + TL, base + 2 * a.d + (size_t)(k0 + kTile) * d3, d3);
+            if (dr.mask_in) mask_copy(sM + ((it + 1) & 1) * kTile * 16, dr, q0, k0 + kTile, a.T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
         __syncthreads();
-        load_tile<HD>(sK, base + a.d + (size_t)k0 * d3, d3);
-        load_tile<HD>(sV, base + 2 * a.d + (size_t)k0 * d3, d3);
-        if (dr.on) mask_tile(sM, dr, q0, k0, a.T);
-        __syncthreads();
+        if (dr.on && !dr.mask_in) mask_part(sMb, dr, q0, k0, a.T, w * 16, 16, 0, 16);
         float p[8][4] = {}, dp[8][4] = {};
-        mma_abt<T, HD>(p, sQ + w * 16 * LD, sK);
-        mma_abt<T, HD>(dp, sO + w * 16 * LD, sV);
+        mma_abt<T, HD, 8>(p, sQ + w * 16 * LD, sK);
+        mma_abt<T, HD, 8>(dp, sO + w * 16 * LD, sV);
+        const row_factors rf(sMb, r);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int q = r + 8 * (e >> 1), k = j * 8 + 2 * t + (e & 1);
-                const float f = dr.on ? keep_factor(sM, q, k, dr.r) : 1.0f;
+                const float f = dr.on ? rf.at(j, e, t, dr.r) : 1.0f;
                 const float pv = exp2f(p[j][e] * sl2 - L[e >> 1]);
                 p[j][e] = pv * (dp[j][e] * f - D[e >> 1]) * a.scale;
             }
         }
-        mma_pb<T, HD>(dq, p, sK);
+        mma_pb<T, HD, 8>(dq, p, sK);
+        __syncthreads(); /* the buffer is refilled next iteration */
     }
     store_rows<T, HD>(a.out + ((size_t)b * a.T + q0 + w * 16) * d3 + (size_t)h * HD, d3, dq, 1.0f,
                       1.0f);
@@ -500,7 +616,7 @@ extern "C" cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, co
     return with_flash_shape(type, head_dim, [&](auto tt, auto hh) {
         constexpr ao_dtype TT = decltype(tt)::value;
         constexpr int HD = decltype(hh)::value;
-        return flash_launch(flash_forward<TT, HD>, grid, flash_smem<HD>(3), stream, a);
+        return flash_launch(flash_forward<TT, HD>, grid, flash_smem<HD>(5), stream, a);
     });
 }
 
@@ -530,9 +646,9 @@ extern "C" cudaError_t ao_cuda_flash_attention_backward(void *dqkv, float *delta
         launch(flash_delta<TT, HD>, row_warp_blocks(rows), kThreads, 0, stream, a, rows);
         cudaError_t e = cudaGetLastError();
         if (e == cudaSuccess)
-            e = flash_launch(flash_backward_kv<TT, HD>, grid, flash_smem<HD>(4), stream, a);
+            e = flash_launch(flash_backward_kv<TT, HD>, grid, flash_smem<HD>(6), stream, a);
         if (e == cudaSuccess)
-            e = flash_launch(flash_backward_q<TT, HD>, grid, flash_smem<HD>(4), stream, a);
+            e = flash_launch(flash_backward_q<TT, HD>, grid, flash_smem<HD>(6), stream, a);
         return e;
     });
 }
