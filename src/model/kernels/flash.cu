@@ -296,6 +296,26 @@ template <int HD> __host__ __device__ constexpr size_t flash_smem(int tiles)
     return (size_t)tiles * kTile * row_ld<HD>() * 2 + 2 * kTile * 16 + 4 * kTile * sizeof(float);
 }
 
+/* What every tile kernel derives first: head h, sample b, the first row r0
+ * of its tile (queries or keys), warp w, the lane's g and t; d3 the qkv row
+ * stride, bh the (b, h) row, base q's first row of (b, h), the head's
+ * dropout and the scores' base-2 scale. */
+template <int HD> struct flash_block {
+    int h, b, r0, w, g, t;
+    size_t d3, bh;
+    const uint16_t *base;
+    flash_drop dr;
+    float sl2;
+    __device__ explicit flash_block(const flash_args &a)
+        : h((int)blockIdx.y), b((int)blockIdx.z), r0((int)blockIdx.x * kTile),
+          w((int)threadIdx.x >> 5), g(((int)threadIdx.x & 31) >> 2), t((int)threadIdx.x & 3),
+          d3(3 * (size_t)a.d), bh((size_t)blockIdx.z * a.H + blockIdx.y),
+          base(a.qkv + (size_t)blockIdx.z * a.T * d3 + (size_t)blockIdx.y * HD),
+          dr(flash_drop_of(a, bh)), sl2(a.scale * kLog2e)
+    {
+    }
+};
+
 /* ---- forward: a block per (query tile, head, sample) ------------------------ */
 
 /* The key tiles stream through two buffers: tile i + 1's copy runs while
@@ -308,12 +328,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward(flash_args a)
     constexpr int LD = row_ld<HD>(), TL = kTile * LD;
     uint16_t *sQ = smem, *sKV = sQ + TL; /* [2][K, V] */
     uint8_t *sM = reinterpret_cast<uint8_t *>(sKV + 4 * TL);
-    const int h = blockIdx.y, b = blockIdx.z, q0 = blockIdx.x * kTile;
-    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const size_t d3 = 3 * (size_t)a.d, bh = (size_t)b * a.H + h;
-    const uint16_t *base = a.qkv + (size_t)b * a.T * d3 + (size_t)h * HD;
-    const flash_drop dr = flash_drop_of(a, bh);
-    const float sl2 = a.scale * kLog2e;
+    const auto &[h, b, q0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
     const int tiles = a.T / kTile, r = w * 16 + g;
     load_tile<HD>(sQ, base + (size_t)q0 * d3, d3);
     load_tile<HD>(sKV, base + a.d, d3);
@@ -423,14 +438,9 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
     uint16_t *sK = smem, *sV = sK + TL, *sQO = sV + TL; /* [2][Q, dO] */
     uint8_t *sM = reinterpret_cast<uint8_t *>(sQO + 4 * TL);
     float *sLD = reinterpret_cast<float *>(sM + 2 * kTile * 16); /* [2][lse, delta] */
-    const int h = blockIdx.y, b = blockIdx.z, k0 = blockIdx.x * kTile;
-    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const size_t d3 = 3 * (size_t)a.d, bh = (size_t)b * a.H + h;
-    const uint16_t *base = a.qkv + (size_t)b * a.T * d3 + (size_t)h * HD;
+    const auto &[h, b, k0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
     const uint16_t *dobase = a.dctx + (size_t)b * a.T * a.d + (size_t)h * HD;
     const float *lse = a.lse + bh * a.T, *delta = a.delta + bh * a.T;
-    const flash_drop dr = flash_drop_of(a, bh);
-    const float sl2 = a.scale * kLog2e;
     const int tiles = a.T / kTile;
     load_tile<HD>(sK, base + a.d + (size_t)k0 * d3, d3);
     load_tile<HD>(sV, base + 2 * a.d + (size_t)k0 * d3, d3);
@@ -502,12 +512,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_q(flash_args a)
     constexpr int LD = row_ld<HD>(), TL = kTile * LD;
     uint16_t *sQ = smem, *sO = sQ + TL, *sKV = sO + TL; /* [2][K, V] */
     uint8_t *sM = reinterpret_cast<uint8_t *>(sKV + 4 * TL);
-    const int h = blockIdx.y, b = blockIdx.z, q0 = blockIdx.x * kTile;
-    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const size_t d3 = 3 * (size_t)a.d, bh = (size_t)b * a.H + h;
-    const uint16_t *base = a.qkv + (size_t)b * a.T * d3 + (size_t)h * HD;
-    const flash_drop dr = flash_drop_of(a, bh);
-    const float sl2 = a.scale * kLog2e;
+    const auto &[h, b, q0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
     const int tiles = a.T / kTile;
     load_tile<HD>(sQ, base + (size_t)q0 * d3, d3);
     load_tile<HD>(sO, a.dctx + ((size_t)b * a.T + q0) * a.d + (size_t)h * HD, (size_t)a.d);
