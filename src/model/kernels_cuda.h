@@ -21,7 +21,8 @@
  *
  * Where each launcher lives (kernels/): layernorm.cu (LayerNorm, its fused
  * dropout, and the column sums of the bias and LayerNorm parameter
- * gradients), attention.cu (softmax and its fused dropout), elementwise.cu
+ * gradients), attention.cu (softmax and its fused dropout), flash.cu (the
+ * fused flash-style attention, 16-bit tensor-core products), elementwise.cu
  * (add, scale, GELU, dropout and GELU + dropout), casts.cu, optimizer.cu
  * (norms, flags, AdamW), embedding.cu, loss.cu, data.cu and launch.cu;
  * common.cuh, dtype.cuh and dropout.cuh hold what they share.
