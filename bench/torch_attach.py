@@ -4,7 +4,7 @@ shape by default), for `aorta attach`'s benchmarks: nothing in it knows about
 aorta.
 
     torch_attach.py [--steps N] [--layers L] [--d D] [--ff F] [--heads H]
-                    [--batch B] [--seq T] [--profile A:B] [--trace FILE]
+                    [--batch B] [--seq T] [--profile A:B] [--trace FILE] [--fsdp2]
     torchrun --nproc_per_node 2 torch_attach.py ...   (DDP over NCCL)
 
 Each step is an NVTX range "step" (torch.cuda.nvtx.range, as a user writes
@@ -62,6 +62,9 @@ def main():
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--profile", default=None, help="A:B, steps torch.profiler records")
     p.add_argument("--trace", default=None)
+    p.add_argument("--fsdp2", action="store_true",
+                   help="FSDP2 (fully_shard each encoder layer and the root; bf16 parameters, "
+                        "fp32 reduction), on one rank too")
     a = p.parse_args()
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -69,12 +72,20 @@ def main():
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
     dev = torch.device("cuda", local)
-    if world > 1:
-        torch.distributed.init_process_group("nccl", device_id=dev)
+    if world > 1 or a.fsdp2:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29517")
+        torch.distributed.init_process_group("nccl", device_id=dev, rank=rank, world_size=world)
     torch.manual_seed(42 + rank)
     torch.backends.cuda.matmul.allow_tf32 = True
     model = Model(a).to(dev)
-    if world > 1:
+    if a.fsdp2:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for layer in model.layers.layers:
+            fully_shard(layer, mp_policy=mp)
+        fully_shard(model, mp_policy=mp)
+    elif world > 1:
         model = nn.parallel.DistributedDataParallel(model, device_ids=[local])
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.01)
     prof_range = tuple(int(x) for x in a.profile.split(":")) if a.profile else None
@@ -117,7 +128,7 @@ def main():
         if rank == 0:
             print(json.dumps({"step": step, "step_ms": start.elapsed_time(end),
                               "loss": loss.item()}), flush=True)
-    if world > 1:
+    if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
     return 0
 

@@ -34,6 +34,8 @@ enum ao_sharding { AO_SHARD_FULL, AO_SHARD_GRAD_OP, AO_SHARD_NONE, AO_SHARD_HYBR
 enum ao_backward_prefetch { AO_PREFETCH_BACKWARD_PRE, AO_PREFETCH_BACKWARD_POST, AO_PREFETCH_NONE };
 enum ao_dist_mode { AO_MODE_FSDP, AO_MODE_DDP };
 enum ao_data_placement { AO_PLACEMENT_HOST, AO_PLACEMENT_DEVICE };
+/* model.attention: the unfused chain, or the fused kernels where the backend has them */
+enum ao_attention { AO_ATTENTION_UNFUSED, AO_ATTENTION_FUSED };
 /* The same values as data/data.h's enum ao_target_kind (a value passes to
  * ao_data_fill as is); other names, so both headers fit in one file. */
 enum ao_data_target { AO_DATASET_TARGET_RANDOM = 0, AO_DATASET_TARGET_TEACHER = 1 };
@@ -90,6 +92,7 @@ struct ao_config {
         int num_heads;
         int num_layers;
         double dropout;
+        enum ao_attention attention;
         int mlp_hidden_dim;
         int ff_dim; /* 0 = null: use mlp_hidden_dim; read it through ao_config_ff_dim */
     } model;

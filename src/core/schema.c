@@ -66,6 +66,8 @@ static const struct ao_enum_name dtypes[] = {{"fp32", AO_PRECISION_FP32},
                                              {NULL, 0}};
 static const struct ao_enum_name placements[] = {
     {"host", AO_PLACEMENT_HOST}, {"device", AO_PLACEMENT_DEVICE}, {NULL, 0}};
+static const struct ao_enum_name attentions[] = {
+    {"unfused", AO_ATTENTION_UNFUSED}, {"fused", AO_ATTENTION_FUSED}, {NULL, 0}};
 static const struct ao_enum_name targets[] = {
     {"teacher", AO_DATASET_TARGET_TEACHER}, {"random", AO_DATASET_TARGET_RANDOM}, {NULL, 0}};
 static const struct ao_enum_name shardings[] = {{"full_shard", AO_SHARD_FULL},
@@ -170,6 +172,11 @@ const struct ao_key ao_schema[] = {
      .min = 0,
      .max = 1,
      .help = "Dropout probability in the encoder layers."},
+    ENUM(model.attention, "unfused", attentions,
+         "unfused: batched GEMMs around a softmax-dropout kernel; fused: flash-style kernels "
+         "(no T x T matrix in memory) where the backend has them (cuda, bf16/fp16 GEMMs, head "
+         "dim 64 or 128, sequence length a multiple of 64), the unfused chain elsewhere. Not "
+         "the default: on large it is correct but not yet faster (bench/RESULTS.md)."),
     INT(model.mlp_hidden_dim, "2048", 1, 1048576,
         "Hidden width of the scoring head (and of the FFN when ff_dim is null)."),
     {.key = "model.ff_dim",

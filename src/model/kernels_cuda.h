@@ -21,7 +21,8 @@
  *
  * Where each launcher lives (kernels/): layernorm.cu (LayerNorm, its fused
  * dropout, and the column sums of the bias and LayerNorm parameter
- * gradients), attention.cu (softmax and its fused dropout), elementwise.cu
+ * gradients), attention.cu (softmax and its fused dropout), flash.cu (the
+ * fused flash-style attention, 16-bit tensor-core products), elementwise.cu
  * (add, scale, GELU, dropout and GELU + dropout), casts.cu, optimizer.cu
  * (norms, flags, AdamW), embedding.cu, loss.cu, data.cu and launch.cu;
  * common.cuh, dtype.cuh and dropout.cuh hold what they share.
@@ -179,6 +180,29 @@ typedef struct ao_cuda_softmax_saved {
 cudaError_t ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type, const void *dp,
                                              ao_dtype dp_type, const ao_cuda_softmax_saved *saved,
                                              float scale, int batch, int heads, int T,
+                                             const ao_cuda_dropout_key *key, const uint8_t *mask_in,
+                                             cudaStream_t stream);
+/* Fused (flash-style) attention, flash.cu: q, k, v of every head in the
+ * 16-bit [batch * T, 3 * heads * head_dim] rows qkv (type AO_BF16 or AO_F16),
+ * scores scale q k^T, probabilities softmax(scores) dropped as
+ * ao_cuda_softmax_dropout_forward drops them (key->heads == heads, the same
+ * mask bytes), ctx = P v in [batch * T, heads * head_dim] of type, with no
+ * T x T matrix in memory. Supported: head_dim 64 or 128, T a multiple of 64
+ * (ao_cuda_flash_attention_supported); others: cudaErrorInvalidValue. */
+int ao_cuda_flash_attention_supported(ao_dtype type, int T, int head_dim);
+/* lse: [batch * heads * T] each row's base-2 logsumexp of scores * log2(e)
+ * (what the backward needs). mask_out: NULL, or the mask's bytes. */
+cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, const void *qkv, ao_dtype type,
+                                            int batch, int heads, int T, int head_dim, float scale,
+                                            const ao_cuda_dropout_key *key, uint8_t *mask_out,
+                                            cudaStream_t stream);
+/* dq, dk, dv into dqkv (qkv's layout, of type) from dctx (ctx's layout) and
+ * the forward's ctx, lse; delta: [batch * heads * T] floats of scratch.
+ * mask_in: NULL (drawn), or the forward's mask. Deterministic (no atomics). */
+cudaError_t ao_cuda_flash_attention_backward(void *dqkv, float *delta, const void *dctx,
+                                             const void *ctx, const float *lse, const void *qkv,
+                                             ao_dtype type, int batch, int heads, int T,
+                                             int head_dim, float scale,
                                              const ao_cuda_dropout_key *key, const uint8_t *mask_in,
                                              cudaStream_t stream);
 /* out = dropout(gelu(h)) in out_type, sample rows (key->heads must be 0);

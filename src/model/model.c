@@ -319,6 +319,7 @@ void ao_model_shape_of(const struct ao_config *cfg, ao_model_shape *s)
                           .ff = ao_config_ff_dim(cfg),
                           .mlp_hidden = cfg->model.mlp_hidden_dim,
                           .dropout = (float)cfg->model.dropout,
+                          .fused_attention = cfg->model.attention == AO_ATTENTION_FUSED,
                           .seed = (uint64_t)cfg->dataset.seed};
 }
 

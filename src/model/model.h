@@ -40,6 +40,9 @@ typedef struct ao_model_shape {
     int mlp_hidden; /* head width H */
     float dropout;  /* p, every dropout site */
     uint64_t seed;  /* dropout masks and parameter init */
+    /* model.attention fused: the fused attention kernels where supported
+     * (model_cuda.c; last, so positional initializers stay valid) */
+    int fused_attention;
 } ao_model_shape;
 
 /* One micro-batch's inputs, device memory (ao_data_fill's layout). */

@@ -84,8 +84,12 @@ typedef struct {
     /* the masks of the FFN-hidden and attention-probabilities dropouts */
     site_masks hidden_masks, probs_masks;
     /* [L][B * h * T][2]: each softmax row's max and 1/sum, kept by a 16-bit
-     * forward in place of its probabilities (attn_forward) */
+     * forward in place of its probabilities (attn_forward), or the fused
+     * forward's logsumexp (the first B * h * T floats) */
     float *stats;
+    /* [L + 1]: layer l's forward ran the fused attention (attn_fused), so its
+     * backward must too: it kept no probabilities */
+    unsigned char *fused;
 } cuda_model;
 
 #define KCHECK(call) AO_CUDA_CHECK(call)
@@ -387,6 +391,18 @@ static const float *attn_probs(const ao_model *m, const ao_attn_saved *sv, int l
     return k->p > 0.0f ? cm->a.extra + (size_t)(layer - 1) * np : sv->att;
 }
 
+/* Whether attention runs fused (flash.cu): 16-bit GEMMs, a supported
+ * shape, and model.attention fused. The fused kernels read q, k, v
+ * and write ctx and dq, dk, dv as the 16-bit copies the GEMMs around them
+ * take, and keep only each row's logsumexp (and the mask) for the backward. */
+static int attn_fused(const ao_model *m)
+{
+    const cuda_model *cm = m->impl;
+    const ao_model_shape *sh = &m->shape;
+    return sh->fused_attention && cm->op.half != AO_F32 &&
+           ao_cuda_flash_attention_supported(cm->op.half, sh->seq, sh->dim / sh->heads);
+}
+
 static void attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const ao_attn_saved *sv,
                          const float *x, const ao_attn_weights *w, const ao_cuda_dropout_key *kp)
 {
@@ -401,6 +417,17 @@ static void attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const
      * products (only att, extra, ctx and out are written until the marks
      * are dropped) */
     linear_forward_operand(m, s, sv->qkv, x, w->in_w, w->in_b, N, a.d, a.d3);
+    cm->fused[layer] = (unsigned char)attn_fused(m);
+    if (cm->fused[layer]) {
+        KCHECK(ao_cuda_flash_attention_forward(
+            ao_op16_twin_of(&cm->op, sv->ctx), probs_stats(m, layer),
+            ao_op16_twin_of(&cm->op, sv->qkv), cm->op.half, a.B, a.H, a.T, a.hd, a.scale, kp,
+            masks_out(&cm->probs_masks, layer, kp), cs));
+        ao_op16_mark_current(&cm->op, s, sv->ctx, (size_t)N * a.d, 0);
+        linear_forward(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
+        cm->op.nprepared = mark;
+        return;
+    }
     const long long Td3 = (long long)a.T * a.d3, Td = (long long)a.T * a.d, HTT = a.H * TT;
     /* scores = scale q k^T. In 16-bit modes they are written in 16 bits
      * (autocast's scores) into att's own bytes, and the softmax keeps each
@@ -452,6 +479,21 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
     const int mark_qkv = cm->op.nprepared;
     linear_backward_plus(m, s, dctx, NULL, g->out_w, g->out_b, dout, sv->ctx, w->out_w, N, a.d, a.d,
                          1);
+    if (cm->fused[layer]) {
+        /* dctx's copy is current (linear_backward_plus), ctx's is the
+         * forward's; dP's scratch holds the rows' delta */
+        ao_op16_mark_current(&cm->op, s, sv->ctx, (size_t)N * a.d, !cm->saved_current[layer]);
+        KCHECK(ao_cuda_flash_attention_backward(
+            ao_op16_twin_of(&cm->op, dqkv), dp, ao_op16_twin_of(&cm->op, dctx),
+            ao_op16_twin_of(&cm->op, sv->ctx), probs_stats(m, layer),
+            ao_op16_twin_of(&cm->op, sv->qkv), cm->op.half, a.B, a.H, a.T, a.hd, a.scale, kp,
+            masks_in(&cm->probs_masks, layer, kp), cs));
+        cm->op.nprepared = mark;
+        ao_op16_mark_current(&cm->op, s, dqkv, (size_t)N * a.d3, 0);
+        linear_backward_plus(m, s, dx, residual, g->in_w, g->in_b, dqkv, x, w->in_w, N, a.d, a.d3,
+                             0);
+        return;
+    }
     const float *P = attn_probs(m, sv, layer, kp);
     const size_t np = (size_t)a.B * a.H * TT;
     /* P's twin is the forward's unless that forward ran in fp32 */
@@ -654,6 +696,7 @@ static int cuda_create(ao_model *m)
     c->op.half = AO_F32;
     c->saved_current = ao_calloc((size_t)L + 1, 1);
     c->input_current = ao_calloc((size_t)L + 1, 1);
+    c->fused = ao_calloc((size_t)L + 1, 1);
     masks_alloc(m, &c->hidden_masks, z.hidden_mask_bytes);
     masks_alloc(m, &c->probs_masks, z.probs_mask_bytes);
     /* extra: every layer's dropped attention probabilities (attn_probs) */
@@ -675,6 +718,7 @@ static void cuda_destroy(ao_model *m)
     ao_op16_free(&c->op, m->dev);
     free(c->saved_current);
     free(c->input_current);
+    free(c->fused);
     masks_free(m, &c->hidden_masks);
     masks_free(m, &c->probs_masks);
     if (c->stats) ao_dev_free(m->dev, c->stats);

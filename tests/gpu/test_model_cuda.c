@@ -22,7 +22,9 @@
  * 16-bit copy is off by O(1)); no loss scaling here, so fp16 relies on the
  * small model's gradients staying above fp16's 6e-8 subnormal floor. The
  * cases cover dropout (probabilities in `extra`), no dropout (P is the saved
- * att itself) and L = 0 (no attention).
+ * att itself), L = 0 (no attention), and the fused attention (flash.cu:
+ * 16-bit modes, head dim 64 / 128, T % 64 == 0) beside the unfused chain on
+ * the same shape (model.attention fused against unfused).
  *
  * Each cuda model allocates, to the byte, what model/sizes.h says (what
  * `aorta plan` adds up), given CUB's sort storage, the one size the plan
@@ -239,11 +241,17 @@ static void run_case(const char *label, const ao_model_shape *shape, ao_compute_
 int main(void)
 {
     GPU_SKIP_UNLESS(ao_device_count("cuda") > 0, "no CUDA device visible");
-    /* B T F D S V E d h L ff H dropout seed */
-    const ao_model_shape tiny = {2, 3, 2, 3, 2, 5, 4, 8, 2, 2, 12, 6, 0.25f, 77};
-    const ao_model_shape small = {4, 33, 4, 8, 3, 50, 16, 64, 4, 2, 96, 32, 0.1f, 5};
-    const ao_model_shape nodrop = {3, 20, 2, 5, 4, 1000, 8, 32, 2, 1, 64, 16, 0.0f, 9};
-    const ao_model_shape nolayer = {2, 7, 2, 3, 2, 11, 4, 16, 2, 0, 12, 6, 0.1f, 3};
+    /* B T F D S V E d h L ff H dropout seed fused_attention */
+    const ao_model_shape tiny = {2, 3, 2, 3, 2, 5, 4, 8, 2, 2, 12, 6, 0.25f, 77, 0};
+    const ao_model_shape small = {4, 33, 4, 8, 3, 50, 16, 64, 4, 2, 96, 32, 0.1f, 5, 0};
+    const ao_model_shape nodrop = {3, 20, 2, 5, 4, 1000, 8, 32, 2, 1, 64, 16, 0.0f, 9, 0};
+    const ao_model_shape nolayer = {2, 7, 2, 3, 2, 11, 4, 16, 2, 0, 12, 6, 0.1f, 3, 0};
+    /* the fused attention's shapes (head dim 64 and 128, T a multiple of 64)
+     * in 16-bit modes, and the same work through the unfused chain */
+    const ao_model_shape flash64 = {2, 64, 2, 4, 2, 50, 16, 128, 2, 2, 96, 32, 0.1f, 5, 1};
+    const ao_model_shape flash128 = {2, 128, 2, 4, 2, 50, 16, 256, 2, 1, 64, 32, 0.1f, 7, 1};
+    ao_model_shape unfused64 = flash64;
+    unfused64.fused_attention = 0;
     run_case("tiny fp32", &tiny, AO_COMPUTE_DEFAULT, 1e-4);
     run_case("small fp32", &small, AO_COMPUTE_DEFAULT, 1e-4);
     run_case("no-drop fp32", &nodrop, AO_COMPUTE_DEFAULT, 1e-4);
@@ -254,6 +262,10 @@ int main(void)
     run_case("tiny bf16", &tiny, AO_COMPUTE_BF16, 5e-2);
     run_case("no-drop bf16", &nodrop, AO_COMPUTE_BF16, 5e-2);
     run_case("L=0 bf16", &nolayer, AO_COMPUTE_BF16, 5e-2);
+    run_case("flash64 bf16", &flash64, AO_COMPUTE_BF16, 5e-2);
+    run_case("unfused64 bf16", &unfused64, AO_COMPUTE_BF16, 5e-2);
+    run_case("flash64 fp16", &flash64, AO_COMPUTE_F16, 5e-2);
+    run_case("flash128 bf16", &flash128, AO_COMPUTE_BF16, 5e-2);
     return check_result("test_model_cuda");
 }
 

@@ -24,7 +24,7 @@
 #define MAX_UNITS 4
 
 /* B=2 T=3 F=2 D=3 S=2 V=5 E=4 d=8 h=2 L=2 ff=12 H=6 */
-static const ao_model_shape TINY = {2, 3, 2, 3, 2, 5, 4, 8, 2, 2, 12, 6, 0.25f, 77};
+static const ao_model_shape TINY = {2, 3, 2, 3, 2, 5, 4, 8, 2, 2, 12, 6, 0.25f, 77, 0};
 
 typedef struct {
     ao_device *dev;
@@ -353,7 +353,7 @@ static void assert_all(const float *x, size_t n, float v)
 static void test_init_deterministic_and_pytorch_ranges(void **state)
 {
     (void)state;
-    const ao_model_shape s = {2, 3, 4, 8, 2, 1000, 16, 32, 4, 2, 64, 24, 0.1f, 3};
+    const ao_model_shape s = {2, 3, 4, 8, 2, 1000, 16, 32, 4, 2, 64, 24, 0.1f, 3, 0};
     size_t n0 = ao_model_unit_params(&s, 0), n1 = ao_model_unit_params(&s, 1);
     float *root = malloc(n0 * sizeof(float)), *root2 = malloc(n0 * sizeof(float));
     float *l1 = malloc(n1 * sizeof(float)), *l2 = malloc(n1 * sizeof(float));

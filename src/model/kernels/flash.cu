@@ -1,0 +1,688 @@
+/* Fused (flash-style) attention, forward and backward, on 16-bit q, k, v:
+ * tiles of 64 queries x 64 keys in shared memory, the products on tensor
+ * cores (mma.sync m16n8k16, fp32 accumulation), an online softmax, and no
+ * T x T matrix in global memory. The forward keeps each row's logsumexp;
+ * the backward recomputes the probabilities from it, one kernel for dK and
+ * dV (a block per key tile, looping over the queries) and one for dQ (a
+ * block per query tile, looping over the keys), so that no gradient is
+ * summed by atomics (kernels_cuda.h: no floating-point atomics).
+ *
+ * The dropout of the probabilities is attention.cu's, element for element:
+ * element (q, key) of head (b, h) keeps or drops on word q * T + key of the
+ * (b, h) row stream (dropout_row_stream), and the mask bytes have
+ * ao_cuda_dropout_mask_bytes' layout, so a forward stores the same mask the
+ * unfused one would and a backward reads either's. Each tile's 64 x 64
+ * decisions are drawn (each warp the part it reads) or copied into shared
+ * memory once, one Philox block a group of four, as the unfused kernels
+ * draw them.
+ *
+ * The tiles a block loops over stream through two shared buffers (cp.async:
+ * the next tile loads while this one is multiplied). Warp w of the 4 owns
+ * 16 rows of a tile. Fragments follow PTX's m16n8k16
+ * layouts: lane = 4 g + t holds rows g and g + 8, columns 2t and 2t + 1 of
+ * each 8-column tile of an accumulator, which is also the A-operand layout of
+ * the next product (no shuffle between S and P V). */
+#include "model/kernels/dropout.cuh"
+
+#if !defined(AO_GPU_HIP)
+#include <cuda_bf16.h>
+
+#include <type_traits>
+
+namespace
+{
+
+constexpr int kTile = 64;          /* queries and keys a tile */
+constexpr int kFlashThreads = 128; /* 4 warps, 16 rows each */
+constexpr int kPad = 8;            /* halves after each shared row: no bank conflicts */
+constexpr float kLog2e = 1.4426950408889634f;
+
+/* What every fused attention kernel reads. Rows: qkv [B * T, 3d] (q, k, v of
+ * head h at columns h hd, d + h hd, 2d + h hd), ctx and dctx [B * T, d]. lse:
+ * [B * h * T] row logsumexps of the scaled scores, in base 2. */
+struct flash_args {
+    const uint16_t *qkv, *ctx, *dctx;
+    uint16_t *out;      /* forward: ctx; backward: dqkv [B * T, 3d] */
+    float *lse, *delta; /* delta: [B * h * T] rowsum(dctx * ctx) */
+    int H, T, d;
+    float scale; /* of the scores, 1 / sqrt(hd) */
+    dropout_args drop;
+    bool on;
+    const uint8_t *mask_in;
+    uint8_t *mask_out;
+};
+
+template <int HD> __host__ __device__ constexpr int row_ld()
+{
+    return HD + kPad;
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/* Four 8x8 16-bit matrices from shared memory, lane l naming row l % 8 of
+ * matrix l / 8; trans: each one transposed. */
+__device__ __forceinline__ void ldsm4(uint32_t r[4], const uint16_t *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void ldsm4_t(uint32_t r[4], const uint16_t *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+/* c += a b, a 16x16 (row), b 16x8 (col), T = AO_BF16 or AO_F16. */
+template <ao_dtype T>
+__device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+#if __CUDA_ARCH__ >= 800
+    if (T == AO_BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();
+#endif
+}
+
+/* Two floats as T, round to nearest even, lo in the low half. */
+template <ao_dtype T> __device__ __forceinline__ uint32_t pack2(float lo, float hi)
+{
+    if (T == AO_BF16) {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<const uint32_t *>(&v);
+    }
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&v);
+}
+
+/* cp.async: 16 bytes global -> shared without a register stop, in groups
+ * that a later wait_group retires (all but the newest N). */
+__device__ __forceinline__ void cp_async16(void *s, const void *g)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(s)), "l"(g));
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* Starts copying a tile of 64 rows x HD halves from global rows `stride`
+ * apart into shared rows row_ld apart. */
+template <int HD> __device__ void load_tile(uint16_t *s, const uint16_t *g, size_t stride)
+{
+    constexpr int per_row = HD / 8;
+    for (int i = threadIdx.x; i < kTile * per_row; i += kFlashThreads) {
+        const int r = i / per_row, c = (i % per_row) * 8;
+        cp_async16(s + r * row_ld<HD>() + c, g + (size_t)r * stride + c);
+    }
+}
+
+/* Starts copying 64 floats (16-byte aligned) into shared memory. */
+__device__ void load_row64(float *s, const float *g)
+{
+    if (threadIdx.x < kTile / 4) cp_async16(s + 4 * threadIdx.x, g + 4 * threadIdx.x);
+}
+
+/* acc[16 x 8 NT] += A[16 x HD] B[8 NT x HD]^T: A the warp's 16 shared rows,
+ * B 8 NT shared rows (both row_ld apart). */
+template <ao_dtype T, int HD, int NT>
+__device__ void mma_abt(float acc[NT][4], const uint16_t *A, const uint16_t *B)
+{
+    constexpr int LD = row_ld<HD>();
+    const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t a[4];
+        ldsm4(a, A + (r + (m & 1) * 8) * LD + kk * 16 + (m >> 1) * 8);
+#pragma unroll
+        for (int j = 0; j < NT; j += 2) {
+            uint32_t b[4];
+            ldsm4(b, B + (j * 8 + r + (m >> 1) * 8) * LD + kk * 16 + (m & 1) * 8);
+            mma<T>(acc[j], a, b[0], b[1]);
+            mma<T>(acc[j + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+/* acc[16 x HD] += P[16 x 8 NT] B[8 NT x HD]: P in accumulator layout
+ * (rounded to T here), B 8 NT shared rows. */
+template <ao_dtype T, int HD, int NT>
+__device__ void mma_pb(float acc[HD / 8][4], const float p[NT][4], const uint16_t *B)
+{
+    constexpr int LD = row_ld<HD>();
+    const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; kk++) {
+        const uint32_t a[4] = {pack2<T>(p[2 * kk][0], p[2 * kk][1]),
+                               pack2<T>(p[2 * kk][2], p[2 * kk][3]),
+                               pack2<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                               pack2<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+        for (int n = 0; n < HD / 8; n += 2) {
+            uint32_t b[4];
+            ldsm4_t(b, B + (kk * 16 + r + (m & 1) * 8) * LD + n * 8 + (m >> 1) * 8);
+            mma<T>(acc[n], a, b[0], b[1]);
+            mma<T>(acc[n + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+/* The dropout of head (b, h) as the kernels use it. */
+struct flash_drop {
+    ao_rng_stream s;
+    drop_rate r;
+    bool on;
+    const uint8_t *mask_in; /* the head's T rows of T / 4 bytes, or NULL */
+    uint8_t *mask_out;
+};
+
+__device__ flash_drop flash_drop_of(const flash_args &a, size_t bh)
+{
+    flash_drop d;
+    d.on = a.on;
+    d.r = a.drop.r;
+    d.s = a.drop.site;
+    const size_t at = bh * (size_t)a.T * (size_t)(a.T / 4);
+    d.mask_in = a.on && a.mask_in ? a.mask_in + at : nullptr;
+    d.mask_out = a.on && a.mask_out && !a.mask_in ? a.mask_out + at : nullptr;
+    if (a.on && !d.mask_in) d.s = dropout_row_stream(a.drop, bh);
+    return d;
+}
+
+/* The keep bits of a tile (queries q0 .. q0 + 63 x keys k0 .. k0 + 63, 16
+ * bytes a query, the mask's layout) that one warp reads: queries
+ * r0 .. r0 + nr - 1 x key groups c0 .. c0 + nc - 1 (nr nc = 256), read or
+ * drawn (and stored) by that warp alone, so no block barrier orders them. */
+__device__ void mask_part(uint8_t *sm, const flash_drop &d, int q0, int k0, int T, int r0, int nr,
+                          int c0, int nc)
+{
+    const size_t row = (size_t)(T / 4);
+    const int lane = threadIdx.x & 31;
+    for (int i = lane; i < nr * nc; i += 32) {
+        const int r = r0 + i / nc, c = c0 + i % nc;
+        const size_t at = (size_t)(q0 + r) * row + (size_t)(k0 / 4 + c);
+        uint8_t m;
+        if (d.mask_in) {
+            m = d.mask_in[at];
+        } else {
+            float f[4];
+            group_factors(f, d.s, at, d.r, nullptr, nullptr);
+            m = mask_byte(f);
+            if (d.mask_out) d.mask_out[at] = m;
+        }
+        sm[r * 16 + c] = m;
+    }
+    __syncwarp();
+}
+
+/* Starts copying a tile's stored mask bytes (mask_part's layout). */
+__device__ void mask_copy(uint8_t *sm, const flash_drop &d, int q0, int k0, int T)
+{
+    if (threadIdx.x < kTile)
+        cp_async16(sm + 16 * threadIdx.x,
+                   d.mask_in + (size_t)(q0 + threadIdx.x) * (size_t)(T / 4) + k0 / 4);
+}
+
+/* The factors of a query-owning warp's elements (rows r, r + 8 of the
+ * tile; accumulator column j * 8 + 2t + (e & 1)): each row's 16 mask bytes
+ * read once (one 16-byte load) instead of a byte an element. */
+struct row_factors {
+    uint4 m[2];
+    __device__ row_factors(const uint8_t *sm, int r)
+    {
+        m[0] = *reinterpret_cast<const uint4 *>(sm + r * 16);
+        m[1] = *reinterpret_cast<const uint4 *>(sm + (r + 8) * 16);
+    }
+    /* column c = j * 8 + 2t + b: byte 2j + t / 2, bit 2 (t & 1) + b */
+    __device__ float at(int j, int e, int t, const drop_rate &dr) const
+    {
+        const uint4 &w = m[e >> 1];
+        const uint32_t word = (j >> 1) == 0 ? w.x : (j >> 1) == 1 ? w.y : (j >> 1) == 2 ? w.z : w.w;
+        const int bit = 8 * (2 * (j & 1) + (t >> 1)) + 2 * (t & 1) + (e & 1);
+        return (word >> bit) & 1u ? dr.keep : 0.0f;
+    }
+};
+
+/* The factor of a key-owning warp's element (keys w*16 + g and + 8, query
+ * q): the warp's 4 bytes of the query's row are one word. */
+__device__ __forceinline__ float key_factor(const uint8_t *sm, int q, int w, int g, int hi,
+                                            const drop_rate &dr)
+{
+    const uint32_t word = *reinterpret_cast<const uint32_t *>(sm + q * 16 + w * 4);
+    return (word >> (8 * ((g >> 2) + 2 * hi) + (g & 3))) & 1u ? dr.keep : 0.0f;
+}
+
+/* Writes a warp's 16 x HD accumulator times (row g, row g + 8) factors as T
+ * at rows `stride` apart. */
+template <ao_dtype T, int HD>
+__device__ void store_rows(uint16_t *out, size_t stride, const float acc[HD / 8][4], float f0,
+                           float f1)
+{
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) {
+        const int c = n * 8 + 2 * t;
+        *reinterpret_cast<uint32_t *>(out + (size_t)g * stride + c) =
+            pack2<T>(acc[n][0] * f0, acc[n][1] * f0);
+        *reinterpret_cast<uint32_t *>(out + (size_t)(g + 8) * stride + c) =
+            pack2<T>(acc[n][2] * f1, acc[n][3] * f1);
+    }
+}
+
+/* Shared bytes of a kernel with `tiles` 64 x HD tiles: those, two mask
+ * tiles and two double-buffered pairs of 64 floats. */
+template <int HD> __host__ __device__ constexpr size_t flash_smem(int tiles)
+{
+    return (size_t)tiles * kTile * row_ld<HD>() * 2 + 2 * kTile * 16 + 4 * kTile * sizeof(float);
+}
+
+/* What every tile kernel derives first: head h, sample b, the first row r0
+ * of its tile (queries or keys), warp w, the lane's g and t; d3 the qkv row
+ * stride, bh the (b, h) row, base q's first row of (b, h), the head's
+ * dropout and the scores' base-2 scale. */
+template <int HD> struct flash_block {
+    int h, b, r0, w, g, t;
+    size_t d3, bh;
+    const uint16_t *base;
+    flash_drop dr;
+    float sl2;
+    __device__ explicit flash_block(const flash_args &a)
+        : h((int)blockIdx.y), b((int)blockIdx.z), r0((int)blockIdx.x * kTile),
+          w((int)threadIdx.x >> 5), g(((int)threadIdx.x & 31) >> 2), t((int)threadIdx.x & 3),
+          d3(3 * (size_t)a.d), bh((size_t)blockIdx.z * a.H + blockIdx.y),
+          base(a.qkv + (size_t)blockIdx.z * a.T * d3 + (size_t)blockIdx.y * HD),
+          dr(flash_drop_of(a, bh)), sl2(a.scale * kLog2e)
+    {
+    }
+};
+
+/* ---- forward: a block per (query tile, head, sample) ------------------------ */
+
+/* The key tiles stream through two buffers: tile i + 1's copy runs while
+ * tile i is multiplied. */
+template <ao_dtype T, int HD>
+__global__ void __launch_bounds__(kFlashThreads) flash_forward(flash_args a)
+{
+    pdl_wait();
+    extern __shared__ __align__(16) uint16_t smem[];
+    constexpr int LD = row_ld<HD>(), TL = kTile * LD;
+    uint16_t *sQ = smem, *sKV = sQ + TL; /* [2][K, V] */
+    uint8_t *sM = reinterpret_cast<uint8_t *>(sKV + 4 * TL);
+    const auto &[h, b, q0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
+    const int tiles = a.T / kTile, r = w * 16 + g;
+    load_tile<HD>(sQ, base + (size_t)q0 * d3, d3);
+    load_tile<HD>(sKV, base + a.d, d3);
+    load_tile<HD>(sKV + TL, base + 2 * a.d, d3);
+    cp_async_commit();
+
+    float o[HD / 8][4] = {};
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    for (int it = 0; it < tiles; it++) {
+        const int k0 = it * kTile;
+        const uint16_t *sK = sKV + (it & 1) * 2 * TL, *sV = sK + TL;
+        if (it + 1 < tiles) {
+            uint16_t *nK = sKV + ((it + 1) & 1) * 2 * TL;
+            load_tile<HD>(nK, base + a.d + (size_t)(k0 + kTile) * d3, d3);
+            load_tile<HD>(nK + TL, base + 2 * a.d + (size_t)(k0 + kTile) * d3, d3);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (dr.on) mask_part(sM, dr, q0, k0, a.T, w * 16, 16, 0, 16);
+        float s[8][4] = {};
+        mma_abt<T, HD, 8>(s, sQ + w * 16 * LD, sK);
+        const row_factors rf(sM, r);
+        float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) s[j][e] *= sl2;
+            x0 = fmaxf(x0, fmaxf(s[j][0], s[j][1]));
+            x1 = fmaxf(x1, fmaxf(s[j][2], s[j][3]));
+        }
+        x0 = fmaxf(x0, AO_SHFL_XOR(x0, 1));
+        x0 = fmaxf(x0, AO_SHFL_XOR(x0, 2));
+        x1 = fmaxf(x1, AO_SHFL_XOR(x1, 1));
+        x1 = fmaxf(x1, AO_SHFL_XOR(x1, 2));
+        const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+        const float c0 = exp2f(m0 - n0), c1 = exp2f(m1 - n1);
+        m0 = n0;
+        m1 = n1;
+        l0 *= c0;
+        l1 *= c1;
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) {
+            o[n][0] *= c0;
+            o[n][1] *= c0;
+            o[n][2] *= c1;
+            o[n][3] *= c1;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float p = exp2f(s[j][e] - (e < 2 ? m0 : m1));
+                if (e < 2)
+                    l0 += p;
+                else
+                    l1 += p;
+                s[j][e] = dr.on ? p * rf.at(j, e, t, dr.r) : p;
+            }
+        }
+        mma_pb<T, HD, 8>(o, s, sV);
+        __syncthreads(); /* the buffer is refilled next iteration */
+    }
+    l0 += AO_SHFL_XOR(l0, 1);
+    l0 += AO_SHFL_XOR(l0, 2);
+    l1 += AO_SHFL_XOR(l1, 1);
+    l1 += AO_SHFL_XOR(l1, 2);
+    const int q = q0 + r;
+    store_rows<T, HD>(a.out + ((size_t)b * a.T + q0 + w * 16) * a.d + (size_t)h * HD, (size_t)a.d,
+                      o, 1.0f / l0, 1.0f / l1);
+    if (t == 0) {
+        a.lse[bh * a.T + q] = m0 + log2f(l0);
+        a.lse[bh * a.T + q + 8] = m1 + log2f(l1);
+    }
+}
+
+/* ---- backward ----------------------------------------------------------------- */
+
+/* delta[row] = sum over the head's columns of dctx * ctx: a warp per (b, h,
+ * query) row, in the order of lse. */
+template <ao_dtype T, int HD> __global__ void flash_delta(flash_args a, int rows)
+{
+    pdl_wait();
+    const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    const int q = row % a.T, bh = row / a.T, h = bh % a.H, b = bh / a.H;
+    const size_t off = ((size_t)b * a.T + q) * a.d + (size_t)h * HD;
+    const typed_load<T> dy{a.dctx}, y{a.ctx};
+    double s = 0.0;
+    for (int c = lane; c < HD; c += 32) s += (double)(dy.load(off + c) * y.load(off + c));
+    s = warp_sum(s);
+    if (lane == 0) a.delta[row] = (float)s;
+}
+
+/* dK, dV: a block per (key tile, head, sample); warp w owns keys w*16 ..
+ * and computes S^T and dP^T (keys x queries), whose accumulators are the
+ * A operands of dV += P^T dO and dK += dS^T Q. The query tiles (q, dO, lse,
+ * delta) stream through two buffers. */
+template <ao_dtype T, int HD>
+__global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
+{
+    pdl_wait();
+    extern __shared__ __align__(16) uint16_t smem[];
+    constexpr int LD = row_ld<HD>(), TL = kTile * LD;
+    uint16_t *sK = smem, *sV = sK + TL, *sQO = sV + TL; /* [2][Q, dO] */
+    uint8_t *sM = reinterpret_cast<uint8_t *>(sQO + 4 * TL);
+    float *sLD = reinterpret_cast<float *>(sM + 2 * kTile * 16); /* [2][lse, delta] */
+    const auto &[h, b, k0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
+    const uint16_t *dobase = a.dctx + (size_t)b * a.T * a.d + (size_t)h * HD;
+    const float *lse = a.lse + bh * a.T, *delta = a.delta + bh * a.T;
+    const int tiles = a.T / kTile;
+    load_tile<HD>(sK, base + a.d + (size_t)k0 * d3, d3);
+    load_tile<HD>(sV, base + 2 * a.d + (size_t)k0 * d3, d3);
+    load_tile<HD>(sQO, base, d3);
+    load_tile<HD>(sQO + TL, dobase, (size_t)a.d);
+    load_row64(sLD, lse);
+    load_row64(sLD + kTile, delta);
+    if (dr.mask_in) mask_copy(sM, dr, 0, k0, a.T);
+    cp_async_commit();
+
+    float dk[HD / 8][4] = {}, dv[HD / 8][4] = {};
+    for (int it = 0; it < tiles; it++) {
+        const int q0 = it * kTile;
+        const uint16_t *sQ = sQO + (it & 1) * 2 * TL, *sO = sQ + TL;
+        const float *sL = sLD + (it & 1) * 2 * kTile, *sD = sL + kTile;
+        uint8_t *sMb = sM + (it & 1) * kTile * 16;
+        if (it + 1 < tiles) {
+            const int nb = (it + 1) & 1, n0 = q0 + kTile;
+            load_tile<HD>(sQO + nb * 2 * TL, base + (size_t)n0 * d3, d3);
+            load_tile<HD>(sQO + nb * 2 * TL + TL, dobase + (size_t)n0 * a.d, (size_t)a.d);
+            load_row64(sLD + nb * 2 * kTile, lse + n0);
+            load_row64(sLD + nb * 2 * kTile + kTile, delta + n0);
+            if (dr.mask_in) mask_copy(sM + nb * kTile * 16, dr, n0, k0, a.T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        /* this warp's keys: groups w*4 .. w*4 + 3 of every query */
+        if (dr.on && !dr.mask_in) mask_part(sMb, dr, q0, k0, a.T, 0, kTile, w * 4, 4);
+            /* in two halves of 32 queries: fewer accumulators live at once */
+#pragma unroll 1
+        for (int hq = 0; hq < kTile; hq += 32) {
+            const uint16_t *hQ = sQ + hq * LD, *hO = sO + hq * LD;
+            float p[4][4] = {}, dp[4][4] = {}, pd[4][4];
+            mma_abt<T, HD, 4>(p, sK + w * 16 * LD, hQ);
+            mma_abt<T, HD, 4>(dp, sV + w * 16 * LD, hO);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int c = hq + j * 8 + 2 * t;
+                const float2 l = *reinterpret_cast<const float2 *>(sL + c);
+                const float2 dl = *reinterpret_cast<const float2 *>(sD + c);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const float f = dr.on ? key_factor(sMb, c + (e & 1), w, g, e >> 1, dr.r) : 1.0f;
+                    const float pv = exp2f(p[j][e] * sl2 - (e & 1 ? l.y : l.x));
+                    pd[j][e] = pv * f;
+                    p[j][e] = pv * (dp[j][e] * f - (e & 1 ? dl.y : dl.x)) * a.scale;
+                }
+            }
+            mma_pb<T, HD, 4>(dv, pd, hO);
+            mma_pb<T, HD, 4>(dk, p, hQ);
+        }
+        __syncthreads(); /* the buffer is refilled next iteration */
+    }
+    const size_t row0 = (size_t)b * a.T + k0 + w * 16;
+    store_rows<T, HD>(a.out + row0 * d3 + a.d + (size_t)h * HD, d3, dk, 1.0f, 1.0f);
+    store_rows<T, HD>(a.out + row0 * d3 + 2 * a.d + (size_t)h * HD, d3, dv, 1.0f, 1.0f);
+}
+
+/* dQ: a block per (query tile, head, sample), looping over the key tiles
+ * (dQ += dS K), which stream through two buffers. */
+template <ao_dtype T, int HD>
+__global__ void __launch_bounds__(kFlashThreads) flash_backward_q(flash_args a)
+{
+    pdl_wait();
+    extern __shared__ __align__(16) uint16_t smem[];
+    constexpr int LD = row_ld<HD>(), TL = kTile * LD;
+    uint16_t *sQ = smem, *sO = sQ + TL, *sKV = sO + TL; /* [2][K, V] */
+    uint8_t *sM = reinterpret_cast<uint8_t *>(sKV + 4 * TL);
+    const auto &[h, b, q0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
+    const int tiles = a.T / kTile;
+    load_tile<HD>(sQ, base + (size_t)q0 * d3, d3);
+    load_tile<HD>(sO, a.dctx + ((size_t)b * a.T + q0) * a.d + (size_t)h * HD, (size_t)a.d);
+    load_tile<HD>(sKV, base + a.d, d3);
+    load_tile<HD>(sKV + TL, base + 2 * a.d, d3);
+    if (dr.mask_in) mask_copy(sM, dr, q0, 0, a.T);
+    cp_async_commit();
+    const int r = w * 16 + g; /* tile-local query, and r + 8 */
+    const float L[2] = {a.lse[bh * a.T + q0 + r], a.lse[bh * a.T + q0 + r + 8]};
+    const float D[2] = {a.delta[bh * a.T + q0 + r], a.delta[bh * a.T + q0 + r + 8]};
+
+    float dq[HD / 8][4] = {};
+    for (int it = 0; it < tiles; it++) {
+        const int k0 = it * kTile;
+        const uint16_t *sK = sKV + (it & 1) * 2 * TL, *sV = sK + TL;
+        uint8_t *sMb = sM + (it & 1) * kTile * 16;
+        if (it + 1 < tiles) {
+            uint16_t *nK = sKV + ((it + 1) & 1) * 2 * TL;
+            load_tile<HD>(nK, base + a.d + (size_t)(k0 + kTile) * d3, d3);
+            load_tile<HD>(nK + TL, base + 2 * a.d + (size_t)(k0 + kTile) * d3, d3);
+            if (dr.mask_in) mask_copy(sM + ((it + 1) & 1) * kTile * 16, dr, q0, k0 + kTile, a.T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (dr.on && !dr.mask_in) mask_part(sMb, dr, q0, k0, a.T, w * 16, 16, 0, 16);
+        float p[8][4] = {}, dp[8][4] = {};
+        mma_abt<T, HD, 8>(p, sQ + w * 16 * LD, sK);
+        mma_abt<T, HD, 8>(dp, sO + w * 16 * LD, sV);
+        const row_factors rf(sMb, r);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float f = dr.on ? rf.at(j, e, t, dr.r) : 1.0f;
+                const float pv = exp2f(p[j][e] * sl2 - L[e >> 1]);
+                p[j][e] = pv * (dp[j][e] * f - D[e >> 1]) * a.scale;
+            }
+        }
+        mma_pb<T, HD, 8>(dq, p, sK);
+        __syncthreads(); /* the buffer is refilled next iteration */
+    }
+    store_rows<T, HD>(a.out + ((size_t)b * a.T + q0 + w * 16) * d3 + (size_t)h * HD, d3, dq, 1.0f,
+                      1.0f);
+}
+
+template <class K>
+cudaError_t flash_launch(K kernel, dim3 grid, size_t smem, cudaStream_t stream, const flash_args &a)
+{
+    /* over 48 KiB of shared memory needs the opt-in, once per kernel */
+    cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+    launch(kernel, grid, kFlashThreads, smem, stream, a);
+    return cudaGetLastError();
+}
+
+/* f(dtype_tag, hd constant) for the supported (type, hd). */
+template <class F> cudaError_t with_flash_shape(ao_dtype t, int hd, F &&f)
+{
+    if (t == AO_BF16 && hd == 64) return f(dtype_tag<AO_BF16>{}, std::integral_constant<int, 64>{});
+    if (t == AO_BF16 && hd == 128)
+        return f(dtype_tag<AO_BF16>{}, std::integral_constant<int, 128>{});
+    if (t == AO_F16 && hd == 64) return f(dtype_tag<AO_F16>{}, std::integral_constant<int, 64>{});
+    if (t == AO_F16 && hd == 128) return f(dtype_tag<AO_F16>{}, std::integral_constant<int, 128>{});
+    return cudaErrorInvalidValue;
+}
+
+flash_args flash_args_of(int heads, int T, int hd, float scale, const ao_cuda_dropout_key *key)
+{
+    flash_args a = {};
+    a.H = heads;
+    a.T = T;
+    a.d = heads * hd;
+    a.scale = scale;
+    a.drop = dropout_args_of(*key);
+    a.on = key->p > 0.0f;
+    return a;
+}
+
+} // namespace
+
+extern "C" int ao_cuda_flash_attention_supported(ao_dtype type, int T, int head_dim)
+{
+    return (type == AO_BF16 || type == AO_F16) && (head_dim == 64 || head_dim == 128) && T > 0 &&
+           T % kTile == 0;
+}
+
+extern "C" cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, const void *qkv,
+                                                       ao_dtype type, int batch, int heads, int T,
+                                                       int head_dim, float scale,
+                                                       const ao_cuda_dropout_key *key,
+                                                       uint8_t *mask_out, cudaStream_t stream)
+{
+    if (!ao_cuda_flash_attention_supported(type, T, head_dim) || key->heads != heads)
+        return cudaErrorInvalidValue;
+    if (batch <= 0 || heads <= 0) return cudaSuccess;
+    flash_args a = flash_args_of(heads, T, head_dim, scale, key);
+    a.qkv = static_cast<const uint16_t *>(qkv);
+    a.out = static_cast<uint16_t *>(ctx);
+    a.lse = lse;
+    a.mask_out = mask_out;
+    const dim3 grid((unsigned)(T / kTile), (unsigned)heads, (unsigned)batch);
+    return with_flash_shape(type, head_dim, [&](auto tt, auto hh) {
+        constexpr ao_dtype TT = decltype(tt)::value;
+        constexpr int HD = decltype(hh)::value;
+        return flash_launch(flash_forward<TT, HD>, grid, flash_smem<HD>(5), stream, a);
+    });
+}
+
+extern "C" cudaError_t ao_cuda_flash_attention_backward(void *dqkv, float *delta, const void *dctx,
+                                                        const void *ctx, const float *lse,
+                                                        const void *qkv, ao_dtype type, int batch,
+                                                        int heads, int T, int head_dim, float scale,
+                                                        const ao_cuda_dropout_key *key,
+                                                        const uint8_t *mask_in, cudaStream_t stream)
+{
+    if (!ao_cuda_flash_attention_supported(type, T, head_dim) || key->heads != heads)
+        return cudaErrorInvalidValue;
+    if (batch <= 0 || heads <= 0) return cudaSuccess;
+    flash_args a = flash_args_of(heads, T, head_dim, scale, key);
+    a.qkv = static_cast<const uint16_t *>(qkv);
+    a.ctx = static_cast<const uint16_t *>(ctx);
+    a.dctx = static_cast<const uint16_t *>(dctx);
+    a.out = static_cast<uint16_t *>(dqkv);
+    a.lse = const_cast<float *>(lse);
+    a.delta = delta;
+    a.mask_in = mask_in;
+    const int rows = batch * heads * T;
+    const dim3 grid((unsigned)(T / kTile), (unsigned)heads, (unsigned)batch);
+    return with_flash_shape(type, head_dim, [&](auto tt, auto hh) {
+        constexpr ao_dtype TT = decltype(tt)::value;
+        constexpr int HD = decltype(hh)::value;
+        launch(flash_delta<TT, HD>, row_warp_blocks(rows), kThreads, 0, stream, a, rows);
+        cudaError_t e = cudaGetLastError();
+        if (e == cudaSuccess)
+            e = flash_launch(flash_backward_kv<TT, HD>, grid, flash_smem<HD>(6), stream, a);
+        if (e == cudaSuccess)
+            e = flash_launch(flash_backward_q<TT, HD>, grid, flash_smem<HD>(6), stream, a);
+        return e;
+    });
+}
+
+#else /* HIP: not ported; the model takes the unfused path */
+
+extern "C" int ao_cuda_flash_attention_supported(ao_dtype type, int T, int head_dim)
+{
+    (void)type;
+    (void)T;
+    (void)head_dim;
+    return 0;
+}
+
+extern "C" cudaError_t ao_cuda_flash_attention_forward(void *, float *, const void *, ao_dtype, int,
+                                                       int, int, int, float,
+                                                       const ao_cuda_dropout_key *, uint8_t *,
+                                                       cudaStream_t)
+{
+    return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t ao_cuda_flash_attention_backward(void *, float *, const void *, const void *,
+                                                        const float *, const void *, ao_dtype, int,
+                                                        int, int, int, float,
+                                                        const ao_cuda_dropout_key *,
+                                                        const uint8_t *, cudaStream_t)
+{
+    return cudaErrorInvalidValue;
+}
+
+#endif
