@@ -25,7 +25,7 @@
 #include "runtime/device.h"
 
 /* B=2 T=3 F=2 D=3 S=2 V=5 E=4 d=8 h=2 L=2 ff=12 H=6 */
-static const ao_model_shape TINY = {2, 3, 2, 3, 2, 5, 4, 8, 2, 2, 12, 6, 0.25f, 77};
+static const ao_model_shape TINY = {2, 3, 2, 3, 2, 5, 4, 8, 2, 2, 12, 6, 0.25f, 77, 0};
 
 static void test_cpu_model_allocates_its_size(void **state)
 {
