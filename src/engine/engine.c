@@ -161,8 +161,9 @@ struct ao_engine {
     const ao_batch *pend_batch;
     ao_event *pend_ready;
     size_t batch_bytes;
-    double data_wait_ms; /* host wait for the loader since ao_engine_take_data_wait_ms */
-    int test_slow_ms;    /* AORTA_TEST_SLOW_RANK: this rank's planted delay (tests only) */
+    double data_wait_ms;    /* host wait for the loader since ao_engine_take_data_wait_ms */
+    int test_slow_ms;       /* AORTA_TEST_SLOW_RANK: this rank's planted delay (tests only) */
+    int64_t test_hang_step; /* AORTA_TEST_HANG_RANK: the train step this rank stops at; -1 */
 };
 
 const char *ao_phase_name(ao_phase p)
@@ -586,6 +587,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     e->nlayers = e->nunits - 1;
     e->pend_step = -1;
     e->test_slow_ms = ao_test_slow_rank_ms(e->rank);
+    e->test_hang_step = ao_test_hang_rank_step(e->rank);
     if (e->backend->set_dependent_launch)
         e->backend->set_dependent_launch(ao_engine_compute_alone(cfg, e->world));
     e->hp = (ao_adamw_hparams){.beta1 = (float)cfg->optimizer.betas[0],
@@ -1077,7 +1079,9 @@ void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t dat
     float lr = ao_lr_at((float)cfg->optimizer.lr, data_step, cfg->scheduler.warmup_steps,
                         cfg->scheduler.total_steps);
     for (int g = 0; g < e->ngroups; g++) e->groups[g].reductions = 0;
-    compute_moved(e); /* whatever ran before */
+    if (phase == AO_PHASE_TRAIN && data_step == e->test_hang_step) ao_test_hang(e->rank, data_step);
+    ao_comm_set_step(data_step); /* a timeout names the step of the op that hung */
+    compute_moved(e);            /* whatever ran before */
     /* Gathers read the shards the previous update wrote. */
     ao_stream_wait_event(e->lanes[LANE_AG].s, e->opt_done);
     if (e->solo && phase == AO_PHASE_TRAIN) zero_solo(e);

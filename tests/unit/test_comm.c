@@ -313,7 +313,8 @@ static void test_watchdog_deferred_mark(void **state)
     assert_int_equal(run_child(immediate_mark, err, sizeof err, &ms), 0);
     assert_null(strstr(err, "did not complete"));
     assert_int_equal(run_child(deferred_mark, err, sizeof err, &ms), 1);
-    assert_non_null(strstr(err, "allgather of 8 bytes on stream \"allgather\" did not complete"));
+    assert_non_null(
+        strstr(err, "allgather #1 of 8 bytes on stream \"allgather\" did not complete"));
 }
 
 static void async_error(void)
@@ -331,7 +332,7 @@ static void test_watchdog_fires_on_hang(void **state)
     char err[4096];
     int64_t ms;
     assert_int_equal(run_child(hang_allreduce, err, sizeof err, &ms), 1);
-    assert_non_null(strstr(err, "aorta: error: rank 1: allreduce of 4096 bytes on stream "
+    assert_non_null(strstr(err, "aorta: error: rank 1: allreduce #1 of 4096 bytes on stream "
                                 "\"allreduce\" did not complete in 0.3 s\n"));
     /* The hint fits the backend: no NCCL advice for another one. */
     assert_null(strstr(err, "NCCL_DEBUG"));
