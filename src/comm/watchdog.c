@@ -133,7 +133,9 @@ static void stalled_ranks(const struct ao_watch *w, const struct pending_op *p, 
     memcpy(buf, "; ", 2);
     if (self) return;
     for (struct ao_watch *o = wd.list; o; o = o->next) {
-        if (o == w || o->count == 0 || !base_of(o->comm)->ops->stalled) continue;
+        if (o == w || !base_of(o->comm)->ops->stalled) continue;
+        retire_completed(o); /* its oldest op may be done but not yet polled */
+        if (o->count == 0) continue;
         const struct pending_op *q = &o->ring[o->head];
         char what[192], who[512];
         int in_it = 0;
