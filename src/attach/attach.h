@@ -1,11 +1,13 @@
-/* aorta attach (DESIGN §13): per-step §7 metrics of an unmodified CUDA job.
+/* aorta attach (DESIGN §15): per-step §7 metrics of an unmodified GPU job.
  *
  * The parent (run.c) makes the run directory, writes run.json, and runs the
  * command with aorta's injection library in CUDA_INJECTION64_PATH (CUDA
  * loads it into every process that initializes the driver and calls its
  * InitializeInjection) and LD_PRELOAD (so its CUPTI entry points stand in
- * front of libcupti's and it sees a second CUPTI client arrive). Every CUDA
- * process writes rank_NN_metrics.jsonl, a line per step as it completes, and
+ * front of libcupti's and it sees a second CUPTI client arrive), and with
+ * its rocprofiler-sdk tool in ROCP_TOOL_LIBRARIES (the SDK loads it when a
+ * ROCm runtime starts), each where this build has it. Every GPU process
+ * writes rank_NN_metrics.jsonl, a line per step as it completes, and
  * at exit rank_NN_attach.json (its devices, CUPTI version, the step source
  * used, the steps it could not see). The parent passes the exit status
  * through, then folds the ranks' files into run.json and writes summary.json.
@@ -20,7 +22,8 @@
 #define AO_ATTACH_ENV_STEP_KERNEL "AORTA_ATTACH_STEP_KERNEL"
 #define AO_ATTACH_ENV_WINDOW_MS   "AORTA_ATTACH_WINDOW_MS"
 #define AO_ATTACH_ENV_COMM        "AORTA_ATTACH_COMM"
-#define AO_ATTACH_LIBRARY         "libaorta_attach.so"
+#define AO_ATTACH_LIBRARY         "libaorta_attach.so"      /* CUPTI */
+#define AO_ATTACH_ROCM_LIBRARY    "libaorta_attach_rocm.so" /* rocprofiler-sdk */
 #define AO_ATTACH_RANK_INFO       "_attach.json"
 
 typedef struct ao_attach_opts {

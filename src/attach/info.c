@@ -1,5 +1,4 @@
 /* attach/info.h */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,14 +10,28 @@
 #include "core/json.h"
 #include "core/rundir.h"
 
-void ao_attach_info_init(ao_attach_info *in, const char *dir, int rank, int world_size,
-                         uint32_t cupti_version)
+void ao_attach_info_init(ao_attach_info *in, const char *dir, int rank, int world_size)
 {
     memset(in, 0, sizeof *in);
     snprintf(in->dir, sizeof in->dir, "%s", dir);
     in->rank = rank;
     in->world_size = world_size;
-    in->cupti_version = cupti_version;
+    in->foreign_key = "other_client";
+}
+
+void ao_attach_info_version(ao_attach_info *in, const char *key, const char *value)
+{
+    if (in->nversions >= AO_ATTACH_MAX_VERSIONS) return;
+    in->versions[in->nversions].key = key;
+    snprintf(in->versions[in->nversions].value, sizeof in->versions[0].value, "%s", value);
+    in->nversions++;
+}
+
+void ao_attach_info_device(ao_attach_info *in, const char *name)
+{
+    if (in->ndevices >= AO_ATTACH_MAX_DEVICES) return;
+    snprintf(in->devices[in->ndevices], sizeof in->devices[0], "%s", name);
+    in->ndevices++;
 }
 
 void ao_attach_info_step(ao_attach_info *in, const ao_step_out *s)
@@ -43,41 +56,6 @@ static void gen_cmdline(yajl_gen g)
     yajl_gen_array_close(g);
 }
 
-/* The devices through the process's own libcuda (already loaded: CUDA
- * called us), without touching a context. */
-static void gen_devices(yajl_gen g, int *driver)
-{
-    typedef int (*count_fn)(int *);
-    typedef int (*get_fn)(int *, int);
-    typedef int (*name_fn)(char *, int, int);
-    typedef int (*ver_fn)(int *);
-    yajl_gen_array_open(g);
-    *driver = 0;
-    void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (cu) {
-        count_fn count = (count_fn)dlsym(cu, "cuDeviceGetCount");
-        get_fn get = (get_fn)dlsym(cu, "cuDeviceGet");
-        name_fn name = (name_fn)dlsym(cu, "cuDeviceGetName");
-        ver_fn ver = (ver_fn)dlsym(cu, "cuDriverGetVersion");
-        int n = 0;
-        if (ver) ver(driver);
-        if (count && get && name && count(&n) == 0)
-            for (int i = 0; i < n; i++) {
-                int dev;
-                char buf[256] = "";
-                if (get(&dev, i) != 0 || name(buf, sizeof buf, dev) != 0) continue;
-                yajl_gen_map_open(g);
-                S("index");
-                yajl_gen_integer(g, i);
-                S("name");
-                S(buf);
-                yajl_gen_map_close(g);
-            }
-        dlclose(cu);
-    }
-    yajl_gen_array_close(g);
-}
-
 int ao_attach_info_write(const ao_attach_info *in, const ao_steps_stats *st)
 {
     yajl_gen g = ao_json_gen_new(1);
@@ -95,20 +73,25 @@ int ao_attach_info_write(const ao_attach_info *in, const ao_steps_stats *st)
     S(host);
     S("argv");
     gen_cmdline(g);
-    int driver = 0;
     S("devices");
-    gen_devices(g, &driver);
+    yajl_gen_array_open(g);
+    for (int i = 0; i < in->ndevices; i++) {
+        yajl_gen_map_open(g);
+        S("index");
+        yajl_gen_integer(g, i);
+        S("name");
+        S(in->devices[i]);
+        yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
     S("versions");
     yajl_gen_map_open(g);
-    char v[32];
     S("aorta");
     S(AORTA_VERSION);
-    S("cupti_api");
-    snprintf(v, sizeof v, "%u", in->cupti_version);
-    S(v);
-    S("cuda_driver");
-    snprintf(v, sizeof v, "%d.%d", driver / 1000, driver % 1000 / 10);
-    S(v);
+    for (int i = 0; i < in->nversions; i++) {
+        S(in->versions[i].key);
+        S(in->versions[i].value);
+    }
     yajl_gen_map_close(g);
     S("step_source");
     S(ao_step_source_name(st->source));
@@ -135,7 +118,7 @@ int ao_attach_info_write(const ao_attach_info *in, const ao_steps_stats *st)
     yajl_gen_integer(g, (long long)st->outside);
     S("dropped_records");
     yajl_gen_integer(g, (long long)in->dropped);
-    S("other_cupti_client");
+    S(in->foreign_key);
     S(in->foreign[0] ? in->foreign : NULL);
     yajl_gen_map_close(g);
 

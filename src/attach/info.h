@@ -1,4 +1,4 @@
-/* What one attached CUDA process says about itself, in
+/* What one attached GPU process says about itself, in
  * rank_NN_attach.json next to its metrics (written at its exit), and the
  * "extra" object of its JSONL records. The parent folds the rank files into
  * run.json (attach/run.c). */
@@ -12,22 +12,34 @@
 
 #include "attach/steps.h"
 
+#define AO_ATTACH_MAX_VERSIONS 4
+#define AO_ATTACH_MAX_DEVICES  64
+
 typedef struct ao_attach_info {
     char dir[4096];
     int rank, world_size;
-    uint32_t cupti_version;
-    size_t dropped;    /* records CUPTI dropped for want of buffers */
-    char foreign[256]; /* the call that showed another CUPTI client, or "" */
-    long long steps;   /* lines written */
+    struct {
+        const char *key; /* a literal */
+        char value[64];
+    } versions[AO_ATTACH_MAX_VERSIONS]; /* the tracing API's and the driver's */
+    int nversions;
+    char devices[AO_ATTACH_MAX_DEVICES][128];
+    int ndevices;
+    size_t dropped;          /* records the tracing API dropped for want of buffers */
+    const char *foreign_key; /* "other_cupti_client", ...: a literal */
+    char foreign[256];       /* what showed another tracing client, or "" */
+    long long steps;         /* lines written */
 } ao_attach_info;
 
-void ao_attach_info_init(ao_attach_info *in, const char *dir, int rank, int world_size,
-                         uint32_t cupti_version);
+void ao_attach_info_init(ao_attach_info *in, const char *dir, int rank, int world_size);
+/* A versions member (ignored past AO_ATTACH_MAX_VERSIONS); key a literal. */
+void ao_attach_info_version(ao_attach_info *in, const char *key, const char *value);
+/* The next device's name (index = order of the calls). */
+void ao_attach_info_device(ao_attach_info *in, const char *name);
 void ao_attach_info_step(ao_attach_info *in, const ao_step_out *s);
-/* rank_NN_attach.json: rank, pid, host, command line, devices (through the
- * loaded libcuda), versions, the step source and its changes, steps, unseen
- * steps, late/outside/dropped records, the other CUPTI client. 0 or -1
- * after a warning. */
+/* rank_NN_attach.json: rank, pid, host, command line, devices, versions,
+ * the step source and its changes, steps, unseen steps, late/outside/dropped
+ * records, the other tracing client. 0 or -1 after a warning. */
 int ao_attach_info_write(const ao_attach_info *in, const ao_steps_stats *st);
 
 /* The JSONL record's "extra": what `aorta analyze` writes beside §7 (host

@@ -1,11 +1,12 @@
 /* The injection library of aorta attach (attach/attach.h), built as
  * libaorta_attach.so: CUDA calls InitializeInjection when the process
- * initializes the driver.
+ * initializes the driver. This file is the CUPTI half; the queue, steps and
+ * files are attach/tracer.h's, shared with the rocprofiler-sdk tool.
  *
  * Threads: the application's threads only run CUPTI's callbacks (an atomic
  * max of the correlation id per launch, a few compares per NVTX range) and
- * hand CUPTI's full buffers to a queue; one worker thread decodes them, cuts
- * steps (attach/steps.h) and writes the JSONL lines.
+ * hand CUPTI's full buffers to the tracer's queue; its worker thread decodes
+ * them (decode below), cuts steps and writes the JSONL lines.
  *
  * A second CUPTI client: CUPTI allows one subscriber and one set of buffer
  * callbacks per process, and a second client's registration silently takes
@@ -31,13 +32,8 @@
 
 #include <generated_nvtx_meta.h>
 
-#include "attach/attach.h"
-#include "attach/steps.h"
-#include "attach/info.h"
+#include "attach/tracer.h"
 #include "core/error.h"
-#include "core/jsonl.h"
-#include "core/rundir.h"
-#include "launch/launch.h"
 #include "timeline/cupti_lib_cuda.h"
 
 /* The library is built with hidden visibility: only these are exported. */
@@ -45,17 +41,9 @@
 
 #define BUFFER_BYTES (4u << 20)
 #define FLUSH_MS     100
-#define SETTLE_NS    500000000ull
-#define NAME_MAX_    128
 
 static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                                            CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
-
-typedef struct qbuf {
-    uint8_t *p;
-    size_t valid;
-    int clock; /* the clock its timestamps are on (below) */
-} qbuf;
 
 /* The other client may give CUPTI its own clock
  * (cuptiActivityRegisterTimestampCallback: PyTorch's Kineto gives a TSC
@@ -69,46 +57,18 @@ typedef struct clock_map {
     uint64_t cupti0, x0, mono0;
 } clock_map;
 
-typedef struct qmark {
-    char name[NAME_MAX_];
-    int64_t begin, end;
-} qmark;
-
-typedef struct qevent { /* aside (on = 1) or resume, in order */
-    int on;
-    int64_t corr;
-    uint64_t t;
-} qevent;
-
-typedef struct open_range { /* nvtxRangeStart ... nvtxRangeEnd */
-    uint64_t id;
-    int64_t begin;
-    char name[NAME_MAX_];
-} open_range;
-
 static struct {
     int on;
     ao_cupti_fns f;
-    /* qmu: the buffer queue and the set of our buffers (buffer callbacks
-     * may run inside a flush this library makes while holding ctl) */
+    /* qmu: the set of our buffers, the clocks (buffer callbacks may run
+     * inside a flush this library makes while holding ctl) */
     pthread_mutex_t qmu;
-    pthread_cond_t qcv;
-    qbuf *q;
-    size_t nq, capq;
     void **ours;
     size_t nours, capours;
-    size_t dropped;
-    int stop;
     clock_map clocks[MAX_CLOCKS];
     int nclocks; /* 0: CUPTI's own clock throughout */
-    /* ctl: marks, events, open ranges, the foreign client */
+    /* ctl: the foreign client */
     pthread_mutex_t ctl;
-    qmark *marks;
-    size_t nmarks, capmarks;
-    qevent *events;
-    size_t nevents, capevents;
-    open_range *ranges;
-    size_t nranges, capranges;
     int activity_on, subscribed;
     unsigned foreign_kinds;
     int foreign_registered;
@@ -117,18 +77,9 @@ static struct {
     char foreign[256];
     CUpti_SubscriberHandle sub;
     atomic_llong last_corr;
-    /* worker-only */
-    pthread_t worker;
-    ao_cupti_names names;
-    ao_steps *steps;
-    ao_jsonl_writer *w;
-    ao_attach_info info;
-    uint64_t anchor_ns;
-    double anchor_wall; /* UNIX seconds at anchor_ns */
-    pid_t pid;          /* the process that started: at_exit only there */
-} G = {.qmu = PTHREAD_MUTEX_INITIALIZER,
-       .qcv = PTHREAD_COND_INITIALIZER,
-       .ctl = PTHREAD_MUTEX_INITIALIZER};
+    ao_cupti_names names; /* the worker's (decode) */
+    pid_t pid;            /* the process that started: at_exit only there */
+} G = {.qmu = PTHREAD_MUTEX_INITIALIZER, .ctl = PTHREAD_MUTEX_INITIALIZER};
 
 /* The other client's subscription, when attach rides on it (below). */
 #define MAX_CBID 4096
@@ -210,12 +161,11 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
         return;
     }
     G.ours[i] = G.ours[--G.nours];
-    size_t d = 0;
-    if (G.f.dropped && G.f.dropped(ctx, stream_id, &d) == CUPTI_SUCCESS) G.dropped += d;
-    grow((void **)&G.q, &G.capq, G.nq + 1, sizeof *G.q);
-    G.q[G.nq++] = (qbuf){buffer, valid, G.nclocks};
-    pthread_cond_signal(&G.qcv);
+    int clock = G.nclocks;
     pthread_mutex_unlock(&G.qmu);
+    size_t d = 0;
+    if (!G.f.dropped || G.f.dropped(ctx, stream_id, &d) != CUPTI_SUCCESS) d = 0;
+    ao_tracer_push(buffer, valid, clock, d);
 }
 
 /* ---- callbacks: launches and NVTX ranges ------------------------------------- */
@@ -225,74 +175,9 @@ static int64_t corr_now(void)
     return atomic_load_explicit(&G.last_corr, memory_order_relaxed);
 }
 
-static void push_mark(const char *name, int64_t begin, int64_t end)
-{
-    pthread_mutex_lock(&G.ctl);
-    grow((void **)&G.marks, &G.capmarks, G.nmarks + 1, sizeof *G.marks);
-    qmark *m = &G.marks[G.nmarks++];
-    snprintf(m->name, sizeof m->name, "%s", name);
-    m->begin = begin;
-    m->end = end;
-    pthread_mutex_unlock(&G.ctl);
-}
-
-/* The default domain's push/pop stack of this thread: the outermost step
- * range is the step. */
-static _Thread_local struct {
-    int depth, step_depth;
-    int64_t begin;
-    char name[NAME_MAX_];
-} tls;
-
 static const char *attr_message(const nvtxEventAttributes_t *a)
 {
     return a && a->messageType == NVTX_MESSAGE_TYPE_ASCII ? a->message.ascii : NULL;
-}
-
-static void on_push(const char *msg)
-{
-    tls.depth++;
-    if (tls.step_depth == 0 && msg && ao_steps_is_step_range(G.steps, msg)) {
-        tls.step_depth = tls.depth;
-        tls.begin = corr_now();
-        snprintf(tls.name, sizeof tls.name, "%s", msg);
-    }
-}
-
-static void on_pop(void)
-{
-    if (tls.depth <= 0) return;
-    if (tls.depth == tls.step_depth) {
-        push_mark(tls.name, tls.begin, corr_now());
-        tls.step_depth = 0;
-    }
-    tls.depth--;
-}
-
-static void on_start(const char *msg, uint64_t id)
-{
-    if (!msg || !ao_steps_is_step_range(G.steps, msg)) return;
-    pthread_mutex_lock(&G.ctl);
-    grow((void **)&G.ranges, &G.capranges, G.nranges + 1, sizeof *G.ranges);
-    open_range *r = &G.ranges[G.nranges++];
-    r->id = id;
-    r->begin = corr_now();
-    snprintf(r->name, sizeof r->name, "%s", msg);
-    pthread_mutex_unlock(&G.ctl);
-}
-
-static void on_end(uint64_t id)
-{
-    pthread_mutex_lock(&G.ctl);
-    for (size_t i = 0; i < G.nranges; i++)
-        if (G.ranges[i].id == id) {
-            open_range r = G.ranges[i];
-            G.ranges[i] = G.ranges[--G.nranges];
-            pthread_mutex_unlock(&G.ctl);
-            push_mark(r.name, r.begin, corr_now());
-            return;
-        }
-    pthread_mutex_unlock(&G.ctl);
 }
 
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
@@ -311,27 +196,30 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain domain, CUpti_Ca
     const CUpti_NvtxData *nv = data;
     switch (cbid) {
     case CUPTI_CBID_NVTX_nvtxRangePushA:
-        on_push(((const nvtxRangePushA_params *)nv->functionParams)->message);
+        ao_tracer_range_push(((const nvtxRangePushA_params *)nv->functionParams)->message,
+                             corr_now());
         break;
     case CUPTI_CBID_NVTX_nvtxRangePushEx:
-        on_push(attr_message(((const nvtxRangePushEx_params *)nv->functionParams)->eventAttrib));
+        ao_tracer_range_push(
+            attr_message(((const nvtxRangePushEx_params *)nv->functionParams)->eventAttrib),
+            corr_now());
         break;
     case CUPTI_CBID_NVTX_nvtxRangePop:
-        on_pop();
+        ao_tracer_range_pop(corr_now());
         break;
     case CUPTI_CBID_NVTX_nvtxRangeStartA:
         if (nv->functionReturnValue)
-            on_start(((const nvtxRangeStartA_params *)nv->functionParams)->message,
-                     *(const nvtxRangeId_t *)nv->functionReturnValue);
+            ao_tracer_range_start(((const nvtxRangeStartA_params *)nv->functionParams)->message,
+                                  *(const nvtxRangeId_t *)nv->functionReturnValue, corr_now());
         break;
     case CUPTI_CBID_NVTX_nvtxRangeStartEx:
         if (nv->functionReturnValue)
-            on_start(
+            ao_tracer_range_start(
                 attr_message(((const nvtxRangeStartEx_params *)nv->functionParams)->eventAttrib),
-                *(const nvtxRangeId_t *)nv->functionReturnValue);
+                *(const nvtxRangeId_t *)nv->functionReturnValue, corr_now());
         break;
     case CUPTI_CBID_NVTX_nvtxRangeEnd:
-        on_end(((const nvtxRangeEnd_params *)nv->functionParams)->id);
+        ao_tracer_range_end(((const nvtxRangeEnd_params *)nv->functionParams)->id, corr_now());
         break;
     default:
         break;
@@ -430,8 +318,7 @@ static CUptiResult activity_on(void)
 
 static void push_event(int on)
 {
-    grow((void **)&G.events, &G.capevents, G.nevents + 1, sizeof *G.events);
-    G.events[G.nevents++] = (qevent){on, corr_now(), cupti_now()};
+    ao_tracer_event(on, corr_now(), cupti_now());
 }
 
 /* ---- a second CUPTI client ---------------------------------------------------- */
@@ -682,121 +569,61 @@ AO_EXPORT CUptiResult CUPTIAPI cuptiFinalize(void)
     return r;
 }
 
-/* ---- the worker ---------------------------------------------------------------- */
+/* ---- the tracer's decode (on its worker) ------------------------------------------ */
 
-static void write_step(void *ctx, const ao_step_out *s)
+static int decode(void *buf, size_t valid, int k, int final)
 {
-    (void)ctx;
-    ao_attach_info_step(&G.info, s);
-    if (!G.w) return;
-    ao_iter_record r;
-    ao_iter_record_init(&r);
-    r.rank = G.info.rank;
-    r.world_size = G.info.world_size;
-    r.step = s->step;
-    r.wall_time = G.anchor_wall + s->m.window_start_us / 1e6;
-    r.m = s->m;
-    ao_attach_extra ex = {s};
-    r.extra = ao_attach_extra_gen;
-    r.extra_ctx = &ex;
-    if (ao_jsonl_append(G.w, &r) != 0) { /* disk full...: stop writing, keep the job */
-        ao_jsonl_close(G.w);
-        G.w = NULL;
+    double scale = k ? clock_scale(k, final) : 1.0;
+    if (scale == 0) return 0; /* its clock is not measured yet: next time */
+    CUpti_Activity *a = NULL;
+    while (G.f.next_record(buf, valid, &a) == CUPTI_SUCCESS) {
+        ao_cupti_record r;
+        if (!ao_cupti_decode(a, &G.names, &r)) continue;
+        r.start_ns = to_cupti_ns(k, r.start_ns, scale);
+        r.end_ns = to_cupti_ns(k, r.end_ns, scale);
+        ao_tracer_add(&r);
     }
-}
-
-static void drain(int final)
-{
-    pthread_mutex_lock(&G.qmu);
-    qbuf *q = G.q;
-    size_t nq = G.nq;
-    G.q = NULL;
-    G.nq = G.capq = 0;
-    pthread_mutex_unlock(&G.qmu);
-    uint64_t now = mono_ns();
-    size_t kept = 0;
-    for (size_t i = 0; i < nq; i++) {
-        CUpti_Activity *a = NULL;
-        int k = q[i].clock;
-        double scale = k ? clock_scale(k, final) : 1.0;
-        if (scale == 0) { /* its clock is not measured yet: next time */
-            q[kept++] = q[i];
-            continue;
-        }
-        while (G.f.next_record(q[i].p, q[i].valid, &a) == CUPTI_SUCCESS) {
-            ao_cupti_record r;
-            if (!ao_cupti_decode(a, &G.names, &r)) continue;
-            r.start_ns = to_cupti_ns(k, r.start_ns, scale);
-            r.end_ns = to_cupti_ns(k, r.end_ns, scale);
-            ao_steps_add(G.steps, &r, now);
-        }
-        free(q[i].p);
-    }
-    if (kept) { /* back in front of what arrived meanwhile */
-        pthread_mutex_lock(&G.qmu);
-        size_t n = kept + G.nq;
-        q = ao_realloc(q, n * sizeof *q);
-        memcpy(q + kept, G.q, G.nq * sizeof *q);
-        free(G.q);
-        G.q = q;
-        G.nq = n;
-        G.capq = n;
-        pthread_mutex_unlock(&G.qmu);
-    } else {
-        free(q);
-    }
-
-    pthread_mutex_lock(&G.ctl);
-    qmark *marks = G.marks;
-    size_t nmarks = G.nmarks;
-    qevent *events = G.events;
-    size_t nevents = G.nevents;
-    G.marks = NULL;
-    G.nmarks = G.capmarks = 0;
-    G.events = NULL;
-    G.nevents = G.capevents = 0;
-    pthread_mutex_unlock(&G.ctl);
-    for (size_t i = 0; i < nevents; i++) {
-        if (events[i].on)
-            ao_steps_aside(G.steps, events[i].corr, events[i].t);
-        else
-            ao_steps_resume(G.steps, events[i].corr, events[i].t);
-    }
-    for (size_t i = 0; i < nmarks; i++)
-        ao_steps_add_mark(G.steps, marks[i].name, marks[i].begin, marks[i].end);
-    free(marks);
-    free(events);
-    ao_steps_advance(G.steps, now, final, write_step, NULL);
-}
-
-static void *worker(void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&G.qmu);
-    while (!G.stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += FLUSH_MS * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&G.qcv, &G.qmu, &until);
-        if (G.stop) break;
-        pthread_mutex_unlock(&G.qmu);
-        drain(0);
-        pthread_mutex_lock(&G.qmu);
-    }
-    pthread_mutex_unlock(&G.qmu);
-    return NULL;
+    free(buf);
+    return 1;
 }
 
 /* ---- start and end ------------------------------------------------------------- */
 
+/* The devices and the driver through the process's own libcuda (already
+ * loaded: CUDA called us), without touching a context. */
+static void note_devices(ao_attach_info *in)
+{
+    typedef int (*count_fn)(int *);
+    typedef int (*get_fn)(int *, int);
+    typedef int (*name_fn)(char *, int, int);
+    typedef int (*ver_fn)(int *);
+    int driver = 0;
+    void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (cu) {
+        count_fn count = (count_fn)dlsym(cu, "cuDeviceGetCount");
+        get_fn get = (get_fn)dlsym(cu, "cuDeviceGet");
+        name_fn name = (name_fn)dlsym(cu, "cuDeviceGetName");
+        ver_fn ver = (ver_fn)dlsym(cu, "cuDriverGetVersion");
+        int n = 0;
+        if (ver) ver(&driver);
+        if (count && get && name && count(&n) == 0)
+            for (int i = 0; i < n; i++) {
+                int dev;
+                char buf[128] = "";
+                if (get(&dev, i) == 0 && name(buf, sizeof buf, dev) == 0)
+                    ao_attach_info_device(in, buf);
+            }
+        dlclose(cu);
+    }
+    char v[32];
+    snprintf(v, sizeof v, "%d.%d", driver / 1000, driver % 1000 / 10);
+    ao_attach_info_version(in, "cuda_driver", v);
+}
+
 static void at_exit(void)
 {
     /* a child forked after CUDA started (a data loader's worker) has no
-     * worker thread and no business with the parent's files */
+     * worker thread and no business with the parent's CUPTI state */
     if (!G.on || getpid() != G.pid) return;
     pthread_mutex_lock(&G.ctl);
     if (G.activity_on) {
@@ -806,75 +633,29 @@ static void at_exit(void)
     }
     G.on = 0; /* from here the cupti* stand-ins only forward */
     pthread_mutex_unlock(&G.ctl);
-    pthread_mutex_lock(&G.qmu);
-    G.stop = 1;
-    pthread_cond_signal(&G.qcv);
-    pthread_mutex_unlock(&G.qmu);
-    pthread_join(G.worker, NULL);
-    drain(1);
-    ao_steps_stats st;
-    ao_steps_get_stats(G.steps, &st);
-    G.info.dropped = G.dropped;
-    snprintf(G.info.foreign, sizeof G.info.foreign, "%s", G.foreign);
-    ao_attach_info_write(&G.info, &st);
-    ao_jsonl_close(G.w);
-    G.w = NULL;
-    /* the names outlive nothing now; the tables stay until exit */
+    ao_attach_info *in = ao_tracer_info();
+    note_devices(in);
+    snprintf(in->foreign, sizeof in->foreign, "%s", G.foreign);
+    ao_tracer_finish();
 }
 
-static ao_step_source source_from_env(void)
-{
-    const char *s = getenv(AO_ATTACH_ENV_SOURCE);
-    if (!s) return AO_STEP_NONE;
-    if (!strcmp(s, "nvtx")) return AO_STEP_NVTX;
-    if (!strcmp(s, "kernel")) return AO_STEP_KERNEL;
-    if (!strcmp(s, "window")) return AO_STEP_WINDOW;
-    return AO_STEP_NONE;
-}
+static const ao_tracer_backend backend = {cupti_now, decode, NULL};
 
 static int start(void)
 {
-    const char *dir = getenv(AO_ATTACH_ENV_DIR);
-    if (!dir || !*dir) return 0; /* injected by something else than aorta attach */
-    ao_rank_info ri = {0, 1, 0, 1, 0};
-    if (ao_launch_detect(&ri, NULL) < 0) ri = (ao_rank_info){0, 1, 0, 1, 0};
+    if (!ao_tracer_dir()) return 0; /* injected by something else than aorta attach */
     const char *why = NULL;
     if (ao_cupti_fns_load(&G.f, &why) != 0) {
         ao_warn("attach: CUPTI cannot be used in pid %d (%s); this process runs untraced",
                 (int)getpid(), why);
         return 0;
     }
-    const char *w = getenv(AO_ATTACH_ENV_WINDOW_MS);
-    ao_steps_opts so = {.forced = source_from_env(),
-                        .nvtx_regex = getenv(AO_ATTACH_ENV_STEP_NVTX),
-                        .kernel_regex = getenv(AO_ATTACH_ENV_STEP_KERNEL),
-                        .window_ms = w ? atof(w) : 0,
-                        .comm_regex = getenv(AO_ATTACH_ENV_COMM),
-                        .settle_ns = SETTLE_NS,
-                        .world_size = ri.world_size};
-    G.anchor_ns = cupti_now();
-    struct timespec rt;
-    clock_gettime(CLOCK_REALTIME, &rt);
-    G.anchor_wall = (double)rt.tv_sec + rt.tv_nsec / 1e9;
-    G.steps = ao_steps_new(&so, G.anchor_ns);
-    if (!G.steps) {
-        ao_warn("attach: a step or comm regex does not compile; pid %d runs untraced",
-                (int)getpid());
-        return 0;
-    }
-    ao_attach_info_init(&G.info, dir, ri.rank, ri.world_size, G.f.version);
-    char *name = ao_rank_file_name(ri.rank, ri.world_size, AO_RANK_METRICS);
-    char *path = ao_asprintf("%s/%s", dir, name);
-    free(name);
-    if (access(path, F_OK) == 0) {
-        ao_warn("attach: %s exists (a second CUDA process of rank %d); pid %d runs untraced", path,
-                ri.rank, (int)getpid());
-        free(path);
-        return 0;
-    }
-    G.w = ao_jsonl_open(path, 1); /* a line per step, whole: tail -f and crashes */
-    free(path);
-    if (!G.w) return 0;
+    if (ao_tracer_open(&backend) != 0) return 0;
+    ao_attach_info *in = ao_tracer_info();
+    char v[32];
+    snprintf(v, sizeof v, "%u", G.f.version);
+    ao_attach_info_version(in, "cupti_api", v);
+    in->foreign_key = "other_cupti_client";
     /* NVTX reaches CUPTI only through NVTX's own injection variable */
     if (G.f.path[0]) setenv("NVTX_INJECTION64_PATH", G.f.path, 0);
 
@@ -899,17 +680,16 @@ static int start(void)
         if (G.subscribed) G.f.unsubscribe(G.sub);
         G.subscribed = 0;
         pthread_mutex_unlock(&G.ctl);
-        ao_jsonl_close(G.w);
-        G.w = NULL;
+        ao_tracer_abandon();
         return 0;
     }
-    if (pthread_create(&G.worker, NULL, worker, NULL) != 0) {
-        ao_warn("attach: no worker thread in pid %d; this process runs untraced", (int)getpid());
+    if (ao_tracer_run() != 0) {
         pthread_mutex_lock(&G.ctl);
         for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) G.f.disable(kinds[i]);
         G.activity_on = 0;
         G.on = 0;
         pthread_mutex_unlock(&G.ctl);
+        ao_tracer_abandon();
         return 0;
     }
     G.pid = getpid();

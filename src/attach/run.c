@@ -26,16 +26,17 @@
 
 extern char **environ;
 
-/* The injection library beside the binary (build tree), or in ../lib/aorta
- * (an install). NULL when this build has none (no CUDA). */
-static char *find_library(void)
+/* An attach library beside the binary (build tree), or in ../lib/aorta
+ * (an install). NULL when this build has none (no CUDA, no rocprofiler-sdk
+ * headers). */
+static char *find_library(const char *name)
 {
     char *exe = ao_self_exe();
     if (!exe) return NULL;
     const char *dir = dirname(exe);
     const char *const rel[] = {"", "/../lib/aorta"};
     for (size_t i = 0; i < 2; i++) {
-        char *p = ao_asprintf("%s%s/%s", dir, rel[i], AO_ATTACH_LIBRARY);
+        char *p = ao_asprintf("%s%s/%s", dir, rel[i], name);
         if (access(p, R_OK) == 0) {
             free(exe);
             return p;
@@ -280,18 +281,34 @@ static int exit_code(int status)
     return 1;
 }
 
+/* ROCP_TOOL_LIBRARIES with the rocprofiler-sdk tool first: the SDK runs
+ * every tool listed, each in its own contexts. rocprofiler-sdk 0.5.0 drops
+ * the entry after the last ':', hence the ':' that ends a list of two. */
+static char *rocm_tools(const char *lib)
+{
+    const char *pre = getenv("ROCP_TOOL_LIBRARIES");
+    return pre && *pre ? ao_asprintf("ROCP_TOOL_LIBRARIES=%s:%s%s", lib, pre,
+                                     pre[strlen(pre) - 1] == ':' ? "" : ":")
+                       : ao_asprintf("ROCP_TOOL_LIBRARIES=%s", lib);
+}
+
 int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
 {
     const char *preset = getenv("CUDA_INJECTION64_PATH");
-    char *lib = NULL;
-    if (preset && *preset)
+    char *cuda = find_library(AO_ATTACH_LIBRARY), *rocm = find_library(AO_ATTACH_ROCM_LIBRARY);
+    int aside = cuda && preset && *preset;
+    if (aside) {
         ao_warn("attach: CUDA_INJECTION64_PATH is already set (%s: another tool injects into "
-                "this job); running it untraced",
+                "this job); its CUDA processes run untraced",
                 preset);
-    else if (!(lib = find_library()))
-        ao_warn("attach: no %s beside this aorta (a build without CUDA); running the command "
-                "untraced",
-                AO_ATTACH_LIBRARY);
+        free(cuda);
+        cuda = NULL;
+    }
+    int lib = cuda || rocm;
+    if (!lib && !aside)
+        ao_warn("attach: no %s or %s beside this aorta (a build without CUDA or rocprofiler-sdk "
+                "headers); running the command untraced",
+                AO_ATTACH_LIBRARY, AO_ATTACH_ROCM_LIBRARY);
 
     ao_rundir rd = {0};
     char **envp = NULL;
@@ -310,7 +327,8 @@ int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
             ao_rundir_make_id(id, sizeof id);
         int rc = ao_rundir_create(o->output_dir, id, &rd);
         if (rc != 0) {
-            free(lib);
+            free(cuda);
+            free(rocm);
             return rc;
         }
         char abs[PATH_MAX];
@@ -319,9 +337,12 @@ int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
         char win[32];
         snprintf(win, sizeof win, "%g", o->window_ms);
         size_t k = 0;
-        set[k++] = ao_asprintf("CUDA_INJECTION64_PATH=%s", lib);
-        set[k++] = pre && *pre ? ao_asprintf("LD_PRELOAD=%s:%s", lib, pre)
-                               : ao_asprintf("LD_PRELOAD=%s", lib);
+        if (cuda) {
+            set[k++] = ao_asprintf("CUDA_INJECTION64_PATH=%s", cuda);
+            set[k++] = pre && *pre ? ao_asprintf("LD_PRELOAD=%s:%s", cuda, pre)
+                                   : ao_asprintf("LD_PRELOAD=%s", cuda);
+        }
+        if (rocm) set[k++] = rocm_tools(rocm);
         set[k++] = ao_asprintf("%s=%s", AO_ATTACH_ENV_DIR, abs);
         set[k++] = ao_asprintf("%s=%s", AO_ATTACH_ENV_SOURCE, o->source);
         if (o->step_nvtx) set[k++] = ao_asprintf("%s=%s", AO_ATTACH_ENV_STEP_NVTX, o->step_nvtx);
@@ -334,7 +355,8 @@ int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
             for (size_t i = 0; i < k; i++) free(set[i]);
             free(envp);
             ao_rundir_free(&rd);
-            free(lib);
+            free(cuda);
+            free(rocm);
             return AO_EXIT_FAIL;
         }
     }
@@ -354,8 +376,8 @@ int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
         gather(rd.path, &g);
         if (g.nmetrics == 0) {
             fprintf(stderr,
-                    "aorta: note: attach: %s made no CUDA context (not a CUDA program, or it "
-                    "never used the GPU): no metrics\n",
+                    "aorta: note: attach: %s made no CUDA or ROCm context (not a GPU program, "
+                    "or it never used the GPU): no metrics\n",
                     argv[0]);
         } else {
             simplify_used(g.used);
@@ -381,7 +403,8 @@ int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
     for (size_t i = 0; i < sizeof set / sizeof *set; i++) free(set[i]);
     free(envp);
     ao_rundir_free(&rd);
-    free(lib);
+    free(cuda);
+    free(rocm);
     if (status >= 0 && WIFSIGNALED(status)) {
         /* die the same way, so the caller's shell sees the signal */
         fflush(NULL);

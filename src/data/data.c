@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "data/rng_simd.h"
+#include "data/teacher.h"
 
 int ao_data_shape_check(const ao_data_shape *shape)
 {
@@ -80,10 +81,17 @@ int ao_data_fill(const ao_data_shape *shape, uint64_t seed, int target_kind,
     const int T = shape->seq_len, F = shape->num_dense, D = shape->dense_dim;
     const int S = shape->num_sparse;
     const size_t dense_per_sample = (size_t)T * F * D, ids_per_sample = (size_t)T * S;
-    float *u = NULL; /* the teacher's dense weights: the same for every token */
+    const enum ao_rng_simd simd = ao_rng_simd_best();
+    /* the teacher's dense weights (the same for every token), one sample's
+     * id scores, and the vectorised sums' scratch: allocated once a batch */
+    float *u = NULL, *score = NULL;
+    double *scratch = NULL;
+    const ao_rng_stream score_stream = ao_rng_root(seed, AO_RNG_TEACHER_ID);
     if (target_kind == AO_TARGET_TEACHER && batch > 0) {
         u = ao_malloc((size_t)D * sizeof *u);
         ao_rng_normals(u, (size_t)D, ao_rng_root(seed, AO_RNG_TEACHER_DENSE), 0);
+        score = ao_malloc(ids_per_sample * sizeof *score);
+        scratch = ao_malloc(ao_teacher_scratch_doubles(D, S) * sizeof *scratch);
     }
     for (int b = 0; b < batch; b++) {
         const uint64_t g = first_global_index + (uint64_t)b;
@@ -97,12 +105,13 @@ int ao_data_fill(const ao_data_shape *shape, uint64_t seed, int target_kind,
         uniform_words(wt, (size_t)T, ao_data_stream(seed, AO_RNG_DATA_WEIGHT, g), 1);
         if (target_kind == AO_TARGET_RANDOM) {
             uniform_words(tg, (size_t)T, ao_data_stream(seed, AO_RNG_DATA_TARGET, g), 0);
-        } else {
-            for (int t = 0; t < T; t++)
-                tg[t] = ao_data_teacher_target_u(u, seed, F, D, S, dn + (size_t)t * F * D,
-                                                 id + (size_t)t * S);
+        } else { /* ids are in [0, V), V < 2^31: the same elements read as uint32 */
+            ao_rng_normals_at_simd(simd, score, (const uint32_t *)id, ids_per_sample, score_stream);
+            ao_teacher_targets_simd(simd, shape, u, dn, score, scratch, tg, NULL);
         }
     }
     free(u);
+    free(score);
+    free(scratch);
     return 0;
 }

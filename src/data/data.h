@@ -90,11 +90,26 @@ AO_HD static inline float ao_data_random_target(uint64_t seed, uint64_t g, uint6
  * model can fit the teacher and the loss falls. Sums in double. */
 #define AO_TEACHER_GAIN 2.0
 
-/* u given (u[i] = ao_rng_normal(stream AO_RNG_TEACHER_DENSE, i), drawn once
- * per batch by the host fill), or NULL: drawn here, per token. */
-AO_HD static inline float ao_data_teacher_target_u(const float *u, uint64_t seed, int num_dense,
-                                                   int dense_dim, int num_sparse,
-                                                   const float *dense_tok, const int32_t *ids_tok)
+/* The target from the token's two sums, each accumulated in double from 0.0
+ * in index order: lin_sum = sum_i u_i (m_i / F), emb_sum = sum_s c(ids[s]).
+ * The host's vectorised teacher (teacher.c) forms the sums alike and ends
+ * here too. */
+AO_HD static inline float ao_data_teacher_finish(double lin_sum, double emb_sum, int num_dense,
+                                                 int dense_dim, int num_sparse)
+{
+    double lin = lin_sum * sqrt((double)num_dense / dense_dim);
+    double emb = emb_sum / num_sparse * sqrt((double)num_sparse);
+    double z = AO_TEACHER_GAIN * (lin + emb) * 0.70710678118654752440;
+    return (float)(1.0 / (1.0 + exp(-z)));
+}
+
+/* The token's two sums (ao_data_teacher_finish), with u given
+ * (u[i] = ao_rng_normal(stream AO_RNG_TEACHER_DENSE, i), drawn once per batch
+ * by the host fill), or NULL: drawn here, per token. */
+AO_HD static inline void ao_data_teacher_sums(const float *u, uint64_t seed, int num_dense,
+                                              int dense_dim, int num_sparse, const float *dense_tok,
+                                              const int32_t *ids_tok, double *lin_sum,
+                                              double *emb_sum)
 {
     ao_rng_stream us = ao_rng_root(seed, AO_RNG_TEACHER_DENSE);
     ao_rng_stream cs = ao_rng_root(seed, AO_RNG_TEACHER_ID);
@@ -104,12 +119,19 @@ AO_HD static inline float ao_data_teacher_target_u(const float *u, uint64_t seed
         for (int f = 0; f < num_dense; f++) m += dense_tok[(int64_t)f * dense_dim + i];
         lin += (double)(u ? u[i] : ao_rng_normal(us, (uint64_t)i)) * (m / num_dense);
     }
-    lin *= sqrt((double)num_dense / dense_dim);
     double emb = 0.0;
     for (int s = 0; s < num_sparse; s++) emb += ao_rng_normal(cs, (uint64_t)ids_tok[s]);
-    emb = emb / num_sparse * sqrt((double)num_sparse);
-    double z = AO_TEACHER_GAIN * (lin + emb) * 0.70710678118654752440;
-    return (float)(1.0 / (1.0 + exp(-z)));
+    *lin_sum = lin;
+    *emb_sum = emb;
+}
+
+AO_HD static inline float ao_data_teacher_target_u(const float *u, uint64_t seed, int num_dense,
+                                                   int dense_dim, int num_sparse,
+                                                   const float *dense_tok, const int32_t *ids_tok)
+{
+    double lin, emb;
+    ao_data_teacher_sums(u, seed, num_dense, dense_dim, num_sparse, dense_tok, ids_tok, &lin, &emb);
+    return ao_data_teacher_finish(lin, emb, num_dense, dense_dim, num_sparse);
 }
 
 AO_HD static inline float ao_data_teacher_target(uint64_t seed, int num_dense, int dense_dim,

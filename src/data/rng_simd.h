@@ -31,5 +31,10 @@ int ao_rng_blocks_simd(enum ao_rng_simd v, ao_u32x4 *out, size_t n, ao_rng_strea
  * not supported, else 0. */
 int ao_rng_normal_pairs_simd(enum ao_rng_simd v, float *out, size_t nblocks, ao_rng_stream s,
                              uint64_t first);
+/* out[i] = ao_rng_normal(s, element[i]), i < n, for elements in any order
+ * (e.g. a table's rows picked by ids). Returns -1 when v is not supported,
+ * else 0. */
+int ao_rng_normals_at_simd(enum ao_rng_simd v, float *out, const uint32_t *element, size_t n,
+                           ao_rng_stream s);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "data/data.h"
+#include "data/teacher.h"
 
 static const ao_data_shape SHAPE = {
     .seq_len = 5, .num_dense = 3, .dense_dim = 4, .num_sparse = 2, .vocab = 11};
@@ -133,6 +134,140 @@ static void test_fill_matches_element_functions(void **state)
     assert_memory_equal(a.weight, r.weight, sizeof(float) * B * T);
     batch_free(&a);
     batch_free(&r);
+}
+
+static uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Every SIMD variant of the vectorised teacher against the scalar per-token
+ * definition, bit for bit in the targets and in the double sums behind them,
+ * over shapes with chunk, group and lane tails. The dense values span
+ * 2^-30 .. 2^30, where a sum's order shows in its bits: the test checks that
+ * reversing one changes some. */
+static void test_teacher_variants_match_scalar(void **state)
+{
+    (void)state;
+    uint64_t x = 11;
+    int order_visible = 0;
+    for (int c = 0; c < 40; c++) {
+        ao_data_shape sh = {.seq_len = 1 + (int)(splitmix(&x) % 20),
+                            .num_dense = 1 + (int)(splitmix(&x) % 6),
+                            .dense_dim = 1 + (int)(splitmix(&x) % 80),
+                            .num_sparse = 1 + (int)(splitmix(&x) % 9),
+                            .vocab = INT32_MAX};
+        const int T = sh.seq_len, F = sh.num_dense, D = sh.dense_dim, S = sh.num_sparse;
+        const uint64_t seed = splitmix(&x);
+        float *dense = malloc(sizeof(float) * T * F * D), *u = malloc(sizeof(float) * D);
+        float *score = malloc(sizeof(float) * T * S), *got = malloc(sizeof(float) * T);
+        int32_t *ids = malloc(sizeof(int32_t) * T * S);
+        double *scratch = malloc(sizeof(double) * ao_teacher_scratch_doubles(D, S));
+        double *sums = malloc(sizeof(double) * 2 * T);
+        assert_true(dense && u && score && got && ids && scratch && sums);
+        for (int e = 0; e < T * F * D; e++)
+            dense[e] =
+                ldexpf((float)(int32_t)splitmix(&x) * 0x1p-31f, (int)(splitmix(&x) % 61) - 30);
+        ao_rng_normals(u, (size_t)D, ao_rng_root(seed, AO_RNG_TEACHER_DENSE), 0);
+        const ao_rng_stream cs = ao_rng_root(seed, AO_RNG_TEACHER_ID);
+        for (int e = 0; e < T * S; e++) {
+            ids[e] = (int32_t)(splitmix(&x) % INT32_MAX);
+            score[e] = ao_rng_normal(cs, (uint64_t)ids[e]);
+        }
+        for (int v = 0; v < AO_RNG_SIMD_COUNT; v++) {
+            const int rc = ao_teacher_targets_simd((enum ao_rng_simd)v, &sh, u, dense, score,
+                                                   scratch, got, sums);
+            if (!ao_rng_simd_supported((enum ao_rng_simd)v)) {
+                assert_int_equal(rc, -1);
+                continue;
+            }
+            assert_int_equal(rc, 0);
+            for (int t = 0; t < T; t++) {
+                double want[2];
+                ao_data_teacher_sums(u, seed, F, D, S, dense + t * F * D, ids + t * S, &want[0],
+                                     &want[1]);
+                assert_memory_equal(&sums[2 * t], want, sizeof want);
+                const float target =
+                    ao_data_teacher_target_u(u, seed, F, D, S, dense + t * F * D, ids + t * S);
+                assert_memory_equal(&got[t], &target, sizeof target);
+            }
+        }
+        for (int i = 0; i < D && F > 2; i++) { /* m_i of token 0, forward and reversed */
+            double fwd = 0.0, rev = 0.0;
+            for (int f = 0; f < F; f++) fwd += dense[f * D + i];
+            for (int f = F - 1; f >= 0; f--) rev += dense[f * D + i];
+            order_visible |= fwd != rev;
+        }
+        free(dense);
+        free(u);
+        free(score);
+        free(got);
+        free(ids);
+        free(scratch);
+        free(sums);
+    }
+    assert_true(order_visible);
+}
+
+/* FNV-1a over bytes. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 0x100000001B3ull;
+    return h;
+}
+
+/* Teacher batches pinned to the values main produced before the host teacher
+ * was vectorised (checksums computed at 030a9a9): the generator's output is
+ * part of the reproducibility contract, so any change to a bit fails here.
+ * Shapes cover the default config, token and lane tails, and ids near 2^31
+ * (normals of the id score stream far from block 0). The values go through
+ * glibc's log, cos and exp (rng.h), which the pins assume. */
+static void test_teacher_pinned(void **state)
+{
+    (void)state;
+    static const struct {
+        ao_data_shape shape;
+        uint64_t seed, first;
+        int batch;
+        uint64_t target_hash, batch_hash;
+    } cases[] = {
+        {{64, 16, 128, 32, 60000}, 42, 0, 8, 0x54C70BFBCBA164CCull, 0x5FE4D9E34D3F19B8ull},
+        {{64, 16, 128, 32, 60000},
+         0x0123456789ABCDEFull,
+         1000003,
+         3,
+         0x765C5E434D27650Eull,
+         0xE0656A4A8C28565Eull},
+        {{37, 3, 5, 7, 1000}, 7, 5, 5, 0x60D3F5EB430B276Eull, 0xA1696C133993D2D9ull},
+        {{9, 1, 33, 1, INT32_MAX},
+         (1ull << 40) + 1,
+         1ull << 40,
+         2,
+         0xCB0EDF9FCD239110ull,
+         0x7A4962154ABB4850ull},
+        {{17, 5, 24, 40, 2}, 3, 77, 1, 0x69DE5913C2EEC3F3ull, 0x3AE63A2B31F2F39Aull},
+    };
+    int mismatches = 0; /* every case printed first: a deliberate change updates them all */
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const ao_data_shape *s = &cases[c].shape;
+        const int B = cases[c].batch;
+        batch_buf b = batch_alloc(s, B);
+        assert_int_equal(fill(s, cases[c].seed, AO_TARGET_TEACHER, cases[c].first, B, &b, 0), 0);
+        const size_t T = (size_t)s->seq_len * B;
+        uint64_t th = fnv1a(0xCBF29CE484222325ull, b.target, T * sizeof(float));
+        uint64_t bh = fnv1a(th, b.dense, T * s->num_dense * s->dense_dim * sizeof(float));
+        bh = fnv1a(bh, b.ids, T * s->num_sparse * sizeof(int32_t));
+        bh = fnv1a(bh, b.weight, T * sizeof(float));
+        print_message("case %zu: target 0x%016llXull, batch 0x%016llXull\n", c,
+                      (unsigned long long)th, (unsigned long long)bh);
+        mismatches += th != cases[c].target_hash || bh != cases[c].batch_hash;
+        batch_free(&b);
+    }
+    assert_int_equal(mismatches, 0);
 }
 
 static void test_value_ranges_and_moments(void **state)
@@ -305,6 +440,8 @@ int main(void)
         cmocka_unit_test(test_ranks_see_the_same_samples),
         cmocka_unit_test(test_deterministic_and_seed_dependent),
         cmocka_unit_test(test_fill_matches_element_functions),
+        cmocka_unit_test(test_teacher_pinned),
+        cmocka_unit_test(test_teacher_variants_match_scalar),
         cmocka_unit_test(test_value_ranges_and_moments),
         cmocka_unit_test(test_teacher_is_learnable),
         cmocka_unit_test(test_errors),

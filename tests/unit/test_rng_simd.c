@@ -92,6 +92,39 @@ static void test_normals_match_reference(void **state)
         }
 }
 
+/* Normals at scattered elements (ids picking rows of a table), including
+ * both parities, repeats and elements near 2^32. */
+static void test_normals_at_match_reference(void **state)
+{
+    (void)state;
+    uint64_t x = 3;
+    enum { N = 83 };
+    uint32_t element[N];
+    float got[N];
+    for (int v = 0; v < AO_RNG_SIMD_COUNT; v++) {
+        for (int c = 0; c < 300; c++) {
+            ao_rng_stream s;
+            uint64_t first;
+            random_case(&x, c, &s, &first);
+            for (size_t i = 0; i < N; i++) {
+                uint32_t r = (uint32_t)splitmix(&x);
+                element[i] = c % 3 == 0 ? r : c % 3 == 1 ? r % 60000u : 0xFFFFFFFFu - (r & 15u);
+            }
+            element[N / 2] = element[0]; /* a repeat */
+            int rc = ao_rng_normals_at_simd((enum ao_rng_simd)v, got, element, N, s);
+            if (!ao_rng_simd_supported((enum ao_rng_simd)v)) {
+                assert_int_equal(rc, -1);
+                break;
+            }
+            assert_int_equal(rc, 0);
+            for (size_t i = 0; i < N; i++) {
+                float want = ao_rng_normal(s, element[i]);
+                assert_memory_equal(&got[i], &want, sizeof want);
+            }
+        }
+    }
+}
+
 /* Inputs that take the fallback are flagged: u1 = 1 (log 0, a signed
  * zero) and u2 where cos is near a zero take it; an ordinary pair does not. */
 static void test_fallback_cases(void **state)
@@ -144,6 +177,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blocks_match_reference),
         cmocka_unit_test(test_normals_match_reference),
+        cmocka_unit_test(test_normals_at_match_reference),
         cmocka_unit_test(test_fallback_cases),
         cmocka_unit_test(test_factor_error_bound_exhaustive),
     };
