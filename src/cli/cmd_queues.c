@@ -68,24 +68,25 @@ static int parse(int argc, char **argv, ao_queues_opts *o)
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
-#define VALUE(...) ((r = cli_take_value(argc, argv, &i, NAMES(__VA_ARGS__), &v)) != 0)
-        if (VALUE("--streams")) {
+/* The spellings from queues/queues.h's table, which sweeps check axes against. */
+#define FLAG(f) ((r = cli_take_value(argc, argv, &i, ao_queues_flags[f].names, &v)) != 0)
+        if (FLAG(AO_QUEUES_F_STREAMS)) {
             if (r < 0 || ao_queues_parse_streams("--streams", v, o)) return -1;
-        } else if (VALUE("--iterations")) {
+        } else if (FLAG(AO_QUEUES_F_ITERATIONS)) {
             if (r < 0 || ao_parse_int("--iterations", v, 1, 1000000, &o->iterations)) return -1;
-        } else if (VALUE("--warmup")) {
+        } else if (FLAG(AO_QUEUES_F_WARMUP)) {
             if (r < 0 || ao_parse_int("--warmup", v, 0, 1000000, &o->warmup)) return -1;
-        } else if (VALUE("--sync")) {
+        } else if (FLAG(AO_QUEUES_F_SYNC)) {
             if (r < 0 || ao_qsync_parse("--sync", v, &o->sync)) return -1;
-        } else if (VALUE("--json")) {
+        } else if (FLAG(AO_QUEUES_F_JSON)) {
             if (r < 0) return -1;
             o->json_path = v;
-        } else if (VALUE("--csv")) {
+        } else if (FLAG(AO_QUEUES_F_CSV)) {
             if (r < 0) return -1;
             o->csv_path = v;
-        } else if (VALUE("--device")) {
+        } else if (FLAG(AO_QUEUES_F_DEVICE)) {
             if (r < 0 || ao_parse_int("--device", v, 0, 1023, &o->device)) return -1;
-        } else if (VALUE("--backend")) {
+        } else if (FLAG(AO_QUEUES_F_BACKEND)) {
             if (r < 0) return -1;
             o->backend = v;
         } else if (cli_is_flag(argv[i], NAMES("--kernel-trace"))) {
@@ -99,7 +100,7 @@ static int parse(int argc, char **argv, ao_queues_opts *o)
             ao_error("queues", "unknown option '%s'", argv[i]);
             return -1;
         }
-#undef VALUE
+#undef FLAG
     }
     if (!o->workload) {
         ao_error("queues", "no workload; name one (aorta queues list)");

@@ -20,7 +20,10 @@
  * initialises it (unless the program already did), and MPI_Finalize runs at
  * exit once every communicator has been destroyed. If a rank exits with
  * communicators still open, it is failing; finalizing then could block on a
- * peer, so it is skipped and mpirun reports the failure. */
+ * peer, so it is skipped and mpirun reports the failure.
+ *
+ * Each communicator publishes its ranks' progress (comm/progress_mpi.h), so
+ * that a timeout names the ranks that have not reached the op. */
 #include <limits.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -30,11 +33,13 @@
 
 #include "comm/comm.h"
 #include "comm/mpi_init.h"
+#include "comm/progress_mpi.h"
 #include "core/error.h"
 
 struct mpi_comm {
     struct ao_comm_base base;
     MPI_Comm comm;
+    struct ao_mpi_progress *progress; /* NULL: not available */
 };
 
 static void mpi_version(char *buf, size_t n)
@@ -67,6 +72,7 @@ static ao_comm *wrap(MPI_Comm comm, ao_device *dev, ao_stream *s, double timeout
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm, &c->base.rank);
     MPI_Comm_size(comm, &c->base.size);
+    c->progress = ao_mpi_progress_create(comm);
     ao_mpi_comm_opened();
     return (ao_comm *)c;
 }
@@ -107,6 +113,7 @@ static void mpi_destroy(ao_comm *comm)
 {
     struct mpi_comm *c = (struct mpi_comm *)comm;
     ao_stream_sync(c->base.stream);
+    ao_mpi_progress_free(c->progress);
     MPI_Comm_free(&c->comm);
     ao_mpi_comm_closed();
     free(c);
@@ -128,6 +135,7 @@ struct coll_args {
     ao_dtype t;
     ao_redop op;
     int peer, recv_peer;
+    int64_t step; /* ao_comm_step() when it was enqueued */
 };
 
 static int reduces(ao_coll c)
@@ -226,6 +234,7 @@ static void run_coll(void *arg)
     void *averaged = NULL; /* where an AVG's sum lands, to divide */
     int rc = MPI_SUCCESS;
 
+    ao_mpi_progress_start(a->c->progress, a->coll, a->step);
     switch (a->coll) {
     case AO_ALLGATHER:
         rc = MPI_Allgather(send == recv + (size_t)rank * bytes ? MPI_IN_PLACE : send, n, dt, recv,
@@ -272,6 +281,7 @@ static void run_coll(void *arg)
         break;
     }
     if (rc != MPI_SUCCESS) mpi_failed(ao_coll_name(a->coll), rc);
+    ao_mpi_progress_done(a->c->progress);
     if (a->op == AO_AVG && averaged) divide(averaged, a->count, a->t, size);
 }
 
@@ -286,8 +296,13 @@ static void mpi_coll(ao_comm *comm, ao_coll coll, const void *send, void *recv, 
     if (count > INT_MAX)
         ao_fatal(AO_EXIT_FAIL, ao_coll_name(coll),
                  "%zu elements is more than MPI's limit of %d per call", count, INT_MAX);
-    struct coll_args a = {c, coll, send, recv, count, t, op, peer, recv_peer};
+    struct coll_args a = {c, coll, send, recv, count, t, op, peer, recv_peer, ao_comm_step()};
     ao_launch_host(c->base.stream, run_coll, &a, sizeof a);
+}
+
+static int mpi_stalled(ao_comm *comm, uint64_t seq, int *self_started, char *buf, size_t n)
+{
+    return ao_mpi_progress_describe(((struct mpi_comm *)comm)->progress, seq, self_started, buf, n);
 }
 
 const struct ao_comm_ops ao_mpi_comm_ops = {
@@ -301,4 +316,5 @@ const struct ao_comm_ops ao_mpi_comm_ops = {
     .abort = mpi_abort,
     .coll = mpi_coll,
     .check = NULL, /* an MPI error is reported by the call that got it, on its stream */
+    .stalled = mpi_stalled,
 };

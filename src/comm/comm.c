@@ -2,6 +2,7 @@
  * argument checks shared by all backends, and the watchdog hook (every op
  * enqueued here is registered with comm/watchdog.c, whatever the backend). */
 #include <ctype.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -313,6 +314,18 @@ static void enqueue(ao_comm *c, ao_coll op, const void *send, void *recv, size_t
     if (b->watch) ao_watch_mark(b->watch); /* a deferred mark nobody made */
     b->ops->coll(c, op, send, recv, count, t, r, peer, recv_peer);
     if (b->watch) ao_watch_op(b->watch, op, ao_coll_bytes(op, count, t, b->size), !defer);
+}
+
+static _Atomic int64_t current_step = -1;
+
+void ao_comm_set_step(int64_t step)
+{
+    atomic_store(&current_step, step);
+}
+
+int64_t ao_comm_step(void)
+{
+    return atomic_load(&current_step);
 }
 
 void ao_comm_defer_mark(ao_comm *c)

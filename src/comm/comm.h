@@ -16,11 +16,14 @@
  *
  * Every op is registered with a watchdog (comm/watchdog.c): if one is not
  * complete `timeout_s` after it was enqueued, the rank prints which op hung
- * (rank, op, stream, bytes), aborts its communicators and exits 1. */
+ * (rank, op and its number on the communicator, step, stream, bytes) and,
+ * where the backend can tell (MPI), which ranks have not reached it; then it
+ * aborts its communicators and exits 1. */
 #ifndef AORTA_COMM_COMM_H
 #define AORTA_COMM_COMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "runtime/device.h"
 
@@ -105,6 +108,11 @@ ao_stream *ao_comm_stream(ao_comm *c);
 void ao_comm_defer_mark(ao_comm *c);
 void ao_comm_mark(ao_comm *c);
 
+/* The step (a metrics record's "step") that ops enqueued from now on belong
+ * to, process-wide, for the watchdog's message; -1 (the start) for none. */
+void ao_comm_set_step(int64_t step);
+int64_t ao_comm_step(void);
+
 void ao_allgather(ao_comm *c, const void *send, void *recv, size_t count, ao_dtype t);
 void ao_reducescatter(ao_comm *c, const void *send, void *recv, size_t recv_count, ao_dtype t,
                       ao_redop op);
@@ -139,6 +147,10 @@ struct ao_comm_ops {
                  int root_or_peer, int recv_peer);
     /* 0 when healthy; else -1 with a message in buf (ncclCommGetAsyncError). */
     int (*check)(ao_comm *, char *buf, size_t n);
+    /* Optional: after op `seq` (1-based, in enqueue order on this comm) timed
+     * out, which ranks have not reached it, in words, and whether this rank
+     * has (*self_started); 0, or -1 if unknown. */
+    int (*stalled)(ao_comm *, uint64_t seq, int *self_started, char *buf, size_t n);
 };
 
 /* Every backend's comm struct begins with this header. */

@@ -13,7 +13,9 @@
  * ever before. An op's clock starts when it is enqueued or, if later, when the
  * op before it was seen complete (by the thread's poll, up to
  * AO_WATCH_POLL_MS late), so ops queued behind a long one are not blamed for
- * its time. */
+ * its time. Ops are numbered on their communicator in enqueue order (from
+ * 1), the number the backend's `stalled` uses to tell which ranks have not
+ * reached the op. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +31,8 @@ struct pending_op {
     ao_event *done;
     ao_coll op;
     size_t bytes;
+    uint64_t seq;
+    int64_t step;
     int64_t enqueued_ns;
 };
 
@@ -37,6 +41,7 @@ struct ao_watch {
     struct pending_op *ring; /* every slot owns an event, pending or not */
     size_t cap, head, count;
     size_t unmarked;       /* the newest `unmarked` ops wait for ao_watch_mark */
+    uint64_t issued;       /* ops registered so far: the next one's number - 1 */
     int64_t head_since_ns; /* when the current oldest op became the oldest */
     struct ao_watch *next;
 };
@@ -106,10 +111,46 @@ _Noreturn static void fire(struct ao_watch *w, const char *why)
     _exit(AO_EXIT_FAIL);
 }
 
+/* `allgather #12 (step 3) of 4096 bytes on stream "comm0"` */
+static void name_op(const struct ao_watch *w, const struct pending_op *p, char *buf, size_t n)
+{
+    char step[32] = "";
+    if (p->step >= 0) snprintf(step, sizeof step, " (step %lld)", (long long)p->step);
+    snprintf(buf, n, "%s #%llu%s of %zu bytes on stream \"%s\"", ao_coll_name(p->op),
+             (unsigned long long)p->seq, step, p->bytes, ao_stream_name(base_of(w->comm)->stream));
+}
+
+/* "; rank 1 has not reached it; ..." where the backend can tell (else "").
+ * When this rank has not started the op itself, its stream waits for other
+ * work: an op of another communicator that this rank is in is what stalls,
+ * and that op's laggards are the ones named. Called with wd.mu held. */
+static void stalled_ranks(const struct ao_watch *w, const struct pending_op *p, char *buf, size_t n)
+{
+    const struct ao_comm_ops *ops = base_of(w->comm)->ops;
+    int self = 1;
+    buf[0] = '\0';
+    if (!ops->stalled || ops->stalled(w->comm, p->seq, &self, buf + 2, n - 2) != 0) return;
+    memcpy(buf, "; ", 2);
+    if (self) return;
+    for (struct ao_watch *o = wd.list; o; o = o->next) {
+        if (o == w || !base_of(o->comm)->ops->stalled) continue;
+        retire_completed(o); /* its oldest op may be done but not yet polled */
+        if (o->count == 0) continue;
+        const struct pending_op *q = &o->ring[o->head];
+        char what[192], who[512];
+        int in_it = 0;
+        if (base_of(o->comm)->ops->stalled(o->comm, q->seq, &in_it, who, sizeof who) != 0 || !in_it)
+            continue;
+        name_op(o, q, what, sizeof what);
+        snprintf(buf, n, "; this rank has not started it: it waits for %s, where %s", what, who);
+        return;
+    }
+}
+
 static void check_one(struct ao_watch *w, int64_t now)
 {
     struct ao_comm_base *b = base_of(w->comm);
-    char msg[512];
+    char msg[1024];
     if (b->ops->check) {
         char err[384] = "";
         if (b->ops->check(w->comm, err, sizeof err) != 0) {
@@ -123,8 +164,10 @@ static void check_one(struct ao_watch *w, int64_t now)
     const struct pending_op *p = &w->ring[w->head];
     int64_t start = p->enqueued_ns > w->head_since_ns ? p->enqueued_ns : w->head_since_ns;
     if ((double)(now - start) / 1e9 > b->timeout_s) {
-        snprintf(msg, sizeof msg, "%s of %zu bytes on stream \"%s\" did not complete in %g s",
-                 ao_coll_name(p->op), p->bytes, ao_stream_name(b->stream), b->timeout_s);
+        char what[192], who[768];
+        name_op(w, p, what, sizeof what);
+        stalled_ranks(w, p, who, sizeof who);
+        snprintf(msg, sizeof msg, "%s did not complete in %g s%s", what, b->timeout_s, who);
         fire(w, msg);
     }
 }
@@ -206,6 +249,8 @@ void ao_watch_op(struct ao_watch *w, ao_coll op, size_t bytes, int mark)
     struct pending_op *p = &w->ring[(w->head + w->count) % w->cap];
     p->op = op;
     p->bytes = bytes;
+    p->seq = ++w->issued;
+    p->step = ao_comm_step();
     p->enqueued_ns = now_ns();
     if (w->count == 0) w->head_since_ns = p->enqueued_ns;
     w->count++;

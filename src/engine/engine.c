@@ -148,13 +148,14 @@ struct ao_engine {
     double slot_lr[AO_ENGINE_SCALAR_SLOTS];
     float slot_scale[AO_ENGINE_SCALAR_SLOTS]; /* the loss scale each slot's step ran with */
     /* fp16 dynamic loss scaling (training.mixed_precision fp16): the host's
-     * scale, updated from each train step's grad norm as the host reads it,
-     * one step late (the host never waits inside a step), so an overflow
-     * skips that step and usually the next, already enqueued. */
+     * scale, updated from each train step's grad norm one step late (the
+     * host never waits inside a step), so an overflow skips that step and
+     * the next, already enqueued (learn_scale). */
     int scaling;
     ao_loss_scaler scaler;
     int64_t scaler_iter; /* the last train iteration the scaler has seen */
     int64_t slot_iter[AO_ENGINE_SCALAR_SLOTS];
+    int slot_train[AO_ENGINE_SCALAR_SLOTS]; /* whether the slot's iteration was a train step */
     ao_adamw_hparams hp;
     /* data */
     int64_t pend_step;
@@ -162,8 +163,9 @@ struct ao_engine {
     const ao_batch *pend_batch;
     ao_event *pend_ready;
     size_t batch_bytes;
-    double data_wait_ms; /* host wait for the loader since ao_engine_take_data_wait_ms */
-    int test_slow_ms;    /* AORTA_TEST_SLOW_RANK: this rank's planted delay (tests only) */
+    double data_wait_ms;    /* host wait for the loader since ao_engine_take_data_wait_ms */
+    int test_slow_ms;       /* AORTA_TEST_SLOW_RANK: this rank's planted delay (tests only) */
+    int64_t test_hang_step; /* AORTA_TEST_HANG_RANK: the train step this rank stops at; -1 */
 };
 
 const char *ao_phase_name(ao_phase p)
@@ -584,6 +586,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     e->nlayers = e->nunits - 1;
     e->pend_step = -1;
     e->test_slow_ms = ao_test_slow_rank_ms(e->rank);
+    e->test_hang_step = ao_test_hang_rank_step(e->rank);
     if (e->backend->set_dependent_launch)
         e->backend->set_dependent_launch(ao_engine_compute_alone(cfg, e->world));
     e->hp = (ao_adamw_hparams){.beta1 = (float)cfg->optimizer.betas[0],
@@ -1066,6 +1069,20 @@ static void zero_solo(ao_engine *e)
     for (int g = 0; g < e->ngroups; g++) ao_event_record(e->groups[g].zeroed, rs->s);
 }
 
+/* As iteration iter is issued, the scaler learns each train iteration up to
+ * iter - 2 (read by then: the host reads one after issuing the next), never
+ * one read early, or the scale would depend on how far the device ran ahead. */
+static void learn_scale(ao_engine *e, int64_t iter)
+{
+    for (int64_t j = e->scaler_iter + 1; j <= iter - 2; j++) {
+        int slot = (int)(j % AO_ENGINE_SCALAR_SLOTS);
+        if (e->slot_iter[slot] != j || !e->slot_train[slot]) continue;
+        ao_event_sync(e->slot_ev[slot]);
+        ao_loss_scaler_update(&e->scaler, !isfinite(e->scal_host[slot].result[0]));
+    }
+    if (iter - 2 > e->scaler_iter) e->scaler_iter = iter - 2;
+}
+
 void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t data_step,
                          int64_t next_data_step, int stop_vote)
 {
@@ -1075,7 +1092,9 @@ void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t dat
     float lr = ao_lr_at((float)cfg->optimizer.lr, data_step, cfg->scheduler.warmup_steps,
                         cfg->scheduler.total_steps);
     for (int g = 0; g < e->ngroups; g++) e->groups[g].reductions = 0;
-    compute_moved(e); /* whatever ran before */
+    if (phase == AO_PHASE_TRAIN && data_step == e->test_hang_step) ao_test_hang(e->rank, data_step);
+    ao_comm_set_step(data_step); /* a timeout names the step of the op that hung */
+    compute_moved(e);            /* whatever ran before */
     /* Gathers read the shards the previous update wrote. */
     ao_stream_wait_event(e->lanes[LANE_AG].s, e->opt_done);
     if (e->solo && phase == AO_PHASE_TRAIN) zero_solo(e);
@@ -1084,6 +1103,7 @@ void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t dat
                    .do_compute = phase != AO_PHASE_COMM_ONLY,
                    .data_step = data_step,
                    .normalizer = (double)ao_engine_step_tokens(e)};
+    if (e->scaling) learn_scale(e, iter);
     const float scale = e->scaling ? e->scaler.scale : 1.0f;
     x.grad_normalizer = x.normalizer / scale;
     for (int j = 0; j < G; j++) {
@@ -1098,6 +1118,7 @@ void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t dat
     ao_event_record(e->opt_done, e->compute);
     compute_moved(e);
     e->slot_iter[slot] = iter;
+    e->slot_train[slot] = phase == AO_PHASE_TRAIN;
     e->slot_lr[slot] = lr;
     e->slot_scale[slot] = scale;
     if (phase == AO_PHASE_TRAIN) {
@@ -1122,11 +1143,6 @@ void ao_engine_scalars(ao_engine *e, int64_t iter, ao_step_scalars *out)
     out->lr = e->slot_lr[slot];
     out->loss_scale = e->scaling ? e->slot_scale[slot] : NAN;
     out->skipped = !isfinite(h->result[0]);
-    /* The scaler learns each train step's outcome once, in order. */
-    if (e->scaling && iter > e->scaler_iter) {
-        ao_loss_scaler_update(&e->scaler, out->skipped);
-        e->scaler_iter = iter;
-    }
     out->stop = h->global[2] > 0;
 }
 

@@ -1,8 +1,10 @@
 /* Planted faults for tests (test_hooks.h). */
 #include "engine/test_hooks.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -32,4 +34,25 @@ static void sleep_ms(void *arg)
 void ao_test_slow_enqueue(ao_stream *s, int ms)
 {
     ao_launch_host(s, sleep_ms, &ms, sizeof ms);
+}
+
+int64_t ao_test_hang_rank_step(int rank)
+{
+    const char *v = getenv("AORTA_TEST_HANG_RANK");
+    if (!v || !*v) return -1;
+    char *end;
+    long r = strtol(v, &end, 10);
+    long long step = *end == ':' ? strtoll(end + 1, NULL, 10) : 0;
+    if (r != rank || step < 0) return -1;
+    ao_warn("AORTA_TEST_HANG_RANK: rank %d stops before train step %lld (a planted fault for "
+            "tests)",
+            rank, step);
+    return step;
+}
+
+_Noreturn void ao_test_hang(int rank, int64_t step)
+{
+    printf("rank %d hangs at step %lld (AORTA_TEST_HANG_RANK)\n", rank, (long long)step);
+    fflush(stdout);
+    for (;;) pause();
 }

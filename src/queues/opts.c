@@ -23,6 +23,15 @@ const char *ao_qsync_name(ao_qsync s)
     return (unsigned)s < 3 ? sync_names[s] : "?";
 }
 
+/* Axes: not --streams (a sweep's `streams` axis sets it) nor the output
+ * files. */
+const ao_bench_flag ao_queues_flags[AO_QUEUES_NFLAGS] = {
+    [AO_QUEUES_F_STREAMS] = {{"--streams"}, 0}, [AO_QUEUES_F_ITERATIONS] = {{"--iterations"}, 1},
+    [AO_QUEUES_F_WARMUP] = {{"--warmup"}, 1},   [AO_QUEUES_F_SYNC] = {{"--sync"}, 1},
+    [AO_QUEUES_F_JSON] = {{"--json"}, 0},       [AO_QUEUES_F_CSV] = {{"--csv"}, 0},
+    [AO_QUEUES_F_DEVICE] = {{"--device"}, 1},   [AO_QUEUES_F_BACKEND] = {{"--backend"}, 1},
+};
+
 void ao_queues_defaults(ao_queues_opts *o)
 {
     memset(o, 0, sizeof *o);

@@ -13,6 +13,8 @@
 
 #include <stddef.h>
 
+#include "bench/values.h"
+
 #define AO_QUEUES_MAX_STREAMS 64
 #define AO_QUEUES_MAX_COUNTS  16
 
@@ -42,6 +44,22 @@ typedef struct ao_queues_opts {
 /* Call first: it also notes which queue variables the user set, before the
  * backend is chosen (which may start CUDA and set its own). */
 void ao_queues_defaults(ao_queues_opts *o);
+
+/* queues' flags with a value, indexed by ao_queues_flag (see ao_bench_flag):
+ * what `aorta queues` parses and what a queues sweep's axes are checked
+ * against (besides the workload and `streams`, the sweep's own). */
+typedef enum ao_queues_flag {
+    AO_QUEUES_F_STREAMS,
+    AO_QUEUES_F_ITERATIONS,
+    AO_QUEUES_F_WARMUP,
+    AO_QUEUES_F_SYNC,
+    AO_QUEUES_F_JSON,
+    AO_QUEUES_F_CSV,
+    AO_QUEUES_F_DEVICE,
+    AO_QUEUES_F_BACKEND,
+    AO_QUEUES_NFLAGS
+} ao_queues_flag;
+extern const ao_bench_flag ao_queues_flags[AO_QUEUES_NFLAGS];
 
 /* "1,2,4" -> o->streams; 0, or -1 after printing why (naming `flag`). */
 int ao_queues_parse_streams(const char *flag, const char *s, ao_queues_opts *o);

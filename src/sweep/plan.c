@@ -22,21 +22,29 @@ const char *ao_sweep_command_name(ao_sweep_command c)
     return command_names[c];
 }
 
-/* Axis keys coll and sdma take besides `nproc`: their own flag tables' axes
- * (every spelling), and coll's `size`. Train: config keys and --backend. */
+/* Axis keys coll, sdma and queues take besides `nproc`: their own flag
+ * tables' axes (every spelling), coll's `size`, queues' `workload` and
+ * `streams`. Train: config keys and --backend. */
 static const char **flag_axis_keys(ao_sweep_command c)
 {
-    const ao_bench_flag *t = c == AO_SWEEP_COLL ? ao_coll_flags : ao_sdma_flags;
-    int n = c == AO_SWEEP_COLL ? AO_COLL_NFLAGS : AO_SDMA_NFLAGS, k = 0;
-    const char **keys = ao_calloc((size_t)(4 * n + 2), sizeof *keys);
+    const ao_bench_flag *t = c == AO_SWEEP_COLL   ? ao_coll_flags
+                             : c == AO_SWEEP_SDMA ? ao_sdma_flags
+                                                  : ao_queues_flags;
+    int n = c == AO_SWEEP_COLL   ? AO_COLL_NFLAGS
+            : c == AO_SWEEP_SDMA ? AO_SDMA_NFLAGS
+                                 : AO_QUEUES_NFLAGS;
+    int k = 0;
+    const char **keys = ao_calloc((size_t)(4 * n + 3), sizeof *keys);
     if (c == AO_SWEEP_COLL) keys[k++] = "size";
+    if (c == AO_SWEEP_QUEUES) {
+        keys[k++] = "workload";
+        keys[k++] = "streams";
+    }
     for (int f = 0; f < n; f++)
         for (int s = 0; t[f].axis && t[f].names[s]; s++) keys[k++] = t[f].names[s];
     return keys;
 }
 static const char *const train_flag_keys[] = {"--backend", NULL};
-static const char *const queues_keys[] = {"workload", "streams",   "--iterations", "--warmup",
-                                          "--sync",   "--backend", "--device",     NULL};
 
 static const char *const coll_metrics[] = {"coll",       "size",  "time_us", "algbw_gbps",
                                            "busbw_gbps", "wrong", NULL};
@@ -695,8 +703,6 @@ int ao_sweep_spec_check(const ao_sweep_spec *s)
     int rc;
     if (s->command == AO_SWEEP_TRAIN) {
         rc = check_train_axes(s);
-    } else if (s->command == AO_SWEEP_QUEUES) {
-        rc = check_flag_axes(s, queues_keys);
     } else {
         const char **keys = flag_axis_keys(s->command);
         rc = check_flag_axes(s, keys);

@@ -4,13 +4,8 @@
 # the JSON/CSV files, and bad flags exiting 2.
 set -u
 aorta=${AORTA:?set by ctest}
-# MPI's libraries have no frame pointers: without the slow unwinder their
-# leaks cannot be matched with tests/lsan.supp.
-export ASAN_OPTIONS="${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0"
-if ! command -v "${AORTA_MPIRUN:-mpirun}" >/dev/null 2>&1; then
-    echo "SKIP: no mpirun"
-    exit 77
-fi
+# shellcheck source=tests/e2e/lib/mpi.sh
+. "$(dirname "$0")/lib/mpi.sh"
 # shellcheck source=tests/e2e/lib/tally.sh
 . "$(dirname "$0")/lib/tally.sh"
 

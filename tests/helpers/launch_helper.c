@@ -5,7 +5,8 @@
  *   launch_helper rank MODE                      one rank:
  *     report  print who it is and the start of the comm id it got (by MPI
  *             broadcast under mpirun, through AORTA_COMM_ID from the spawner)
- *     fail    rank 1 exits 3, the others wait to be stopped
+ *     fail    rank 1 exits 3, the others wait to be stopped (60 s at least;
+ *             "never stopped" when they were not)
  *     stop    print "ready", stop on Ctrl-C (the stop handler), print "stopped" */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,7 @@ static int rank_main(const char *mode)
     if (strcmp(mode, "fail") == 0) {
         if (ri.rank == 1) return 3;
         for (int i = 0; i < 6000 && !ao_launch_stop_requested(); i++) nanosleep(&tick, NULL);
+        if (!ao_launch_stop_requested()) printf("rank %d was never stopped\n", ri.rank);
         return AO_EXIT_OK;
     }
     if (strcmp(mode, "stop") == 0) {

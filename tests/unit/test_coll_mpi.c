@@ -443,8 +443,11 @@ static void test_watchdog_on_2_ranks(void **state)
     int rc = run_under_mpirun("--watchdog", output, sizeof output);
     int64_t done = now_ms();
     assert_int_equal(rc, 1);
-    assert_non_null(strstr(output, "aorta: error: rank 0: allreduce of 4194304 bytes on stream "
-                                   "\"allreduce\" did not complete in 1 s"));
+    /* It names the op by its number on the communicator, and the rank that
+     * has not reached it (read from the ranks' shared progress counters). */
+    assert_non_null(strstr(output, "aorta: error: rank 0: allreduce #1 of 4194304 bytes on stream "
+                                   "\"allreduce\" did not complete in 1 s; rank 1 has not reached "
+                                   "it; it has run no op on this communicator"));
     assert_null(strstr(output, "NCCL_DEBUG")); /* advice for MPI, not NCCL */
     assert_non_null(strstr(output, "hint: an MPI collective waits for every rank"));
     const char *armed = strstr(output, "armed at ");

@@ -211,21 +211,22 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* 40 ops of 10 ms queued at once take 400 ms, longer than the 250 ms timeout,
- * yet none of them is late: each op's clock starts when the one before it is
- * done. 40 also outgrows the first ring of pending ops. */
+/* 40 ops of 100 ms queued at once take 4 s, twice the 2 s timeout, yet none
+ * of them is late: each op's clock starts when the one before it is done. An
+ * op would have to wait 2 s for a core to be late (20 times its length): load
+ * does not get there. 40 also outgrows the first ring of pending ops. */
 static void test_watchdog_quiet_when_ops_progress(void **state)
 {
     ao_device *dev = ao_device_open("cpu", 0);
     ao_stream *s = ao_stream_create(dev, "allgather", 0);
     struct fake_comm f;
-    fake_init(&f, dev, s, 0.25);
-    f.op_ms = 10;
+    fake_init(&f, dev, s, 2);
+    f.op_ms = 100;
     float buf[4];
     int64_t t0 = now_ms();
     for (int i = 0; i < 40; i++) ao_allgather((ao_comm *)&f, buf, buf, 1, AO_F32);
     ao_stream_sync(s);
-    assert_true(now_ms() - t0 >= 400);
+    assert_true(now_ms() - t0 >= 4000);
     ao_comm_destroy((ao_comm *)&f);
     assert_int_equal(f.destroyed, 1);
     assert_null(f.base.watch);
@@ -275,16 +276,19 @@ static void hang_allreduce(void)
     ao_stream_sync(s);
 }
 
-/* A 10 ms op, then 1 s of the caller's own work on the stream (where the
- * engine records its end event), then the caller's mark. */
+/* A 10 ms op, then the caller's own work on the stream (where the engine
+ * records its end event), then the caller's mark; a 2 s timeout. Marked at
+ * once, the op is seen done long before the 5 s of work end (a 10 ms op
+ * late by 2 s is more than load does); deferred, the mark waits for work
+ * that outlasts any test (60 s), so the watchdog must fire first. */
 static void op_then_caller_work(int defer)
 {
     ao_device *dev = ao_device_open("cpu", 0);
     ao_stream *s = ao_stream_create(dev, "allgather", 0);
     struct fake_comm f;
-    fake_init(&f, dev, s, 0.3);
+    fake_init(&f, dev, s, 2);
     f.op_ms = 10;
-    int work_ms = 1000;
+    int work_ms = defer ? 60000 : 5000;
     float buf[1];
     if (defer) ao_comm_defer_mark((ao_comm *)&f);
     ao_allgather((ao_comm *)&f, buf, buf, 1, AO_F32);
@@ -304,8 +308,8 @@ static void immediate_mark(void)
 }
 
 /* Where the completion record sits: right after the op, the op is seen done
- * in 10 ms; deferred, only after the caller's 1 s of work, past the 0.3 s
- * timeout (what shows that the record moved, not that it vanished). */
+ * at once; deferred, only after the caller's work, past the timeout (what
+ * shows that the record moved, not that it vanished). */
 static void test_watchdog_deferred_mark(void **state)
 {
     char err[4096];
@@ -313,7 +317,8 @@ static void test_watchdog_deferred_mark(void **state)
     assert_int_equal(run_child(immediate_mark, err, sizeof err, &ms), 0);
     assert_null(strstr(err, "did not complete"));
     assert_int_equal(run_child(deferred_mark, err, sizeof err, &ms), 1);
-    assert_non_null(strstr(err, "allgather of 8 bytes on stream \"allgather\" did not complete"));
+    assert_non_null(
+        strstr(err, "allgather #1 of 8 bytes on stream \"allgather\" did not complete"));
 }
 
 static void async_error(void)
@@ -331,7 +336,7 @@ static void test_watchdog_fires_on_hang(void **state)
     char err[4096];
     int64_t ms;
     assert_int_equal(run_child(hang_allreduce, err, sizeof err, &ms), 1);
-    assert_non_null(strstr(err, "aorta: error: rank 1: allreduce of 4096 bytes on stream "
+    assert_non_null(strstr(err, "aorta: error: rank 1: allreduce #1 of 4096 bytes on stream "
                                 "\"allreduce\" did not complete in 0.3 s\n"));
     /* The hint fits the backend: no NCCL advice for another one. */
     assert_null(strstr(err, "NCCL_DEBUG"));

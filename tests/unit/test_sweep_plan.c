@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "core/error.h"
+#include "queues/queues.h"
 #include "sweep/plan.h"
 #include "sweep/run.h"
 #include "test_files.h"
@@ -241,6 +242,29 @@ static void test_bad_files(void **state)
     expect_error("command: coll\nenv: {1X: [1]}\n", "not an environment variable name");
 }
 
+/* A queues sweep's flag axes are exactly the axis flags of the table that
+ * `aorta queues` parses (queues/queues.h): no list of its own to drift. */
+static void test_queues_axes_from_flag_table(void **state)
+{
+    (void)state;
+    for (int f = 0; f < AO_QUEUES_NFLAGS; f++) {
+        const char *flag = ao_queues_flags[f].names[0];
+        char *text = ao_asprintf("command: queues\naxes:\n  %s: [1]\n", flag);
+        if (ao_queues_flags[f].axis) {
+            ao_sweep_spec s;
+            char *err = NULL;
+            if (load(text, NULL, NULL, &err, &s) != 0) fail_msg("%s refused: %s", flag, err);
+            free(err);
+            ao_sweep_spec_free(&s);
+        } else {
+            char *msg = ao_asprintf("'%s' is not an axis of queues", flag);
+            expect_error(text, msg);
+            free(msg);
+        }
+        free(text);
+    }
+}
+
 /* queues: the streams axis is one --streams list per launch (replacing a
  * fixed one), the workload a positional argument, one launch per
  * environment; metric may be a list. */
@@ -395,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_train_argv),
         cmocka_unit_test(test_queues_argv),
+        cmocka_unit_test(test_queues_axes_from_flag_table),
         cmocka_unit_test(test_run_env_only_in_children),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

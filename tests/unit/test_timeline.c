@@ -33,6 +33,11 @@ static void enqueue_sleep(ao_stream *s, int ms)
     ao_launch_host(s, sleep_closure, &ms, sizeof ms);
 }
 
+static void open_closure(void *arg)
+{
+    gate_open(*(struct gate **)arg);
+}
+
 /* Sleeps on a loaded 2-core machine overrun, by seconds at worst; they never
  * run short. Upper bounds only catch garbage, with a margin no load reaches. */
 static const double LATE_MS = 30000.0;
@@ -121,9 +126,17 @@ static void test_two_streams(void **state)
     ao_timeline *t = ao_timeline_create(f->dev, f->streams, 1);
     ao_timeline_anchor(t, compute);
     ao_timeline_begin(t, 7, "train");
-    timed_sleep(t, compute, AO_STREAM_COMPUTE, "forward", 20);
+    /* Forward ends only once the all-gather has begun (a gate, not a race
+     * of sleeps that a loaded machine can lose). */
+    struct gate started = {0}, *gp = &started;
+    int op = ao_timeline_op_begin(t, AO_STREAM_COMPUTE, AO_CLASS_COMPUTE, AO_KIND_NONE, "forward",
+                                  -1, 0);
+    enqueue_sleep(compute, 20);
+    ao_launch_host(compute, gate_wait, &gp, sizeof gp);
+    ao_timeline_op_end(t, op);
     int g = ao_timeline_op_begin(t, AO_STREAM_ALLGATHER, AO_CLASS_COMM, AO_KIND_ALLGATHER,
                                  "allgather", 3, 4096);
+    ao_launch_host(ag, open_closure, &gp, sizeof gp);
     enqueue_sleep(ag, 10);
     ao_timeline_op_end(t, g);
     timed_sleep(t, compute, AO_STREAM_COMPUTE, "backward", 5);
@@ -161,6 +174,7 @@ static void test_two_streams(void **state)
 
     /* Same stream: backward after forward. Other stream: the all-gather ran
      * beside forward, not after it. */
+    assert_false(atomic_load(&started.timed_out));
     assert_true(bwd->start_us >= fwd->end_us);
     assert_true(gather->start_us < fwd->end_us);
     ao_timeline_destroy(t);
