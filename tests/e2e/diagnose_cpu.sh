@@ -38,11 +38,13 @@ import json, sys
 doc = json.load(open(sys.argv[1]))
 want, knob, rank = sys.argv[2], sys.argv[3], sys.argv[4]
 run = doc["runs"][0]
-# On the cpu backend two findings can come from the host's load rather than
+# On the cpu backend three findings can come from the host's load rather than
 # the run: device_wait (its stream threads' wake-up latency, see the healthy
-# run below) and, unless a straggler is what was planted, straggler (ranks
-# that share a busy 2-core host). The planted cause must lead every other one.
-noise = {"device_wait"} | (set() if want == "straggler" else {"straggler"})
+# run below), host_launch (the enqueuing thread descheduled while the stream
+# threads ran dry) and, unless a straggler is what was planted, straggler
+# (ranks that share a busy 2-core host). The planted cause must lead every
+# other one.
+noise = {"device_wait", "host_launch"} | (set() if want == "straggler" else {"straggler"})
 f = [x for x in run["findings"] if x["id"] not in noise]
 assert f, ("no finding", run["why"])
 top = f[0]
@@ -62,9 +64,10 @@ train 1 healthy dataset.placement=device
 python3 - "$tmp/healthy.json" >"$tmp/healthy.check" 2>&1 <<'PY' || { fail "healthy run has a finding"; cat "$tmp/healthy.check"; }
 import json, sys
 run = json.load(open(sys.argv[1]))["runs"][0]
-# device_wait on the cpu backend is its stream threads' wake-up latency on a
-# loaded machine: real, and not a planted kind
-bad = [f for f in run["findings"] if f["id"] != "device_wait" and f["share"] > 0.05]
+# device_wait and host_launch on the cpu backend are its threads' scheduling
+# latency on a loaded machine (seen at 6 % of a step at load 5): real, and
+# not a planted kind
+bad = [f for f in run["findings"] if f["id"] not in ("device_wait", "host_launch") and f["share"] > 0.05]
 assert not bad, bad
 assert run["terms_ms"]["data_wait"] is not None and run["terms_ms"]["host_wait"] is not None
 PY
