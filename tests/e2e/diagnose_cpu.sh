@@ -81,18 +81,18 @@ top_is input input_wait dataloader.num_workers 0
 grep -q 'input-bound' "$tmp/input.json" || fail "input: not classified input-bound"
 
 # --- the collective faults over 2 ranks: prefetch off, limit_all_gathers 1,
-# tiny DDP buckets. On two shared cpu cores each MPI collective costs about the
-# same, mostly the host's scheduling latency, whatever its bytes, so the
-# planted cause leads by count: with no gather prefetched every unit's
-# all-gather (forward and backward, 9 a step here) is exposed, against 5
-# reduce-scatters partly behind the backward; a DDP step has only
-# all-reduces, and a large embedding table (10 MB, reduced last, after the
-# backward) keeps them exposed when the host is quiet and collectives are
-# fast (with tiny.yaml's table they then hid: "no finding"). What the host's
-# load adds (device_wait, an unplanted straggler) is set aside by top_is.
-# bench/RESULTS.md, session 13: how often each ranked first, and at what load.
-fsdp=(dataset.placement=device model.num_layers=4 training.batch_size=16
-    dataset.sequence_length=32)
+# tiny DDP buckets. The FSDP cases train 2 x 4 tokens a step, so their compute
+# is too short to hide a gather whatever the host's load (with 16 x 32 tokens a
+# loaded host stretched the compute to 91 % of the step): the planted cause
+# then leads by count, every unit's all-gather (9 a step here) exposed against
+# 5 reduce-scatters (measured under two busy loops: 74 % and 90 % of the step
+# against 37 % and 32 %). A DDP step has only all-reduces, and a large
+# embedding table (10 MB, reduced last, after the backward) keeps them exposed
+# when the host is quiet and collectives are fast (with tiny.yaml's table they
+# then hid: "no finding"). What the host's load adds (device_wait, host_launch,
+# an unplanted straggler) is set aside by top_is.
+fsdp=(dataset.placement=device model.num_layers=4 training.batch_size=2
+    dataset.sequence_length=4)
 train 2 noprefetch "${fsdp[@]}" fsdp.forward_prefetch=false fsdp.backward_prefetch=NONE
 top_is noprefetch exposed_allgather _prefetch
 train 2 limit1 "${fsdp[@]}" fsdp.limit_all_gathers=1
