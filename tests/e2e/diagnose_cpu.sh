@@ -26,7 +26,8 @@ train() {
         --override training.output_dir="$out" training.max_steps=10 training.summary_skip_steps=2 \
         "${prof[@]}" "$@" >"$tmp/$name.out" 2>&1 || { fail "$name: train exited $?"; tail -20 "$tmp/$name.out"; }
 }
-# name expected-id expected-knob [rank]: the top finding of the run
+# name expected-id expected-knob [rank]: the top finding of the run (an id
+# written "~id": that finding, wherever it ranks among the non-noise ones)
 top_is() {
     "$aorta" diagnose --json "$out/$1" >"$tmp/$1.json" 2>"$tmp/$1.err" || {
         fail "$1: diagnose exited $?"
@@ -37,6 +38,8 @@ top_is() {
 import json, sys
 doc = json.load(open(sys.argv[1]))
 want, knob, rank = sys.argv[2], sys.argv[3], sys.argv[4]
+among = want.startswith("~")  # "~id": the planted finding, not necessarily first
+want = want.lstrip("~")
 run = doc["runs"][0]
 # On the cpu backend three findings can come from the host's load rather than
 # the run: device_wait (its stream threads' wake-up latency, see the healthy
@@ -47,7 +50,7 @@ run = doc["runs"][0]
 noise = {"device_wait", "host_launch"} | (set() if want == "straggler" else {"straggler"})
 f = [x for x in run["findings"] if x["id"] not in noise]
 assert f, ("no finding", run["why"])
-top = f[0]
+top = [x for x in f if x["id"] == want][0] if among and any(x["id"] == want for x in f) else f[0]
 assert top["id"] == want, ("top finding", top["id"], "not", want, [x["id"] for x in f])
 first_knob = top["knobs"].split("; ")[0]
 assert knob in first_knob, ("first knob", first_knob, "does not name", knob)
@@ -83,20 +86,23 @@ grep -q 'input-bound' "$tmp/input.json" || fail "input: not classified input-bou
 # --- the collective faults over 2 ranks: prefetch off, limit_all_gathers 1,
 # tiny DDP buckets. The FSDP cases train 2 x 4 tokens a step, so their compute
 # is too short to hide a gather whatever the host's load (with 16 x 32 tokens a
-# loaded host stretched the compute to 91 % of the step): the planted cause
-# then leads by count, every unit's all-gather (9 a step here) exposed against
-# 5 reduce-scatters (measured under two busy loops: 74 % and 90 % of the step
-# against 37 % and 32 %). A DDP step has only all-reduces, and a large
-# embedding table (10 MB, reduced last, after the backward) keeps them exposed
-# when the host is quiet and collectives are fast (with tiny.yaml's table they
-# then hid: "no finding"). What the host's load adds (device_wait, host_launch,
-# an unplanted straggler) is set aside by top_is.
+# loaded host stretched the compute to 91 % of the step): the exposed
+# all-gather must be found, at 5 % of the step or more, with the planted knob
+# first. Whether it ranks above the reduce-scatters, also exposed with so
+# little compute, is not checked here: on two shared cores with the suite and
+# two busy loops beside it they ranked first in 2 of 4 whole-suite runs
+# (tests/stress.sh, bench/RESULTS.md); bench/diagnose.sh ranks them on GPUs.
+# A DDP step has only all-reduces, and a large embedding table (10 MB,
+# reduced last, after the backward) keeps them exposed when the host is quiet
+# and collectives are fast (with tiny.yaml's table they then hid: "no
+# finding"): that fault must rank first. What the host's load adds
+# (device_wait, host_launch, an unplanted straggler) is set aside by top_is.
 fsdp=(dataset.placement=device model.num_layers=4 training.batch_size=2
     dataset.sequence_length=4)
 train 2 noprefetch "${fsdp[@]}" fsdp.forward_prefetch=false fsdp.backward_prefetch=NONE
-top_is noprefetch exposed_allgather _prefetch
+top_is noprefetch "~exposed_allgather" _prefetch
 train 2 limit1 "${fsdp[@]}" fsdp.limit_all_gathers=1
-top_is limit1 exposed_allgather fsdp.limit_all_gathers
+top_is limit1 "~exposed_allgather" fsdp.limit_all_gathers
 train 2 buckets dataset.placement=device distributed.mode=ddp distributed.bucket_cap_mb=0.01 \
     model.vocab_size=20000 dataset.vocab_size=20000 model.embedding_dim=128
 top_is buckets exposed_allreduce distributed.bucket_cap_mb
