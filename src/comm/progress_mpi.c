@@ -1,12 +1,12 @@
 /* Per-rank progress of an MPI communicator; see progress_mpi.h. */
 #include "comm/progress_mpi.h"
 
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "core/text.h"
 
 /* One rank's counters, a cache line each: written by that rank's stream
  * thread, read by any rank's watchdog. Lock-free atomics work across
@@ -93,31 +93,20 @@ void ao_mpi_progress_done(struct ao_mpi_progress *p)
     if (p) atomic_fetch_add(&p->mine->completed, 1);
 }
 
-static void put(char *buf, size_t n, size_t *used, const char *fmt, ...) AO_PRINTF(4, 5);
-static void put(char *buf, size_t n, size_t *used, const char *fmt, ...)
-{
-    if (*used >= n) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(buf + *used, n - *used, fmt, ap);
-    va_end(ap);
-    if (k > 0) *used += (size_t)k;
-}
-
 /* "last completed allgather #36 (step 11)" and the like, after `who`. */
-static void last_op(char *buf, size_t n, size_t *used, const char *who, const struct slot *s)
+static void last_op(char *buf, size_t n, const char *who, const struct slot *s)
 {
     uint64_t started = atomic_load(&s->started), completed = atomic_load(&s->completed);
     int op = atomic_load(&s->last_op);
     int64_t step = atomic_load(&s->last_step);
     if (started == 0 || op < 0 || op >= AO_NCOLLS) {
-        put(buf, n, used, "%s has run no op on this communicator", who);
+        ao_appendf(buf, n, "%s has run no op on this communicator", who);
         return;
     }
-    put(buf, n, used, "%s %s %s #%llu", who,
-        completed >= started ? "last completed" : "is still in", ao_coll_name((ao_coll)op),
-        (unsigned long long)started);
-    if (step >= 0) put(buf, n, used, " (step %lld)", (long long)step);
+    ao_appendf(buf, n, "%s %s %s #%llu", who,
+               completed >= started ? "last completed" : "is still in", ao_coll_name((ao_coll)op),
+               (unsigned long long)started);
+    if (step >= 0) ao_appendf(buf, n, " (step %lld)", (long long)step);
 }
 
 int ao_mpi_progress_describe(const struct ao_mpi_progress *p, uint64_t seq, int *self_started,
@@ -132,27 +121,26 @@ int ao_mpi_progress_describe(const struct ao_mpi_progress *p, uint64_t seq, int 
         if (nlate < NAMED) late[nlate] = i;
         nlate++;
     }
-    size_t used = 0;
     buf[0] = '\0';
     if (nlate == 0) {
-        put(buf, n, &used, "every rank%s has reached it",
-            p->hidden ? " on this node" : " (it stalls inside MPI)");
+        ao_appendf(buf, n, "every rank%s has reached it",
+                   p->hidden ? " on this node" : " (it stalls inside MPI)");
     } else {
-        put(buf, n, &used, "rank%s ", nlate > 1 ? "s" : "");
+        ao_appendf(buf, n, "rank%s ", nlate > 1 ? "s" : "");
         for (int k = 0; k < nlate && k < NAMED; k++)
-            put(buf, n, &used, "%s%d%s", k ? ", " : "", p->peers[late[k]]->rank,
-                late[k] == p->me ? " (this rank)" : "");
-        if (nlate > NAMED) put(buf, n, &used, " and %d more", nlate - NAMED);
-        put(buf, n, &used, " %s not reached it", nlate > 1 ? "have" : "has");
+            ao_appendf(buf, n, "%s%d%s", k ? ", " : "", p->peers[late[k]]->rank,
+                       late[k] == p->me ? " (this rank)" : "");
+        if (nlate > NAMED) ao_appendf(buf, n, " and %d more", nlate - NAMED);
+        ao_appendf(buf, n, " %s not reached it", nlate > 1 ? "have" : "has");
         for (int k = 0; k < nlate && k < NAMED; k++) {
             char who[32];
             snprintf(who, sizeof who, "rank %d", p->peers[late[k]]->rank);
-            put(buf, n, &used, "; ");
-            last_op(buf, n, &used, nlate > 1 ? who : "it", p->peers[late[k]]);
+            ao_appendf(buf, n, "; ");
+            last_op(buf, n, nlate > 1 ? who : "it", p->peers[late[k]]);
         }
     }
     if (p->hidden)
-        put(buf, n, &used, "; %d rank%s on other nodes cannot be seen from here", p->hidden,
-            p->hidden > 1 ? "s" : "");
+        ao_appendf(buf, n, "; %d rank%s on other nodes cannot be seen from here", p->hidden,
+                   p->hidden > 1 ? "s" : "");
     return 0;
 }

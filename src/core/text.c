@@ -107,3 +107,17 @@ int ao_check_plain_name(const char *name, size_t max, const char *what, const ch
     ao_error(what, "%s", why);
     return AO_EXIT_USAGE;
 }
+
+void ao_vappendf(char *buf, size_t n, const char *fmt, va_list ap)
+{
+    size_t at = strlen(buf);
+    if (at + 1 < n) vsnprintf(buf + at, n - at, fmt, ap);
+}
+
+void ao_appendf(char *buf, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ao_vappendf(buf, n, fmt, ap);
+    va_end(ap);
+}

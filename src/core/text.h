@@ -2,6 +2,7 @@
 #ifndef AORTA_CORE_TEXT_H
 #define AORTA_CORE_TEXT_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 /* Levenshtein distance (insertions, deletions, substitutions), for
@@ -11,6 +12,12 @@ int ao_edit_distance(const char *a, const char *b, int cap);
 
 /* The shortest "%.Ng" text of v that reads back as exactly v. */
 void ao_format_double(char *buf, size_t n, double v);
+
+/* printf onto the end of the string in buf (n bytes in all), truncating:
+ * for messages built piece by piece. */
+void ao_appendf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void ao_vappendf(char *buf, size_t n, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 /* True when s begins with prefix. */
 int ao_starts_with(const char *s, const char *prefix);

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "core/intervals.h"
+#include "core/text.h"
 #include "diagnose/internal.h"
 
 /* ---- the run's settings ------------------------------------------------------- */
@@ -36,15 +37,11 @@ static const char *env(const ao_run_data *run, const char *name)
 
 __attribute__((format(printf, 3, 4))) static void add(char *buf, size_t n, const char *fmt, ...)
 {
-    size_t at = strlen(buf);
-    if (at + 3 >= n) return;
-    if (at) {
-        memcpy(buf + at, "; ", 3);
-        at += 2;
-    }
+    if (strlen(buf) + 3 >= n) return;
+    if (*buf) ao_appendf(buf, n, "; ");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf + at, n - at, fmt, ap);
+    ao_vappendf(buf, n, fmt, ap);
     va_end(ap);
 }
 

@@ -35,13 +35,13 @@
 #include "engine/engine.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "engine/engine_backend.h"
 #include "engine/memory.h"
 #include "engine/shard.h"
@@ -492,15 +492,6 @@ static const struct ao_engine_backend *backend_for(ao_device *dev)
     return NULL;
 }
 
-__attribute__((format(printf, 3, 4))) static void append(char *buf, size_t n, const char *fmt, ...)
-{
-    size_t at = strlen(buf);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + at, n - at, fmt, ap);
-    va_end(ap);
-}
-
 /* Precision (DESIGN §6). Storage, master weights, optimizer state and
  * reductions are fp32. training.mixed_precision bf16/fp16 makes the model's
  * GEMMs multiply bf16/fp16 copies of their operands with fp32 accumulation
@@ -525,9 +516,9 @@ static void apply_precision(ao_engine *e)
         if (be->set_compute)
             be->set_compute(e->model, mode);
         else if (mode == AO_COMPUTE_TF32)
-            append(fp32, sizeof fp32, " training.tf32=true");
+            ao_appendf(fp32, sizeof fp32, " training.tf32=true");
         else
-            append(fp32, sizeof fp32, " training.mixed_precision=%s", ao_precision_name(mp));
+            ao_appendf(fp32, sizeof fp32, " training.mixed_precision=%s", ao_precision_name(mp));
     }
     /* fp16's dynamic loss scaling runs on every backend (exact on fp32
      * storage: the scale is a power of two), so the cpu backend tests it. */
@@ -540,12 +531,12 @@ static void apply_precision(ao_engine *e)
         if (be->cast)
             e->gather_type = pd == AO_PRECISION_BF16 ? AO_BF16 : AO_F16;
         else
-            append(fp32, sizeof fp32, " fsdp.param_dtype=%s", ao_precision_name(pd));
+            ao_appendf(fp32, sizeof fp32, " fsdp.param_dtype=%s", ao_precision_name(pd));
     }
     if (cfg->fsdp.reduce_dtype != AO_PRECISION_FP32)
-        append(other, sizeof other,
-               " fsdp.reduce_dtype=%s runs as fp32 (reductions are fp32 in this build)",
-               ao_precision_name(cfg->fsdp.reduce_dtype));
+        ao_appendf(other, sizeof other,
+                   " fsdp.reduce_dtype=%s runs as fp32 (reductions are fp32 in this build)",
+                   ao_precision_name(cfg->fsdp.reduce_dtype));
     if (e->rank != 0) return;
     if (fp32[0])
         ao_warn("the %s backend computes and communicates in fp32 only:%s run as fp32",

@@ -701,6 +701,14 @@ static void test_foreach_and_doc(void **state)
     assert_string_equal(buf, "1e-8");
     ao_format_double(buf, sizeof buf, 0.1 + 0.2);
     assert_string_equal(buf, "0.30000000000000004");
+
+    char small[8] = "ab";
+    ao_appendf(small, sizeof small, "%d", 12);
+    assert_string_equal(small, "ab12");
+    ao_appendf(small, sizeof small, "%s", "xyzw"); /* truncated, terminated */
+    assert_string_equal(small, "ab12xyz");
+    ao_appendf(small, sizeof small, "more"); /* full: unchanged */
+    assert_string_equal(small, "ab12xyz");
 }
 
 int main(void)
