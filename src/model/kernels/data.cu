@@ -56,26 +56,55 @@ __global__ void data_field_kernel(data_fill_args a, uint32_t purpose)
     }
 }
 
-/* The teacher's dense projection u (dense_dim normals, the same for every
- * token) is drawn once a block into shared memory when it fits (u_shared):
- * drawn per token, its double-precision Box-Muller draws took SMs from the
- * compute stream's kernels (bench/RESULTS.md). The same floats either way. */
+/* The teacher's target, a warp a token: lane i forms m_i (its F values
+ * added in order) and the term u_i (m_i / F) for i = lane, lane + 32, ...;
+ * every lane then adds the terms in index order through shuffles, so the
+ * sums are data.h's serial ones while the loads are coalesced. A thread a
+ * token read its own 8 KiB rows with 32 tokens a block, and took 1.7 ms of
+ * the large step (bench/RESULTS.md). u (dense_dim normals, the same for
+ * every token) is drawn once a block into shared memory when it fits. */
 __global__ void teacher_target_kernel(data_fill_args a, int num_dense, int dense_dim,
                                       int num_sparse, bool u_shared)
 {
     extern __shared__ float u[];
     pdl_wait();
+    const ao_rng_stream us = ao_rng_root(a.seed, AO_RNG_TEACHER_DENSE);
+    const ao_rng_stream cs = ao_rng_root(a.seed, AO_RNG_TEACHER_ID);
     if (u_shared) {
-        const ao_rng_stream us = ao_rng_root(a.seed, AO_RNG_TEACHER_DENSE);
         for (int i = (int)threadIdx.x; i < dense_dim; i += (int)blockDim.x)
             u[i] = ao_rng_normal(us, (uint64_t)i);
         __syncthreads();
     }
-    const size_t total = (size_t)a.batch * a.tokens, stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t tok = (size_t)blockIdx.x * blockDim.x + threadIdx.x; tok < total; tok += stride)
-        a.target[tok] = ao_data_teacher_target_u(
-            u_shared ? u : nullptr, a.seed, num_dense, dense_dim, num_sparse,
-            a.dense + tok * num_dense * dense_dim, a.ids + tok * num_sparse);
+    const unsigned full = 0xffffffffu;
+    const int lane = (int)(threadIdx.x & 31);
+    const size_t total = (size_t)a.batch * a.tokens;
+    const size_t warps = (size_t)gridDim.x * (blockDim.x / 32);
+    for (size_t tok = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; tok < total;
+         tok += warps) {
+        const float *dense = a.dense + tok * num_dense * dense_dim;
+        const int32_t *ids = a.ids + tok * num_sparse;
+        double lin = 0.0, emb = 0.0;
+        for (int i0 = 0; i0 < dense_dim; i0 += 32) {
+            const int i = i0 + lane;
+            double term = 0.0;
+            if (i < dense_dim) {
+                double m = 0.0;
+                for (int f = 0; f < num_dense; f++) m += dense[(int64_t)f * dense_dim + i];
+                const float ui = u_shared ? u[i] : ao_rng_normal(us, (uint64_t)i);
+                term = __dmul_rn((double)ui, m / num_dense);
+            }
+            const int n = min(32, dense_dim - i0);
+            for (int j = 0; j < n; j++) lin += __shfl_sync(full, term, j);
+        }
+        for (int s0 = 0; s0 < num_sparse; s0 += 32) {
+            const int s = s0 + lane;
+            const double c = s < num_sparse ? ao_rng_normal(cs, (uint64_t)ids[s]) : 0.0;
+            const int n = min(32, num_sparse - s0);
+            for (int j = 0; j < n; j++) emb += __shfl_sync(full, c, j);
+        }
+        if (lane == 0)
+            a.target[tok] = ao_data_teacher_finish(lin, emb, num_dense, dense_dim, num_sparse);
+    }
 }
 
 } // namespace
@@ -115,7 +144,7 @@ extern "C" cudaError_t ao_cuda_data_fill(const ao_data_shape *shape, uint64_t se
     }
     if (target_kind == AO_TARGET_TEACHER) {
         const bool u_shared = shape->dense_dim <= 8192; /* 32 KiB */
-        launch(teacher_target_kernel, elem_blocks((size_t)batch * a.tokens), kThreads,
+        launch(teacher_target_kernel, elem_blocks((size_t)batch * a.tokens * 32), kThreads,
                u_shared ? (size_t)shape->dense_dim * sizeof(float) : 0, stream, a, shape->num_dense,
                shape->dense_dim, shape->num_sparse, u_shared);
         return cudaGetLastError();
