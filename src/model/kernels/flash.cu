@@ -143,46 +143,60 @@ __device__ void load_row64(float *s, const float *g)
     if (threadIdx.x < kTile / 4) cp_async16(s + 4 * threadIdx.x, g + 4 * threadIdx.x);
 }
 
-/* acc[16 x 8 NT] += A[16 x HD] B[8 NT x HD]^T: A the warp's 16 shared rows,
- * B 8 NT shared rows (both row_ld apart). */
-template <ao_dtype T, int HD, int NT>
-__device__ void mma_abt(float acc[NT][4], const uint16_t *A, const uint16_t *B)
+/* acc[i][16 x 8 NT] += A_i[16 x HD] B[8 NT x HD]^T for the warp's MT m-tiles,
+ * A_i at A + i kTile rows, B 8 NT shared rows (all row_ld apart): each B
+ * fragment, read once, feeds MT products (shared-memory bandwidth, not the
+ * tensor cores, bounds a warp of 16 rows on Hopper). */
+template <ao_dtype T, int HD, int NT, int MT = 1>
+__device__ void mma_abt(float (*acc)[NT][4], const uint16_t *A, const uint16_t *B)
 {
     constexpr int LD = row_ld<HD>();
     const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++) {
-        uint32_t a[4];
-        ldsm4(a, A + (r + (m & 1) * 8) * LD + kk * 16 + (m >> 1) * 8);
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+            ldsm4(a[i], A + (i * kTile + r + (m & 1) * 8) * LD + kk * 16 + (m >> 1) * 8);
 #pragma unroll
         for (int j = 0; j < NT; j += 2) {
             uint32_t b[4];
             ldsm4(b, B + (j * 8 + r + (m >> 1) * 8) * LD + kk * 16 + (m & 1) * 8);
-            mma<T>(acc[j], a, b[0], b[1]);
-            mma<T>(acc[j + 1], a, b[2], b[3]);
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                mma<T>(acc[i][j], a[i], b[0], b[1]);
+                mma<T>(acc[i][j + 1], a[i], b[2], b[3]);
+            }
         }
     }
 }
 
-/* acc[16 x HD] += P[16 x 8 NT] B[8 NT x HD]: P in accumulator layout
- * (rounded to T here), B 8 NT shared rows. */
-template <ao_dtype T, int HD, int NT>
-__device__ void mma_pb(float acc[HD / 8][4], const float p[NT][4], const uint16_t *B)
+/* acc[i][16 x HD] += P_i[16 x 8 NT] B[8 NT x HD] for the warp's MT m-tiles:
+ * P_i in accumulator layout (rounded to T here), B 8 NT shared rows. */
+template <ao_dtype T, int HD, int NT, int MT = 1>
+__device__ void mma_pb(float (*acc)[HD / 8][4], const float (*p)[NT][4], const uint16_t *B)
 {
     constexpr int LD = row_ld<HD>();
     const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
 #pragma unroll
     for (int kk = 0; kk < NT / 2; kk++) {
-        const uint32_t a[4] = {pack2<T>(p[2 * kk][0], p[2 * kk][1]),
-                               pack2<T>(p[2 * kk][2], p[2 * kk][3]),
-                               pack2<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                               pack2<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+            a[i][0] = pack2<T>(p[i][2 * kk][0], p[i][2 * kk][1]);
+            a[i][1] = pack2<T>(p[i][2 * kk][2], p[i][2 * kk][3]);
+            a[i][2] = pack2<T>(p[i][2 * kk + 1][0], p[i][2 * kk + 1][1]);
+            a[i][3] = pack2<T>(p[i][2 * kk + 1][2], p[i][2 * kk + 1][3]);
+        }
 #pragma unroll
         for (int n = 0; n < HD / 8; n += 2) {
             uint32_t b[4];
             ldsm4_t(b, B + (kk * 16 + r + (m & 1) * 8) * LD + n * 8 + (m >> 1) * 8);
-            mma<T>(acc[n], a, b[0], b[1]);
-            mma<T>(acc[n + 1], a, b[2], b[3]);
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                mma<T>(acc[i][n], a[i], b[0], b[1]);
+                mma<T>(acc[i][n + 1], a[i], b[2], b[3]);
+            }
         }
     }
 }
@@ -211,26 +225,34 @@ __device__ flash_drop flash_drop_of(const flash_args &a, size_t bh)
 
 /* The keep bits of a tile (queries q0 .. q0 + 63 x keys k0 .. k0 + 63, 16
  * bytes a query, the mask's layout) that one warp reads: queries
- * r0 .. r0 + nr - 1 x key groups c0 .. c0 + nc - 1 (nr nc = 256), read or
- * drawn (and stored) by that warp alone, so no block barrier orders them. */
-__device__ void mask_part(uint8_t *sm, const flash_drop &d, int q0, int k0, int T, int r0, int nr,
-                          int c0, int nc)
+ * r0 .. r0 + 256 / NC - 1 x key groups c0 .. c0 + NC - 1, read or drawn (and
+ * stored) by that warp alone, so no block barrier orders them. A lane's 8
+ * Philox blocks are independent chains, unrolled so that they overlap (one
+ * at a time, the draw is bound by the multiplies' latency). */
+template <int NC>
+__device__ void mask_part(uint8_t *sm, const flash_drop &d, int q0, int k0, int T, int r0, int c0)
 {
+    constexpr int kPer = 256 / 32; /* groups a lane */
     const size_t row = (size_t)(T / 4);
     const int lane = threadIdx.x & 31;
-    for (int i = lane; i < nr * nc; i += 32) {
-        const int r = r0 + i / nc, c = c0 + i % nc;
+    uint8_t m[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; k++) {
+        const int i = lane + 32 * k, r = r0 + i / NC, c = c0 + i % NC;
         const size_t at = (size_t)(q0 + r) * row + (size_t)(k0 / 4 + c);
-        uint8_t m;
         if (d.mask_in) {
-            m = d.mask_in[at];
+            m[k] = d.mask_in[at];
         } else {
             float f[4];
             group_factors(f, d.s, at, d.r, nullptr, nullptr);
-            m = mask_byte(f);
-            if (d.mask_out) d.mask_out[at] = m;
+            m[k] = mask_byte(f);
         }
-        sm[r * 16 + c] = m;
+    }
+#pragma unroll
+    for (int k = 0; k < kPer; k++) {
+        const int i = lane + 32 * k, r = r0 + i / NC, c = c0 + i % NC;
+        if (d.mask_out) d.mask_out[(size_t)(q0 + r) * row + (size_t)(k0 / 4 + c)] = m[k];
+        sm[r * 16 + c] = m[k];
     }
     __syncwarp();
 }
@@ -306,8 +328,8 @@ template <int HD> struct flash_block {
     const uint16_t *base;
     flash_drop dr;
     float sl2;
-    __device__ explicit flash_block(const flash_args &a)
-        : h((int)blockIdx.y), b((int)blockIdx.z), r0((int)blockIdx.x * kTile),
+    __device__ explicit flash_block(const flash_args &a, int rows = kTile)
+        : h((int)blockIdx.y), b((int)blockIdx.z), r0((int)blockIdx.x * rows),
           w((int)threadIdx.x >> 5), g(((int)threadIdx.x & 31) >> 2), t((int)threadIdx.x & 3),
           d3(3 * (size_t)a.d), bh((size_t)blockIdx.z * a.H + blockIdx.y),
           base(a.qkv + (size_t)blockIdx.z * a.T * d3 + (size_t)blockIdx.y * HD),
@@ -316,27 +338,85 @@ template <int HD> struct flash_block {
     }
 };
 
-/* ---- forward: a block per (query tile, head, sample) ------------------------ */
+/* ---- forward: a block per (kFwdMT query tiles, head, sample) ----------------- */
+
+/* Query tiles a forward block (and m-tiles a warp: queries i * 64 + w * 16
+ * .. + 15 of the block's) */
+constexpr int kFwdMT = 2;
+
+/* A forward m-tile's running row maxima and sums (rows g, g + 8; base 2). */
+struct softmax_rows {
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+};
+
+/* One key tile of the online softmax on a warp's 16 x 64 scores s (scaled
+ * here): rescales o and the sums to the new maxima and leaves the dropped
+ * probabilities in s, the A operand of P V. */
+template <int HD>
+__device__ void online_step(float s[8][4], float o[HD / 8][4], softmax_rows &st,
+                            const row_factors &rf, const flash_drop &dr, float sl2, int t)
+{
+    float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[j][e] *= sl2;
+        x0 = fmaxf(x0, fmaxf(s[j][0], s[j][1]));
+        x1 = fmaxf(x1, fmaxf(s[j][2], s[j][3]));
+    }
+    x0 = fmaxf(x0, AO_SHFL_XOR(x0, 1));
+    x0 = fmaxf(x0, AO_SHFL_XOR(x0, 2));
+    x1 = fmaxf(x1, AO_SHFL_XOR(x1, 1));
+    x1 = fmaxf(x1, AO_SHFL_XOR(x1, 2));
+    const float n0 = fmaxf(st.m0, x0), n1 = fmaxf(st.m1, x1);
+    const float c0 = exp2f(st.m0 - n0), c1 = exp2f(st.m1 - n1);
+    st.m0 = n0;
+    st.m1 = n1;
+    st.l0 *= c0;
+    st.l1 *= c1;
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) {
+        o[n][0] *= c0;
+        o[n][1] *= c0;
+        o[n][2] *= c1;
+        o[n][3] *= c1;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float p = exp2f(s[j][e] - (e < 2 ? st.m0 : st.m1));
+            if (e < 2)
+                st.l0 += p;
+            else
+                st.l1 += p;
+            s[j][e] = dr.on ? p * rf.at(j, e, t, dr.r) : p;
+        }
+    }
+}
 
 /* The key tiles stream through two buffers: tile i + 1's copy runs while
- * tile i is multiplied. */
+ * tile i is multiplied. A block's last query tiles past T (T % 128 == 64)
+ * repeat its first one and are neither drawn nor stored. */
 template <ao_dtype T, int HD>
 __global__ void __launch_bounds__(kFlashThreads) flash_forward(flash_args a)
 {
     pdl_wait();
     extern __shared__ __align__(16) uint16_t smem[];
-    constexpr int LD = row_ld<HD>(), TL = kTile * LD;
-    uint16_t *sQ = smem, *sKV = sQ + TL; /* [2][K, V] */
-    uint8_t *sM = reinterpret_cast<uint8_t *>(sKV + 4 * TL);
-    const auto &[h, b, q0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
-    const int tiles = a.T / kTile, r = w * 16 + g;
-    load_tile<HD>(sQ, base + (size_t)q0 * d3, d3);
+    constexpr int LD = row_ld<HD>(), TL = kTile * LD, MT = kFwdMT;
+    uint16_t *sQ = smem, *sKV = sQ + MT * TL;                /* Q: [MT], then [2][K, V] */
+    uint8_t *sM = reinterpret_cast<uint8_t *>(sKV + 4 * TL); /* [MT * 64 queries][16] */
+    const auto &[h, b, q0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a, MT * kTile);
+    const int tiles = a.T / kTile, r = w * 16 + g, mv = min(MT, (a.T - q0) / kTile);
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+        load_tile<HD>(sQ + i * TL, base + (size_t)(q0 + (i < mv ? i : 0) * kTile) * d3, d3);
     load_tile<HD>(sKV, base + a.d, d3);
     load_tile<HD>(sKV + TL, base + 2 * a.d, d3);
     cp_async_commit();
 
-    float o[HD / 8][4] = {};
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    float o[MT][HD / 8][4] = {};
+    softmax_rows st[MT];
     for (int it = 0; it < tiles; it++) {
         const int k0 = it * kTile;
         const uint16_t *sK = sKV + (it & 1) * 2 * TL, *sV = sK + TL;
@@ -350,60 +430,32 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward(flash_args a)
             cp_async_wait<0>();
         }
         __syncthreads();
-        if (dr.on) mask_part(sM, dr, q0, k0, a.T, w * 16, 16, 0, 16);
-        float s[8][4] = {};
-        mma_abt<T, HD, 8>(s, sQ + w * 16 * LD, sK);
-        const row_factors rf(sM, r);
-        float x0 = -INFINITY, x1 = -INFINITY;
+        if (dr.on)
+            for (int i = 0; i < mv; i++)
+                mask_part<16>(sM + i * kTile * 16, dr, q0 + i * kTile, k0, a.T, w * 16, 0);
+        float s[MT][8][4] = {};
+        mma_abt<T, HD, 8, MT>(s, sQ + w * 16 * LD, sK);
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) s[j][e] *= sl2;
-            x0 = fmaxf(x0, fmaxf(s[j][0], s[j][1]));
-            x1 = fmaxf(x1, fmaxf(s[j][2], s[j][3]));
-        }
-        x0 = fmaxf(x0, AO_SHFL_XOR(x0, 1));
-        x0 = fmaxf(x0, AO_SHFL_XOR(x0, 2));
-        x1 = fmaxf(x1, AO_SHFL_XOR(x1, 1));
-        x1 = fmaxf(x1, AO_SHFL_XOR(x1, 2));
-        const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
-        const float c0 = exp2f(m0 - n0), c1 = exp2f(m1 - n1);
-        m0 = n0;
-        m1 = n1;
-        l0 *= c0;
-        l1 *= c1;
-#pragma unroll
-        for (int n = 0; n < HD / 8; n++) {
-            o[n][0] *= c0;
-            o[n][1] *= c0;
-            o[n][2] *= c1;
-            o[n][3] *= c1;
-        }
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float p = exp2f(s[j][e] - (e < 2 ? m0 : m1));
-                if (e < 2)
-                    l0 += p;
-                else
-                    l1 += p;
-                s[j][e] = dr.on ? p * rf.at(j, e, t, dr.r) : p;
-            }
-        }
-        mma_pb<T, HD, 8>(o, s, sV);
+        for (int i = 0; i < MT; i++)
+            online_step<HD>(s[i], o[i], st[i], row_factors(sM + i * kTile * 16, r), dr, sl2, t);
+        mma_pb<T, HD, 8, MT>(o, s, sV);
         __syncthreads(); /* the buffer is refilled next iteration */
     }
-    l0 += AO_SHFL_XOR(l0, 1);
-    l0 += AO_SHFL_XOR(l0, 2);
-    l1 += AO_SHFL_XOR(l1, 1);
-    l1 += AO_SHFL_XOR(l1, 2);
-    const int q = q0 + r;
-    store_rows<T, HD>(a.out + ((size_t)b * a.T + q0 + w * 16) * a.d + (size_t)h * HD, (size_t)a.d,
-                      o, 1.0f / l0, 1.0f / l1);
-    if (t == 0) {
-        a.lse[bh * a.T + q] = m0 + log2f(l0);
-        a.lse[bh * a.T + q + 8] = m1 + log2f(l1);
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+        if (i >= mv) break;
+        softmax_rows &x = st[i];
+        x.l0 += AO_SHFL_XOR(x.l0, 1);
+        x.l0 += AO_SHFL_XOR(x.l0, 2);
+        x.l1 += AO_SHFL_XOR(x.l1, 1);
+        x.l1 += AO_SHFL_XOR(x.l1, 2);
+        const int q = q0 + i * kTile + r;
+        store_rows<T, HD>(a.out + ((size_t)b * a.T + q - g) * a.d + (size_t)h * HD, (size_t)a.d,
+                          o[i], 1.0f / x.l0, 1.0f / x.l1);
+        if (t == 0) {
+            a.lse[bh * a.T + q] = x.m0 + log2f(x.l0);
+            a.lse[bh * a.T + q + 8] = x.m1 + log2f(x.l1);
+        }
     }
 }
 
@@ -471,14 +523,14 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
         }
         __syncthreads();
         /* this warp's keys: groups w*4 .. w*4 + 3 of every query */
-        if (dr.on && !dr.mask_in) mask_part(sMb, dr, q0, k0, a.T, 0, kTile, w * 4, 4);
+        if (dr.on && !dr.mask_in) mask_part<4>(sMb, dr, q0, k0, a.T, 0, w * 4);
             /* in two halves of 32 queries: fewer accumulators live at once */
 #pragma unroll 1
         for (int hq = 0; hq < kTile; hq += 32) {
             const uint16_t *hQ = sQ + hq * LD, *hO = sO + hq * LD;
             float p[4][4] = {}, dp[4][4] = {}, pd[4][4];
-            mma_abt<T, HD, 4>(p, sK + w * 16 * LD, hQ);
-            mma_abt<T, HD, 4>(dp, sV + w * 16 * LD, hO);
+            mma_abt<T, HD, 4>(&p, sK + w * 16 * LD, hQ);
+            mma_abt<T, HD, 4>(&dp, sV + w * 16 * LD, hO);
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const int c = hq + j * 8 + 2 * t;
@@ -492,8 +544,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
                     p[j][e] = pv * (dp[j][e] * f - (e & 1 ? dl.y : dl.x)) * a.scale;
                 }
             }
-            mma_pb<T, HD, 4>(dv, pd, hO);
-            mma_pb<T, HD, 4>(dk, p, hQ);
+            mma_pb<T, HD, 4>(&dv, &pd, hO);
+            mma_pb<T, HD, 4>(&dk, &p, hQ);
         }
         __syncthreads(); /* the buffer is refilled next iteration */
     }
@@ -540,10 +592,10 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_q(flash_args a)
             cp_async_wait<0>();
         }
         __syncthreads();
-        if (dr.on && !dr.mask_in) mask_part(sMb, dr, q0, k0, a.T, w * 16, 16, 0, 16);
+        if (dr.on && !dr.mask_in) mask_part<16>(sMb, dr, q0, k0, a.T, w * 16, 0);
         float p[8][4] = {}, dp[8][4] = {};
-        mma_abt<T, HD, 8>(p, sQ + w * 16 * LD, sK);
-        mma_abt<T, HD, 8>(dp, sO + w * 16 * LD, sV);
+        mma_abt<T, HD, 8>(&p, sQ + w * 16 * LD, sK);
+        mma_abt<T, HD, 8>(&dp, sO + w * 16 * LD, sV);
         const row_factors rf(sMb, r);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
@@ -554,7 +606,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_q(flash_args a)
                 p[j][e] = pv * (dp[j][e] * f - D[e >> 1]) * a.scale;
             }
         }
-        mma_pb<T, HD, 8>(dq, p, sK);
+        mma_pb<T, HD, 8>(&dq, &p, sK);
         __syncthreads(); /* the buffer is refilled next iteration */
     }
     store_rows<T, HD>(a.out + ((size_t)b * a.T + q0 + w * 16) * d3 + (size_t)h * HD, d3, dq, 1.0f,
@@ -617,11 +669,12 @@ extern "C" cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, co
     a.out = static_cast<uint16_t *>(ctx);
     a.lse = lse;
     a.mask_out = mask_out;
-    const dim3 grid((unsigned)(T / kTile), (unsigned)heads, (unsigned)batch);
+    const int qt = kFwdMT * kTile;
+    const dim3 grid((unsigned)((T + qt - 1) / qt), (unsigned)heads, (unsigned)batch);
     return with_flash_shape(type, head_dim, [&](auto tt, auto hh) {
         constexpr ao_dtype TT = decltype(tt)::value;
         constexpr int HD = decltype(hh)::value;
-        return flash_launch(flash_forward<TT, HD>, grid, flash_smem<HD>(5), stream, a);
+        return flash_launch(flash_forward<TT, HD>, grid, flash_smem<HD>(kFwdMT + 4), stream, a);
     });
 }
 
