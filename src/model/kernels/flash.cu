@@ -43,7 +43,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 struct flash_args {
     const uint16_t *qkv, *ctx, *dctx;
     uint16_t *out;      /* forward: ctx; backward: dqkv [B * T, 3d] */
-    float *lse, *delta; /* delta: [B * h * T] rowsum(dctx * ctx) */
+    float *lse, *delta; /* delta: [B * h * T] rowsum(dctx * ctx) times scale */
     int H, T, d;
     float scale; /* of the scores, 1 / sqrt(hd) */
     dropout_args drop;
@@ -171,6 +171,38 @@ __device__ void mma_abt(float (*acc)[NT][4], const uint16_t *A, const uint16_t *
     }
 }
 
+/* Two products at once, acc[i][16 x 8 NT] += A_i[16 x HD] B_i[8 NT x HD]^T
+ * (i = 0, 1; 16 and 8 NT shared rows): twice the independent accumulator
+ * chains in flight, where one product's NT would leave the tensor pipe
+ * waiting on each mma's latency. */
+template <ao_dtype T, int HD, int NT>
+__device__ void mma_abt2(float (*acc)[NT][4], const uint16_t *A0, const uint16_t *B0,
+                         const uint16_t *A1, const uint16_t *B1)
+{
+    constexpr int LD = row_ld<HD>();
+    const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
+    const uint16_t *A[2] = {A0, A1}, *B[2] = {B0, B1};
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t a[2][4];
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            ldsm4(a[i], A[i] + (r + (m & 1) * 8) * LD + kk * 16 + (m >> 1) * 8);
+#pragma unroll
+        for (int j = 0; j < NT; j += 2) {
+            uint32_t b[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                ldsm4(b[i], B[i] + (j * 8 + r + (m >> 1) * 8) * LD + kk * 16 + (m & 1) * 8);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                mma<T>(acc[i][j], a[i], b[i][0], b[i][1]);
+                mma<T>(acc[i][j + 1], a[i], b[i][2], b[i][3]);
+            }
+        }
+    }
+}
+
 /* acc[i][16 x HD] += P_i[16 x 8 NT] B[8 NT x HD] for the warp's MT m-tiles:
  * P_i in accumulator layout (rounded to T here), B 8 NT shared rows. */
 template <ao_dtype T, int HD, int NT, int MT = 1>
@@ -265,33 +297,48 @@ __device__ void mask_copy(uint8_t *sm, const flash_drop &d, int q0, int k0, int 
                    d.mask_in + (size_t)(q0 + threadIdx.x) * (size_t)(T / 4) + k0 / 4);
 }
 
-/* The factors of a query-owning warp's elements (rows r, r + 8 of the
+/* 2^x on the special-function unit alone: results under 2^-126 flush to 0
+ * (exp2f's denormal fix-ups cost ~3 instructions an element here, where the
+ * tile loops are bound by instruction issue, not by the tensor cores). */
+__device__ __forceinline__ float fast_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* The keep bits of a query-owning warp's elements (rows r, r + 8 of the
  * tile; accumulator column j * 8 + 2t + (e & 1)): each row's 16 mask bytes
- * read once (one 16-byte load) instead of a byte an element. */
+ * read once (one 16-byte load) instead of a byte an element. Column c is
+ * byte 2j + t / 2, bit 2 (t & 1) + (e & 1); the words are shifted by the
+ * lane's part once, so that an element tests a constant bit. */
 struct row_factors {
-    uint4 m[2];
-    __device__ row_factors(const uint8_t *sm, int r)
+    uint32_t m[2][4];
+    __device__ row_factors(const uint8_t *sm, int r, int t)
     {
-        m[0] = *reinterpret_cast<const uint4 *>(sm + r * 16);
-        m[1] = *reinterpret_cast<const uint4 *>(sm + (r + 8) * 16);
+        const int sh = 8 * (t >> 1) + 2 * (t & 1);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint4 v = *reinterpret_cast<const uint4 *>(sm + (r + 8 * h) * 16);
+            m[h][0] = v.x >> sh;
+            m[h][1] = v.y >> sh;
+            m[h][2] = v.z >> sh;
+            m[h][3] = v.w >> sh;
+        }
     }
-    /* column c = j * 8 + 2t + b: byte 2j + t / 2, bit 2 (t & 1) + b */
-    __device__ float at(int j, int e, int t, const drop_rate &dr) const
+    /* f if element (j, e) is kept, else 0 */
+    __device__ float at(int j, int e, float f) const
     {
-        const uint4 &w = m[e >> 1];
-        const uint32_t word = (j >> 1) == 0 ? w.x : (j >> 1) == 1 ? w.y : (j >> 1) == 2 ? w.z : w.w;
-        const int bit = 8 * (2 * (j & 1) + (t >> 1)) + 2 * (t & 1) + (e & 1);
-        return (word >> bit) & 1u ? dr.keep : 0.0f;
+        return (m[e >> 1][j >> 1] >> (16 * (j & 1) + (e & 1))) & 1u ? f : 0.0f;
     }
 };
 
-/* The factor of a key-owning warp's element (keys w*16 + g and + 8, query
- * q): the warp's 4 bytes of the query's row are one word. */
-__device__ __forceinline__ float key_factor(const uint8_t *sm, int q, int w, int g, int hi,
-                                            const drop_rate &dr)
+/* The keep bits of a key-owning warp's elements (keys w*16 + g and + 8,
+ * query q): the warp's 4 bytes of the query's row are one word, shifted by
+ * the lane's part; key g + 8 hi is then bit 16 hi. */
+__device__ __forceinline__ uint32_t key_bits(const uint8_t *sm, int q, int w, int g)
 {
-    const uint32_t word = *reinterpret_cast<const uint32_t *>(sm + q * 16 + w * 4);
-    return (word >> (8 * ((g >> 2) + 2 * hi) + (g & 3))) & 1u ? dr.keep : 0.0f;
+    return *reinterpret_cast<const uint32_t *>(sm + q * 16 + w * 4) >> (8 * (g >> 2) + (g & 3));
 }
 
 /* Writes a warp's 16 x HD accumulator times (row g, row g + 8) factors as T
@@ -313,9 +360,11 @@ __device__ void store_rows(uint16_t *out, size_t stride, const float acc[HD / 8]
 
 /* Shared bytes of a kernel with `tiles` 64 x HD tiles: those, two mask
  * tiles and two double-buffered pairs of 64 floats. */
-template <int HD> __host__ __device__ constexpr size_t flash_smem(int tiles)
+template <int HD>
+__host__ __device__ constexpr size_t flash_smem(int tiles, int mask_rows = 2 * kTile)
 {
-    return (size_t)tiles * kTile * row_ld<HD>() * 2 + 2 * kTile * 16 + 4 * kTile * sizeof(float);
+    return (size_t)tiles * kTile * row_ld<HD>() * 2 + (size_t)mask_rows * 16 +
+           4 * kTile * sizeof(float);
 }
 
 /* What every tile kernel derives first: head h, sample b, the first row r0
@@ -349,18 +398,18 @@ struct softmax_rows {
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 };
 
-/* One key tile of the online softmax on a warp's 16 x 64 scores s (scaled
- * here): rescales o and the sums to the new maxima and leaves the dropped
- * probabilities in s, the A operand of P V. */
+/* One key tile of the online softmax on a warp's 16 x 64 raw scores s:
+ * the maxima are taken before scaling (the scale is positive, so that is
+ * exact) and each probability is one fma and one exp2; o and the sums are
+ * rescaled only when some row's maximum grew (else the factor is exactly 1).
+ * Leaves the dropped probabilities in s, the A operand of P V. */
 template <int HD>
 __device__ void online_step(float s[8][4], float o[HD / 8][4], softmax_rows &st,
-                            const row_factors &rf, const flash_drop &dr, float sl2, int t)
+                            const row_factors &rf, const flash_drop &dr, float sl2)
 {
     float x0 = -INFINITY, x1 = -INFINITY;
 #pragma unroll
     for (int j = 0; j < 8; j++) {
-#pragma unroll
-        for (int e = 0; e < 4; e++) s[j][e] *= sl2;
         x0 = fmaxf(x0, fmaxf(s[j][0], s[j][1]));
         x1 = fmaxf(x1, fmaxf(s[j][2], s[j][3]));
     }
@@ -368,29 +417,31 @@ __device__ void online_step(float s[8][4], float o[HD / 8][4], softmax_rows &st,
     x0 = fmaxf(x0, AO_SHFL_XOR(x0, 2));
     x1 = fmaxf(x1, AO_SHFL_XOR(x1, 1));
     x1 = fmaxf(x1, AO_SHFL_XOR(x1, 2));
-    const float n0 = fmaxf(st.m0, x0), n1 = fmaxf(st.m1, x1);
-    const float c0 = exp2f(st.m0 - n0), c1 = exp2f(st.m1 - n1);
-    st.m0 = n0;
-    st.m1 = n1;
-    st.l0 *= c0;
-    st.l1 *= c1;
+    const float n0 = fmaxf(st.m0, x0 * sl2), n1 = fmaxf(st.m1, x1 * sl2);
+    if (__any_sync(0xffffffffu, n0 != st.m0 || n1 != st.m1)) {
+        const float c0 = fast_exp2(st.m0 - n0), c1 = fast_exp2(st.m1 - n1);
+        st.m0 = n0;
+        st.m1 = n1;
+        st.l0 *= c0;
+        st.l1 *= c1;
 #pragma unroll
-    for (int n = 0; n < HD / 8; n++) {
-        o[n][0] *= c0;
-        o[n][1] *= c0;
-        o[n][2] *= c1;
-        o[n][3] *= c1;
+        for (int n = 0; n < HD / 8; n++) {
+            o[n][0] *= c0;
+            o[n][1] *= c0;
+            o[n][2] *= c1;
+            o[n][3] *= c1;
+        }
     }
 #pragma unroll
     for (int j = 0; j < 8; j++) {
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const float p = exp2f(s[j][e] - (e < 2 ? st.m0 : st.m1));
+            const float p = fast_exp2(fmaf(s[j][e], sl2, e < 2 ? -n0 : -n1));
             if (e < 2)
                 st.l0 += p;
             else
                 st.l1 += p;
-            s[j][e] = dr.on ? p * rf.at(j, e, t, dr.r) : p;
+            s[j][e] = dr.on ? p * rf.at(j, e, dr.r.keep) : p;
         }
     }
 }
@@ -398,14 +449,14 @@ __device__ void online_step(float s[8][4], float o[HD / 8][4], softmax_rows &st,
 /* The key tiles stream through two buffers: tile i + 1's copy runs while
  * tile i is multiplied. A block's last query tiles past T (T % 128 == 64)
  * repeat its first one and are neither drawn nor stored. */
-template <ao_dtype T, int HD>
+template <ao_dtype T, int HD, bool DRAW>
 __global__ void __launch_bounds__(kFlashThreads) flash_forward(flash_args a)
 {
     pdl_wait();
     extern __shared__ __align__(16) uint16_t smem[];
     constexpr int LD = row_ld<HD>(), TL = kTile * LD, MT = kFwdMT;
     uint16_t *sQ = smem, *sKV = sQ + MT * TL;                /* Q: [MT], then [2][K, V] */
-    uint8_t *sM = reinterpret_cast<uint8_t *>(sKV + 4 * TL); /* [MT * 64 queries][16] */
+    uint8_t *sM = reinterpret_cast<uint8_t *>(sKV + 4 * TL); /* [2][MT * 64 queries][16] */
     const auto &[h, b, q0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a, MT * kTile);
     const int tiles = a.T / kTile, r = w * 16 + g, mv = min(MT, (a.T - q0) / kTile);
 #pragma unroll
@@ -413,6 +464,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward(flash_args a)
         load_tile<HD>(sQ + i * TL, base + (size_t)(q0 + (i < mv ? i : 0) * kTile) * d3, d3);
     load_tile<HD>(sKV, base + a.d, d3);
     load_tile<HD>(sKV + TL, base + 2 * a.d, d3);
+    if (dr.mask_in)
+        for (int i = 0; i < mv; i++) mask_copy(sM + i * kTile * 16, dr, q0 + i * kTile, 0, a.T);
     cp_async_commit();
 
     float o[MT][HD / 8][4] = {};
@@ -420,24 +473,29 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward(flash_args a)
     for (int it = 0; it < tiles; it++) {
         const int k0 = it * kTile;
         const uint16_t *sK = sKV + (it & 1) * 2 * TL, *sV = sK + TL;
+        uint8_t *sMb = sM + (it & 1) * MT * kTile * 16;
         if (it + 1 < tiles) {
             uint16_t *nK = sKV + ((it + 1) & 1) * 2 * TL;
             load_tile<HD>(nK, base + a.d + (size_t)(k0 + kTile) * d3, d3);
             load_tile<HD>(nK + TL, base + 2 * a.d + (size_t)(k0 + kTile) * d3, d3);
+            if (dr.mask_in)
+                for (int i = 0; i < mv; i++)
+                    mask_copy(sM + (((it + 1) & 1) * MT + i) * kTile * 16, dr, q0 + i * kTile,
+                              k0 + kTile, a.T);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
         }
         __syncthreads();
-        if (dr.on)
+        if (DRAW)
             for (int i = 0; i < mv; i++)
-                mask_part<16>(sM + i * kTile * 16, dr, q0 + i * kTile, k0, a.T, w * 16, 0);
+                mask_part<16>(sMb + i * kTile * 16, dr, q0 + i * kTile, k0, a.T, w * 16, 0);
         float s[MT][8][4] = {};
         mma_abt<T, HD, 8, MT>(s, sQ + w * 16 * LD, sK);
 #pragma unroll
         for (int i = 0; i < MT; i++)
-            online_step<HD>(s[i], o[i], st[i], row_factors(sM + i * kTile * 16, r), dr, sl2, t);
+            online_step<HD>(s[i], o[i], st[i], row_factors(sMb + i * kTile * 16, r, t), dr, sl2);
         mma_pb<T, HD, 8, MT>(o, s, sV);
         __syncthreads(); /* the buffer is refilled next iteration */
     }
@@ -459,6 +517,38 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward(flash_args a)
     }
 }
 
+/* Every head's T x T mask (flash_drop's layout and keying: the unfused
+ * forward's bytes), drawn ahead of a forward that stores it, which then
+ * copies it in with its tiles as the backward does: drawn here at full
+ * occupancy, the Philox work no longer stalls the tile loop. A thread
+ * draws kMaskGroups consecutive groups of one head (per_head, a multiple of
+ * 1024 as T % 64 == 0) and stores them in 16-byte words. */
+constexpr int kMaskGroups = 32;
+
+__global__ void flash_mask(flash_args a, size_t per_head, size_t total)
+{
+    pdl_wait();
+    const size_t g = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * kMaskGroups;
+    if (g >= total) return;
+    const size_t bh = g / per_head, g0 = g % per_head;
+    const ao_rng_stream s = dropout_row_stream(a.drop, bh);
+#pragma unroll
+    for (int v = 0; v < kMaskGroups / 16; v++) {
+        uint32_t w[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            w[k] = 0;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                float f[4];
+                group_factors(f, s, g0 + 16 * v + 4 * k + l, a.drop.r, nullptr, nullptr);
+                w[k] |= (uint32_t)mask_byte(f) << (8 * l);
+            }
+        }
+        *reinterpret_cast<uint4 *>(a.mask_out + g + 16 * v) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}
+
 /* ---- backward ----------------------------------------------------------------- */
 
 /* delta[row] = sum over the head's columns of dctx * ctx: a warp per (b, h,
@@ -474,7 +564,7 @@ template <ao_dtype T, int HD> __global__ void flash_delta(flash_args a, int rows
     double s = 0.0;
     for (int c = lane; c < HD; c += 32) s += (double)(dy.load(off + c) * y.load(off + c));
     s = warp_sum(s);
-    if (lane == 0) a.delta[row] = (float)s;
+    if (lane == 0) a.delta[row] = (float)s * a.scale;
 }
 
 /* dK, dV: a block per (key tile, head, sample); warp w owns keys w*16 ..
@@ -503,6 +593,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
     if (dr.mask_in) mask_copy(sM, dr, 0, k0, a.T);
     cp_async_commit();
 
+    /* the kept elements' factor, and it times the scale (delta holds its own) */
+    const float kf = dr.on ? dr.r.keep : 1.0f, ks = kf * a.scale;
     float dk[HD / 8][4] = {}, dv[HD / 8][4] = {};
     for (int it = 0; it < tiles; it++) {
         const int q0 = it * kTile;
@@ -528,20 +620,22 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
 #pragma unroll 1
         for (int hq = 0; hq < kTile; hq += 32) {
             const uint16_t *hQ = sQ + hq * LD, *hO = sO + hq * LD;
-            float p[4][4] = {}, dp[4][4] = {}, pd[4][4];
-            mma_abt<T, HD, 4>(&p, sK + w * 16 * LD, hQ);
-            mma_abt<T, HD, 4>(&dp, sV + w * 16 * LD, hO);
+            float pdp[2][4][4] = {}, pd[4][4];
+            float(&p)[4][4] = pdp[0], (&dp)[4][4] = pdp[1];
+            mma_abt2<T, HD, 4>(pdp, sK + w * 16 * LD, hQ, sV + w * 16 * LD, hO);
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const int c = hq + j * 8 + 2 * t;
                 const float2 l = *reinterpret_cast<const float2 *>(sL + c);
                 const float2 dl = *reinterpret_cast<const float2 *>(sD + c);
+                const uint32_t kb[2] = {dr.on ? key_bits(sMb, c, w, g) : ~0u,
+                                        dr.on ? key_bits(sMb, c + 1, w, g) : ~0u};
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const float f = dr.on ? key_factor(sMb, c + (e & 1), w, g, e >> 1, dr.r) : 1.0f;
-                    const float pv = exp2f(p[j][e] * sl2 - (e & 1 ? l.y : l.x));
-                    pd[j][e] = pv * f;
-                    p[j][e] = pv * (dp[j][e] * f - (e & 1 ? dl.y : dl.x)) * a.scale;
+                    const bool keep = (kb[e & 1] >> (16 * (e >> 1))) & 1u;
+                    const float pv = fast_exp2(fmaf(p[j][e], sl2, -(e & 1 ? l.y : l.x)));
+                    pd[j][e] = keep ? pv * kf : 0.0f;
+                    p[j][e] = pv * fmaf(dp[j][e], keep ? ks : 0.0f, -(e & 1 ? dl.y : dl.x));
                 }
             }
             mma_pb<T, HD, 4>(&dv, &pd, hO);
@@ -576,6 +670,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_q(flash_args a)
     const float L[2] = {a.lse[bh * a.T + q0 + r], a.lse[bh * a.T + q0 + r + 8]};
     const float D[2] = {a.delta[bh * a.T + q0 + r], a.delta[bh * a.T + q0 + r + 8]};
 
+    /* the kept elements' factor times the scale (delta holds its own) */
+    const float ks = (dr.on ? dr.r.keep : 1.0f) * a.scale;
     float dq[HD / 8][4] = {};
     for (int it = 0; it < tiles; it++) {
         const int k0 = it * kTile;
@@ -593,17 +689,17 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_q(flash_args a)
         }
         __syncthreads();
         if (dr.on && !dr.mask_in) mask_part<16>(sMb, dr, q0, k0, a.T, w * 16, 0);
-        float p[8][4] = {}, dp[8][4] = {};
-        mma_abt<T, HD, 8>(&p, sQ + w * 16 * LD, sK);
-        mma_abt<T, HD, 8>(&dp, sO + w * 16 * LD, sV);
-        const row_factors rf(sMb, r);
+        float pdp[2][8][4] = {};
+        float(&p)[8][4] = pdp[0], (&dp)[8][4] = pdp[1];
+        mma_abt2<T, HD, 8>(pdp, sQ + w * 16 * LD, sK, sO + w * 16 * LD, sV);
+        const row_factors rf(sMb, r, t);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const float f = dr.on ? rf.at(j, e, t, dr.r) : 1.0f;
-                const float pv = exp2f(p[j][e] * sl2 - L[e >> 1]);
-                p[j][e] = pv * (dp[j][e] * f - D[e >> 1]) * a.scale;
+                const float fs = dr.on ? rf.at(j, e, ks) : ks;
+                const float pv = fast_exp2(fmaf(p[j][e], sl2, -L[e >> 1]));
+                p[j][e] = pv * fmaf(dp[j][e], fs, -D[e >> 1]);
             }
         }
         mma_pb<T, HD, 8>(&dq, &p, sK);
@@ -674,7 +770,19 @@ extern "C" cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, co
     return with_flash_shape(type, head_dim, [&](auto tt, auto hh) {
         constexpr ao_dtype TT = decltype(tt)::value;
         constexpr int HD = decltype(hh)::value;
-        return flash_launch(flash_forward<TT, HD>, grid, flash_smem<HD>(kFwdMT + 4), stream, a);
+        if (a.on && mask_out) {
+            const size_t per_head = (size_t)T * (size_t)(T / 4), total = per_head * batch * heads;
+            launch(flash_mask, (unsigned)((total / kMaskGroups + kThreads - 1) / kThreads),
+                   kThreads, 0, stream, a, per_head, total);
+            const cudaError_t e = cudaGetLastError();
+            if (e != cudaSuccess) return e;
+            a.mask_in = mask_out;
+            a.mask_out = nullptr;
+        }
+        const size_t smem = flash_smem<HD>(kFwdMT + 4, 2 * kFwdMT * kTile);
+        if (a.on && !a.mask_in)
+            return flash_launch(flash_forward<TT, HD, true>, grid, smem, stream, a);
+        return flash_launch(flash_forward<TT, HD, false>, grid, smem, stream, a);
     });
 }
 
