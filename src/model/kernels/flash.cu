@@ -11,14 +11,16 @@
  * element (q, key) of head (b, h) keeps or drops on word q * T + key of the
  * (b, h) row stream (dropout_row_stream), and the mask bytes have
  * ao_cuda_dropout_mask_bytes' layout, so a forward stores the same mask the
- * unfused one would and a backward reads either's. Each tile's 64 x 64
- * decisions are drawn (each warp the part it reads) or copied into shared
- * memory once, one Philox block a group of four, as the unfused kernels
- * draw them.
+ * unfused one would and a backward reads either's. A forward that stores
+ * the mask draws it all first (flash_mask, one Philox block a group of four,
+ * as the unfused kernels draw them); the tile loops copy each tile's 64 x 64
+ * decisions into shared memory with the tile, or, with no mask to read or
+ * store, each warp draws the part it reads.
  *
  * The tiles a block loops over stream through two shared buffers (cp.async:
  * the next tile loads while this one is multiplied). Warp w of the 4 owns
- * 16 rows of a tile. Fragments follow PTX's m16n8k16
+ * 16 rows of a tile (in the forward, of each of its block's two query
+ * tiles). Fragments follow PTX's m16n8k16
  * layouts: lane = 4 g + t holds rows g and g + 8, columns 2t and 2t + 1 of
  * each 8-column tile of an accumulator, which is also the A-operand layout of
  * the next product (no shuffle between S and P V). */
