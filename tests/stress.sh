@@ -10,7 +10,8 @@
 # env: LOAD (busy processes), JOBS (ctest -j, default 2), CTEST_ARGS (extra
 #      ctest arguments, e.g. "-LE gpu").
 # Prints one Markdown table row per run (commit, start, duration, passed,
-# failed, load average) for bench/RESULTS.md; exits 1 if any run failed.
+# failed, load average) for bench/RESULTS.md; exits 1 if any run failed. The
+# runs' ctest logs are kept (and named) only when one failed.
 set -u
 
 build=${1:-build-dev}
@@ -45,7 +46,7 @@ done
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 [ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit+dirty"
 logdir=$(mktemp -d "${TMPDIR:-/tmp}/aorta-stress.XXXXXX")
-echo "tests/stress.sh: $runs runs of $build under $load busy processes; logs in $logdir" >&2
+echo "tests/stress.sh: $runs runs of $build under $load busy processes" >&2
 echo "| run | commit | start (UTC) | duration | passed | failed | load avg (1 min) at end |"
 echo "|---|---|---|---|---|---|---|"
 bad=0
@@ -67,9 +68,14 @@ for ((r = 1; r <= runs; r++)); do
     loadavg=$(cut -d' ' -f1 /proc/loadavg)
     printf '| %d | %s | %s | %dm%02ds | %s | %s | %s |\n' "$r" "$commit" "$start" \
         $((secs / 60)) $((secs % 60)) "$passed" "$failed" "$loadavg"
-    if [ "$rc" -ne 0 ]; then
+    if [ "$rc" -ne 0 ] || [ -z "$summary" ]; then # no summary: no test ran
         bad=1
         grep -E '^\s*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Exception|Subprocess)' "$log" >&2
     fi
 done
+if [ "$bad" -eq 0 ]; then
+    rm -rf "$logdir"
+else
+    echo "tests/stress.sh: a run failed; its ctest log is in $logdir" >&2
+fi
 exit "$bad"
