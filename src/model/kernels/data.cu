@@ -59,10 +59,10 @@ __global__ void data_field_kernel(data_fill_args a, uint32_t purpose)
 /* The teacher's target, a warp a token: lane i forms m_i (its F values
  * added in order) and the term u_i (m_i / F) for i = lane, lane + 32, ...;
  * every lane then adds the terms in index order through shuffles, so the
- * sums are data.h's serial ones while the loads are coalesced. A thread a
- * token read its own 8 KiB rows with 32 tokens a block, and took 1.7 ms of
- * the large step (bench/RESULTS.md). u (dense_dim normals, the same for
- * every token) is drawn once a block into shared memory when it fits. */
+ * sums are data.h's serial ones while the loads are coalesced (a thread a
+ * token read its own rows, strided by a token's size; bench/RESULTS.md). u
+ * (dense_dim normals, the same for every token) is drawn once a block into
+ * shared memory when it fits. */
 __global__ void teacher_target_kernel(data_fill_args a, int num_dense, int dense_dim,
                                       int num_sparse, bool u_shared)
 {
