@@ -197,9 +197,11 @@ cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, const void *q
                                             const ao_cuda_dropout_key *key, uint8_t *mask_out,
                                             cudaStream_t stream);
 /* dq, dk, dv into dqkv (qkv's layout, of type) from dctx (ctx's layout) and
- * the forward's ctx, lse; delta: [batch * heads * T] floats of scratch.
+ * the forward's ctx, lse; scratch: ao_cuda_flash_backward_scratch_bytes,
+ * 16-byte aligned (each row's delta, then dS as 16 bits a probability).
  * mask_in: NULL (drawn), or the forward's mask. Deterministic (no atomics). */
-cudaError_t ao_cuda_flash_attention_backward(void *dqkv, float *delta, const void *dctx,
+size_t ao_cuda_flash_backward_scratch_bytes(int batch, int heads, int T);
+cudaError_t ao_cuda_flash_attention_backward(void *dqkv, void *scratch, const void *dctx,
                                              const void *ctx, const float *lse, const void *qkv,
                                              ao_dtype type, int batch, int heads, int T,
                                              int head_dim, float scale,

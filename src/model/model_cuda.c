@@ -481,7 +481,9 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
                          1);
     if (cm->fused[layer]) {
         /* dctx's copy is current (linear_backward_plus), ctx's is the
-         * forward's; dP's scratch holds the rows' delta */
+         * forward's; dP's scratch (4 bytes a probability) holds the rows'
+         * delta and dS (ao_cuda_flash_backward_scratch_bytes: 2 bytes a
+         * probability and 4 a row) */
         ao_op16_mark_current(&cm->op, s, sv->ctx, (size_t)N * a.d, !cm->saved_current[layer]);
         KCHECK(ao_cuda_flash_attention_backward(
             ao_op16_twin_of(&cm->op, dqkv), dp, ao_op16_twin_of(&cm->op, dctx),
