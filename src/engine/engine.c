@@ -377,6 +377,10 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
     int op;
 
     /* forward */
+    if (e->predraw_pending && x->do_compute) {
+        compute_wait(e, e->predrawn);
+        e->predraw_pending = 0;
+    }
     need_gather(e, 0, x);
     if (fwd_pf && L >= 1) try_gather(e, 1, x);
     wait_gather(e, 0);
@@ -450,6 +454,23 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
 
 /* ---- the optimizer ------------------------------------------------------- */
 
+/* One rank: the next step's dropout masks are drawn on the all-gather
+ * stream (idle: its gathers are in place) beside the update, whose memory
+ * traffic leaves the SMs' arithmetic free for Philox; the next forward
+ * reads them instead of drawing them. Its batch was fetched during this
+ * step, so its samples (the masks' keys) are known. */
+static void predraw(ao_engine *e)
+{
+    if (!e->predraw || e->pend_step < 0 || e->pend_micro != 0 || !e->pend_batch) return;
+    lane *ag = &e->lanes[LANE_AG];
+    ao_stream_wait_event(ag->s, compute_point(e, e->predraw_go));
+    int op = op_begin(e, ag->sid, AO_CLASS_COMPUTE, AO_KIND_NONE, "predraw", -1, 0);
+    ao_model_predraw(e->model, ag->s, e->pend_step, e->pend_batch);
+    ao_timeline_op_end(e->tl, op);
+    ao_event_record(e->predrawn, ag->s);
+    e->predraw_pending = 1;
+}
+
 static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step, float lr,
                       float loss_scale, int stop_vote)
 {
@@ -494,6 +515,7 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
         compute_moved(e);
         global = sd->local;
     }
+    if (phase == AO_PHASE_TRAIN) predraw(e);
     int op = compute_begin(e, "optimizer", -1);
     /* the wire copy written by the update itself: a cast would read p again */
     e->backend->adamw(cs, p, phase == AO_PHASE_TRAIN ? e->Pw : NULL, e->gather_type, m, v, e->ACC,

@@ -92,7 +92,13 @@ struct ao_engine {
      * critical path (bench/RESULTS.md). */
     double *group_sq;
     ao_event *opt_done, *sq_ready, *sum_ready;
-    ao_event *fetch_go;  /* compute's point where the next batch is fetched */
+    ao_event *fetch_go; /* compute's point where the next batch is fetched */
+    /* predraw: the next step's dropout masks, drawn beside the update
+     * (ao_model_predraw): compute's point before the update, and the end of
+     * the draw, which the next forward waits for while predraw_pending */
+    ao_event *predraw_go, *predrawn;
+    int predraw; /* solo, and the model draws masks ahead (ao_model_predraws) */
+    int predraw_pending;
     ao_event *gather_go; /* compute's point where an all-gather is issued */
     /* The start of the latest all-gather issued since the compute stream's
      * last op begin, NULL when none: the next op waits for it (compute_begin).

@@ -319,6 +319,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     e->sharded = is_sharded(cfg);
     e->solo = e->world == 1 && cfg->training.gradient_accumulation == 1;
     e->overwrite = e->solo && ao_model_overwrite_grads(e->model);
+    e->predraw = e->solo && ao_model_predraws(e->model);
     e->synced = cfg->fsdp.sync_module_states && e->world > 1;
     e->hybrid = e->sharded && cfg->fsdp.sharding_strategy == AO_SHARD_HYBRID;
     e->reshard_after_forward = e->sharded && cfg->fsdp.sharding_strategy != AO_SHARD_GRAD_OP;
@@ -369,6 +370,8 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     e->gather_mark = ao_event_create(e->dev);
     e->sq_ready = ao_event_create(e->dev);
     e->sum_ready = ao_event_create(e->dev);
+    e->predraw_go = ao_event_create(e->dev);
+    e->predrawn = ao_event_create(e->dev);
     int G = cfg->training.gradient_accumulation;
     e->scal_dev = ao_dev_alloc(e->dev, AO_ENGINE_SCALAR_SLOTS * sizeof *e->scal_dev);
     e->scal_host = ao_host_alloc(e->dev, AO_ENGINE_SCALAR_SLOTS * sizeof *e->scal_host);
@@ -412,8 +415,8 @@ void ao_engine_destroy(ao_engine *e)
         ao_event_destroy(e->groups[g].zeroed);
     }
     free(e->groups);
-    ao_event *evs[] = {e->opt_done, e->sq_ready,  e->sum_ready,
-                       e->fetch_go, e->gather_go, e->gather_mark};
+    ao_event *evs[] = {e->opt_done,  e->sq_ready,    e->sum_ready,  e->fetch_go,
+                       e->gather_go, e->gather_mark, e->predraw_go, e->predrawn};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i]) ao_event_destroy(evs[i]);
     for (int i = 0; i < AO_ENGINE_SCALAR_SLOTS; i++)

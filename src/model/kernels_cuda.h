@@ -204,11 +204,18 @@ cudaError_t ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type, const
  * (ao_cuda_flash_attention_supported); others: cudaErrorInvalidValue. */
 int ao_cuda_flash_attention_supported(ao_dtype type, int T, int head_dim);
 /* lse: [batch * heads * T] each row's base-2 logsumexp of scores * log2(e)
- * (what the backward needs). mask_out: NULL, or the mask's bytes. */
+ * (what the backward needs). mask_in: NULL (drawn), or the mask
+ * ao_cuda_flash_attention_mask drew under key; mask_out (without mask_in):
+ * NULL, or where the drawn mask's bytes go. */
 cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, const void *qkv, ao_dtype type,
                                             int batch, int heads, int T, int head_dim, float scale,
-                                            const ao_cuda_dropout_key *key, uint8_t *mask_out,
-                                            cudaStream_t stream);
+                                            const ao_cuda_dropout_key *key, const uint8_t *mask_in,
+                                            uint8_t *mask_out, cudaStream_t stream);
+/* The attention-probability mask a forward with mask_out stores under key
+ * (the unfused kernels' bytes), drawn alone: ahead of the forward, beside
+ * other work (ao_model_predraw). T a multiple of 64; p <= 0: nothing. */
+cudaError_t ao_cuda_flash_attention_mask(uint8_t *mask, int batch, int heads, int T,
+                                         const ao_cuda_dropout_key *key, cudaStream_t stream);
 /* dq, dk, dv into dqkv (qkv's layout, of type) from dctx (ctx's layout) and
  * the forward's ctx, lse; scratch: ao_cuda_flash_backward_scratch_bytes,
  * 16-byte aligned (each row's delta, then dS as 16 bits a probability).
@@ -223,11 +230,17 @@ cudaError_t ao_cuda_flash_attention_backward(void *dqkv, void *scratch, const vo
 /* out = dropout(gelu(h)) in out_type, sample rows (key->heads must be 0);
  * h is not modified: ao_cuda_gelu_forward, ao_cuda_dropout, ao_cuda_cast.
  * h_type: AO_F32, or out_type (a 16-bit h, widened exactly: the chain over
- * ao_cuda_cast(h, AO_F32)); others: cudaErrorInvalidValue. mask_out: NULL,
- * or where the mask goes (ao_cuda_dropout_mask_bytes(batch, per_row)). */
+ * ao_cuda_cast(h, AO_F32)); others: cudaErrorInvalidValue. mask_in: NULL
+ * (drawn), or the mask ao_cuda_dropout_mask drew under key; mask_out
+ * (without mask_in): NULL, or where the drawn mask goes
+ * (ao_cuda_dropout_mask_bytes(batch, per_row)). */
 cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const void *h, ao_dtype h_type,
                                  int batch, size_t per_row, const ao_cuda_dropout_key *key,
-                                 uint8_t *mask_out, cudaStream_t stream);
+                                 const uint8_t *mask_in, uint8_t *mask_out, cudaStream_t stream);
+/* The mask bytes a dropout over sample rows stores under key (mask_out of
+ * ao_cuda_gelu_dropout), drawn alone (ao_model_predraw). p <= 0: nothing. */
+cudaError_t ao_cuda_dropout_mask(uint8_t *mask, int batch, size_t per_row,
+                                 const ao_cuda_dropout_key *key, cudaStream_t stream);
 /* dx = gelu_backward(dropout(dy), h) as floats (dx may alias dy; key->heads
  * must be 0) and, when dx16 is not NULL, the same values in half_type
  * (AO_BF16 or AO_F16) in dx16: ao_cuda_dropout, ao_cuda_gelu_backward,

@@ -295,6 +295,16 @@ void ao_model_backward_input(ao_model *m, ao_stream *s, const float *root, float
     m->backend->backward_input(m, s, root, root_grad, b);
 }
 
+int ao_model_predraws(const ao_model *m)
+{
+    return m->backend->predraw && m->shape.dropout > 0.0f && m->shape.layers > 0;
+}
+
+void ao_model_predraw(ao_model *m, ao_stream *s, int64_t step, const ao_batch *b)
+{
+    if (ao_model_predraws(m)) m->backend->predraw(m, s, step, b);
+}
+
 int ao_model_overwrite_grads(ao_model *m)
 {
     m->overwrite_grads = m->backend->can_overwrite_grads;

@@ -97,6 +97,13 @@ void ao_model_backward_input(ao_model *m, ao_stream *s, const float *root, float
  * steps (the engine's one-rank, one-micro-batch mode). Returns 0, changing
  * nothing, where the backend does not support it (the caller then zeroes). */
 int ao_model_overwrite_grads(ao_model *m);
+/* Whether ao_model_predraw draws anything (the backend can, and dropout is on). */
+int ao_model_predraws(const ao_model *m);
+/* Draws on s the dropout masks the forward of (step, b) would draw, ahead
+ * of it (the engine: beside the update), so that the forward, ordered after
+ * s, reads them instead. Only after the backward that read the previous
+ * masks. */
+void ao_model_predraw(ao_model *m, ao_stream *s, int64_t step, const ao_batch *b);
 
 /* Multiply-adds of one micro-batch's forward (backward is twice that), for
  * achieved TFLOP/s: the GEMMs and attention matmuls, as 2*m*n*k. */

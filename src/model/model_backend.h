@@ -38,6 +38,8 @@ struct ao_model_backend {
     void (*backward_input)(ao_model *m, ao_stream *s, const float *root, float *root_grad,
                            const ao_batch *b);
     int can_overwrite_grads; /* honours ao_model.overwrite_grads */
+    /* ao_model_predraw; NULL: nothing drawn ahead */
+    void (*predraw)(ao_model *m, ao_stream *s, int64_t step, const ao_batch *b);
 };
 
 struct ao_model {

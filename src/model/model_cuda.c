@@ -443,10 +443,11 @@ static void attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const
     linear_forward_operand(m, s, sv->qkv, x, w->in_w, w->in_b, N, a.d, a.d3);
     cm->fused[layer] = (unsigned char)attn_fused(m);
     if (cm->fused[layer]) {
+        const uint8_t *pre = masks_in(&cm->probs_masks, layer, kp); /* cuda_predraw's */
         KCHECK(ao_cuda_flash_attention_forward(
             ao_op16_twin_of(&cm->op, sv->ctx), probs_stats(m, layer),
-            ao_op16_twin_of(&cm->op, sv->qkv), cm->op.half, a.B, a.H, a.T, a.hd, a.scale, kp,
-            masks_out(&cm->probs_masks, layer, kp), cs));
+            ao_op16_twin_of(&cm->op, sv->qkv), cm->op.half, a.B, a.H, a.T, a.hd, a.scale, kp, pre,
+            pre ? NULL : masks_out(&cm->probs_masks, layer, kp), cs));
         ao_op16_mark_current(&cm->op, s, sv->ctx, (size_t)N * a.d, 0);
         linear_forward(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
         cm->op.nprepared = mark;
@@ -589,15 +590,17 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
     ao_dtype h_type;
     const void *h = ao_op16_input_of(&cm->op, sv->h, h16, &h_type);
     /* GELU and dropout in one pass; in 16-bit modes `a` is only stored as
-     * the GEMM operand (its twin), which this layer's backward reuses */
+     * the GEMM operand (its twin), which this layer's backward reuses. The
+     * mask: cuda_predraw's, else drawn here and stored for the backward. */
+    const uint8_t *pre = masks_in(&cm->hidden_masks, layer, &k.hidden);
+    uint8_t *mask_out = pre ? NULL : masks_out(&cm->hidden_masks, layer, &k.hidden);
     if (cm->op.half != AO_F32) {
         KCHECK(ao_cuda_gelu_dropout(ao_op16_twin_of(&cm->op, sv->a), cm->op.half, h, h_type,
-                                    sh->batch, tok_ff, &k.hidden,
-                                    masks_out(&cm->hidden_masks, layer, &k.hidden), cs));
+                                    sh->batch, tok_ff, &k.hidden, pre, mask_out, cs));
         ao_op16_mark_current(&cm->op, s, sv->a, nff, 0);
     } else {
-        KCHECK(ao_cuda_gelu_dropout(sv->a, AO_F32, h, h_type, sh->batch, tok_ff, &k.hidden,
-                                    masks_out(&cm->hidden_masks, layer, &k.hidden), cs));
+        KCHECK(ao_cuda_gelu_dropout(sv->a, AO_F32, h, h_type, sh->batch, tok_ff, &k.hidden, pre,
+                                    mask_out, cs));
     }
     linear_forward(m, s, sv->r2, sv->a, w->lin2_w, w->lin2_b, N, ff, d);
     cm->op.nprepared = mark;
@@ -823,7 +826,7 @@ static void cuda_forward_head(ao_model *m, ao_stream *s, const float *root, cons
     ao_dtype h_type;
     const void *h = ao_op16_input_of(&c->op, sv->hid, h16, &h_type);
     KCHECK(ao_cuda_gelu_dropout(c->op.half != AO_F32 ? ao_op16_twin_of(&c->op, sv->act) : sv->act,
-                                c->op.half, h, h_type, 1, nh, &no_dropout, NULL, cs));
+                                c->op.half, h, h_type, 1, nh, &no_dropout, NULL, NULL, cs));
     ao_op16_mark_current(&c->op, s, sv->act, nh, 0);
     c->head_h16 = h16;
     linear_forward(m, s, c->a.z, sv->act, hw.fc2_w, hw.fc2_b, hs.n, hs.hidden, 1);
@@ -929,6 +932,27 @@ static void cuda_backward_input(ao_model *m, ao_stream *s, const float *root, fl
                                                ao_cuda_stream(s)));
 }
 
+/* ao_model_predraw: each layer's hidden mask and, where attention runs
+ * fused, its probability mask, stored under the keys of (step, b) where
+ * the forward's masks_in finds them. */
+static void cuda_predraw(ao_model *m, ao_stream *s, int64_t step, const ao_batch *b)
+{
+    cuda_model *cm = m->impl;
+    const ao_model_shape *sh = &m->shape;
+    cudaStream_t cs = ao_cuda_stream(s);
+    for (int layer = 1; layer <= sh->layers; layer++) {
+        const layer_keys k = layer_keys_of(m, layer, step, b);
+        uint8_t *hidden = masks_out(&cm->hidden_masks, layer, &k.hidden);
+        if (hidden)
+            KCHECK(
+                ao_cuda_dropout_mask(hidden, sh->batch, (size_t)sh->seq * sh->ff, &k.hidden, cs));
+        uint8_t *probs = attn_fused(m) ? masks_out(&cm->probs_masks, layer, &k.probs) : NULL;
+        if (probs)
+            KCHECK(
+                ao_cuda_flash_attention_mask(probs, sh->batch, sh->heads, sh->seq, &k.probs, cs));
+    }
+}
+
 const struct ao_model_backend ao_model_cuda_backend = {
     .device_backend = AO_GPU_BACKEND,
     .create = cuda_create,
@@ -940,6 +964,7 @@ const struct ao_model_backend ao_model_cuda_backend = {
     .backward_layer = cuda_backward_layer,
     .backward_input = cuda_backward_input,
     .can_overwrite_grads = 1,
+    .predraw = cuda_predraw,
 };
 
 /* ---- CUDA-only extras (model_cuda.h) ------------------------------------------------------ */

@@ -224,12 +224,22 @@ static void test_flash(int B, int H, int T, int hd, float p, ao_dtype t)
     ao_copy_async(dev, d_qkv, hq, 2 * nqkv, AO_H2D, stream);
     ao_copy_async(dev, d_dctx, hdo, 2 * nctx, AO_H2D, stream);
 
-    K(ao_cuda_flash_attention_forward(d_ctx, d_lse, d_qkv, t, B, H, T, hd, c.scale, &key,
+    K(ao_cuda_flash_attention_forward(d_ctx, d_lse, d_qkv, t, B, H, T, hd, c.scale, &key, NULL,
                                       p > 0 ? d_mask : NULL, ao_cuda_stream(stream)));
     K(ao_cuda_flash_attention_forward(d_ctx2, d_lse, d_qkv, t, B, H, T, hd, c.scale, &key, NULL,
-                                      ao_cuda_stream(stream)));
+                                      NULL, ao_cuda_stream(stream)));
     float *ctx = download_half(d_ctx, nctx, t), *ctx2 = download_half(d_ctx2, nctx, t);
     report("flash forward ctx", shape, check_rel_err(ctx, ref_ctx, nctx), 2e-2);
+    if (p > 0) { /* the mask drawn alone, then read: the bytes and the bits of the stored one */
+        K(ao_cuda_flash_attention_mask(d_mask_ref, B, H, T, &key, ao_cuda_stream(stream)));
+        uint8_t *m1 = download_bytes(d_mask, mbytes), *m2 = download_bytes(d_mask_ref, mbytes);
+        report_same("flash mask alone", shape, m1, m2, mbytes);
+        K(ao_cuda_flash_attention_forward(d_ctx2, d_lse, d_qkv, t, B, H, T, hd, c.scale, &key,
+                                          d_mask_ref, NULL, ao_cuda_stream(stream)));
+        float *ctx3 = download_half(d_ctx2, nctx, t);
+        report_same("flash forward mask in", shape, ctx, ctx3, 4 * nctx);
+        free(m1), free(m2), free(ctx3);
+    }
     report_same("flash forward repeat", shape, ctx, ctx2, 4 * nctx);
 
     /* backward drawing the mask, then reading the forward's */

@@ -1052,15 +1052,28 @@ static void test_gelu_dropout(float p, size_t per_row, size_t offset)
         const size_t eb = dtype_bytes(ot);
         K(ao_cuda_cast(d_ref, ot, d_tmp, AO_F32, n, cs()));
         K(ao_cuda_gelu_dropout(d_out + offset * eb, ot, d_h + offset, AO_F32, batch, per_row, &key,
-                               NULL, cs()));
+                               NULL, NULL, cs()));
         char name[64];
         snprintf(name, sizeof name, "gelu_dropout %s", ao_dtype_name(ot));
         report_bits(name, shape, d_out + offset * eb, d_ref, n * eb);
     }
+    /* the mask drawn alone (ao_model_predraw) is the bytes the pass stores,
+     * and the pass that reads it gives the bits of the one that draws */
+    const size_t mbytes = ao_cuda_dropout_mask_bytes(batch, per_row);
+    uint8_t *d_mask = ao_dev_alloc(dev, mbytes), *d_pre = ao_dev_alloc(dev, mbytes);
+    K(ao_cuda_gelu_dropout(d_out + offset * 2, AO_BF16, d_h + offset, AO_F32, batch, per_row, &key,
+                           NULL, d_mask, cs()));
+    K(ao_cuda_dropout_mask(d_pre, batch, per_row, &key, cs()));
+    if (p > 0) report_bits("dropout_mask alone", shape, d_pre, d_mask, mbytes);
+    K(ao_cuda_cast(d_ref, AO_BF16, d_tmp, AO_F32, n, cs()));
+    K(ao_cuda_gelu_dropout(d_out + offset * 2, AO_BF16, d_h + offset, AO_F32, batch, per_row, &key,
+                           p > 0 ? d_pre : NULL, d_mask, cs()));
+    report_bits("gelu_dropout mask in", shape, d_out + offset * 2, d_ref, n * 2);
+    ao_dev_free(dev, d_mask), ao_dev_free(dev, d_pre);
     float *h_after = download_floats(d_h, n + offset);
     CHECK(memcmp(h_after, h, 4 * (n + offset)) == 0, "gelu_dropout modified h (%s)", shape);
     const int bad = ao_cuda_gelu_dropout(d_out, AO_I32, d_h, AO_F32, batch, per_row, &key, NULL,
-                                         cs()) == cudaErrorInvalidValue;
+                                         NULL, cs()) == cudaErrorInvalidValue;
     CHECK(bad, "gelu_dropout accepted an int32 output");
     ao_dev_free(dev, d_h), ao_dev_free(dev, d_tmp), ao_dev_free(dev, d_ref);
     ao_dev_free(dev, d_out);
@@ -1084,8 +1097,8 @@ static void test_dropout_gelu_backward(float p, size_t per_row, size_t offset)
     K(ao_cuda_dropout(d_tmp, d_tmp, batch, per_row, &key, cs()));
     K(ao_cuda_gelu_backward(d_tmp, d_tmp, d_h + offset, n, cs()));
     uint8_t *d_mask = ao_dev_alloc(dev, ao_cuda_dropout_mask_bytes(batch, per_row));
-    K(ao_cuda_gelu_dropout(d_ref16, AO_BF16, d_h + offset, AO_F32, batch, per_row, &key, d_mask,
-                           cs()));
+    K(ao_cuda_gelu_dropout(d_ref16, AO_BF16, d_h + offset, AO_F32, batch, per_row, &key, NULL,
+                           d_mask, cs()));
     const ao_dtype halves[2] = {AO_BF16, AO_F16};
     for (int t = 0; t < 5; t++) {
         /* fp32 and a half type, fp32 only, the half type only; both from the
@@ -1162,7 +1175,7 @@ static void test_ffn_half_inputs(float p, size_t per_row)
         K(ao_cuda_gelu_forward(d_tmp, d_hw, n, cs()));
         K(ao_cuda_dropout(d_tmp, d_tmp, batch, per_row, &key, cs()));
         K(ao_cuda_cast(d_ref, ht, d_tmp, AO_F32, n, cs()));
-        K(ao_cuda_gelu_dropout(d_out, ht, d_h16, ht, batch, per_row, &key, d_mask, cs()));
+        K(ao_cuda_gelu_dropout(d_out, ht, d_h16, ht, batch, per_row, &key, NULL, d_mask, cs()));
         snprintf(name, sizeof name, "gelu_dropout %s in", ao_dtype_name(ht));
         report_bits(name, shape, d_out, d_ref, 2 * n);
         /* backward, in place over the 16-bit dy */
@@ -1175,7 +1188,7 @@ static void test_ffn_half_inputs(float p, size_t per_row)
         report_bits(name, shape, d_dy16, d_ref, 2 * n);
     }
     const int bad = ao_cuda_gelu_dropout(d_out, AO_BF16, d_h16, AO_F16, batch, per_row, &key, NULL,
-                                         cs()) == cudaErrorInvalidValue;
+                                         NULL, cs()) == cudaErrorInvalidValue;
     ao_dev_free(dev, d_mask);
     CHECK(bad, "gelu_dropout accepted an f16 h for a bf16 output");
     ao_dev_free(dev, d_h), ao_dev_free(dev, d_dy), ao_dev_free(dev, d_hw), ao_dev_free(dev, d_dyw);

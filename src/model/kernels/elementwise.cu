@@ -267,6 +267,24 @@ template <ao_dtype T, ao_dtype TI> struct gelu_dropout_map {
     }
 };
 
+/* ... of ao_cuda_dropout_mask: no values, only the mask bytes. */
+struct mask_only_map {
+    __device__ float load(size_t) const
+    {
+        return 0.0f;
+    }
+    __device__ float4 load4(size_t) const
+    {
+        return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    __device__ float4 aux4(size_t) const
+    {
+        return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    __device__ void store(size_t, float) const {}
+    __device__ void store4(size_t, float4, float4) const {}
+};
+
 /* ... of ao_cuda_dropout_gelu_backward: dy in (type TI, as h), dx = gelu'(h)
  * * dropped dy out as floats unless dx is NULL and, when dx16 is set, in half
  * type T. */
@@ -373,20 +391,30 @@ extern "C" size_t ao_cuda_dropout_mask_bytes(int rows, size_t per_row)
 
 extern "C" cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const void *h,
                                             ao_dtype h_type, int batch, size_t per_row,
-                                            const ao_cuda_dropout_key *key, uint8_t *mask_out,
-                                            cudaStream_t stream)
+                                            const ao_cuda_dropout_key *key, const uint8_t *mask_in,
+                                            uint8_t *mask_out, cudaStream_t stream)
 {
     if (key->heads != 0) return cudaErrorInvalidValue;
+    if (mask_in) mask_out = nullptr;
     return with_dtype(out_type, [&](auto otag) {
         constexpr ao_dtype OT = decltype(otag)::value;
         return with_input_dtype<OT>(h_type, [&](auto htag) {
             constexpr ao_dtype HT = decltype(htag)::value;
             return launch_dropout_map(
                 gelu_dropout_map<OT, HT>{typed_store<OT>{out}, typed_load<HT>{h}},
-                store4_ok<OT>(out) && load4_ok<HT>(h), batch, per_row, *key, stream, nullptr,
+                store4_ok<OT>(out) && load4_ok<HT>(h), batch, per_row, *key, stream, mask_in,
                 mask_out);
         });
     });
+}
+
+extern "C" cudaError_t ao_cuda_dropout_mask(uint8_t *mask, int batch, size_t per_row,
+                                            const ao_cuda_dropout_key *key, cudaStream_t stream)
+{
+    if (key->heads != 0) return cudaErrorInvalidValue;
+    if (key->p <= 0.0f) return cudaSuccess;
+    return launch_dropout_map(mask_only_map{}, per_row % 4 == 0, batch, per_row, *key, stream,
+                              nullptr, mask);
 }
 
 extern "C" cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_dtype half_type,

@@ -788,11 +788,33 @@ extern "C" int ao_cuda_flash_attention_supported(ao_dtype type, int T, int head_
            T % kTile == 0;
 }
 
+/* flash_mask over every head: the mask's bytes at mask. */
+static cudaError_t launch_flash_mask(uint8_t *mask, int batch, int heads, int T,
+                                     const flash_args &a, cudaStream_t stream)
+{
+    flash_args m = a;
+    m.mask_out = mask;
+    const size_t per_head = (size_t)T * (size_t)(T / 4), total = per_head * batch * heads;
+    launch(flash_mask, (unsigned)((total / kMaskGroups + kThreads - 1) / kThreads), kThreads, 0,
+           stream, m, per_head, total);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ao_cuda_flash_attention_mask(uint8_t *mask, int batch, int heads, int T,
+                                                    const ao_cuda_dropout_key *key,
+                                                    cudaStream_t stream)
+{
+    if (key->heads != heads || T <= 0 || T % kTile != 0) return cudaErrorInvalidValue;
+    if (batch <= 0 || heads <= 0 || key->p <= 0.0f) return cudaSuccess;
+    return launch_flash_mask(mask, batch, heads, T, flash_args_of(heads, T, 0, 1.0f, key), stream);
+}
+
 extern "C" cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, const void *qkv,
                                                        ao_dtype type, int batch, int heads, int T,
                                                        int head_dim, float scale,
                                                        const ao_cuda_dropout_key *key,
-                                                       uint8_t *mask_out, cudaStream_t stream)
+                                                       const uint8_t *mask_in, uint8_t *mask_out,
+                                                       cudaStream_t stream)
 {
     if (!ao_cuda_flash_attention_supported(type, T, head_dim) || key->heads != heads)
         return cudaErrorInvalidValue;
@@ -801,19 +823,17 @@ extern "C" cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, co
     a.qkv = static_cast<const uint16_t *>(qkv);
     a.out = static_cast<uint16_t *>(ctx);
     a.lse = lse;
-    a.mask_out = mask_out;
+    a.mask_in = a.on ? mask_in : nullptr;
+    a.mask_out = mask_in ? nullptr : mask_out;
     const int qt = kFwdMT * kTile;
     const dim3 grid((unsigned)((T + qt - 1) / qt), (unsigned)heads, (unsigned)batch);
     return with_flash_shape(type, head_dim, [&](auto tt, auto hh) {
         constexpr ao_dtype TT = decltype(tt)::value;
         constexpr int HD = decltype(hh)::value;
-        if (a.on && mask_out) {
-            const size_t per_head = (size_t)T * (size_t)(T / 4), total = per_head * batch * heads;
-            launch(flash_mask, (unsigned)((total / kMaskGroups + kThreads - 1) / kThreads),
-                   kThreads, 0, stream, a, per_head, total);
-            const cudaError_t e = cudaGetLastError();
+        if (a.on && a.mask_out) {
+            const cudaError_t e = launch_flash_mask(a.mask_out, batch, heads, T, a, stream);
             if (e != cudaSuccess) return e;
-            a.mask_in = mask_out;
+            a.mask_in = a.mask_out;
             a.mask_out = nullptr;
         }
         const size_t smem = flash_smem<HD>(kFwdMT + 4, 2 * kFwdMT * kTile);
@@ -879,10 +899,16 @@ extern "C" int ao_cuda_flash_attention_supported(ao_dtype type, int T, int head_
     return 0;
 }
 
+extern "C" cudaError_t ao_cuda_flash_attention_mask(uint8_t *, int, int, int,
+                                                    const ao_cuda_dropout_key *, cudaStream_t)
+{
+    return cudaErrorInvalidValue;
+}
+
 extern "C" cudaError_t ao_cuda_flash_attention_forward(void *, float *, const void *, ao_dtype, int,
                                                        int, int, int, float,
-                                                       const ao_cuda_dropout_key *, uint8_t *,
-                                                       cudaStream_t)
+                                                       const ao_cuda_dropout_key *, const uint8_t *,
+                                                       uint8_t *, cudaStream_t)
 {
     return cudaErrorInvalidValue;
 }
