@@ -11,6 +11,11 @@ namespace
 constexpr int kColTile = 32;       /* columns per block of a column sum: one warp per row */
 constexpr int kColLanes = 8;       /* warps per block, each summing every 8th row of the chunk */
 constexpr int kColChunkRows = 256; /* rows one block sums (before the cap below) */
+/* Rows a thread has in flight (the bytes in flight are what keeps the memory
+ * busy): kColDeep where the grid leaves each SM a block or two, kColShallow
+ * (at 8 blocks an SM) where more than that would take a second wave of the
+ * deep kernel's blocks. Not part of the bits. */
+constexpr int kColDeep = 8, kColShallow = 1;
 
 /* ---- column sums (bias and layernorm parameter gradients) ---------------- */
 
@@ -47,7 +52,7 @@ __device__ unsigned int column_done[kColDoneTiles];
  * as W = 1, so the bits do not depend on W either. F::outputs (1 or 2) is
  * how many sums a term feeds (out_b unused for 1). One launch per column
  * sum. */
-template <class F, int W>
+template <class F, int W, int U>
 __device__ void column_partials_block(float *out_a, float *out_b, int n, int c, int col0, int chunk,
                                       const F &f, int tile, int part, int parts, int tx, int ty)
 {
@@ -60,7 +65,6 @@ __device__ void column_partials_block(float *out_a, float *out_b, int n, int c, 
     float *const out[2] = {out_a, out_b};
     const int j = col0 + (tile * kColTile + tx) * W; /* c % W == 0 */
     const int r0 = part * chunk, r1 = min(n, r0 + chunk);
-    constexpr int U = W >= 8 ? 8 : 4; /* rows in flight a thread */
     double acc[O][W];
 #pragma unroll
     for (int l = 0; l < W; l++) {
@@ -138,14 +142,30 @@ __device__ void column_partials_block(float *out_a, float *out_b, int n, int c, 
     if (t == 0) column_done[tile] = 0;
 }
 
-template <class F, int W>
+/* One launch of column sums: the block at (blockIdx.x, blockIdx.y). */
+template <class F, int W, int U>
+__device__ __forceinline__ void column_partials_grid(float *out_a, float *out_b, int n, int c,
+                                                     int col0, int chunk, const F &f)
+{
+    pdl_wait();
+    column_partials_block<F, W, U>(out_a, out_b, n, c, col0, chunk, f, (int)blockIdx.x,
+                                   (int)blockIdx.y, (int)gridDim.y, (int)threadIdx.x,
+                                   (int)threadIdx.y);
+}
+
+template <class F, int W, int U>
 __global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c, int col0,
                                        int chunk, F f)
 {
-    pdl_wait();
-    column_partials_block<F, W>(out_a, out_b, n, c, col0, chunk, f, (int)blockIdx.x,
-                                (int)blockIdx.y, (int)gridDim.y, (int)threadIdx.x,
-                                (int)threadIdx.y);
+    column_partials_grid<F, W, U>(out_a, out_b, n, c, col0, chunk, f);
+}
+
+/* kColShallow rows in flight at 8 blocks an SM (32 registers a thread) */
+template <class F, int W>
+__global__ void __launch_bounds__(kColTile *kColLanes, 8)
+    column_partials_kernel8(float *out_a, float *out_b, int n, int c, int col0, int chunk, F f)
+{
+    column_partials_grid<F, W, kColShallow>(out_a, out_b, n, c, col0, chunk, f);
 }
 
 /* How column_sums splits an [n, c] sum: `parts` row chunks of `chunk` rows,
@@ -181,24 +201,31 @@ cudaError_t column_sums(float *out_a, float *out_b, int n, int c, F f, cudaStrea
     const int chunk = sp.chunk, w = sp.w, span = sp.span;
     const size_t parts = (size_t)sp.parts;
     const dim3 block(kColTile, kColLanes);
+    int dev = 0, sms = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess) return err;
     /* a launch per kColDoneTiles column tiles (one for any layer of the configs) */
     for (int col0 = 0; col0 < c; col0 += span) {
         const int cols = c - col0 < span ? c - col0 : span;
         const unsigned tiles = (unsigned)((cols + kColTile * w - 1) / (kColTile * w));
         const dim3 grid(tiles, (unsigned)parts);
-        if (w == 8)
-            launch(column_partials_kernel<F, 8>, grid, block, 0, stream, out_a, out_b, n, c, col0,
+        if (w == 8 && (size_t)tiles * parts <= 2 * (size_t)sms)
+            launch(column_partials_kernel<F, 8, kColDeep>, grid, block, 0, stream, out_a, out_b, n,
+                   c, col0, chunk, f);
+        else if (w == 8)
+            launch(column_partials_kernel8<F, 8>, grid, block, 0, stream, out_a, out_b, n, c, col0,
                    chunk, f);
         else if (w == 4)
-            launch(column_partials_kernel<F, 4>, grid, block, 0, stream, out_a, out_b, n, c, col0,
-                   chunk, f);
+            launch(column_partials_kernel<F, 4, 4>, grid, block, 0, stream, out_a, out_b, n, c,
+                   col0, chunk, f);
         else if (w == 2)
-            launch(column_partials_kernel<F, 2>, grid, block, 0, stream, out_a, out_b, n, c, col0,
-                   chunk, f);
+            launch(column_partials_kernel<F, 2, 4>, grid, block, 0, stream, out_a, out_b, n, c,
+                   col0, chunk, f);
         else
-            launch(column_partials_kernel<F, 1>, grid, block, 0, stream, out_a, out_b, n, c, col0,
-                   chunk, f);
-        cudaError_t err = cudaGetLastError();
+            launch(column_partials_kernel<F, 1, 4>, grid, block, 0, stream, out_a, out_b, n, c,
+                   col0, chunk, f);
+        err = cudaGetLastError();
         if (err != cudaSuccess) return err;
     }
     return cudaSuccess;
@@ -542,9 +569,9 @@ __global__ void __launch_bounds__(kThreads, kRowMinBlocks<K>)
         if (row < n) layernorm_backward_block_row<K>(dx, dy, x, mean, rstd, gamma, c, tail, row);
         return;
     }
-    column_partials_block<layernorm_param_term, 4>(dgamma, dbeta, n, c, 0, chunk,
-                                                   layernorm_param_term{dy, x, mean, rstd, c},
-                                                   r - chunk, part, parts, tid & 31, tid >> 5);
+    column_partials_block<layernorm_param_term, 4, 4>(dgamma, dbeta, n, c, 0, chunk,
+                                                      layernorm_param_term{dy, x, mean, rstd, c},
+                                                      r - chunk, part, parts, tid & 31, tid >> 5);
 }
 
 /* The blocks of a block-a-row kernel over n rows. */
