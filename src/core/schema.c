@@ -172,11 +172,11 @@ const struct ao_key ao_schema[] = {
      .min = 0,
      .max = 1,
      .help = "Dropout probability in the encoder layers."},
-    ENUM(model.attention, "unfused", attentions,
-         "unfused: batched GEMMs around a softmax-dropout kernel; fused: flash-style kernels "
-         "(no T x T matrix in memory) where the backend has them (cuda, bf16/fp16 GEMMs, head "
-         "dim 64 or 128, sequence length a multiple of 64), the unfused chain elsewhere. Not "
-         "the default: on large it is correct but not yet faster (bench/RESULTS.md)."),
+    ENUM(model.attention, "fused", attentions,
+         "fused: flash-style kernels (no T x T matrix in memory) where the backend has them "
+         "(cuda, bf16/fp16 GEMMs, head dim 64 or 128, sequence length a multiple of 64), the "
+         "unfused chain elsewhere; unfused: batched GEMMs around a softmax-dropout kernel "
+         "everywhere (the chain the CPU reference computes)."),
     INT(model.mlp_hidden_dim, "2048", 1, 1048576,
         "Hidden width of the scoring head (and of the FFN when ff_dim is null)."),
     {.key = "model.ff_dim",

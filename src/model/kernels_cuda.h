@@ -118,6 +118,17 @@ cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size_t per_row,
 cudaError_t ao_cuda_dropout_residual(float *y, void *y16, ao_dtype half_type, const float *x,
                                      const float *res, int batch, size_t per_row,
                                      const ao_cuda_dropout_key *key, cudaStream_t stream);
+/* r = dropout(x) + res as ao_cuda_dropout_residual(r, NULL, AO_F32, x, res,
+ * batch, (n / batch) * c, key) makes it, then ao_cuda_layernorm_forward of
+ * r, in one pass over the rows where the shapes allow (c % 4 == 0, aligned,
+ * rows that fit a block), bit for bit; the two calls otherwise. n must be
+ * a multiple of batch (tokens per sample), key->heads 0; r may alias x or
+ * res. */
+cudaError_t ao_cuda_dropout_residual_layernorm(float *r, float *y, void *y16, ao_dtype half_type,
+                                               float *mean, float *rstd, const float *x,
+                                               const float *res, const float *gamma,
+                                               const float *beta, int n, int c, int batch,
+                                               const ao_cuda_dropout_key *key, cudaStream_t stream);
 /* ao_cuda_layernorm_backward, then y = dropout(dx) (+ its half_type copy at
  * y16 unless NULL; y NULL: only that copy) as ao_cuda_dropout_residual(y,
  * y16, half_type, dx, NULL, batch, (n / batch) * c, key) would make it, in
@@ -197,9 +208,11 @@ cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, const void *q
                                             const ao_cuda_dropout_key *key, uint8_t *mask_out,
                                             cudaStream_t stream);
 /* dq, dk, dv into dqkv (qkv's layout, of type) from dctx (ctx's layout) and
- * the forward's ctx, lse; delta: [batch * heads * T] floats of scratch.
+ * the forward's ctx, lse; scratch: ao_cuda_flash_backward_scratch_bytes,
+ * 16-byte aligned (each row's delta, then dS as 16 bits a probability).
  * mask_in: NULL (drawn), or the forward's mask. Deterministic (no atomics). */
-cudaError_t ao_cuda_flash_attention_backward(void *dqkv, float *delta, const void *dctx,
+size_t ao_cuda_flash_backward_scratch_bytes(int batch, int heads, int T);
+cudaError_t ao_cuda_flash_attention_backward(void *dqkv, void *scratch, const void *dctx,
                                              const void *ctx, const float *lse, const void *qkv,
                                              ao_dtype type, int batch, int heads, int T,
                                              int head_dim, float scale,

@@ -481,7 +481,9 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
                          1);
     if (cm->fused[layer]) {
         /* dctx's copy is current (linear_backward_plus), ctx's is the
-         * forward's; dP's scratch holds the rows' delta */
+         * forward's; dP's scratch (4 bytes a probability) holds the rows'
+         * delta and dS (ao_cuda_flash_backward_scratch_bytes: 2 bytes a
+         * probability and 4 a row) */
         ao_op16_mark_current(&cm->op, s, sv->ctx, (size_t)N * a.d, !cm->saved_current[layer]);
         KCHECK(ao_cuda_flash_attention_backward(
             ao_op16_twin_of(&cm->op, dqkv), dp, ao_op16_twin_of(&cm->op, dctx),
@@ -540,18 +542,17 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
     const ao_model_shape *sh = &m->shape;
     const int N = sh->batch * sh->seq, d = sh->dim, ff = sh->ff;
     const size_t nd = (size_t)N * d, nff = (size_t)N * ff;
-    const size_t tok_d = (size_t)sh->seq * d, tok_ff = (size_t)sh->seq * ff;
+    const size_t tok_ff = (size_t)sh->seq * ff;
     const layer_keys k = layer_keys_of(m, layer, step, b);
     cudaStream_t cs = ao_cuda_stream(s);
 
     attn_forward(m, s, layer, sv->r1, &sv->attn, x, &w->attn, &k.probs);
-    /* each branch's dropout and its residual add in one pass; each
-     * LayerNorm writes its output's 16-bit copy too (the next GEMM's operand) */
-    KCHECK(
-        ao_cuda_dropout_residual(sv->r1, NULL, AO_F32, sv->r1, x, sh->batch, tok_d, &k.attn, cs));
-    KCHECK(ao_cuda_layernorm_forward(sv->x1, ao_op16_twin_or_null(&cm->op, sv->x1), cm->op.half,
-                                     sv->ln1_mean, sv->ln1_rstd, sv->r1, w->ln1_w, w->ln1_b, N, d,
-                                     cs));
+    /* each branch's dropout, its residual add and the LayerNorm in one
+     * pass; each LayerNorm writes its output's 16-bit copy too (the next
+     * GEMM's operand) */
+    KCHECK(ao_cuda_dropout_residual_layernorm(sv->r1, sv->x1, ao_op16_twin_or_null(&cm->op, sv->x1),
+                                              cm->op.half, sv->ln1_mean, sv->ln1_rstd, sv->r1, x,
+                                              w->ln1_w, w->ln1_b, N, d, sh->batch, &k.attn, cs));
     const int mark = cm->op.nprepared;
     ao_op16_mark_current(&cm->op, s, sv->x1, nd, 0);
     /* h: in 16-bit modes only its 16-bit copy, which both GELU kernels read
@@ -576,10 +577,9 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
     }
     linear_forward(m, s, sv->r2, sv->a, w->lin2_w, w->lin2_b, N, ff, d);
     cm->op.nprepared = mark;
-    KCHECK(ao_cuda_dropout_residual(sv->r2, NULL, AO_F32, sv->r2, sv->x1, sh->batch, tok_d, &k.ffn,
-                                    cs));
-    KCHECK(ao_cuda_layernorm_forward(y, ao_op16_twin_or_null(&cm->op, y), cm->op.half, sv->ln2_mean,
-                                     sv->ln2_rstd, sv->r2, w->ln2_w, w->ln2_b, N, d, cs));
+    KCHECK(ao_cuda_dropout_residual_layernorm(
+        sv->r2, y, ao_op16_twin_or_null(&cm->op, y), cm->op.half, sv->ln2_mean, sv->ln2_rstd,
+        sv->r2, sv->x1, w->ln2_w, w->ln2_b, N, d, sh->batch, &k.ffn, cs));
     cm->input_current[layer] = cm->op.half != AO_F32;
 }
 

@@ -217,7 +217,8 @@ static void test_flash(int B, int H, int T, int hd, float p, ao_dtype t)
     void *d_qkv = ao_dev_alloc(dev, 2 * nqkv), *d_dctx = ao_dev_alloc(dev, 2 * nctx);
     void *d_ctx = ao_dev_alloc(dev, 2 * nctx), *d_ctx2 = ao_dev_alloc(dev, 2 * nctx);
     void *d_dqkv = ao_dev_alloc(dev, 2 * nqkv), *d_dqkv2 = ao_dev_alloc(dev, 2 * nqkv);
-    float *d_lse = ao_dev_alloc(dev, 4 * rows), *d_delta = ao_dev_alloc(dev, 4 * rows);
+    float *d_lse = ao_dev_alloc(dev, 4 * rows);
+    void *d_scratch = ao_dev_alloc(dev, ao_cuda_flash_backward_scratch_bytes(B, H, T));
     const size_t mbytes = ao_cuda_dropout_mask_bytes(B * H, (size_t)T * T);
     uint8_t *d_mask = ao_dev_alloc(dev, mbytes), *d_mask_ref = ao_dev_alloc(dev, mbytes);
     ao_copy_async(dev, d_qkv, hq, 2 * nqkv, AO_H2D, stream);
@@ -232,8 +233,8 @@ static void test_flash(int B, int H, int T, int hd, float p, ao_dtype t)
     report_same("flash forward repeat", shape, ctx, ctx2, 4 * nctx);
 
     /* backward drawing the mask, then reading the forward's */
-    K(ao_cuda_flash_attention_backward(d_dqkv, d_delta, d_dctx, d_ctx, d_lse, d_qkv, t, B, H, T, hd,
-                                       c.scale, &key, NULL, ao_cuda_stream(stream)));
+    K(ao_cuda_flash_attention_backward(d_dqkv, d_scratch, d_dctx, d_ctx, d_lse, d_qkv, t, B, H, T,
+                                       hd, c.scale, &key, NULL, ao_cuda_stream(stream)));
     float *dqkv = download_half(d_dqkv, nqkv, t);
     float *got[3], *want[3];
     for (int part = 0; part < 3; part++) {
@@ -249,7 +250,7 @@ static void test_flash(int B, int H, int T, int hd, float p, ao_dtype t)
         free(got[part]), free(want[part]);
     }
     if (p > 0) {
-        K(ao_cuda_flash_attention_backward(d_dqkv2, d_delta, d_dctx, d_ctx, d_lse, d_qkv, t, B, H,
+        K(ao_cuda_flash_attention_backward(d_dqkv2, d_scratch, d_dctx, d_ctx, d_lse, d_qkv, t, B, H,
                                            T, hd, c.scale, &key, d_mask, ao_cuda_stream(stream)));
         float *dqkv2 = download_half(d_dqkv2, nqkv, t);
         report_same("flash backward mask in", shape, dqkv, dqkv2, 4 * nqkv);
@@ -267,7 +268,7 @@ static void test_flash(int B, int H, int T, int hd, float p, ao_dtype t)
     }
     ao_dev_free(dev, d_qkv), ao_dev_free(dev, d_dctx), ao_dev_free(dev, d_ctx);
     ao_dev_free(dev, d_ctx2), ao_dev_free(dev, d_dqkv), ao_dev_free(dev, d_dqkv2);
-    ao_dev_free(dev, d_lse), ao_dev_free(dev, d_delta), ao_dev_free(dev, d_mask);
+    ao_dev_free(dev, d_lse), ao_dev_free(dev, d_scratch), ao_dev_free(dev, d_mask);
     ao_dev_free(dev, d_mask_ref);
     free(qkv), free(dctx), free(hq), free(hdo), free(ref_ctx), free(ref_dqkv), free(ctx);
     free(ctx2), free(dqkv);

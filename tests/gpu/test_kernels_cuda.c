@@ -912,6 +912,57 @@ static void test_dropout_residual(float p, size_t per_row, size_t offset)
     free(x), free(r);
 }
 
+/* Dropout, residual and LayerNorm forward in one pass against
+ * ao_cuda_dropout_residual then ao_cuda_layernorm_forward: r (in place over
+ * x, as the model calls it), y, y16, mean and rstd the same bytes; c = 1001
+ * takes the two-call path. */
+static void test_dropout_residual_layernorm(float p, int c)
+{
+    const int batch = 3, tokens = 5, n = batch * tokens;
+    const size_t nc = (size_t)n * (size_t)c;
+    const ao_cuda_dropout_key key = fused_key(p, 0, AO_DROP_ATTN_OUT);
+    char shape[96];
+    snprintf(shape, sizeof shape, "p=%.2f %d x %d", p, n, c);
+    float *x = random_floats(nc, -2, 2), *res = random_floats(nc, -1, 1);
+    float *g = random_floats((size_t)c, 0.5f, 1.5f), *b = random_floats((size_t)c, -1, 1);
+    float *d_x = upload(x, 4 * nc), *d_res = upload(res, 4 * nc), *d_g = upload(g, 4 * (size_t)c);
+    float *d_b = upload(b, 4 * (size_t)c);
+    float *d_r[2], *d_y[2], *d_mean[2], *d_rstd[2];
+    char *d_y16[2];
+    for (int v = 0; v < 2; v++) {
+        d_r[v] = ao_dev_alloc(dev, 4 * nc), d_y[v] = ao_dev_alloc(dev, 4 * nc);
+        d_mean[v] = ao_dev_alloc(dev, 4 * (size_t)n), d_rstd[v] = ao_dev_alloc(dev, 4 * (size_t)n);
+        d_y16[v] = ao_dev_alloc(dev, 2 * nc);
+    }
+    for (int t = 0; t < 2; t++) {
+        const ao_dtype ht = t ? AO_F16 : AO_BF16;
+        K(ao_cuda_dropout_residual(d_r[0], NULL, AO_F32, d_x, d_res, batch,
+                                   (size_t)tokens * (size_t)c, &key, cs()));
+        K(ao_cuda_layernorm_forward(d_y[0], d_y16[0], ht, d_mean[0], d_rstd[0], d_r[0], d_g, d_b, n,
+                                    c, cs()));
+        ao_copy_async(dev, d_r[1], d_x, 4 * nc, AO_D2D, stream);
+        K(ao_cuda_dropout_residual_layernorm(d_r[1], d_y[1], d_y16[1], ht, d_mean[1], d_rstd[1],
+                                             d_r[1], d_res, d_g, d_b, n, c, batch, &key, cs()));
+        char name[64];
+        snprintf(name, sizeof name, "dropout_residual_layernorm %s", ao_dtype_name(ht));
+        report_bits(name, shape, d_r[1], d_r[0], 4 * nc);
+        report_bits(name, shape, d_y[1], d_y[0], 4 * nc);
+        report_bits(name, shape, d_y16[1], d_y16[0], 2 * nc);
+        report_bits(name, shape, d_mean[1], d_mean[0], 4 * (size_t)n);
+        report_bits(name, shape, d_rstd[1], d_rstd[0], 4 * (size_t)n);
+    }
+    const int bad = ao_cuda_dropout_residual_layernorm(d_r[1], d_y[1], NULL, AO_F32, d_mean[1],
+                                                       d_rstd[1], d_x, d_res, d_g, d_b, n, c, 4,
+                                                       &key, cs()) == cudaErrorInvalidValue;
+    CHECK(bad, "dropout_residual_layernorm accepted rows that are not whole samples");
+    for (int v = 0; v < 2; v++) {
+        ao_dev_free(dev, d_r[v]), ao_dev_free(dev, d_y[v]), ao_dev_free(dev, d_y16[v]);
+        ao_dev_free(dev, d_mean[v]), ao_dev_free(dev, d_rstd[v]);
+    }
+    ao_dev_free(dev, d_x), ao_dev_free(dev, d_res), ao_dev_free(dev, d_g), ao_dev_free(dev, d_b);
+    free(x), free(res), free(g), free(b);
+}
+
 /* LayerNorm backward + the dropout of its dx (+ 16-bit copy) against
  * ao_cuda_layernorm_backward then ao_cuda_dropout_residual: dx, dgamma,
  * dbeta, y and y16 the same bytes; c = 1001 takes the unfused path. */
@@ -1192,6 +1243,8 @@ static void test_fused(void)
         test_dropout_residual(p, 2048, 0);
         test_dropout_residual(p, 1001, 0);
         test_dropout_residual(p, 2048, 1); /* misaligned: scalar path */
+        test_dropout_residual_layernorm(p, 2048);
+        test_dropout_residual_layernorm(p, 1001); /* the two calls */
         test_layernorm_backward_dropout(p, 768);
         test_layernorm_backward_dropout(p, 2048);
         test_layernorm_backward_dropout(p, 1001); /* the unfused chain */

@@ -128,15 +128,23 @@ template <ao_dtype T> struct dropout_out_map : typed_load<AO_F32> {
         if (y) y[i] = o;
         if (out.p) out.put(i, o);
     }
-    __device__ void store4(size_t i, float4 v) const
+    /* the residual's float4 (read with the values: dropout_kernel) */
+    __device__ float4 aux4(size_t i) const
     {
-        if (res) {
-            const float4 r = *reinterpret_cast<const float4 *>(res + i);
+        return res ? *reinterpret_cast<const float4 *>(res + i)
+                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    __device__ void store4(size_t i, float4 v, float4 r) const
+    {
+        if (res)
             v = make_float4(__fadd_rn(v.x, r.x), __fadd_rn(v.y, r.y), __fadd_rn(v.z, r.z),
                             __fadd_rn(v.w, r.w));
-        }
         if (y) *reinterpret_cast<float4 *>(y + i) = v;
         if (out.p) out.put4(i, v);
+    }
+    __device__ void store4(size_t i, float4 v) const
+    {
+        store4(i, v, aux4(i));
     }
 };
 

@@ -91,7 +91,9 @@ constexpr int kDropGroups = 4;
  * value(s) at flat element i, i a multiple of 4 for load4), multiplies by
  * the mask and writes through the Map (store / store4), so the fused chains
  * put their element-wise op before or after the mask (dropout_out_map and
- * the GELU maps, with the fused kernels below). */
+ * the GELU maps, with the fused kernels below). A Map's second operand
+ * (aux4: the residual, GELU's input) is read with the values, and store4
+ * gets it back. */
 
 /* A block per `run` consecutive tiles (run_length): tile t covers groups
  * [chunk * blockDim.x * kDropGroups, + blockDim.x * kDropGroups) of row
@@ -127,11 +129,18 @@ __global__ void __launch_bounds__(kThreads, 4)
             }
             const size_t off = r * per_row;
             if (Vec) {
-                float4 v[kDropGroups];
+                /* every load in flight first: the values, the Map's second
+                 * operand and the mask bytes (a load after a store would wait
+                 * for it, since the pointers may alias) */
+                float4 v[kDropGroups], aux[kDropGroups];
+                uint8_t mb[kDropGroups];
 #pragma unroll
-                for (int i = 0; i < kDropGroups; i++) { /* all loads in flight first */
+                for (int i = 0; i < kDropGroups; i++) {
                     const size_t g = first + (size_t)i * blockDim.x;
-                    v[i] = g < groups ? m.load4(off + 4 * g) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    const bool in = g < groups;
+                    v[i] = in ? m.load4(off + 4 * g) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    aux[i] = in ? m.aux4(off + 4 * g) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    mb[i] = in && drop && mask_in ? mask_in[r * groups + g] : 0;
                 }
 #pragma unroll
                 for (int i = 0; i < kDropGroups; i++) {
@@ -140,11 +149,11 @@ __global__ void __launch_bounds__(kThreads, 4)
                     if (drop) {
                         float f[4];
                         const size_t at = r * groups + g; /* the group's mask byte */
-                        group_factors(f, s, g, k.r, mask_in ? mask_in + at : nullptr,
+                        group_factors(f, s, g, k.r, mask_in ? &mb[i] : nullptr,
                                       mask_out ? mask_out + at : nullptr);
                         v[i] = times4(v[i], f);
                     }
-                    m.store4(off + 4 * g, v[i]);
+                    m.store4(off + 4 * g, v[i], aux[i]);
                 }
             } else {
 #pragma unroll
@@ -220,7 +229,11 @@ template <ao_dtype T, ao_dtype TI> struct gelu_dropout_map {
     {
         out.put(i, v);
     }
-    __device__ void store4(size_t i, float4 v) const
+    __device__ float4 aux4(size_t) const
+    {
+        return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    __device__ void store4(size_t i, float4 v, float4) const
     {
         out.put4(i, v);
     }
@@ -239,9 +252,12 @@ template <ao_dtype T, ao_dtype TI> struct dropout_gelu_backward_map : typed_load
         if (dx) dx[i] = g;
         if (dx16.p) dx16.put(i, g);
     }
-    __device__ void store4(size_t i, float4 v) const
+    __device__ float4 aux4(size_t i) const
     {
-        const float4 x = h.load4(i);
+        return h.load4(i);
+    }
+    __device__ void store4(size_t i, float4 v, float4 x) const
+    {
         const gelu_backward_op op{};
         const float4 g = make_float4(op(v.x, x.x), op(v.y, x.y), op(v.z, x.z), op(v.w, x.w));
         if (dx) *reinterpret_cast<float4 *>(dx + i) = g;

@@ -2,10 +2,13 @@
  * tiles of 64 queries x 64 keys in shared memory, the products on tensor
  * cores (mma.sync m16n8k16, fp32 accumulation), an online softmax, and no
  * T x T matrix in global memory. The forward keeps each row's logsumexp;
- * the backward recomputes the probabilities from it, one kernel for dK and
- * dV (a block per key tile, looping over the queries) and one for dQ (a
- * block per query tile, looping over the keys), so that no gradient is
- * summed by atomics (kernels_cuda.h: no floating-point atomics).
+ * the backward recomputes the probabilities from it in one kernel for dK
+ * and dV (a block per key tile, looping over the queries), which also
+ * writes dS^T (16-bit, as the products round it) to scratch; a second
+ * kernel (a block per query tile, looping over the keys) then forms
+ * dQ = dS K from it, so that no gradient is summed by atomics
+ * (kernels_cuda.h: no floating-point atomics) and no product is computed
+ * twice.
  *
  * The dropout of the probabilities is attention.cu's, element for element:
  * element (q, key) of head (b, h) keeps or drops on word q * T + key of the
@@ -46,6 +49,7 @@ struct flash_args {
     const uint16_t *qkv, *ctx, *dctx;
     uint16_t *out;      /* forward: ctx; backward: dqkv [B * T, 3d] */
     float *lse, *delta; /* delta: [B * h * T] rowsum(dctx * ctx) times scale */
+    uint16_t *ds;       /* backward: dS^T, [B * h][T keys][T queries] */
     int H, T, d;
     float scale; /* of the scores, 1 / sqrt(hd) */
     dropout_args drop;
@@ -222,6 +226,34 @@ __device__ void mma_pb(float (*acc)[HD / 8][4], const float (*p)[NT][4], const u
             a[i][2] = pack2<T>(p[i][2 * kk + 1][0], p[i][2 * kk + 1][1]);
             a[i][3] = pack2<T>(p[i][2 * kk + 1][2], p[i][2 * kk + 1][3]);
         }
+#pragma unroll
+        for (int n = 0; n < HD / 8; n += 2) {
+            uint32_t b[4];
+            ldsm4_t(b, B + (kk * 16 + r + (m & 1) * 8) * LD + n * 8 + (m >> 1) * 8);
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                mma<T>(acc[i][n], a[i], b[0], b[1]);
+                mma<T>(acc[i][n + 1], a[i], b[2], b[3]);
+            }
+        }
+    }
+}
+
+/* acc[i][16 x HD] += A_i[16 x 64] B[64 x HD] for the warp's MT m-tiles, A_i
+ * stored transposed (64 shared rows, LA halves apart, of its 16 columns at
+ * At + i kTile): ldmatrix's transpose hands each lane the A fragment, so
+ * dS^T, written key-major by the dK dV kernel, needs no reordering. */
+template <ao_dtype T, int HD, int LA, int MT>
+__device__ void mma_tb(float (*acc)[HD / 8][4], const uint16_t *At, const uint16_t *B)
+{
+    constexpr int LD = row_ld<HD>();
+    const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; kk++) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+            ldsm4_t(a[i], At + (kk * 16 + r + (m >> 1) * 8) * LA + i * kTile + (m & 1) * 8);
 #pragma unroll
         for (int n = 0; n < HD / 8; n += 2) {
             uint32_t b[4];
@@ -583,8 +615,9 @@ template <ao_dtype T, int HD> __global__ void flash_delta(flash_args a, int rows
 
 /* dK, dV: a block per (key tile, head, sample); warp w owns keys w*16 ..
  * and computes S^T and dP^T (keys x queries), whose accumulators are the
- * A operands of dV += P^T dO and dK += dS^T Q. The query tiles (q, dO, lse,
- * delta) stream through two buffers. */
+ * A operands of dV += P^T dO and dK += dS^T Q, and stores dS^T (rounded to
+ * T, the operand dK took) for flash_backward_dq. The query tiles (q, dO,
+ * lse, delta) stream through two buffers. */
 template <ao_dtype T, int HD>
 __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
 {
@@ -597,6 +630,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
     const auto &[h, b, k0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
     const uint16_t *dobase = a.dctx + (size_t)b * a.T * a.d + (size_t)h * HD;
     const float *lse = a.lse + bh * a.T, *delta = a.delta + bh * a.T;
+    uint16_t *ds = a.ds + (bh * a.T + (size_t)(k0 + w * 16 + g)) * a.T; /* the lane's key row */
     const int tiles = a.T / kTile;
     load_tile<HD>(sK, base + a.d + (size_t)k0 * d3, d3);
     load_tile<HD>(sV, base + 2 * a.d + (size_t)k0 * d3, d3);
@@ -651,6 +685,9 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
                     pd[j][e] = keep ? pv * kf : 0.0f;
                     p[j][e] = pv * fmaf(dp[j][e], keep ? ks : 0.0f, -(e & 1 ? dl.y : dl.x));
                 }
+                uint16_t *o = ds + q0 + c;
+                *reinterpret_cast<uint32_t *>(o) = pack2<T>(p[j][0], p[j][1]);
+                *reinterpret_cast<uint32_t *>(o + (size_t)8 * a.T) = pack2<T>(p[j][2], p[j][3]);
             }
             mma_pb<T, HD, 4>(&dv, &pd, hO);
             mma_pb<T, HD, 4>(&dk, &p, hQ);
@@ -662,65 +699,51 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
     store_rows<T, HD>(a.out + row0 * d3 + 2 * a.d + (size_t)h * HD, d3, dv, 1.0f, 1.0f);
 }
 
-/* dQ: a block per (query tile, head, sample), looping over the key tiles
- * (dQ += dS K), which stream through two buffers. */
-template <ao_dtype T, int HD>
-__global__ void __launch_bounds__(kFlashThreads) flash_backward_q(flash_args a)
+/* dQ = dS K: a block per (MT query tiles, head, sample), warp w owning
+ * queries i * 64 + w * 16 .. + 15 of its block's (i < MT), looping over the
+ * key tiles, whose K rows and dS^T (64 keys x 64 MT queries) stream through
+ * two buffers. */
+template <ao_dtype T, int HD, int MT>
+__global__ void __launch_bounds__(kFlashThreads) flash_backward_dq(flash_args a)
 {
     pdl_wait();
     extern __shared__ __align__(16) uint16_t smem[];
-    constexpr int LD = row_ld<HD>(), TL = kTile * LD;
-    uint16_t *sQ = smem, *sO = sQ + TL, *sKV = sO + TL; /* [2][K, V] */
-    uint8_t *sM = reinterpret_cast<uint8_t *>(sKV + 4 * TL);
-    const auto &[h, b, q0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
+    constexpr int LD = row_ld<HD>(), TL = kTile * LD, LA = row_ld<MT * kTile>();
+    constexpr int STL = kTile * LA;
+    uint16_t *sK = smem, *sS = sK + 2 * TL; /* [2] K, then [2] dS^T */
+    const auto &[h, b, q0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a, MT * kTile);
+    (void)dr, (void)sl2;
+    const uint16_t *ds = a.ds + bh * (size_t)a.T * a.T + q0;
     const int tiles = a.T / kTile;
-    load_tile<HD>(sQ, base + (size_t)q0 * d3, d3);
-    load_tile<HD>(sO, a.dctx + ((size_t)b * a.T + q0) * a.d + (size_t)h * HD, (size_t)a.d);
-    load_tile<HD>(sKV, base + a.d, d3);
-    load_tile<HD>(sKV + TL, base + 2 * a.d, d3);
-    if (dr.mask_in) mask_copy(sM, dr, q0, 0, a.T);
+    load_tile<HD>(sK, base + a.d, d3);
+    load_tile<MT * kTile>(sS, ds, (size_t)a.T);
     cp_async_commit();
-    const int r = w * 16 + g; /* tile-local query, and r + 8 */
-    const float L[2] = {a.lse[bh * a.T + q0 + r], a.lse[bh * a.T + q0 + r + 8]};
-    const float D[2] = {a.delta[bh * a.T + q0 + r], a.delta[bh * a.T + q0 + r + 8]};
-
-    /* the kept elements' factor times the scale (delta holds its own) */
-    const float ks = (dr.on ? dr.r.keep : 1.0f) * a.scale;
-    float dq[HD / 8][4] = {};
+    float dq[MT][HD / 8][4] = {};
     for (int it = 0; it < tiles; it++) {
-        const int k0 = it * kTile;
-        const uint16_t *sK = sKV + (it & 1) * 2 * TL, *sV = sK + TL;
-        uint8_t *sMb = sM + (it & 1) * kTile * 16;
+        const int k0 = it * kTile, cur = it & 1;
         if (it + 1 < tiles) {
-            uint16_t *nK = sKV + ((it + 1) & 1) * 2 * TL;
-            load_tile<HD>(nK, base + a.d + (size_t)(k0 + kTile) * d3, d3);
-            load_tile<HD>(nK + TL, base + 2 * a.d + (size_t)(k0 + kTile) * d3, d3);
-            if (dr.mask_in) mask_copy(sM + ((it + 1) & 1) * kTile * 16, dr, q0, k0 + kTile, a.T);
+            load_tile<HD>(sK + (cur ^ 1) * TL, base + a.d + (size_t)(k0 + kTile) * d3, d3);
+            load_tile<MT * kTile>(sS + (cur ^ 1) * STL, ds + (size_t)(k0 + kTile) * a.T,
+                                  (size_t)a.T);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
         }
         __syncthreads();
-        if (dr.on && !dr.mask_in) mask_part<16>(sMb, dr, q0, k0, a.T, w * 16, 0);
-        float pdp[2][8][4] = {};
-        float(&p)[8][4] = pdp[0], (&dp)[8][4] = pdp[1];
-        mma_abt2<T, HD, 8>(pdp, sQ + w * 16 * LD, sK, sO + w * 16 * LD, sV);
-        const row_factors rf(sMb, r, t);
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float fs = dr.on ? rf.at(j, e, ks) : ks;
-                const float pv = fast_exp2(fmaf(p[j][e], sl2, -L[e >> 1]));
-                p[j][e] = pv * fmaf(dp[j][e], fs, -D[e >> 1]);
-            }
-        }
-        mma_pb<T, HD, 8>(&dq, &p, sK);
+        mma_tb<T, HD, LA, MT>(dq, sS + cur * STL + w * 16, sK + cur * TL);
         __syncthreads(); /* the buffer is refilled next iteration */
     }
-    store_rows<T, HD>(a.out + ((size_t)b * a.T + q0 + w * 16) * d3 + (size_t)h * HD, d3, dq, 1.0f,
-                      1.0f);
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+        store_rows<T, HD>(a.out + ((size_t)b * a.T + q0 + i * kTile + w * 16) * d3 + (size_t)h * HD,
+                          d3, dq[i], 1.0f, 1.0f);
+}
+
+/* flash_backward_dq's shared bytes: two K tiles and two dS^T tiles. */
+template <int HD, int MT> constexpr size_t dq_smem()
+{
+    return (size_t)2 * kTile * (row_ld<HD>() + row_ld<MT * kTile>()) * sizeof(uint16_t);
 }
 
 template <class K>
@@ -800,7 +823,13 @@ extern "C" cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, co
     });
 }
 
-extern "C" cudaError_t ao_cuda_flash_attention_backward(void *dqkv, float *delta, const void *dctx,
+extern "C" size_t ao_cuda_flash_backward_scratch_bytes(int batch, int heads, int T)
+{
+    const size_t rows = (size_t)batch * heads * T;
+    return rows * sizeof(float) + rows * (size_t)T * sizeof(uint16_t);
+}
+
+extern "C" cudaError_t ao_cuda_flash_attention_backward(void *dqkv, void *scratch, const void *dctx,
                                                         const void *ctx, const float *lse,
                                                         const void *qkv, ao_dtype type, int batch,
                                                         int heads, int T, int head_dim, float scale,
@@ -816,10 +845,13 @@ extern "C" cudaError_t ao_cuda_flash_attention_backward(void *dqkv, float *delta
     a.dctx = static_cast<const uint16_t *>(dctx);
     a.out = static_cast<uint16_t *>(dqkv);
     a.lse = const_cast<float *>(lse);
-    a.delta = delta;
-    a.mask_in = mask_in;
     const int rows = batch * heads * T;
+    a.delta = static_cast<float *>(scratch); /* rows floats (a multiple of 64), then dS^T */
+    a.ds = reinterpret_cast<uint16_t *>(a.delta + rows);
+    a.mask_in = mask_in;
     const dim3 grid((unsigned)(T / kTile), (unsigned)heads, (unsigned)batch);
+    flash_args aq = a; /* dQ reads no mask */
+    aq.on = false;
     return with_flash_shape(type, head_dim, [&](auto tt, auto hh) {
         constexpr ao_dtype TT = decltype(tt)::value;
         constexpr int HD = decltype(hh)::value;
@@ -829,9 +861,11 @@ extern "C" cudaError_t ao_cuda_flash_attention_backward(void *dqkv, float *delta
         cudaError_t e = cudaGetLastError();
         if (e == cudaSuccess)
             e = flash_launch(flash_backward_kv<TT, HD>, grid, flash_smem<HD>(6), stream, a);
-        if (e == cudaSuccess)
-            e = flash_launch(flash_backward_q<TT, HD>, grid, flash_smem<HD>(6), stream, a);
-        return e;
+        if (e != cudaSuccess) return e;
+        if (T % (2 * kTile) == 0)
+            return flash_launch(flash_backward_dq<TT, HD, 2>, dim3(grid.x / 2, grid.y, grid.z),
+                                dq_smem<HD, 2>(), stream, aq);
+        return flash_launch(flash_backward_dq<TT, HD, 1>, grid, dq_smem<HD, 1>(), stream, aq);
     });
 }
 
@@ -853,7 +887,15 @@ extern "C" cudaError_t ao_cuda_flash_attention_forward(void *, float *, const vo
     return cudaErrorInvalidValue;
 }
 
-extern "C" cudaError_t ao_cuda_flash_attention_backward(void *, float *, const void *, const void *,
+extern "C" size_t ao_cuda_flash_backward_scratch_bytes(int batch, int heads, int T)
+{
+    (void)batch;
+    (void)heads;
+    (void)T;
+    return 0;
+}
+
+extern "C" cudaError_t ao_cuda_flash_attention_backward(void *, void *, const void *, const void *,
                                                         const float *, const void *, ao_dtype, int,
                                                         int, int, int, float,
                                                         const ao_cuda_dropout_key *,

@@ -362,26 +362,67 @@ __device__ double2 block_sum2(double a, double b)
     return t;
 }
 
+/* A forward's Head gives float4 q of row `row` of its input: ln_input (x
+ * itself) or ln_dropout_residual (x dropped, plus the residual, stored, as
+ * ao_cuda_dropout_residual would store it). */
+struct ln_input {
+    const float *x;
+    __device__ int begin_row(int) const
+    {
+        return 0;
+    }
+    __device__ float4 get4(int, int row, int c, int q) const
+    {
+        return reinterpret_cast<const float4 *>(x + (size_t)row * c)[q];
+    }
+};
+
+/* dropout_kernel's Vec path with dropout_out_map over sample rows of tokens
+ * * c: float4 q of token row `row` is group ((row % tokens) * c) / 4 + q of
+ * the sample's stream; the product, the __fadd_rn and the store are that
+ * map's, so r holds ao_cuda_dropout_residual's bits. r may alias x or res. */
+struct ln_dropout_residual {
+    float *r;
+    const float *x, *res;
+    dropout_args k;
+    int tokens;
+    __device__ ao_rng_stream begin_row(int row) const
+    {
+        return k.r.p > 0.0f ? dropout_row_stream(k, (size_t)(row / tokens)) : k.site;
+    }
+    __device__ float4 get4(ao_rng_stream s, int row, int c, int q) const
+    {
+        const size_t at = (size_t)row * c + 4 * (size_t)q;
+        float4 v = *reinterpret_cast<const float4 *>(x + at);
+        const float4 a = *reinterpret_cast<const float4 *>(res + at);
+        if (k.r.p > 0.0f) v = drop4(v, s, (size_t)(row % tokens) * (size_t)c / 4 + (size_t)q, k.r);
+        v = make_float4(__fadd_rn(v.x, a.x), __fadd_rn(v.y, a.y), __fadd_rn(v.z, a.z),
+                        __fadd_rn(v.w, a.w));
+        *reinterpret_cast<float4 *>(r + at) = v;
+        return v;
+    }
+};
+
 /* H != AO_F32: y's values are also stored in half type H at y16 (the next
  * GEMM's operand), from the same float (y16 8-byte aligned). */
-template <ao_dtype H, int K>
+template <ao_dtype H, int K, class Head>
 __global__ void layernorm_forward_rows_kernel(float *y, void *y16, float *mean, float *rstd,
-                                              const float *x, const float *gamma, const float *beta,
-                                              int n, int c)
+                                              Head in, const float *gamma, const float *beta, int n,
+                                              int c)
 {
     pdl_wait();
     const int c4 = c / 4, t = (int)threadIdx.x;
     const float4 *g4 = reinterpret_cast<const float4 *>(gamma);
     const float4 *b4 = reinterpret_cast<const float4 *>(beta);
     for (int row = blockIdx.x; row < n; row += gridDim.x) {
-        const float4 *x4 = reinterpret_cast<const float4 *>(x + (size_t)row * c);
+        const auto row_state = in.begin_row(row);
         float4 v[K];
         double s = 0.0;
 #pragma unroll
         for (int k = 0; k < K; k++) {
             const int q = t + k * kThreads;
             if (q < c4) {
-                v[k] = x4[q];
+                v[k] = in.get4(row_state, row, c, q);
                 s += (double)v[k].x + v[k].y + v[k].z + v[k].w;
             }
         }
@@ -677,6 +718,28 @@ extern "C" cudaError_t ao_cuda_bias_grad(float *db, const void *dy, ao_dtype dy_
     }
 }
 
+/* Launches the block-a-row forward over Head's rows; false (nothing
+ * launched): the rows are not c % 4 == 0 and aligned, or too wide. */
+template <class Head>
+bool launch_layernorm_forward_rows(float *y, void *y16, ao_dtype half_type, float *mean,
+                                   float *rstd, const Head &in, bool in_aligned, const float *gamma,
+                                   const float *beta, int n, int c, cudaStream_t stream)
+{
+    const bool vec = c % 4 == 0 && in_aligned && aligned16(y) && aligned16(gamma) &&
+                     aligned16(beta) && (!y16 || aligned8(y16));
+    bool launched = false;
+    with_dtype(y16 ? half_type : AO_F32, [&](auto tag) {
+        constexpr ao_dtype H = decltype(tag)::value;
+        launched = vec && with_row_k(c, [&](auto ktag) {
+                       constexpr int K = decltype(ktag)::value;
+                       launch(layernorm_forward_rows_kernel<H, K, Head>, row_blocks(n), kThreads, 0,
+                              stream, y, y16, mean, rstd, in, gamma, beta, n, c);
+                   });
+        return cudaSuccess;
+    });
+    return launched;
+}
+
 extern "C" cudaError_t ao_cuda_layernorm_forward(float *y, void *y16, ao_dtype half_type,
                                                  float *mean, float *rstd, const float *x,
                                                  const float *gamma, const float *beta, int n,
@@ -684,19 +747,36 @@ extern "C" cudaError_t ao_cuda_layernorm_forward(float *y, void *y16, ao_dtype h
 {
     if (y16 && half_type != AO_BF16 && half_type != AO_F16) return cudaErrorInvalidValue;
     if (n <= 0 || c <= 0) return cudaSuccess;
+    if (launch_layernorm_forward_rows(y, y16, half_type, mean, rstd, ln_input{x}, aligned16(x),
+                                      gamma, beta, n, c, stream))
+        return cudaGetLastError();
     return with_dtype(y16 ? half_type : AO_F32, [&](auto tag) {
         constexpr ao_dtype H = decltype(tag)::value;
-        const bool vec = c % 4 == 0 && aligned16(x) && aligned16(y) && aligned16(gamma) &&
-                         aligned16(beta) && (!y16 || aligned8(y16));
-        if (!vec || !with_row_k(c, [&](auto ktag) {
-                constexpr int K = decltype(ktag)::value;
-                launch(layernorm_forward_rows_kernel<H, K>, row_blocks(n), kThreads, 0, stream, y,
-                       y16, mean, rstd, x, gamma, beta, n, c);
-            }))
-            launch(layernorm_forward_kernel<H>, row_warp_blocks(n), kThreads, 0, stream, y, y16,
-                   mean, rstd, x, gamma, beta, n, c);
+        launch(layernorm_forward_kernel<H>, row_warp_blocks(n), kThreads, 0, stream, y, y16, mean,
+               rstd, x, gamma, beta, n, c);
         return cudaGetLastError();
     });
+}
+
+extern "C" cudaError_t
+ao_cuda_dropout_residual_layernorm(float *r, float *y, void *y16, ao_dtype half_type, float *mean,
+                                   float *rstd, const float *x, const float *res,
+                                   const float *gamma, const float *beta, int n, int c, int batch,
+                                   const ao_cuda_dropout_key *key, cudaStream_t stream)
+{
+    if (y16 && half_type != AO_BF16 && half_type != AO_F16) return cudaErrorInvalidValue;
+    if (batch <= 0 || n % batch != 0 || key->heads != 0) return cudaErrorInvalidValue;
+    if (n <= 0 || c <= 0) return cudaSuccess;
+    const int tokens = n / batch;
+    const ln_dropout_residual in{r, x, res, dropout_args_of(*key), tokens};
+    if (launch_layernorm_forward_rows(y, y16, half_type, mean, rstd, in,
+                                      aligned16(r) && aligned16(x) && aligned16(res), gamma, beta,
+                                      n, c, stream))
+        return cudaGetLastError();
+    const cudaError_t e = ao_cuda_dropout_residual(r, NULL, AO_F32, x, res, batch,
+                                                   (size_t)tokens * (size_t)c, key, stream);
+    if (e != cudaSuccess) return e;
+    return ao_cuda_layernorm_forward(y, y16, half_type, mean, rstd, r, gamma, beta, n, c, stream);
 }
 
 /* The rows of ao_cuda_layernorm_backward that its block-a-row kernels take. */
