@@ -11,10 +11,11 @@ namespace
 constexpr int kColTile = 32;       /* columns per block of a column sum: one warp per row */
 constexpr int kColLanes = 8;       /* warps per block, each summing every 8th row of the chunk */
 constexpr int kColChunkRows = 256; /* rows one block sums (before the cap below) */
-/* Rows a thread has in flight (the bytes in flight are what keeps the memory
- * busy): kColDeep where the grid leaves each SM a block or two, kColShallow
- * (at 8 blocks an SM) where more than that would take a second wave of the
- * deep kernel's blocks. Not part of the bits. */
+/* Rows a thread of the 8-column (16-bit) sums has in flight: kColDeep where
+ * the grid is at most 2 blocks an SM (its loads are all the memory has in
+ * flight), kColShallow at 8 blocks an SM (32 registers) on larger grids,
+ * which the deep kernel (44 registers, 5 blocks an SM) would run in more
+ * than one wave. Not part of the bits. */
 constexpr int kColDeep = 8, kColShallow = 1;
 
 /* ---- column sums (bias and layernorm parameter gradients) ---------------- */
