@@ -108,26 +108,26 @@ constexpr int kDropGroups = 4;
  * At most 64 registers (4 blocks an SM): faster for GELU + dropout, slower
  * for dropout + GELU backward, about a wash over a step (Nsight Compute,
  * bench/RESULTS.md); every GPU measurement since was taken with it. */
-template <bool Vec, class Map>
+template <bool Vec, class Map, class I>
 __global__ void __launch_bounds__(kThreads, 4)
-    dropout_kernel(Map m, size_t per_row, size_t tiles_per_row, size_t tiles, size_t run,
-                   dropout_args k, const uint8_t *mask_in, uint8_t *mask_out)
+    dropout_kernel(Map m, I per_row, I tiles_per_row, I tiles, I run, dropout_args k,
+                   const uint8_t *mask_in, uint8_t *mask_out)
 {
     pdl_wait();
-    const size_t groups = (per_row + 3) / 4;
-    const size_t tile_groups = (size_t)blockDim.x * kDropGroups;
+    const I groups = (per_row + 3) / 4;
+    const I tile_groups = (I)blockDim.x * kDropGroups;
     const bool drop = k.r.p > 0.0f;
-    size_t stream_row = SIZE_MAX; /* the row whose stream s is */
+    I stream_row = ~(I)0; /* the row whose stream s is */
     ao_rng_stream s = k.site;
-    for (size_t t0 = (size_t)blockIdx.x * run; t0 < tiles; t0 += (size_t)gridDim.x * run)
-        for (size_t t = t0; t < t0 + run && t < tiles; t++) {
-            const size_t r = t / tiles_per_row;
-            const size_t first = (t % tiles_per_row) * tile_groups + threadIdx.x;
+    for (I t0 = (I)blockIdx.x * run; t0 < tiles; t0 += (I)gridDim.x * run)
+        for (I t = t0; t < t0 + run && t < tiles; t++) {
+            const I r = t / tiles_per_row;
+            const I first = (t % tiles_per_row) * tile_groups + threadIdx.x;
             if (drop && !mask_in && r != stream_row) {
                 s = dropout_row_stream(k, r);
                 stream_row = r;
             }
-            const size_t off = r * per_row;
+            const I off = r * per_row;
             if (Vec) {
                 /* every load in flight first: the values, the Map's second
                  * operand and the mask bytes (a load after a store would wait
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kThreads, 4)
                 uint8_t mb[kDropGroups];
 #pragma unroll
                 for (int i = 0; i < kDropGroups; i++) {
-                    const size_t g = first + (size_t)i * blockDim.x;
+                    const I g = first + (I)i * blockDim.x;
                     const bool in = g < groups;
                     v[i] = in ? m.load4(off + 4 * g) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                     aux[i] = in ? m.aux4(off + 4 * g) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -144,11 +144,11 @@ __global__ void __launch_bounds__(kThreads, 4)
                 }
 #pragma unroll
                 for (int i = 0; i < kDropGroups; i++) {
-                    const size_t g = first + (size_t)i * blockDim.x;
+                    const I g = first + (I)i * blockDim.x;
                     if (g >= groups) break;
                     if (drop) {
                         float f[4];
-                        const size_t at = r * groups + g; /* the group's mask byte */
+                        const I at = r * groups + g; /* the group's mask byte */
                         group_factors(f, s, g, k.r, mask_in ? &mb[i] : nullptr,
                                       mask_out ? mask_out + at : nullptr);
                         v[i] = times4(v[i], f);
@@ -158,15 +158,15 @@ __global__ void __launch_bounds__(kThreads, 4)
             } else {
 #pragma unroll
                 for (int i = 0; i < kDropGroups; i++) {
-                    const size_t g = first + (size_t)i * blockDim.x;
+                    const I g = first + (I)i * blockDim.x;
                     if (g >= groups) break;
                     float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-                    const size_t at = r * groups + g;
+                    const I at = r * groups + g;
                     if (drop)
                         group_factors(f, s, g, k.r, mask_in ? mask_in + at : nullptr,
                                       mask_out ? mask_out + at : nullptr);
                     for (int l = 0; l < 4; l++) {
-                        const size_t e = g * 4 + l;
+                        const I e = g * 4 + l;
                         if (e >= per_row) break;
                         float v = m.load(off + e);
                         if (drop) v *= f[l];
@@ -200,12 +200,22 @@ cudaError_t launch_dropout_map(Map m, bool vec, int batch, size_t per_row,
     const size_t runs = (tiles + run - 1) / run;
     const unsigned grid = (unsigned)(runs < (size_t)INT32_MAX ? runs : (size_t)INT32_MAX);
     const dropout_args args = dropout_args_of(key);
-    if (vec && per_row % 4 == 0)
-        launch(dropout_kernel<true, Map>, grid, threads, 0, stream, m, per_row, tiles_per_row,
-               tiles, run, args, mask_in, mask_out);
+    /* 32-bit indices where every element index and tile fits (about half the
+     * instructions a group of 64-bit ones cost) */
+    const auto go = [&](auto index) {
+        using I = decltype(index);
+        if (vec && per_row % 4 == 0)
+            launch(dropout_kernel<true, Map, I>, grid, threads, 0, stream, m, (I)per_row,
+                   (I)tiles_per_row, (I)tiles, (I)run, args, mask_in, mask_out);
+        else
+            launch(dropout_kernel<false, Map, I>, grid, threads, 0, stream, m, (I)per_row,
+                   (I)tiles_per_row, (I)tiles, (I)run, args, mask_in, mask_out);
+    };
+    const size_t span = (tiles + (size_t)grid * run) * tile_groups * 4;
+    if (span < ((size_t)1 << 31) && rows * per_row < ((size_t)1 << 31))
+        go(uint32_t{0});
     else
-        launch(dropout_kernel<false, Map>, grid, threads, 0, stream, m, per_row, tiles_per_row,
-               tiles, run, args, mask_in, mask_out);
+        go(size_t{0});
     return cudaGetLastError();
 }
 
