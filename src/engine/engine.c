@@ -21,8 +21,10 @@
  *
  * One rank (world 1, one micro-batch: `solo`) reduces nothing: ACC is GFULL
  * itself, each reduction is issued in place (the collective then moves no
- * bytes), and GFULL := 0 once, first in the next training iteration (after
- * the update read it), instead of after each reduction. A shard group of one rank gathers in place:
+ * bytes), and the model's backward writes GFULL instead of adding to it
+ * (ao_model_overwrite_grads), so nothing zeroes it; a backend that cannot
+ * has GFULL := 0 once, first in the next training iteration (after the
+ * update read it), instead of after each reduction. A shard group of one rank gathers in place:
  * each unit keeps its own buffer whose wire is its slice of Pw. The copies and memsets this saves
  * are device memory traffic the SMs would run beside the compute (bench/RESULTS.md).
  *
@@ -510,6 +512,7 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
  * `zeroed` marks it for the backward that writes the gradients. */
 static void zero_solo(ao_engine *e)
 {
+    if (e->overwrite) return; /* the backward writes every gradient */
     lane *rs = &e->lanes[LANE_RS];
     ao_stream_wait_event(rs->s, e->opt_done);
     size_t bytes = e->lay.full_total * sizeof *e->GFULL;

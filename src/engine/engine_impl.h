@@ -63,9 +63,10 @@ struct ao_engine {
     ao_loader *loader;
     ao_timeline *tl;
     int rank, world;
-    int sharded; /* full/grad_op/hybrid */
-    int solo;    /* one rank, one micro-batch: ACC is GFULL (file comment) */
-    int synced;  /* fsdp.sync_module_states over more than one rank: rank 0's init broadcast */
+    int sharded;   /* full/grad_op/hybrid */
+    int solo;      /* one rank, one micro-batch: ACC is GFULL (file comment) */
+    int overwrite; /* solo, and the model's backward writes GFULL (nothing zeroes it) */
+    int synced;    /* fsdp.sync_module_states over more than one rank: rank 0's init broadcast */
     int reshard_after_forward;
     int hybrid, group_size, replicas;
     int nunits, nlayers;

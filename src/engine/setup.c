@@ -318,6 +318,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     e->world = s->ri->world_size;
     e->sharded = is_sharded(cfg);
     e->solo = e->world == 1 && cfg->training.gradient_accumulation == 1;
+    e->overwrite = e->solo && ao_model_overwrite_grads(e->model);
     e->synced = cfg->fsdp.sync_module_states && e->world > 1;
     e->hybrid = e->sharded && cfg->fsdp.sharding_strategy == AO_SHARD_HYBRID;
     e->reshard_after_forward = e->sharded && cfg->fsdp.sharding_strategy != AO_SHARD_GRAD_OP;

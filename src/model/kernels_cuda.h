@@ -61,6 +61,8 @@ void ao_cuda_set_dependent_launch(int on);
  * types: cudaErrorInvalidValue. */
 cudaError_t ao_cuda_bias_grad(float *db, const void *dy, ao_dtype dy_type, int n, int c,
                               cudaStream_t stream);
+/* p[r][0, n[r]) := 0 for r < k (k <= 8), in one launch. */
+cudaError_t ao_cuda_zero_ranges(float *const *p, const size_t *n, int k, cudaStream_t stream);
 /* y = a + b over n elements (y may alias a or b): residual connections. */
 cudaError_t ao_cuda_add(float *y, const float *a, const float *b, size_t n, cudaStream_t stream);
 /* y = alpha * x (y may alias x). */

@@ -295,6 +295,12 @@ void ao_model_backward_input(ao_model *m, ao_stream *s, const float *root, float
     m->backend->backward_input(m, s, root, root_grad, b);
 }
 
+int ao_model_overwrite_grads(ao_model *m)
+{
+    m->overwrite_grads = m->backend->can_overwrite_grads;
+    return m->overwrite_grads;
+}
+
 /* ---- activations shared by every backend ---------------------------------- */
 
 static float *take(float **cursor, size_t n)

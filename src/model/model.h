@@ -92,6 +92,11 @@ void ao_model_backward_layer(ao_model *m, ao_stream *s, int layer, const float *
                              const ao_batch *b, int64_t step);
 void ao_model_backward_input(ao_model *m, ao_stream *s, const float *root, float *root_grad,
                              const ao_batch *b);
+/* From now on each backward writes its gradients instead of adding them to
+ * what the gradient buffers hold, so that they need no zeroing between
+ * steps (the engine's one-rank, one-micro-batch mode). Returns 0, changing
+ * nothing, where the backend does not support it (the caller then zeroes). */
+int ao_model_overwrite_grads(ao_model *m);
 
 /* Multiply-adds of one micro-batch's forward (backward is twice that), for
  * achieved TFLOP/s: the GEMMs and attention matmuls, as 2*m*n*k. */

@@ -37,13 +37,15 @@ struct ao_model_backend {
                            const ao_batch *b, int64_t step);
     void (*backward_input)(ao_model *m, ao_stream *s, const float *root, float *root_grad,
                            const ao_batch *b);
+    int can_overwrite_grads; /* honours ao_model.overwrite_grads */
 };
 
 struct ao_model {
     ao_device *dev;
     ao_model_shape shape;
     const struct ao_model_backend *backend;
-    void *impl; /* the backend's state */
+    void *impl;          /* the backend's state */
+    int overwrite_grads; /* ao_model_overwrite_grads */
 };
 
 /* The activations of one micro-batch, laid out the same way by every backend

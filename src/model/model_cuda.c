@@ -256,7 +256,8 @@ static int linear_backward_plus(ao_model *m, ao_stream *s, float *dx, const floa
     else if (dx)
         direct = gemm_bias(m, s, 0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, single, NULL,
                            NULL, dx_operand);
-    gemm(m, s, 1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in, single);
+    gemm(m, s, 1, 0, out, in, n, 1.0f, dy, out, x, in, m->overwrite_grads ? 0.0f : 1.0f, dw, in,
+         single);
     if (db) {
         cudaStream_t cs = ao_cuda_stream(s);
         if (cm->op.half != AO_F32 && ao_op16_in_arena(&cm->op, dy, ndy))
@@ -267,6 +268,29 @@ static int linear_backward_plus(ao_model *m, ao_stream *s, float *dx, const floa
     cm->op.nprepared = mark;
     if (dx && dx_operand) ao_op16_mark_current(&cm->op, s, dx, (size_t)n * in, !direct);
     return direct;
+}
+
+/* ao_model_overwrite_grads: the weight gradients' GEMMs overwrite theirs
+ * (beta 0); the gradients that kernels add to (biases, LayerNorm, the
+ * embedding table) are zeroed first, in one launch a unit. */
+#define MAX_FRESH 8
+typedef struct {
+    float *p[MAX_FRESH];
+    size_t n[MAX_FRESH];
+    int k;
+} fresh_grads;
+
+static void fresh_add(fresh_grads *f, float *p, size_t n)
+{
+    if (f->k == MAX_FRESH)
+        ao_fatal(AO_EXIT_FAIL, "model", "more than %d summed gradients", MAX_FRESH);
+    f->p[f->k] = p;
+    f->n[f->k++] = n;
+}
+
+static void fresh_zero(ao_model *m, ao_stream *s, const fresh_grads *f)
+{
+    if (m->overwrite_grads) KCHECK(ao_cuda_zero_ranges(f->p, f->n, f->k, ao_cuda_stream(s)));
 }
 
 static void linear_backward(ao_model *m, ao_stream *s, float *dx, float *dw, float *db,
@@ -600,6 +624,16 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     float *dx1 = dbranch + nd; /* [N, d] */
     float *da = dx1 + nd;      /* [N, ff] */
     float *attn_scratch = da + nff;
+    fresh_grads fg = {0};
+    fresh_add(&fg, g->attn.in_b, 3 * (size_t)d);
+    fresh_add(&fg, g->attn.out_b, (size_t)d);
+    fresh_add(&fg, g->lin1_b, (size_t)ff);
+    fresh_add(&fg, g->lin2_b, (size_t)d);
+    fresh_add(&fg, g->ln1_w, (size_t)d);
+    fresh_add(&fg, g->ln1_b, (size_t)d);
+    fresh_add(&fg, g->ln2_w, (size_t)d);
+    fresh_add(&fg, g->ln2_b, (size_t)d);
+    fresh_zero(m, s, &fg);
 
     /* LayerNorm's backward and the FFN branch's gradient through its dropout,
      * in fp32 (the bias gradient) and 16 bits (the GEMMs), in one pass; each
@@ -811,6 +845,12 @@ static void cuda_backward_head(ao_model *m, ao_stream *s, const float *root, flo
     stage_head(c, s, &hs, &hw);
     cudaStream_t cs = ao_cuda_stream(s);
     float *dact = c->a.scratch, *dln = c->a.scratch + (size_t)hs.n * hs.hidden;
+    fresh_grads fg = {0};
+    fresh_add(&fg, hg.ln_w, (size_t)hs.dim);
+    fresh_add(&fg, hg.ln_b, (size_t)hs.dim);
+    fresh_add(&fg, hg.fc1_b, (size_t)hs.hidden);
+    fresh_add(&fg, hg.fc2_b, 1);
+    fresh_zero(m, s, &fg);
 
     KCHECK(ao_cuda_bce_loss_backward(c->a.dz, c->a.z, b->target, b->weight, hs.n, normalizer, cs));
     /* ao_head_backward, as the encoder's FFN: dact in the precision of hid,
@@ -874,6 +914,11 @@ static void cuda_backward_input(ao_model *m, ao_stream *s, const float *root, fl
     ao_model_bind_root(&m->shape, root_grad, &ig, &hg);
     stage_input(c, s, &is, &iw, 0); /* dense_w's input gradient is not computed */
     float *dpooled = c->a.scratch;
+    fresh_grads fg = {0};
+    fresh_add(&fg, ig.dense_b, (size_t)is.dim);
+    fresh_add(&fg, ig.table, (size_t)is.vocab * is.emb_dim);
+    fresh_add(&fg, ig.sparse_b, (size_t)is.dim);
+    fresh_zero(m, s, &fg);
     /* ao_input_backward */
     linear_backward(m, s, NULL, ig.dense_w, ig.dense_b, c->a.dx[0], b->dense, iw.dense_w, is.n,
                     is.dense_in, is.dim);
@@ -894,6 +939,7 @@ const struct ao_model_backend ao_model_cuda_backend = {
     .backward_head = cuda_backward_head,
     .backward_layer = cuda_backward_layer,
     .backward_input = cuda_backward_input,
+    .can_overwrite_grads = 1,
 };
 
 /* ---- CUDA-only extras (model_cuda.h) ------------------------------------------------------ */

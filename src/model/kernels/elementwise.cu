@@ -79,6 +79,24 @@ struct gelu_backward_op {
     }
 };
 
+/* Up to kZeroRanges float ranges := 0 in one launch (the small gradients a
+ * backward adds to when it overwrites the rest: ao_model_overwrite_grads). */
+constexpr int kZeroRanges = 8;
+struct zero_ranges {
+    float *p[kZeroRanges];
+    size_t n[kZeroRanges];
+    int k;
+};
+
+__global__ void zero_ranges_kernel(zero_ranges z)
+{
+    pdl_wait();
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (int r = 0; r < z.k; r++)
+        for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < z.n[r]; i += stride)
+            z.p[r][i] = 0.0f;
+}
+
 /* ---- dropout ------------------------------------------------------------- */
 
 /* Philox blocks (4 elements each) one dropout thread applies: their
@@ -278,6 +296,23 @@ template <ao_dtype T, ao_dtype TI> struct dropout_gelu_backward_map : typed_load
 } // namespace
 
 /* ---- launchers ------------------------------------------------------------- */
+
+extern "C" cudaError_t ao_cuda_zero_ranges(float *const *p, const size_t *n, int k,
+                                           cudaStream_t stream)
+{
+    if (k < 0 || k > kZeroRanges) return cudaErrorInvalidValue;
+    zero_ranges z = {};
+    size_t most = 0;
+    for (int r = 0; r < k; r++) {
+        z.p[r] = p[r];
+        z.n[r] = n[r];
+        most = n[r] > most ? n[r] : most;
+    }
+    z.k = k;
+    if (most == 0) return cudaSuccess;
+    launch(zero_ranges_kernel, elem_blocks(most), kThreads, 0, stream, z);
+    return cudaGetLastError();
+}
 
 extern "C" cudaError_t ao_cuda_add(float *y, const float *a, const float *b, size_t n,
                                    cudaStream_t stream)
