@@ -115,8 +115,9 @@ static void report_same(const char *kernel, const void *a, const void *b, size_t
 /* ---- element-wise --------------------------------------------------------- */
 
 /* Column sums over many row chunks (the tile's last block combines them):
- * the reference's values, and the same bits twice. From a 16-bit dy (two
- * columns a thread): the bits of the fp32 sums over its widening. */
+ * the reference's values, and the same bits twice. From a 16-bit dy (eight
+ * columns a thread where c % 8 == 0, else two; one at an odd address): the
+ * bits of the fp32 sums over its widening. */
 static void test_bias_grad_chunks(int n, int c)
 {
     const size_t nc = (size_t)n * c;
@@ -1329,6 +1330,7 @@ int main(void)
 
     test_bias_and_add();
     test_bias_grad_chunks(5000, 300);   /* 20 chunks x 10 tiles */
+    test_bias_grad_chunks(5000, 1000);  /* 16-bit: 8 columns a thread, 4 tiles, the last partial */
     test_bias_grad_chunks(40000, 8);    /* many chunks, one tile */
     test_bias_grad_chunks(300, 140000); /* wider than one launch covers */
     test_gelu();

@@ -11,6 +11,12 @@ namespace
 constexpr int kColTile = 32;       /* columns per block of a column sum: one warp per row */
 constexpr int kColLanes = 8;       /* warps per block, each summing every 8th row of the chunk */
 constexpr int kColChunkRows = 256; /* rows one block sums (before the cap below) */
+/* Rows a thread of the 8-column (16-bit) sums has in flight: kColDeep where
+ * the grid is at most 2 blocks an SM (its loads are all the memory has in
+ * flight), kColShallow at 8 blocks an SM (32 registers) on larger grids,
+ * which the deep kernel (44 registers, 5 blocks an SM) would run in more
+ * than one wave. Not part of the bits. */
+constexpr int kColDeep = 8, kColShallow = 1;
 
 /* ---- column sums (bias and layernorm parameter gradients) ---------------- */
 
@@ -36,98 +42,131 @@ __device__ unsigned int column_done[kColDoneTiles];
 /* Block (kColTile, kColLanes) at (blockIdx.x, blockIdx.y) sums rows
  * [blockIdx.y * chunk, + chunk) of W columns per thread, columns
  * (blockIdx.x * kColTile + tx) * W + l: lane ty takes every kColLanes-th row
- * (a warp reads 32 * W consecutive floats of a row), then a fixed
- * shared-memory tree over ty. With one chunk the block adds straight into
- * out. Otherwise it writes the chunk's partial (output a at
- * column_partials[chunk_index * c + j], output b after all of a's), and the
- * tile's last block to finish (threadFenceReduction's pattern: integer
- * atomics, no float ones) adds the partials in chunk order, so the bits do
- * not depend on which block was last. W = 2 or 4 (wider loads, W independent
- * sums per thread: more bytes in flight) adds every column's terms in the
- * same order as W = 1, so the bits do not depend on W either. One launch per
- * column sum. */
-template <class F, int W>
+ * (a warp reads 32 * W consecutive values of a row), then each column's
+ * kColLanes lane sums are added in a fixed tree. With one chunk the block
+ * adds straight into out. Otherwise it writes the chunk's partial (output o
+ * at column_partials[(o * parts + chunk_index) * c + j]), and the tile's
+ * last block to finish (threadFenceReduction's pattern: integer atomics, no
+ * float ones) adds the partials in chunk order, so the bits do not depend on
+ * which block was last. W = 2, 4 or 8 (wider loads, W independent sums per
+ * thread: more bytes in flight) adds every column's terms in the same order
+ * as W = 1, so the bits do not depend on W either. F::outputs (1 or 2) is
+ * how many sums a term feeds (out_b unused for 1). One launch per column
+ * sum. */
+template <class F, int W, int U>
 __device__ void column_partials_block(float *out_a, float *out_b, int n, int c, int col0, int chunk,
                                       const F &f, int tile, int part, int parts, int tx, int ty)
 {
-    __shared__ double sa[kColLanes][kColTile * W + 1], sb[kColLanes][kColTile * W + 1];
+    constexpr int O = F::outputs, stride = kColTile + 1; /* padded: no bank conflicts */
+    static_assert(kColTile * W <= kColTile * kColLanes, "a thread a column in the combine");
+    /* lane ty's sums of output o, column (tile * kColTile + tx) * W + l, at
+     * s[o][ty][l * stride + tx] */
+    __shared__ double s[O][kColLanes][W * stride];
     __shared__ bool last;
+    float *const out[2] = {out_a, out_b};
     const int j = col0 + (tile * kColTile + tx) * W; /* c % W == 0 */
     const int r0 = part * chunk, r1 = min(n, r0 + chunk);
-    sum2 acc[W];
+    double acc[O][W];
 #pragma unroll
-    for (int l = 0; l < W; l++) acc[l] = sum2{0.0, 0.0};
+    for (int l = 0; l < W; l++) {
+        acc[0][l] = 0.0;
+        acc[O - 1][l] = 0.0;
+    }
     if (j < c) {
-#pragma unroll 4
+#pragma unroll U
         for (int i = r0 + ty; i < r1; i += kColLanes) {
             sum2 v[W];
             f.get(i, j, v);
 #pragma unroll
             for (int l = 0; l < W; l++) {
-                acc[l].a += v[l].a;
-                acc[l].b += v[l].b;
+                acc[0][l] += v[l].a;
+                if (O == 2) acc[O - 1][l] += v[l].b;
             }
         }
     }
 #pragma unroll
-    for (int l = 0; l < W; l++) {
-        sa[ty][tx * W + l] = acc[l].a;
-        sb[ty][tx * W + l] = acc[l].b;
-    }
+    for (int o = 0; o < O; o++)
+#pragma unroll
+        for (int l = 0; l < W; l++) s[o][ty][l * stride + tx] = acc[o][l];
     __syncthreads();
-    for (int s = kColLanes / 2; s > 0; s >>= 1) {
-        if (ty < s) {
+    /* From here thread t owns column jt = col0 + tile * kColTile * W + t of
+     * the tile (coalesced stores); its lanes' sums in the tree
+     * ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)). */
+    static_assert(kColLanes == 8, "the tree below");
+    const int t = ty * kColTile + tx;
+    const int jt = col0 + tile * kColTile * W + t;
+    const bool mine = t < kColTile * W && jt < c;
+    double sum[O] = {};
+    if (mine) {
+        const int at = (t % W) * stride + t / W;
 #pragma unroll
-            for (int l = 0; l < W; l++) {
-                sa[ty][tx * W + l] += sa[ty + s][tx * W + l];
-                sb[ty][tx * W + l] += sb[ty + s][tx * W + l];
-            }
+        for (int o = 0; o < O; o++) {
+            const double(*q)[W * stride] = s[o];
+            sum[o] = ((q[0][at] + q[4][at]) + (q[2][at] + q[6][at])) +
+                     ((q[1][at] + q[5][at]) + (q[3][at] + q[7][at]));
         }
-        __syncthreads();
     }
     if (parts == 1) {
-        if (ty == 0 && j < c) {
-            for (int l = 0; l < W; l++) {
-                out_a[j + l] += (float)sa[0][tx * W + l];
-                if (out_b) out_b[j + l] += (float)sb[0][tx * W + l];
-            }
-        }
+        if (mine)
+#pragma unroll
+            for (int o = 0; o < O; o++) out[o][jt] += (float)sum[o];
         return;
     }
-    if (ty == 0 && j < c) {
-        for (int l = 0; l < W; l++) {
-            column_partials[(size_t)part * c + j + l] = sa[0][tx * W + l];
-            if (out_b) column_partials[((size_t)parts + part) * c + j + l] = sb[0][tx * W + l];
-        }
-    }
+    if (mine)
+#pragma unroll
+        for (int o = 0; o < O; o++) column_partials[((size_t)o * parts + part) * c + jt] = sum[o];
     __threadfence(); /* the partials are visible before the count says so */
     __syncthreads();
-    if (tx == 0 && ty == 0) last = atomicAdd(&column_done[tile], 1u) == (unsigned)parts - 1;
+    if (t == 0) last = atomicAdd(&column_done[tile], 1u) == (unsigned)parts - 1;
     __syncthreads();
     if (!last) return;
     __threadfence();
-    if (ty == 0 && j < c) {
-        for (int l = 0; l < W; l++) {
-            double a = 0.0, b = 0.0;
-            for (int k = 0; k < parts; k++) {
-                a += __ldcg(&column_partials[(size_t)k * c + j + l]);
-                if (out_b) b += __ldcg(&column_partials[((size_t)parts + k) * c + j + l]);
+    if (mine) {
+        /* chunk order; kBatch loads in flight at a time */
+        constexpr int kBatch = 8 / O;
+#pragma unroll
+        for (int o = 0; o < O; o++) {
+            const double *p = column_partials + (size_t)o * parts * c + jt;
+            double a = 0.0;
+            for (int k0 = 0; k0 < parts; k0 += kBatch) {
+                double b[kBatch];
+#pragma unroll
+                for (int u = 0; u < kBatch; u++)
+                    b[u] = k0 + u < parts ? __ldcg(p + (size_t)(k0 + u) * c) : 0.0;
+#pragma unroll
+                for (int u = 0; u < kBatch; u++)
+                    if (k0 + u < parts) a += b[u];
             }
-            out_a[j + l] += (float)a;
-            if (out_b) out_b[j + l] += (float)b;
+            out[o][jt] += (float)a;
         }
     }
-    if (tx == 0 && ty == 0) column_done[tile] = 0;
+    if (t == 0) column_done[tile] = 0;
 }
 
-template <class F, int W>
+/* One launch of column sums: the block at (blockIdx.x, blockIdx.y). */
+template <class F, int W, int U>
+__device__ __forceinline__ void column_partials_grid(float *out_a, float *out_b, int n, int c,
+                                                     int col0, int chunk, const F &f)
+{
+    pdl_wait();
+    column_partials_block<F, W, U>(out_a, out_b, n, c, col0, chunk, f, (int)blockIdx.x,
+                                   (int)blockIdx.y, (int)gridDim.y, (int)threadIdx.x,
+                                   (int)threadIdx.y);
+}
+
+template <class F, int W, int U>
 __global__ void column_partials_kernel(float *out_a, float *out_b, int n, int c, int col0,
                                        int chunk, F f)
 {
-    pdl_wait();
-    column_partials_block<F, W>(out_a, out_b, n, c, col0, chunk, f, (int)blockIdx.x,
-                                (int)blockIdx.y, (int)gridDim.y, (int)threadIdx.x,
-                                (int)threadIdx.y);
+    column_partials_grid<F, W, U>(out_a, out_b, n, c, col0, chunk, f);
+}
+
+/* kColShallow rows in flight at 8 blocks an SM (32 registers a thread) */
+template <class F, int W>
+__global__ void __launch_bounds__(kColTile *kColLanes, 8)
+    column_partials_kernel8(float *out_a, float *out_b, int n, int c, int col0, int chunk, F f)
+{
+    column_partials_grid<F, W, kColShallow>(out_a, out_b, n, c, col0, chunk, f);
 }
 
 /* How column_sums splits an [n, c] sum: `parts` row chunks of `chunk` rows,
@@ -149,35 +188,45 @@ column_split split_columns(int n, int c, size_t outputs, int w)
     return column_split{chunk, (int)parts, w, kColDoneTiles * kColTile * w};
 }
 
-/* out_a[j] += sum_i f(i, j).a and, when out_b is not NULL, out_b[j] += .b.
+/* out_a[j] += sum_i f(i, j).a and, when F::outputs is 2, out_b[j] += .b.
  * The chunking depends only on (n, c, outputs), so the order of the sums, and
  * hence the bits, are the same on every device and every run. f.get(i, j, v)
  * fills v[0..W) with the terms of columns j..j+W-1 of row i; f.width() is
- * the W it is read with (1, 2 or 4: c % W == 0, its pointers aligned for
+ * the W it is read with (1, 2, 4 or 8: c % W == 0, its pointers aligned for
  * it). */
 template <class F>
 cudaError_t column_sums(float *out_a, float *out_b, int n, int c, F f, cudaStream_t stream)
 {
     if (n <= 0 || c <= 0) return cudaSuccess;
-    const column_split sp = split_columns(n, c, out_b ? 2 : 1, f.width());
+    const column_split sp = split_columns(n, c, F::outputs, f.width());
     const int chunk = sp.chunk, w = sp.w, span = sp.span;
     const size_t parts = (size_t)sp.parts;
     const dim3 block(kColTile, kColLanes);
+    int dev = 0, sms = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess) return err;
     /* a launch per kColDoneTiles column tiles (one for any layer of the configs) */
     for (int col0 = 0; col0 < c; col0 += span) {
         const int cols = c - col0 < span ? c - col0 : span;
         const unsigned tiles = (unsigned)((cols + kColTile * w - 1) / (kColTile * w));
         const dim3 grid(tiles, (unsigned)parts);
-        if (w == 4)
-            launch(column_partials_kernel<F, 4>, grid, block, 0, stream, out_a, out_b, n, c, col0,
+        if (w == 8 && (size_t)tiles * parts <= 2 * (size_t)sms)
+            launch(column_partials_kernel<F, 8, kColDeep>, grid, block, 0, stream, out_a, out_b, n,
+                   c, col0, chunk, f);
+        else if (w == 8)
+            launch(column_partials_kernel8<F, 8>, grid, block, 0, stream, out_a, out_b, n, c, col0,
                    chunk, f);
+        else if (w == 4)
+            launch(column_partials_kernel<F, 4, 4>, grid, block, 0, stream, out_a, out_b, n, c,
+                   col0, chunk, f);
         else if (w == 2)
-            launch(column_partials_kernel<F, 2>, grid, block, 0, stream, out_a, out_b, n, c, col0,
-                   chunk, f);
+            launch(column_partials_kernel<F, 2, 4>, grid, block, 0, stream, out_a, out_b, n, c,
+                   col0, chunk, f);
         else
-            launch(column_partials_kernel<F, 1>, grid, block, 0, stream, out_a, out_b, n, c, col0,
-                   chunk, f);
-        cudaError_t err = cudaGetLastError();
+            launch(column_partials_kernel<F, 1, 4>, grid, block, 0, stream, out_a, out_b, n, c,
+                   col0, chunk, f);
+        err = cudaGetLastError();
         if (err != cudaSuccess) return err;
     }
     return cudaSuccess;
@@ -195,7 +244,33 @@ template <int W> __device__ void load_row(const float *m, int c, int i, int j, f
     }
 }
 
+/* W 16-bit values at p: one 16-byte load for W = 8 (p 16-byte aligned), one
+ * 4-byte load for W = 2 (p 4-byte aligned). */
+template <int W> __device__ void load_row16(const uint16_t *p, uint16_t (&h)[W])
+{
+    for (int l = 0; l < W; l++) h[l] = p[l];
+}
+
+__device__ void split_halves(const uint32_t *q, int words, uint16_t *h)
+{
+    for (int l = 0; l < words; l++)
+        h[2 * l] = (uint16_t)(q[l] & 0xffffu), h[2 * l + 1] = (uint16_t)(q[l] >> 16);
+}
+
+template <> __device__ void load_row16<8>(const uint16_t *p, uint16_t (&h)[8])
+{
+    const uint4 u = *reinterpret_cast<const uint4 *>(p);
+    const uint32_t q[4] = {u.x, u.y, u.z, u.w};
+    split_halves(q, 4, h);
+}
+
+template <> __device__ void load_row16<2>(const uint16_t *p, uint16_t (&h)[2])
+{
+    split_halves(reinterpret_cast<const uint32_t *>(p), 1, h);
+}
+
 struct bias_grad_term {
+    static constexpr int outputs = 1;
     const float *dy;
     int c;
     template <int W> __device__ void get(int i, int j, sum2 (&v)[W]) const
@@ -215,6 +290,7 @@ struct bias_grad_term {
 
 /* ao_layernorm_backward's parameter gradients: (dy xhat, dy). */
 struct layernorm_param_term {
+    static constexpr int outputs = 2;
     const float *dy, *x, *mean, *rstd;
     int c;
     template <int W> __device__ void get(int i, int j, sum2 (&v)[W]) const
@@ -535,9 +611,9 @@ __global__ void __launch_bounds__(kThreads, kRowMinBlocks<K>)
         if (row < n) layernorm_backward_block_row<K>(dx, dy, x, mean, rstd, gamma, c, tail, row);
         return;
     }
-    column_partials_block<layernorm_param_term, 4>(dgamma, dbeta, n, c, 0, chunk,
-                                                   layernorm_param_term{dy, x, mean, rstd, c},
-                                                   r - chunk, part, parts, tid & 31, tid >> 5);
+    column_partials_block<layernorm_param_term, 4, 4>(dgamma, dbeta, n, c, 0, chunk,
+                                                      layernorm_param_term{dy, x, mean, rstd, c},
+                                                      r - chunk, part, parts, tid & 31, tid >> 5);
 }
 
 /* The blocks of a block-a-row kernel over n rows. */
@@ -603,26 +679,24 @@ template <ao_dtype T> struct ln_dropout_tail {
 
 /* ---- launchers ------------------------------------------------------------- */
 
-/* The bias gradient's terms from a 16-bit dy (the copy the GEMMs read): two
- * columns a thread (one 4-byte load), so that a warp reads 128 bytes of a
- * row as the fp32 sums do, from half the bytes. */
+/* The bias gradient's terms from a 16-bit dy (the copy the GEMMs read):
+ * eight columns a thread (one 16-byte load: a warp reads 512 bytes of a
+ * row) where c % 8 == 0 and dy is 16-byte aligned, else two (one 4-byte
+ * load) or one. */
 template <ao_dtype T> struct bias_grad_term16 {
+    static constexpr int outputs = 1;
     const uint16_t *dy;
     int c;
     template <int W> __device__ void get(int i, int j, sum2 (&v)[W]) const
     {
-        const uint16_t *p = dy + (size_t)i * c + j;
         uint16_t h[W];
-        if (W == 2) {
-            const uint32_t q = *reinterpret_cast<const uint32_t *>(p);
-            h[0] = (uint16_t)(q & 0xffffu), h[W - 1] = (uint16_t)(q >> 16);
-        } else {
-            for (int l = 0; l < W; l++) h[l] = p[l];
-        }
+        load_row16(dy + (size_t)i * c + j, h);
+#pragma unroll
         for (int l = 0; l < W; l++) v[l] = sum2{(double)load_as_float(h, T, (size_t)l), 0.0};
     }
     int width() const
     {
+        if (c % 8 == 0 && aligned16(dy)) return 8;
         return c % 2 == 0 && ((uintptr_t)dy & 3u) == 0 ? 2 : 1;
     }
 };
