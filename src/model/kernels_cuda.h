@@ -107,6 +107,22 @@ typedef struct ao_cuda_dropout_key {
     int heads;
 } ao_cuda_dropout_key;
 
+/* The mask bytes a dropout pass that stores its mask writes under key
+ * (mask_out of ao_cuda_gelu_dropout, the fused attention's and the unfused
+ * softmax's), drawn alone: rows = batch, or batch * key.heads for attention
+ * probabilities; per_row elements, a multiple of 128; mask 16-byte aligned
+ * (others: cudaErrorInvalidValue). p <= 0: nothing drawn. */
+typedef struct ao_cuda_mask_job {
+    uint8_t *mask;
+    int rows;
+    size_t per_row;
+    ao_cuda_dropout_key key;
+} ao_cuda_mask_job;
+/* The n jobs' masks, 16 a launch. blocks_per_sm > 0 caps the launch at
+ * that many blocks an SM (drawn beside another kernel: ao_model_predraw);
+ * 0: as many as the work fills. */
+cudaError_t ao_cuda_draw_masks(const ao_cuda_mask_job *jobs, int n, int blocks_per_sm,
+                               cudaStream_t stream);
 /* y[rows, per_row] = x * factor (forward and backward are the same map).
  * rows = batch (heads == 0) or batch * heads. y may alias x. p <= 0 copies. */
 cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size_t per_row,
@@ -205,17 +221,12 @@ cudaError_t ao_cuda_softmax_dropout_backward(void *out, ao_dtype out_type, const
 int ao_cuda_flash_attention_supported(ao_dtype type, int T, int head_dim);
 /* lse: [batch * heads * T] each row's base-2 logsumexp of scores * log2(e)
  * (what the backward needs). mask_in: NULL (drawn), or the mask
- * ao_cuda_flash_attention_mask drew under key; mask_out (without mask_in):
+ * ao_cuda_draw_masks drew under key; mask_out (without mask_in):
  * NULL, or where the drawn mask's bytes go. */
 cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, const void *qkv, ao_dtype type,
                                             int batch, int heads, int T, int head_dim, float scale,
                                             const ao_cuda_dropout_key *key, const uint8_t *mask_in,
                                             uint8_t *mask_out, cudaStream_t stream);
-/* The attention-probability mask a forward with mask_out stores under key
- * (the unfused kernels' bytes), drawn alone: ahead of the forward, beside
- * other work (ao_model_predraw). T a multiple of 64; p <= 0: nothing. */
-cudaError_t ao_cuda_flash_attention_mask(uint8_t *mask, int batch, int heads, int T,
-                                         const ao_cuda_dropout_key *key, cudaStream_t stream);
 /* dq, dk, dv into dqkv (qkv's layout, of type) from dctx (ctx's layout) and
  * the forward's ctx, lse; scratch: ao_cuda_flash_backward_scratch_bytes,
  * 16-byte aligned (each row's delta, then dS as 16 bits a probability).
@@ -237,10 +248,6 @@ cudaError_t ao_cuda_flash_attention_backward(void *dqkv, void *scratch, const vo
 cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const void *h, ao_dtype h_type,
                                  int batch, size_t per_row, const ao_cuda_dropout_key *key,
                                  const uint8_t *mask_in, uint8_t *mask_out, cudaStream_t stream);
-/* The mask bytes a dropout over sample rows stores under key (mask_out of
- * ao_cuda_gelu_dropout), drawn alone (ao_model_predraw). p <= 0: nothing. */
-cudaError_t ao_cuda_dropout_mask(uint8_t *mask, int batch, size_t per_row,
-                                 const ao_cuda_dropout_key *key, cudaStream_t stream);
 /* dx = gelu_backward(dropout(dy), h) as floats (dx may alias dy; key->heads
  * must be 0) and, when dx16 is not NULL, the same values in half_type
  * (AO_BF16 or AO_F16) in dx16: ao_cuda_dropout, ao_cuda_gelu_backward,

@@ -934,23 +934,28 @@ static void cuda_backward_input(ao_model *m, ao_stream *s, const float *root, fl
 
 /* ao_model_predraw: each layer's hidden mask and, where attention runs
  * fused, its probability mask, stored under the keys of (step, b) where
- * the forward's masks_in finds them. */
+ * the forward's masks_in finds them; in one launch of 16 jobs, capped at
+ * 2 blocks an SM so that the update beside it keeps the rest (a mask the
+ * launch cannot take is drawn by its forward). */
 static void cuda_predraw(ao_model *m, ao_stream *s, int64_t step, const ao_batch *b)
 {
     cuda_model *cm = m->impl;
     const ao_model_shape *sh = &m->shape;
-    cudaStream_t cs = ao_cuda_stream(s);
+    const size_t hidden = (size_t)sh->seq * sh->ff, probs = (size_t)sh->seq * sh->seq;
+    ao_cuda_mask_job *jobs = ao_calloc(2 * (size_t)sh->layers, sizeof *jobs);
+    int n = 0;
     for (int layer = 1; layer <= sh->layers; layer++) {
         const layer_keys k = layer_keys_of(m, layer, step, b);
-        uint8_t *hidden = masks_out(&cm->hidden_masks, layer, &k.hidden);
-        if (hidden)
-            KCHECK(
-                ao_cuda_dropout_mask(hidden, sh->batch, (size_t)sh->seq * sh->ff, &k.hidden, cs));
-        uint8_t *probs = attn_fused(m) ? masks_out(&cm->probs_masks, layer, &k.probs) : NULL;
-        if (probs)
-            KCHECK(
-                ao_cuda_flash_attention_mask(probs, sh->batch, sh->heads, sh->seq, &k.probs, cs));
+        if (hidden % 128 == 0 && cm->hidden_masks.mem && cm->hidden_masks.bytes % 16 == 0)
+            jobs[n++] = (ao_cuda_mask_job){masks_out(&cm->hidden_masks, layer, &k.hidden),
+                                           sh->batch, hidden, k.hidden};
+        if (attn_fused(m) && probs % 128 == 0 && cm->probs_masks.mem &&
+            cm->probs_masks.bytes % 16 == 0)
+            jobs[n++] = (ao_cuda_mask_job){masks_out(&cm->probs_masks, layer, &k.probs),
+                                           sh->batch * sh->heads, probs, k.probs};
     }
+    KCHECK(ao_cuda_draw_masks(jobs, n, 2, ao_cuda_stream(s)));
+    free(jobs);
 }
 
 const struct ao_model_backend ao_model_cuda_backend = {

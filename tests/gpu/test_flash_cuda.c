@@ -231,7 +231,8 @@ static void test_flash(int B, int H, int T, int hd, float p, ao_dtype t)
     float *ctx = download_half(d_ctx, nctx, t), *ctx2 = download_half(d_ctx2, nctx, t);
     report("flash forward ctx", shape, check_rel_err(ctx, ref_ctx, nctx), 2e-2);
     if (p > 0) { /* the mask drawn alone, then read: the bytes and the bits of the stored one */
-        K(ao_cuda_flash_attention_mask(d_mask_ref, B, H, T, &key, ao_cuda_stream(stream)));
+        const ao_cuda_mask_job job = {d_mask_ref, B * H, (size_t)T * T, key};
+        K(ao_cuda_draw_masks(&job, 1, 1, ao_cuda_stream(stream)));
         uint8_t *m1 = download_bytes(d_mask, mbytes), *m2 = download_bytes(d_mask_ref, mbytes);
         report_same("flash mask alone", shape, m1, m2, mbytes);
         K(ao_cuda_flash_attention_forward(d_ctx2, d_lse, d_qkv, t, B, H, T, hd, c.scale, &key,

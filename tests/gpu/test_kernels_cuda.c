@@ -1064,11 +1064,18 @@ static void test_gelu_dropout(float p, size_t per_row, size_t offset)
     uint8_t *d_mask = ao_dev_alloc(dev, mbytes), *d_pre = ao_dev_alloc(dev, mbytes);
     K(ao_cuda_gelu_dropout(d_out + offset * 2, AO_BF16, d_h + offset, AO_F32, batch, per_row, &key,
                            NULL, d_mask, cs()));
-    K(ao_cuda_dropout_mask(d_pre, batch, per_row, &key, cs()));
-    if (p > 0) report_bits("dropout_mask alone", shape, d_pre, d_mask, mbytes);
+    const ao_cuda_mask_job job = {d_pre, batch, per_row, key};
+    const int drawable = p > 0 && per_row % 128 == 0 && offset == 0;
+    if (drawable) {
+        K(ao_cuda_draw_masks(&job, 1, 1, cs()));
+        report_bits("draw_masks alone", shape, d_pre, d_mask, mbytes);
+    } else if (p > 0 && per_row % 128 != 0) {
+        CHECK(ao_cuda_draw_masks(&job, 1, 0, cs()) == cudaErrorInvalidValue,
+              "draw_masks accepted rows of %zu elements", per_row);
+    }
     K(ao_cuda_cast(d_ref, AO_BF16, d_tmp, AO_F32, n, cs()));
     K(ao_cuda_gelu_dropout(d_out + offset * 2, AO_BF16, d_h + offset, AO_F32, batch, per_row, &key,
-                           p > 0 ? d_pre : NULL, d_mask, cs()));
+                           drawable ? d_pre : NULL, d_mask, cs()));
     report_bits("gelu_dropout mask in", shape, d_out + offset * 2, d_ref, n * 2);
     ao_dev_free(dev, d_mask), ao_dev_free(dev, d_pre);
     float *h_after = download_floats(d_h, n + offset);

@@ -237,6 +237,52 @@ cudaError_t launch_dropout_map(Map m, bool vec, int batch, size_t per_row,
     return cudaGetLastError();
 }
 
+/* ---- masks drawn alone ---------------------------------------------------- */
+
+/* Groups a thread draws (two 16-byte stores), and jobs a launch takes. */
+constexpr int kMaskGroups = 32;
+constexpr int kMaskJobs = 16;
+
+struct mask_jobs {
+    dropout_args k[kMaskJobs];
+    uint8_t *out[kMaskJobs];
+    size_t groups[kMaskJobs];     /* a row's groups: a multiple of kMaskGroups */
+    size_t chunks[kMaskJobs + 1]; /* prefix sums of the jobs' kMaskGroups-group chunks */
+    int n;
+};
+
+/* Chunk c of the launch: job t's groups g .. g + 31 of row g / groups, each
+ * the mask byte of its Philox block (group_factors), as a dropout pass that
+ * draws and stores its mask writes it. Grid-stride, so that a launch capped
+ * to a few blocks an SM leaves the rest to a kernel beside it. */
+__global__ void draw_masks_kernel(mask_jobs j)
+{
+    pdl_wait();
+    const size_t total = j.chunks[j.n];
+    for (size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x; c < total;
+         c += (size_t)gridDim.x * blockDim.x) {
+        int t = 0;
+        while (c >= j.chunks[t + 1]) t++;
+        const size_t g = (c - j.chunks[t]) * kMaskGroups, g0 = g % j.groups[t];
+        const ao_rng_stream s = dropout_row_stream(j.k[t], g / j.groups[t]);
+#pragma unroll
+        for (int v = 0; v < kMaskGroups / 16; v++) {
+            uint32_t w[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                w[q] = 0;
+#pragma unroll
+                for (int l = 0; l < 4; l++) {
+                    float f[4];
+                    group_factors(f, s, g0 + 16 * v + 4 * q + l, j.k[t].r, nullptr, nullptr);
+                    w[q] |= (uint32_t)mask_byte(f) << (8 * l);
+                }
+            }
+            *reinterpret_cast<uint4 *>(j.out[t] + g + 16 * v) = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+    }
+}
+
 /* ---- GELU + dropout, fused ------------------------------------------------ */
 
 /* ... of ao_cuda_gelu_dropout: gelu(h) in (h of type TI), out in type T. */
@@ -265,24 +311,6 @@ template <ao_dtype T, ao_dtype TI> struct gelu_dropout_map {
     {
         out.put4(i, v);
     }
-};
-
-/* ... of ao_cuda_dropout_mask: no values, only the mask bytes. */
-struct mask_only_map {
-    __device__ float load(size_t) const
-    {
-        return 0.0f;
-    }
-    __device__ float4 load4(size_t) const
-    {
-        return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-    __device__ float4 aux4(size_t) const
-    {
-        return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-    __device__ void store(size_t, float) const {}
-    __device__ void store4(size_t, float4, float4) const {}
 };
 
 /* ... of ao_cuda_dropout_gelu_backward: dy in (type TI, as h), dx = gelu'(h)
@@ -408,13 +436,41 @@ extern "C" cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const 
     });
 }
 
-extern "C" cudaError_t ao_cuda_dropout_mask(uint8_t *mask, int batch, size_t per_row,
-                                            const ao_cuda_dropout_key *key, cudaStream_t stream)
+extern "C" cudaError_t ao_cuda_draw_masks(const ao_cuda_mask_job *jobs, int n, int blocks_per_sm,
+                                          cudaStream_t stream)
 {
-    if (key->heads != 0) return cudaErrorInvalidValue;
-    if (key->p <= 0.0f) return cudaSuccess;
-    return launch_dropout_map(mask_only_map{}, per_row % 4 == 0, batch, per_row, *key, stream,
-                              nullptr, mask);
+    for (int first = 0; first < n; first += kMaskJobs) {
+        mask_jobs j = {};
+        for (int i = first; i < n && j.n < kMaskJobs; i++) {
+            const ao_cuda_mask_job &b = jobs[i];
+            const int heads = b.key.heads > 0 ? b.key.heads : 1;
+            if (b.rows < 0 || b.rows % heads != 0 || b.per_row % (4 * kMaskGroups) != 0 ||
+                ((uintptr_t)b.mask & 15u) != 0)
+                return cudaErrorInvalidValue;
+            if (b.key.p <= 0.0f || b.rows == 0 || b.per_row == 0) continue;
+            j.k[j.n] = dropout_args_of(b.key);
+            j.out[j.n] = b.mask;
+            j.groups[j.n] = b.per_row / 4;
+            j.chunks[j.n + 1] = j.chunks[j.n] + (size_t)b.rows * (b.per_row / 4) / kMaskGroups;
+            j.n++;
+        }
+        if (j.n == 0) continue;
+        size_t blocks = (j.chunks[j.n] + kThreads - 1) / kThreads;
+        if (blocks_per_sm > 0) {
+            int dev = 0, sms = 0;
+            cudaError_t e = cudaGetDevice(&dev);
+            if (e == cudaSuccess)
+                e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+            if (e != cudaSuccess) return e;
+            const size_t cap = (size_t)sms * (size_t)blocks_per_sm;
+            blocks = blocks < cap ? blocks : cap;
+        }
+        launch(draw_masks_kernel, (unsigned)(blocks < (size_t)INT32_MAX ? blocks : INT32_MAX),
+               kThreads, 0, stream, j);
+        const cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
 }
 
 extern "C" cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_dtype half_type,

@@ -15,7 +15,7 @@
  * (b, h) row stream (dropout_row_stream), and the mask bytes have
  * ao_cuda_dropout_mask_bytes' layout, so a forward stores the same mask the
  * unfused one would and a backward reads either's. A forward that stores
- * the mask draws it all first (flash_mask, one Philox block a group of four,
+ * the mask draws it all first (ao_cuda_draw_masks, one Philox block a group of four,
  * as the unfused kernels draw them); the tile loops copy each tile's 64 x 64
  * decisions into shared memory with the tile, or, with no mask to read or
  * store, each warp draws the part it reads.
@@ -551,38 +551,6 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward(flash_args a)
     }
 }
 
-/* Every head's T x T mask (flash_drop's layout and keying: the unfused
- * forward's bytes), drawn ahead of a forward that stores it, which then
- * copies it in with its tiles as the backward does: drawn here at full
- * occupancy, the Philox work no longer stalls the tile loop. A thread
- * draws kMaskGroups consecutive groups of one head (per_head, a multiple of
- * 1024 as T % 64 == 0) and stores them in 16-byte words. */
-constexpr int kMaskGroups = 32;
-
-__global__ void flash_mask(flash_args a, size_t per_head, size_t total)
-{
-    pdl_wait();
-    const size_t g = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * kMaskGroups;
-    if (g >= total) return;
-    const size_t bh = g / per_head, g0 = g % per_head;
-    const ao_rng_stream s = dropout_row_stream(a.drop, bh);
-#pragma unroll
-    for (int v = 0; v < kMaskGroups / 16; v++) {
-        uint32_t w[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            w[k] = 0;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float f[4];
-                group_factors(f, s, g0 + 16 * v + 4 * k + l, a.drop.r, nullptr, nullptr);
-                w[k] |= (uint32_t)mask_byte(f) << (8 * l);
-            }
-        }
-        *reinterpret_cast<uint4 *>(a.mask_out + g + 16 * v) = make_uint4(w[0], w[1], w[2], w[3]);
-    }
-}
-
 /* ---- backward ----------------------------------------------------------------- */
 
 /* delta[row] = scale times the sum over the head's columns of dctx * ctx:
@@ -788,27 +756,6 @@ extern "C" int ao_cuda_flash_attention_supported(ao_dtype type, int T, int head_
            T % kTile == 0;
 }
 
-/* flash_mask over every head: the mask's bytes at mask. */
-static cudaError_t launch_flash_mask(uint8_t *mask, int batch, int heads, int T,
-                                     const flash_args &a, cudaStream_t stream)
-{
-    flash_args m = a;
-    m.mask_out = mask;
-    const size_t per_head = (size_t)T * (size_t)(T / 4), total = per_head * batch * heads;
-    launch(flash_mask, (unsigned)((total / kMaskGroups + kThreads - 1) / kThreads), kThreads, 0,
-           stream, m, per_head, total);
-    return cudaGetLastError();
-}
-
-extern "C" cudaError_t ao_cuda_flash_attention_mask(uint8_t *mask, int batch, int heads, int T,
-                                                    const ao_cuda_dropout_key *key,
-                                                    cudaStream_t stream)
-{
-    if (key->heads != heads || T <= 0 || T % kTile != 0) return cudaErrorInvalidValue;
-    if (batch <= 0 || heads <= 0 || key->p <= 0.0f) return cudaSuccess;
-    return launch_flash_mask(mask, batch, heads, T, flash_args_of(heads, T, 0, 1.0f, key), stream);
-}
-
 extern "C" cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, const void *qkv,
                                                        ao_dtype type, int batch, int heads, int T,
                                                        int head_dim, float scale,
@@ -830,8 +777,9 @@ extern "C" cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, co
     return with_flash_shape(type, head_dim, [&](auto tt, auto hh) {
         constexpr ao_dtype TT = decltype(tt)::value;
         constexpr int HD = decltype(hh)::value;
-        if (a.on && a.mask_out) {
-            const cudaError_t e = launch_flash_mask(a.mask_out, batch, heads, T, a, stream);
+        if (a.on && a.mask_out) { /* drawn first at full occupancy, then read */
+            const ao_cuda_mask_job job = {a.mask_out, batch * heads, (size_t)T * T, *key};
+            const cudaError_t e = ao_cuda_draw_masks(&job, 1, 0, stream);
             if (e != cudaSuccess) return e;
             a.mask_in = a.mask_out;
             a.mask_out = nullptr;
@@ -897,12 +845,6 @@ extern "C" int ao_cuda_flash_attention_supported(ao_dtype type, int T, int head_
     (void)T;
     (void)head_dim;
     return 0;
-}
-
-extern "C" cudaError_t ao_cuda_flash_attention_mask(uint8_t *, int, int, int,
-                                                    const ao_cuda_dropout_key *, cudaStream_t)
-{
-    return cudaErrorInvalidValue;
 }
 
 extern "C" cudaError_t ao_cuda_flash_attention_forward(void *, float *, const void *, ao_dtype, int,
