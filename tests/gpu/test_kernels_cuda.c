@@ -916,17 +916,44 @@ static void test_dropout_residual(float p, size_t per_row, size_t offset)
  * ao_cuda_dropout_residual then ao_cuda_layernorm_forward: r (in place over
  * x, as the model calls it), y, y16, mean and rstd the same bytes; c = 1001
  * takes the two-call path. */
+/* What both fused-LayerNorm tests take: 3 samples of 5 tokens of c floats,
+ * x in [-2, 2] and a second operand (the residual, or dy) in [-1, 1], and
+ * the LayerNorm's parameters, on the host and the device; the case's name. */
+typedef struct {
+    int batch, tokens, n;
+    size_t nc;
+    char shape[96];
+    float *x, *o, *g, *b;
+    float *d_x, *d_o, *d_g, *d_b;
+} ln_rows;
+
+static ln_rows ln_rows_make(float p, int c)
+{
+    ln_rows t = {.batch = 3, .tokens = 5, .n = 15};
+    t.nc = (size_t)t.n * (size_t)c;
+    snprintf(t.shape, sizeof t.shape, "p=%.2f %d x %d", p, t.n, c);
+    t.x = random_floats(t.nc, -2, 2), t.o = random_floats(t.nc, -1, 1);
+    t.g = random_floats((size_t)c, 0.5f, 1.5f), t.b = random_floats((size_t)c, -1, 1);
+    t.d_x = upload(t.x, 4 * t.nc), t.d_o = upload(t.o, 4 * t.nc);
+    t.d_g = upload(t.g, 4 * (size_t)c), t.d_b = upload(t.b, 4 * (size_t)c);
+    return t;
+}
+
+static void ln_rows_free(ln_rows *t)
+{
+    ao_dev_free(dev, t->d_x), ao_dev_free(dev, t->d_o);
+    ao_dev_free(dev, t->d_g), ao_dev_free(dev, t->d_b);
+    free(t->x), free(t->o), free(t->g), free(t->b);
+}
+
 static void test_dropout_residual_layernorm(float p, int c)
 {
-    const int batch = 3, tokens = 5, n = batch * tokens;
-    const size_t nc = (size_t)n * (size_t)c;
+    ln_rows t = ln_rows_make(p, c);
+    const int batch = t.batch, tokens = t.tokens, n = t.n;
+    const size_t nc = t.nc;
+    const char *shape = t.shape;
     const ao_cuda_dropout_key key = fused_key(p, 0, AO_DROP_ATTN_OUT);
-    char shape[96];
-    snprintf(shape, sizeof shape, "p=%.2f %d x %d", p, n, c);
-    float *x = random_floats(nc, -2, 2), *res = random_floats(nc, -1, 1);
-    float *g = random_floats((size_t)c, 0.5f, 1.5f), *b = random_floats((size_t)c, -1, 1);
-    float *d_x = upload(x, 4 * nc), *d_res = upload(res, 4 * nc), *d_g = upload(g, 4 * (size_t)c);
-    float *d_b = upload(b, 4 * (size_t)c);
+    float *d_x = t.d_x, *d_res = t.d_o, *d_g = t.d_g, *d_b = t.d_b;
     float *d_r[2], *d_y[2], *d_mean[2], *d_rstd[2];
     char *d_y16[2];
     for (int v = 0; v < 2; v++) {
@@ -934,8 +961,8 @@ static void test_dropout_residual_layernorm(float p, int c)
         d_mean[v] = ao_dev_alloc(dev, 4 * (size_t)n), d_rstd[v] = ao_dev_alloc(dev, 4 * (size_t)n);
         d_y16[v] = ao_dev_alloc(dev, 2 * nc);
     }
-    for (int t = 0; t < 2; t++) {
-        const ao_dtype ht = t ? AO_F16 : AO_BF16;
+    for (int k = 0; k < 2; k++) {
+        const ao_dtype ht = k ? AO_F16 : AO_BF16;
         K(ao_cuda_dropout_residual(d_r[0], NULL, AO_F32, d_x, d_res, batch,
                                    (size_t)tokens * (size_t)c, &key, cs()));
         K(ao_cuda_layernorm_forward(d_y[0], d_y16[0], ht, d_mean[0], d_rstd[0], d_r[0], d_g, d_b, n,
@@ -959,8 +986,7 @@ static void test_dropout_residual_layernorm(float p, int c)
         ao_dev_free(dev, d_r[v]), ao_dev_free(dev, d_y[v]), ao_dev_free(dev, d_y16[v]);
         ao_dev_free(dev, d_mean[v]), ao_dev_free(dev, d_rstd[v]);
     }
-    ao_dev_free(dev, d_x), ao_dev_free(dev, d_res), ao_dev_free(dev, d_g), ao_dev_free(dev, d_b);
-    free(x), free(res), free(g), free(b);
+    ln_rows_free(&t);
 }
 
 /* LayerNorm backward + the dropout of its dx (+ 16-bit copy) against
@@ -968,15 +994,13 @@ static void test_dropout_residual_layernorm(float p, int c)
  * dbeta, y and y16 the same bytes; c = 1001 takes the unfused path. */
 static void test_layernorm_backward_dropout(float p, int c)
 {
-    const int batch = 3, tokens = 5, n = batch * tokens;
-    const size_t nc = (size_t)n * (size_t)c;
+    ln_rows r = ln_rows_make(p, c);
+    const int batch = r.batch, tokens = r.tokens, n = r.n;
+    const size_t nc = r.nc;
+    const char *shape = r.shape;
     const ao_cuda_dropout_key key = fused_key(p, 0, AO_DROP_FFN_OUT);
-    char shape[96];
-    snprintf(shape, sizeof shape, "p=%.2f %d x %d", p, n, c);
-    float *x = random_floats(nc, -2, 2), *dy = random_floats(nc, -1, 1);
-    float *g = random_floats((size_t)c, 0.5f, 1.5f), *b = random_floats((size_t)c, -1, 1);
-    float *d_x = upload(x, 4 * nc), *d_dy = upload(dy, 4 * nc), *d_g = upload(g, 4 * (size_t)c);
-    float *d_b = upload(b, 4 * (size_t)c), *d_ln = ao_dev_alloc(dev, 4 * nc);
+    float *d_x = r.d_x, *d_dy = r.d_o, *d_g = r.d_g, *d_b = r.d_b;
+    float *d_ln = ao_dev_alloc(dev, 4 * nc);
     float *d_mean = ao_dev_alloc(dev, 4 * (size_t)n), *d_rstd = ao_dev_alloc(dev, 4 * (size_t)n);
     K(ao_cuda_layernorm_forward(d_ln, NULL, AO_F32, d_mean, d_rstd, d_x, d_g, d_b, n, c, cs()));
     float *d_dx[2], *d_dg[2], *d_db[2], *d_y[2];
@@ -1030,9 +1054,8 @@ static void test_layernorm_backward_dropout(float p, int c)
         ao_dev_free(dev, d_dx[v]), ao_dev_free(dev, d_y[v]), ao_dev_free(dev, d_y16[v]);
         ao_dev_free(dev, d_dg[v]), ao_dev_free(dev, d_db[v]);
     }
-    ao_dev_free(dev, d_x), ao_dev_free(dev, d_dy), ao_dev_free(dev, d_g), ao_dev_free(dev, d_b);
     ao_dev_free(dev, d_ln), ao_dev_free(dev, d_mean), ao_dev_free(dev, d_rstd);
-    free(x), free(dy), free(g), free(b);
+    ln_rows_free(&r);
 }
 
 static void test_gelu_dropout(float p, size_t per_row, size_t offset)

@@ -209,13 +209,32 @@ __device__ void mma_abt2(float (*acc)[NT][4], const uint16_t *A0, const uint16_t
     }
 }
 
+/* acc[i][16 x HD] += a_i B[kk * 16 .. + 15][HD] for MT A fragments a_i
+ * (16 x 16) and B's shared rows (row_ld apart): the inner step of mma_pb
+ * and mma_tb. */
+template <ao_dtype T, int HD, int MT>
+__device__ __forceinline__ void mma_ab_rows(float (*acc)[HD / 8][4], const uint32_t (*a)[4],
+                                            const uint16_t *B, int kk)
+{
+    constexpr int LD = row_ld<HD>();
+    const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
+#pragma unroll
+    for (int n = 0; n < HD / 8; n += 2) {
+        uint32_t b[4];
+        ldsm4_t(b, B + (kk * 16 + r + (m & 1) * 8) * LD + n * 8 + (m >> 1) * 8);
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+            mma<T>(acc[i][n], a[i], b[0], b[1]);
+            mma<T>(acc[i][n + 1], a[i], b[2], b[3]);
+        }
+    }
+}
+
 /* acc[i][16 x HD] += P_i[16 x 8 NT] B[8 NT x HD] for the warp's MT m-tiles:
  * P_i in accumulator layout (rounded to T here), B 8 NT shared rows. */
 template <ao_dtype T, int HD, int NT, int MT = 1>
 __device__ void mma_pb(float (*acc)[HD / 8][4], const float (*p)[NT][4], const uint16_t *B)
 {
-    constexpr int LD = row_ld<HD>();
-    const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
 #pragma unroll
     for (int kk = 0; kk < NT / 2; kk++) {
         uint32_t a[MT][4];
@@ -226,16 +245,7 @@ __device__ void mma_pb(float (*acc)[HD / 8][4], const float (*p)[NT][4], const u
             a[i][2] = pack2<T>(p[i][2 * kk + 1][0], p[i][2 * kk + 1][1]);
             a[i][3] = pack2<T>(p[i][2 * kk + 1][2], p[i][2 * kk + 1][3]);
         }
-#pragma unroll
-        for (int n = 0; n < HD / 8; n += 2) {
-            uint32_t b[4];
-            ldsm4_t(b, B + (kk * 16 + r + (m & 1) * 8) * LD + n * 8 + (m >> 1) * 8);
-#pragma unroll
-            for (int i = 0; i < MT; i++) {
-                mma<T>(acc[i][n], a[i], b[0], b[1]);
-                mma<T>(acc[i][n + 1], a[i], b[2], b[3]);
-            }
-        }
+        mma_ab_rows<T, HD, MT>(acc, a, B, kk);
     }
 }
 
@@ -246,7 +256,6 @@ __device__ void mma_pb(float (*acc)[HD / 8][4], const float (*p)[NT][4], const u
 template <ao_dtype T, int HD, int LA, int MT>
 __device__ void mma_tb(float (*acc)[HD / 8][4], const uint16_t *At, const uint16_t *B)
 {
-    constexpr int LD = row_ld<HD>();
     const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
 #pragma unroll
     for (int kk = 0; kk < kTile / 16; kk++) {
@@ -254,16 +263,7 @@ __device__ void mma_tb(float (*acc)[HD / 8][4], const uint16_t *At, const uint16
 #pragma unroll
         for (int i = 0; i < MT; i++)
             ldsm4_t(a[i], At + (kk * 16 + r + (m >> 1) * 8) * LA + i * kTile + (m & 1) * 8);
-#pragma unroll
-        for (int n = 0; n < HD / 8; n += 2) {
-            uint32_t b[4];
-            ldsm4_t(b, B + (kk * 16 + r + (m & 1) * 8) * LD + n * 8 + (m >> 1) * 8);
-#pragma unroll
-            for (int i = 0; i < MT; i++) {
-                mma<T>(acc[i][n], a[i], b[0], b[1]);
-                mma<T>(acc[i][n + 1], a[i], b[2], b[3]);
-            }
-        }
+        mma_ab_rows<T, HD, MT>(acc, a, B, kk);
     }
 }
 
