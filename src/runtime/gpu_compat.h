@@ -41,6 +41,7 @@
 #define cudaGetErrorString                hipGetErrorString
 #define cudaGetLastError                  hipGetLastError
 #define cudaGetDeviceCount                hipGetDeviceCount
+#define cudaGetDevice                     hipGetDevice
 #define cudaSetDevice                     hipSetDevice
 #define cudaFree                          hipFree
 #define cudaMalloc                        hipMalloc
