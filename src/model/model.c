@@ -302,7 +302,7 @@ int ao_model_predraws(const ao_model *m)
 
 void ao_model_predraw(ao_model *m, ao_stream *s, int64_t step, const ao_batch *b)
 {
-    if (ao_model_predraws(m)) m->backend->predraw(m, s, step, b);
+    m->backend->predraw(m, s, step, b);
 }
 
 int ao_model_overwrite_grads(ao_model *m)

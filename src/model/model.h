@@ -101,8 +101,8 @@ int ao_model_overwrite_grads(ao_model *m);
 int ao_model_predraws(const ao_model *m);
 /* Draws on s the dropout masks the forward of (step, b) would draw, ahead
  * of it (the engine: beside the update), so that the forward, ordered after
- * s, reads them instead. Only after the backward that read the previous
- * masks. */
+ * s, reads them instead. Only where ao_model_predraws, and after the
+ * backward that read the previous masks. */
 void ao_model_predraw(ao_model *m, ao_stream *s, int64_t step, const ao_batch *b);
 
 /* Multiply-adds of one micro-batch's forward (backward is twice that), for

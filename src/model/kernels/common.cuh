@@ -92,6 +92,15 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
 #endif
 }
 
+/* The current device's SM count, for launches sized to the machine. */
+cudaError_t device_sms(int *sms)
+{
+    int dev = 0;
+    *sms = 0;
+    const cudaError_t e = cudaGetDevice(&dev);
+    return e == cudaSuccess ? cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev) : e;
+}
+
 unsigned elem_blocks(size_t n, size_t per_thread = 1)
 {
     size_t items = (n + per_thread - 1) / per_thread;

@@ -457,10 +457,8 @@ extern "C" cudaError_t ao_cuda_draw_masks(const ao_cuda_mask_job *jobs, int n, i
         if (j.n == 0) continue;
         size_t blocks = (j.chunks[j.n] + kThreads - 1) / kThreads;
         if (blocks_per_sm > 0) {
-            int dev = 0, sms = 0;
-            cudaError_t e = cudaGetDevice(&dev);
-            if (e == cudaSuccess)
-                e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+            int sms = 0;
+            const cudaError_t e = device_sms(&sms);
             if (e != cudaSuccess) return e;
             const size_t cap = (size_t)sms * (size_t)blocks_per_sm;
             blocks = blocks < cap ? blocks : cap;

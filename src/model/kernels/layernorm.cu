@@ -202,9 +202,8 @@ cudaError_t column_sums(float *out_a, float *out_b, int n, int c, F f, cudaStrea
     const int chunk = sp.chunk, w = sp.w, span = sp.span;
     const size_t parts = (size_t)sp.parts;
     const dim3 block(kColTile, kColLanes);
-    int dev = 0, sms = 0;
-    cudaError_t err = cudaGetDevice(&dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    int sms = 0;
+    cudaError_t err = device_sms(&sms);
     if (err != cudaSuccess) return err;
     /* a launch per kColDoneTiles column tiles (one for any layer of the configs) */
     for (int col0 = 0; col0 < c; col0 += span) {
