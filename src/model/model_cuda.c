@@ -703,12 +703,14 @@ static void stage_input(cuda_model *cm, ao_stream *s, const ao_input_shape *is,
     ao_op16_stage_weights(&cm->op, s, r, with_dense ? 2 : 1);
 }
 
+/* fc1's weights, fc1's bias and fc2's weights, adjacent (ao_head_weights_bind):
+ * one range, so that fc1 finds its bias's 16-bit copy and writes its hidden
+ * only in 16 bits (gemm_bias's out16). */
 static void stage_head(cuda_model *cm, ao_stream *s, const ao_head_shape *hs,
                        const ao_head_weights *hw)
 {
-    const ao_op16_range r[2] = {{hw->fc1_w, (size_t)hs->hidden * hs->dim},
-                                {hw->fc2_w, (size_t)hs->hidden}};
-    ao_op16_stage_weights(&cm->op, s, r, 2);
+    const ao_op16_range r = {hw->fc1_w, ao_head_staged_floats(hs)};
+    ao_op16_stage_weights(&cm->op, s, &r, 1);
 }
 
 /* ---- the backend ------------------------------------------------------------------------ */

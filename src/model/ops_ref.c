@@ -520,6 +520,11 @@ void ao_head_weights_bind(ao_head_weights *w, float *flat, const ao_head_shape *
     w->fc2_b = take(&flat, 1);
 }
 
+size_t ao_head_staged_floats(const ao_head_shape *s)
+{
+    return (size_t)s->hidden * s->dim + 2 * (size_t)s->hidden;
+}
+
 size_t ao_head_saved_floats(const ao_head_shape *s)
 {
     const size_t N = (size_t)s->n;

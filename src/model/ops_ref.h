@@ -235,6 +235,9 @@ typedef struct {
 size_t ao_head_param_count(const ao_head_shape *shape);
 /* Points w's fields into flat[ao_head_param_count] in the order above. */
 void ao_head_weights_bind(ao_head_weights *w, float *flat, const ao_head_shape *shape);
+/* fc1_w through fc2_w: the adjacent span of the head's GEMM weights and fc1's
+ * bias, the one range a GPU backend copies to 16 bits. */
+size_t ao_head_staged_floats(const ao_head_shape *shape);
 
 typedef struct {
     float *ln_out;            /* [N, d] */

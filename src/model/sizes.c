@@ -13,10 +13,10 @@ static size_t w16_elements(const ao_model_shape *sh)
     const ao_encoder_shape es = ao_model_encoder_shape(sh);
     const ao_input_shape is = ao_model_input_shape(sh);
     const ao_head_shape hs = ao_model_head_shape(sh);
-    return ao_model_max3(
-        sh->layers > 0 ? ao_op16_align(ao_encoder_param_count(&es)) : 0,
-        ao_op16_align((size_t)is.dim * is.emb_dim) + ao_op16_align((size_t)is.dim * is.dense_in),
-        ao_op16_align((size_t)hs.hidden * hs.dim) + ao_op16_align((size_t)hs.hidden));
+    return ao_model_max3(sh->layers > 0 ? ao_op16_align(ao_encoder_param_count(&es)) : 0,
+                         ao_op16_align((size_t)is.dim * is.emb_dim) +
+                             ao_op16_align((size_t)is.dim * is.dense_in),
+                         ao_op16_align(ao_head_staged_floats(&hs)));
 }
 
 void ao_model_cuda_sizes_of(const ao_model_shape *s, ao_model_cuda_sizes *z)
