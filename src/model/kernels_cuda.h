@@ -139,14 +139,17 @@ cudaError_t ao_cuda_dropout_residual(float *y, void *y16, ao_dtype half_type, co
 /* r = dropout(x) + res as ao_cuda_dropout_residual(r, NULL, AO_F32, x, res,
  * batch, (n / batch) * c, key) makes it, then ao_cuda_layernorm_forward of
  * r, in one pass over the rows where the shapes allow (c % 4 == 0, aligned,
- * rows that fit a block), bit for bit; the two calls otherwise. n must be
- * a multiple of batch (tokens per sample), key->heads 0; r may alias x or
- * res. */
+ * rows that fit a block), bit for bit; the two calls otherwise. x is of
+ * x_type (AO_F32, or a 16-bit type: a branch GEMM's 16-bit output, read as
+ * those values widened to float). n must be a multiple of batch (tokens per
+ * sample), key->heads 0; r may alias an fp32 x, or res; a 16-bit x must not
+ * overlap r. */
 cudaError_t ao_cuda_dropout_residual_layernorm(float *r, float *y, void *y16, ao_dtype half_type,
-                                               float *mean, float *rstd, const float *x,
-                                               const float *res, const float *gamma,
-                                               const float *beta, int n, int c, int batch,
-                                               const ao_cuda_dropout_key *key, cudaStream_t stream);
+                                               float *mean, float *rstd, const void *x,
+                                               ao_dtype x_type, const float *res,
+                                               const float *gamma, const float *beta, int n, int c,
+                                               int batch, const ao_cuda_dropout_key *key,
+                                               cudaStream_t stream);
 /* ao_cuda_layernorm_backward, then y = dropout(dx) (+ its half_type copy at
  * y16 unless NULL; y NULL: only that copy) as ao_cuda_dropout_residual(y,
  * y16, half_type, dx, NULL, batch, (n / batch) * c, key) would make it, in

@@ -222,6 +222,16 @@ static void linear_forward(ao_model *m, ao_stream *s, float *y, const float *x, 
     gemm_bias(m, s, 0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, single, b, NULL, 0);
 }
 
+/* linear_forward of a residual branch's end, which only
+ * ao_cuda_dropout_residual_layernorm reads: in 16-bit modes written only as
+ * its 16-bit copy (autocast's 16-bit linear output; half the bytes to write
+ * and read again); returns whether. */
+static int linear_forward_branch(ao_model *m, ao_stream *s, float *y, const float *x,
+                                 const float *w, const float *b, int n, int in, int out)
+{
+    return gemm_bias(m, s, 0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, single, b, NULL, 1);
+}
+
 /* linear_forward of a y that only GEMMs read: in 16-bit modes written only
  * as its 16-bit copy (gemm_bias's out16), which it leaves marked current
  * (cast when the GEMM could not write it). The caller drops the mark. */
@@ -427,8 +437,10 @@ static int attn_fused(const ao_model *m)
            ao_cuda_flash_attention_supported(cm->op.half, sh->seq, sh->dim / sh->heads);
 }
 
-static void attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const ao_attn_saved *sv,
-                         const float *x, const ao_attn_weights *w, const ao_cuda_dropout_key *kp)
+/* out: the branch's end, as linear_forward_branch writes it; returns
+ * whether only its 16-bit copy was. */
+static int attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const ao_attn_saved *sv,
+                        const float *x, const ao_attn_weights *w, const ao_cuda_dropout_key *kp)
 {
     cuda_model *cm = m->impl;
     const attn_dims a = attn_dims_of(&m->shape);
@@ -449,9 +461,10 @@ static void attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const
             ao_op16_twin_of(&cm->op, sv->qkv), cm->op.half, a.B, a.H, a.T, a.hd, a.scale, kp, pre,
             pre ? NULL : masks_out(&cm->probs_masks, layer, kp), cs));
         ao_op16_mark_current(&cm->op, s, sv->ctx, (size_t)N * a.d, 0);
-        linear_forward(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
+        const int out16 =
+            linear_forward_branch(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
         cm->op.nprepared = mark;
-        return;
+        return out16;
     }
     const long long Td3 = (long long)a.T * a.d3, Td = (long long)a.T * a.d, HTT = a.H * TT;
     /* scores = scale q k^T. In 16-bit modes they are written in 16 bits
@@ -478,8 +491,9 @@ static void attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const
         gemm_operand(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, P, a.T, sv->qkv + 2 * a.d, a.d3, sv->ctx,
                      a.d, heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td));
     ao_op16_mark_current(&cm->op, s, sv->ctx, (size_t)N * a.d, !direct);
-    linear_forward(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
+    const int out16 = linear_forward_branch(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
     cm->op.nprepared = mark;
+    return out16;
 }
 
 /* ao_attn_backward, with the dropped probabilities the forward kept
@@ -571,13 +585,16 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
     const layer_keys k = layer_keys_of(m, layer, step, b);
     cudaStream_t cs = ao_cuda_stream(s);
 
-    attn_forward(m, s, layer, sv->r1, &sv->attn, x, &w->attn, &k.probs);
-    /* each branch's dropout, its residual add and the LayerNorm in one
-     * pass; each LayerNorm writes its output's 16-bit copy too (the next
-     * GEMM's operand) */
+    /* each branch's end (in 16-bit modes its 16-bit copy only), its dropout,
+     * the residual add and the LayerNorm in one pass, which stores the fp32
+     * sum (r1, r2: the LayerNorm backward's input); each LayerNorm writes its
+     * output's 16-bit copy too (the next GEMM's operand) */
+    const int r1_16 = attn_forward(m, s, layer, sv->r1, &sv->attn, x, &w->attn, &k.probs);
+    ao_dtype br_type;
+    const void *br = ao_op16_input_of(&cm->op, sv->r1, r1_16, &br_type);
     KCHECK(ao_cuda_dropout_residual_layernorm(sv->r1, sv->x1, ao_op16_twin_or_null(&cm->op, sv->x1),
-                                              cm->op.half, sv->ln1_mean, sv->ln1_rstd, sv->r1, x,
-                                              w->ln1_w, w->ln1_b, N, d, sh->batch, &k.attn, cs));
+                                              cm->op.half, sv->ln1_mean, sv->ln1_rstd, br, br_type,
+                                              x, w->ln1_w, w->ln1_b, N, d, sh->batch, &k.attn, cs));
     const int mark = cm->op.nprepared;
     ao_op16_mark_current(&cm->op, s, sv->x1, nd, 0);
     /* h: in 16-bit modes only its 16-bit copy, which both GELU kernels read
@@ -602,11 +619,12 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
         KCHECK(ao_cuda_gelu_dropout(sv->a, AO_F32, h, h_type, sh->batch, tok_ff, &k.hidden, pre,
                                     mask_out, cs));
     }
-    linear_forward(m, s, sv->r2, sv->a, w->lin2_w, w->lin2_b, N, ff, d);
+    const int r2_16 = linear_forward_branch(m, s, sv->r2, sv->a, w->lin2_w, w->lin2_b, N, ff, d);
     cm->op.nprepared = mark;
+    br = ao_op16_input_of(&cm->op, sv->r2, r2_16, &br_type);
     KCHECK(ao_cuda_dropout_residual_layernorm(
-        sv->r2, y, ao_op16_twin_or_null(&cm->op, y), cm->op.half, sv->ln2_mean, sv->ln2_rstd,
-        sv->r2, sv->x1, w->ln2_w, w->ln2_b, N, d, sh->batch, &k.ffn, cs));
+        sv->r2, y, ao_op16_twin_or_null(&cm->op, y), cm->op.half, sv->ln2_mean, sv->ln2_rstd, br,
+        br_type, sv->x1, w->ln2_w, w->ln2_b, N, d, sh->batch, &k.ffn, cs));
     cm->input_current[layer] = cm->op.half != AO_F32;
 }
 

@@ -961,17 +961,31 @@ static void test_dropout_residual_layernorm(float p, int c)
         d_mean[v] = ao_dev_alloc(dev, 4 * (size_t)n), d_rstd[v] = ao_dev_alloc(dev, 4 * (size_t)n);
         d_y16[v] = ao_dev_alloc(dev, 2 * nc);
     }
-    for (int k = 0; k < 2; k++) {
-        const ao_dtype ht = k ? AO_F16 : AO_BF16;
-        K(ao_cuda_dropout_residual(d_r[0], NULL, AO_F32, d_x, d_res, batch,
+    char *d_x16 = ao_dev_alloc(dev, 2 * nc);
+    for (int k = 0; k < 4; k++) {
+        /* x in fp32 (in place: r aliases it), then x as the 16-bit output of
+         * a branch GEMM, against the fp32 chain on those values widened */
+        const ao_dtype ht = k % 2 ? AO_F16 : AO_BF16, xt = k < 2 ? AO_F32 : ht;
+        const float *x_ref = d_x;
+        if (xt != AO_F32) {
+            K(ao_cuda_cast(d_x16, xt, d_x, AO_F32, nc, cs()));
+            K(ao_cuda_cast(d_y[0], AO_F32, d_x16, xt, nc, cs()));
+            x_ref = d_y[0]; /* read before the LayerNorm below writes y */
+        }
+        K(ao_cuda_dropout_residual(d_r[0], NULL, AO_F32, x_ref, d_res, batch,
                                    (size_t)tokens * (size_t)c, &key, cs()));
         K(ao_cuda_layernorm_forward(d_y[0], d_y16[0], ht, d_mean[0], d_rstd[0], d_r[0], d_g, d_b, n,
                                     c, cs()));
-        ao_copy_async(dev, d_r[1], d_x, 4 * nc, AO_D2D, stream);
+        const void *x_in = d_x16;
+        if (xt == AO_F32) {
+            ao_copy_async(dev, d_r[1], d_x, 4 * nc, AO_D2D, stream);
+            x_in = d_r[1];
+        }
         K(ao_cuda_dropout_residual_layernorm(d_r[1], d_y[1], d_y16[1], ht, d_mean[1], d_rstd[1],
-                                             d_r[1], d_res, d_g, d_b, n, c, batch, &key, cs()));
+                                             x_in, xt, d_res, d_g, d_b, n, c, batch, &key, cs()));
         char name[64];
-        snprintf(name, sizeof name, "dropout_residual_layernorm %s", ao_dtype_name(ht));
+        snprintf(name, sizeof name, "dropout_residual_layernorm %s, x %s", ao_dtype_name(ht),
+                 ao_dtype_name(xt));
         report_bits(name, shape, d_r[1], d_r[0], 4 * nc);
         report_bits(name, shape, d_y[1], d_y[0], 4 * nc);
         report_bits(name, shape, d_y16[1], d_y16[0], 2 * nc);
@@ -979,9 +993,14 @@ static void test_dropout_residual_layernorm(float p, int c)
         report_bits(name, shape, d_rstd[1], d_rstd[0], 4 * (size_t)n);
     }
     const int bad = ao_cuda_dropout_residual_layernorm(d_r[1], d_y[1], NULL, AO_F32, d_mean[1],
-                                                       d_rstd[1], d_x, d_res, d_g, d_b, n, c, 4,
-                                                       &key, cs()) == cudaErrorInvalidValue;
+                                                       d_rstd[1], d_x, AO_F32, d_res, d_g, d_b, n,
+                                                       c, 4, &key, cs()) == cudaErrorInvalidValue;
     CHECK(bad, "dropout_residual_layernorm accepted rows that are not whole samples");
+    const int bad_type = ao_cuda_dropout_residual_layernorm(
+                             d_r[1], d_y[1], NULL, AO_F32, d_mean[1], d_rstd[1], d_x, AO_I32, d_res,
+                             d_g, d_b, n, c, batch, &key, cs()) == cudaErrorInvalidValue;
+    CHECK(bad_type, "dropout_residual_layernorm accepted an int32 x");
+    ao_dev_free(dev, d_x16);
     for (int v = 0; v < 2; v++) {
         ao_dev_free(dev, d_r[v]), ao_dev_free(dev, d_y[v]), ao_dev_free(dev, d_y16[v]);
         ao_dev_free(dev, d_mean[v]), ao_dev_free(dev, d_rstd[v]);

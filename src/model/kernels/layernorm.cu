@@ -366,6 +366,7 @@ __device__ double2 block_sum2(double a, double b)
  * itself) or ln_dropout_residual (x dropped, plus the residual, stored, as
  * ao_cuda_dropout_residual would store it). */
 struct ln_input {
+    static constexpr ao_dtype x_type = AO_F32;
     const float *x;
     __device__ int begin_row(int) const
     {
@@ -380,10 +381,13 @@ struct ln_input {
 /* dropout_kernel's Vec path with dropout_out_map over sample rows of tokens
  * * c: float4 q of token row `row` is group ((row % tokens) * c) / 4 + q of
  * the sample's stream; the product, the __fadd_rn and the store are that
- * map's, so r holds ao_cuda_dropout_residual's bits. r may alias x or res. */
-struct ln_dropout_residual {
+ * map's, so r holds ao_cuda_dropout_residual's bits (of x widened to float
+ * when X is a 16-bit type). r may alias x (X = AO_F32) or res. */
+template <ao_dtype X> struct ln_dropout_residual {
+    static constexpr ao_dtype x_type = X;
     float *r;
-    const float *x, *res;
+    typed_load<X> x;
+    const float *res;
     dropout_args k;
     int tokens;
     __device__ ao_rng_stream begin_row(int row) const
@@ -393,7 +397,7 @@ struct ln_dropout_residual {
     __device__ float4 get4(ao_rng_stream s, int row, int c, int q) const
     {
         const size_t at = (size_t)row * c + 4 * (size_t)q;
-        float4 v = *reinterpret_cast<const float4 *>(x + at);
+        float4 v = x.load4(at);
         const float4 a = *reinterpret_cast<const float4 *>(res + at);
         if (k.r.p > 0.0f) v = drop4(v, s, (size_t)(row % tokens) * (size_t)c / 4 + (size_t)q, k.r);
         v = make_float4(__fadd_rn(v.x, a.x), __fadd_rn(v.y, a.y), __fadd_rn(v.z, a.z),
@@ -730,11 +734,14 @@ bool launch_layernorm_forward_rows(float *y, void *y16, ao_dtype half_type, floa
     bool launched = false;
     with_dtype(y16 ? half_type : AO_F32, [&](auto tag) {
         constexpr ao_dtype H = decltype(tag)::value;
-        launched = vec && with_row_k(c, [&](auto ktag) {
-                       constexpr int K = decltype(ktag)::value;
-                       launch(layernorm_forward_rows_kernel<H, K, Head>, row_blocks(n), kThreads, 0,
-                              stream, y, y16, mean, rstd, in, gamma, beta, n, c);
-                   });
+        /* a 16-bit input only beside a copy of its own type (the model's one
+         * pairing): fewer instantiations; the callers fall back otherwise */
+        if constexpr (Head::x_type == AO_F32 || Head::x_type == H)
+            launched = vec && with_row_k(c, [&](auto ktag) {
+                           constexpr int K = decltype(ktag)::value;
+                           launch(layernorm_forward_rows_kernel<H, K, Head>, row_blocks(n),
+                                  kThreads, 0, stream, y, y16, mean, rstd, in, gamma, beta, n, c);
+                       });
         return cudaSuccess;
     });
     return launched;
@@ -760,20 +767,34 @@ extern "C" cudaError_t ao_cuda_layernorm_forward(float *y, void *y16, ao_dtype h
 
 extern "C" cudaError_t
 ao_cuda_dropout_residual_layernorm(float *r, float *y, void *y16, ao_dtype half_type, float *mean,
-                                   float *rstd, const float *x, const float *res,
+                                   float *rstd, const void *x, ao_dtype x_type, const float *res,
                                    const float *gamma, const float *beta, int n, int c, int batch,
                                    const ao_cuda_dropout_key *key, cudaStream_t stream)
 {
     if (y16 && half_type != AO_BF16 && half_type != AO_F16) return cudaErrorInvalidValue;
     if (batch <= 0 || n % batch != 0 || key->heads != 0) return cudaErrorInvalidValue;
+    if (!castable(x_type)) return cudaErrorInvalidValue;
     if (n <= 0 || c <= 0) return cudaSuccess;
     const int tokens = n / batch;
-    const ln_dropout_residual in{r, x, res, dropout_args_of(*key), tokens};
-    if (launch_layernorm_forward_rows(y, y16, half_type, mean, rstd, in,
-                                      aligned16(r) && aligned16(x) && aligned16(res), gamma, beta,
-                                      n, c, stream))
-        return cudaGetLastError();
-    const cudaError_t e = ao_cuda_dropout_residual(r, NULL, AO_F32, x, res, batch,
+    const size_t nc = (size_t)n * (size_t)c;
+    bool launched = false;
+    with_dtype(x_type, [&](auto tag) {
+        constexpr ao_dtype X = decltype(tag)::value;
+        const ln_dropout_residual<X> in{r, {x}, res, dropout_args_of(*key), tokens};
+        launched = launch_layernorm_forward_rows(y, y16, half_type, mean, rstd, in,
+                                                 aligned16(r) && load4_ok<X>(x) && aligned16(res),
+                                                 gamma, beta, n, c, stream);
+        return cudaSuccess;
+    });
+    if (launched) return cudaGetLastError();
+    /* a 16-bit x is widened into r first: the same floats the pass reads */
+    const float *xf = static_cast<const float *>(x);
+    if (x_type != AO_F32) {
+        const cudaError_t e = ao_cuda_cast(r, AO_F32, x, x_type, nc, stream);
+        if (e != cudaSuccess) return e;
+        xf = r;
+    }
+    const cudaError_t e = ao_cuda_dropout_residual(r, NULL, AO_F32, xf, res, batch,
                                                    (size_t)tokens * (size_t)c, key, stream);
     if (e != cudaSuccess) return e;
     return ao_cuda_layernorm_forward(y, y16, half_type, mean, rstd, r, gamma, beta, n, c, stream);
