@@ -885,17 +885,28 @@ static void cuda_backward_head(ao_model *m, ao_stream *s, const float *root, flo
         ao_op16_mark_current(&c->op, s, sv->act, nh, 0);
         ao_op16_mark_current(&c->op, s, sv->ln_out, (size_t)hs.n * hs.dim, 0);
     }
-    const int dact16 = linear_backward_plus(m, s, dact, NULL, hg.fc2_w, hg.fc2_b, c->a.dz, sv->act,
-                                            hw.fc2_w, hs.n, hs.hidden, 1, h16);
-    if (dact16 != h16)
-        ao_fatal(AO_EXIT_FAIL, "model", "head: gradient in %d bits, its input in %d",
-                 dact16 ? 16 : 32, h16 ? 16 : 32);
-    ao_dtype in_type;
-    const void *h_in = ao_op16_input_of(&c->op, sv->hid, h16, &in_type);
-    const void *dact_in = ao_op16_input_of(&c->op, dact, h16, &in_type);
-    KCHECK(ao_cuda_dropout_gelu_backward(ao_op16_fp32_or_null(&c->op, dact),
-                                         ao_op16_twin_or_null(&c->op, dact), c->op.half, dact_in,
-                                         h_in, in_type, 1, nh, &no_dropout, NULL, cs));
+    /* fc2 has one output, so its input gradient dz w is an outer product: in
+     * 16-bit modes it is formed inside GELU's backward, never stored */
+    const void *w2_16 = h16 ? ao_op16_staged_copy(&c->op, hw.fc2_w, (size_t)hs.hidden) : NULL;
+    if (w2_16) {
+        linear_backward_plus(m, s, NULL, NULL, hg.fc2_w, hg.fc2_b, c->a.dz, sv->act, hw.fc2_w, hs.n,
+                             hs.hidden, 1, 0);
+        KCHECK(ao_cuda_outer_gelu_backward(ao_op16_twin_of(&c->op, dact), c->op.half, c->a.dz,
+                                           w2_16, ao_op16_twin_of(&c->op, sv->hid), hs.n, hs.hidden,
+                                           cs));
+    } else {
+        const int dact16 = linear_backward_plus(m, s, dact, NULL, hg.fc2_w, hg.fc2_b, c->a.dz,
+                                                sv->act, hw.fc2_w, hs.n, hs.hidden, 1, h16);
+        if (dact16 != h16)
+            ao_fatal(AO_EXIT_FAIL, "model", "head: gradient in %d bits, its input in %d",
+                     dact16 ? 16 : 32, h16 ? 16 : 32);
+        ao_dtype in_type;
+        const void *h_in = ao_op16_input_of(&c->op, sv->hid, h16, &in_type);
+        const void *dact_in = ao_op16_input_of(&c->op, dact, h16, &in_type);
+        KCHECK(ao_cuda_dropout_gelu_backward(ao_op16_fp32_or_null(&c->op, dact),
+                                             ao_op16_twin_or_null(&c->op, dact), c->op.half,
+                                             dact_in, h_in, in_type, 1, nh, &no_dropout, NULL, cs));
+    }
     ao_op16_mark_current(&c->op, s, dact, nh, 0);
     linear_backward(m, s, dln, hg.fc1_w, hg.fc1_b, dact, sv->ln_out, hw.fc1_w, hs.n, hs.dim,
                     hs.hidden);

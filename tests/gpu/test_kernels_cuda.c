@@ -715,6 +715,51 @@ static void upload_half(void *d16, ao_dtype t, const float *host, float *d_tmp, 
     K(ao_cuda_cast(d16, t, d_tmp, AO_F32, n, cs()));
 }
 
+/* The head's fc2 input gradient through GELU, fused, against the k = 1
+ * product rounded to T (formed here from the same T values: exact in float)
+ * then ao_cuda_dropout_gelu_backward at p = 0: the same bits. */
+static void test_outer_gelu_backward(int rows, int cols)
+{
+    const size_t n = (size_t)rows * (size_t)cols;
+    const ao_cuda_dropout_key key = fused_key(0.0f, 0, AO_DROP_FFN_HIDDEN);
+    char shape[64];
+    snprintf(shape, sizeof shape, "%d x %d", rows, cols);
+    float *u = random_floats((size_t)rows, -1, 1), *v = random_floats((size_t)cols, -0.5f, 0.5f);
+    float *h = random_floats(n, -6, 6), *prod = malloc(4 * n);
+    float *d_u = upload(u, 4 * (size_t)rows), *d_tmp = ao_dev_alloc(dev, 4 * n);
+    char *d_v = ao_dev_alloc(dev, 2 * (size_t)cols), *d_h = ao_dev_alloc(dev, 2 * n);
+    char *d_ref = ao_dev_alloc(dev, 2 * n), *d_got = ao_dev_alloc(dev, 2 * n);
+    const ao_dtype halves[2] = {AO_BF16, AO_F16};
+    for (int t = 0; t < 2; t++) {
+        const ao_dtype ht = halves[t];
+        upload_half(d_v, ht, v, d_tmp, (size_t)cols);
+        upload_half(d_h, ht, h, d_tmp, n);
+        /* u and v as T, widened: their products are exact in float */
+        char *d_u16 = ao_dev_alloc(dev, 2 * (size_t)rows);
+        K(ao_cuda_cast(d_u16, ht, d_u, AO_F32, (size_t)rows, cs()));
+        K(ao_cuda_cast(d_tmp, AO_F32, d_u16, ht, (size_t)rows, cs()));
+        float *uw = download_floats(d_tmp, (size_t)rows);
+        K(ao_cuda_cast(d_tmp, AO_F32, d_v, ht, (size_t)cols, cs()));
+        float *vw = download_floats(d_tmp, (size_t)cols);
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < cols; j++) prod[(size_t)i * cols + j] = uw[i] * vw[j];
+        upload_half(d_ref, ht, prod, d_tmp, n);
+        K(ao_cuda_dropout_gelu_backward(NULL, d_ref, ht, d_ref, d_h, ht, 1, n, &key, NULL, cs()));
+        K(ao_cuda_outer_gelu_backward(d_got, ht, d_u, d_v, d_h, rows, cols, cs()));
+        char name[64];
+        snprintf(name, sizeof name, "outer_gelu_backward %s", ao_dtype_name(ht));
+        report_bits(name, shape, d_got, d_ref, 2 * n);
+        ao_dev_free(dev, d_u16);
+        free(uw), free(vw);
+    }
+    CHECK(ao_cuda_outer_gelu_backward(d_got, AO_F32, d_u, d_v, d_h, rows, cols, cs()) ==
+              cudaErrorInvalidValue,
+          "outer_gelu_backward accepted an fp32 output");
+    ao_dev_free(dev, d_u), ao_dev_free(dev, d_tmp), ao_dev_free(dev, d_v), ao_dev_free(dev, d_h);
+    ao_dev_free(dev, d_ref), ao_dev_free(dev, d_got);
+    free(u), free(v), free(h), free(prod);
+}
+
 /* in_place: att aliases scores, as attention calls it. */
 static void test_softmax_dropout_forward(int batch, int heads, int T, float p, int in_place)
 {
@@ -1319,7 +1364,10 @@ static void test_fused(void)
         test_ffn_half_inputs(p, 8192);
         test_ffn_half_inputs(p, 1003);
     }
-    test_probs_mask(37); /* no mask bytes: T % 4 != 0 */
+    test_outer_gelu_backward(37, 8192);
+    test_outer_gelu_backward(21, 2051);  /* scalar columns, a partial last thread */
+    test_outer_gelu_backward(600000, 8); /* more row blocks than a grid's y */
+    test_probs_mask(37);                 /* no mask bytes: T % 4 != 0 */
     test_probs_mask(64);
 }
 

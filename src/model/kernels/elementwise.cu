@@ -339,6 +339,57 @@ template <ao_dtype T, ao_dtype TI> struct dropout_gelu_backward_map : typed_load
     }
 };
 
+/* ---- an outer product's gradient through GELU, fused ------------------------ */
+
+/* dx16[i, j] = gelu'(h[i, j]) * T(T(u[i]) v[j]) (ao_cuda_outer_gelu_backward):
+ * the product of two T values is exact in float and is rounded to T once,
+ * as the k = 1 GEMM that writes it in T does; then gelu_backward_op as
+ * dropout_gelu_backward_map applies it at p = 0. A thread takes kOuterCols
+ * columns (one 16-byte load of h and store of dx16 when Vec) of
+ * kOuterRows rows, its v values loaded once. */
+constexpr int kOuterCols = 8, kOuterRows = 8;
+
+template <ao_dtype T, bool Vec>
+__global__ void outer_gelu_backward_kernel(uint16_t *dx16, const float *u, const uint16_t *v,
+                                           const uint16_t *h, int rows, int cols)
+{
+    pdl_wait();
+    const int j0 = kOuterCols * (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (j0 >= cols) return;
+    const int w = cols - j0 < kOuterCols ? cols - j0 : kOuterCols;
+    float vj[kOuterCols];
+#pragma unroll
+    for (int l = 0; l < kOuterCols; l++) vj[l] = l < w ? load_as_float(v, T, (size_t)(j0 + l)) : 0;
+    const gelu_backward_op op{};
+    for (int r0 = (int)blockIdx.y * kOuterRows; r0 < rows; r0 += (int)gridDim.y * kOuterRows)
+        for (int row = r0; row < r0 + kOuterRows && row < rows; row++) {
+            const uint16_t ub = narrow_bits<T>(u[row]);
+            const float ur = load_as_float(&ub, T, 0);
+            const size_t at = (size_t)row * (size_t)cols + (size_t)j0;
+            float g[kOuterCols];
+            if (Vec) {
+                const uint4 hv = *reinterpret_cast<const uint4 *>(h + at);
+                const float4 h0 = widen4<T>(make_uint2(hv.x, hv.y));
+                const float4 h1 = widen4<T>(make_uint2(hv.z, hv.w));
+                const float hs[kOuterCols] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+#pragma unroll
+                for (int l = 0; l < kOuterCols; l++) {
+                    const uint16_t dy = narrow_bits<T>(ur * vj[l]);
+                    g[l] = op(load_as_float(&dy, T, 0), hs[l]);
+                }
+                const uint2 lo = narrow4<T>(make_float4(g[0], g[1], g[2], g[3]));
+                const uint2 hi = narrow4<T>(make_float4(g[4], g[5], g[6], g[7]));
+                *reinterpret_cast<uint4 *>(dx16 + at) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+            } else {
+                for (int l = 0; l < w; l++) {
+                    const uint16_t dy = narrow_bits<T>(ur * vj[l]);
+                    dx16[at + l] = narrow_bits<T>(
+                        op(load_as_float(&dy, T, 0), load_as_float(h, T, at + (size_t)l)));
+                }
+            }
+        }
+}
+
 } // namespace
 
 /* ---- launchers ------------------------------------------------------------- */
@@ -493,5 +544,30 @@ extern "C" cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_d
                     {dy}, dx, typed_store<HT>{dx16}, typed_load<IT>{h}},
                 vec && load4_ok<IT>(dy) && load4_ok<IT>(h), batch, per_row, *key, stream, mask_in);
         });
+    });
+}
+
+extern "C" cudaError_t ao_cuda_outer_gelu_backward(void *dx16, ao_dtype half_type, const float *u,
+                                                   const void *v, const void *h, int rows, int cols,
+                                                   cudaStream_t stream)
+{
+    if (half_type != AO_BF16 && half_type != AO_F16) return cudaErrorInvalidValue;
+    if (rows <= 0 || cols <= 0) return cudaSuccess;
+    const int per_block = kThreads * kOuterCols, row_blocks = (rows + kOuterRows - 1) / kOuterRows;
+    const dim3 grid((unsigned)((cols + per_block - 1) / per_block),
+                    (unsigned)(row_blocks < 65535 ? row_blocks : 65535));
+    const bool vec = cols % kOuterCols == 0 && aligned16(dx16) && aligned16(h);
+    return with_dtype(half_type, [&](auto tag) {
+        constexpr ao_dtype T = decltype(tag)::value;
+        if (T == AO_F32) return cudaErrorInvalidValue; /* excluded above */
+        const auto go = [&](auto kernel) {
+            launch(kernel, grid, kThreads, 0, stream, static_cast<uint16_t *>(dx16), u,
+                   static_cast<const uint16_t *>(v), static_cast<const uint16_t *>(h), rows, cols);
+        };
+        if (vec)
+            go(outer_gelu_backward_kernel<T, true>);
+        else
+            go(outer_gelu_backward_kernel<T, false>);
+        return cudaGetLastError();
     });
 }
