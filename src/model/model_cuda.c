@@ -17,13 +17,16 @@
  *     probabilities and its dS, the FFN activation after GELU and dropout,
  *     the gradient entering each residual branch (LayerNorm backward's
  *     dropout) and the FFN's gradient through GELU;
- *   - written by the GEMM that computes them (gemm_bias's out16: cuBLASLt
- *     rounds its fp32 result once, as the cast would): attention's q, k, v
- *     and the FFN's h (their bias is added in 16 bits, autocast's
- *     rounding), attention's context and its gradient, the gradient of q, k,
- *     v, and the gradients reaching GELU and attention's dropped
- *     probabilities (whose backward kernels then read them, and h, in 16
- *     bits), and the scores q k^T (autocast's scores; attn_forward).
+ *   - written by the GEMM that computes them (mc_gemm_bias's out16: cuBLASLt
+ *     rounds its fp32 result once, as the cast would): attention's q, k, v,
+ *     the FFN's h and the head's hidden (their bias is added in 16 bits,
+ *     autocast's rounding), each residual branch's end (read only by the
+ *     dropout, residual add and LayerNorm pass), attention's context and its
+ *     gradient, the gradient of q, k, v, and the gradients reaching GELU and
+ *     attention's dropped probabilities (whose backward kernels then read
+ *     them, and h, in 16 bits), and the scores q k^T (autocast's scores;
+ *     attn_forward). The head's fc2 input gradient is not stored at all
+ *     (ao_cuda_outer_gelu_backward).
  * A linear layer's bias gradient sums the 16-bit copy of its output
  * gradient, the operand its weight gradient multiplies (autocast's
  * numbers). This saves a cast pass and half of each write and read of those
@@ -49,265 +52,11 @@
 #include "model/model.h"
 #include "model/model_backend.h"
 #include "model/model_cuda.h"
+#include "model/model_cuda_impl.h"
 #include "model/operand16_cuda.h"
 #include "model/ops_ref.h"
 #include "model/sizes.h"
 #include "runtime/device_cuda.h"
-
-/* A dropout site's masks (kernels_cuda.h's bytes), a slice per layer,
- * written by the layer's forward under key[l] and read by its backward
- * under the same key instead of drawing them again: the backward kernels
- * were Philox-bound (bench/RESULTS.md). */
-typedef struct {
-    uint8_t *mem;             /* NULL without dropout */
-    size_t bytes;             /* per layer */
-    ao_cuda_dropout_key *key; /* [L + 1]; p == 0: nothing stored */
-} site_masks;
-
-typedef struct {
-    ao_model_acts a;     /* a.extra: [L][B, h, T, T] attention probabilities after dropout */
-    void *emb_workspace; /* embedding-bag backward (sort buffers) */
-    ao_compute_mode compute;
-    /* the 16-bit GEMM operands (op.half: AO_F32 until a 16-bit mode is set) */
-    ao_operand16 op;
-    /* [L + 1]: encoder layer l's forward ran in 16 bits, so the twin still
-     * holds the GEMM inputs it saved (its x, qkv, ctx, x1, a: cast whole,
-     * and rewritten in fp32 only by its next forward); its backward reuses
-     * them. */
-    unsigned char *saved_current;
-    /* [L + 1]: x[l]'s twin was written with it by layer l's last LayerNorm
-     * in 16 bits, so layer l + 1's forward multiplies it without a cast */
-    unsigned char *input_current;
-    /* the head's forward wrote its hidden pre-activation only as its 16-bit
-     * copy, and its activation's copy is current: the backward reads them */
-    int head_h16;
-    /* the masks of the FFN-hidden and attention-probabilities dropouts */
-    site_masks hidden_masks, probs_masks;
-    /* [L][B * h * T][2]: each softmax row's max and 1/sum, kept by a 16-bit
-     * forward in place of its probabilities (attn_forward), or the fused
-     * forward's logsumexp (the first B * h * T floats) */
-    float *stats;
-    /* [L + 1]: layer l's forward ran the fused attention (attn_fused), so its
-     * backward must too: it kept no probabilities */
-    unsigned char *fused;
-} cuda_model;
-
-#define KCHECK(call) AO_CUDA_CHECK(call)
-
-/* ---- GEMM helpers (row-major, fp32 storage) ------------------------------------ */
-
-/* A GEMM's batch: `batch` products `stride_x` apart, in `outer` groups
- * `outer_x` apart (attention: heads within samples, ao_gemm_desc). */
-typedef struct {
-    int batch;
-    long long stride_a, stride_b, stride_c;
-    int outer;
-    long long outer_a, outer_b, outer_c;
-} gemm_batch;
-
-static const gemm_batch single = {1, 0, 0, 0, 1, 0, 0, 0};
-
-/* Elements a row-major rows x cols operand (ld, batched) reaches from its start. */
-static size_t operand_span(int rows, int cols, int ld, int batch, long long stride, int outer,
-                           long long outer_stride)
-{
-    return (size_t)(outer - 1) * (size_t)outer_stride + (size_t)(batch - 1) * (size_t)stride +
-           (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
-}
-
-/* The GEMM c = alpha op(a) op(b) + beta c, with its operands' 16-bit copies
- * in 16-bit modes (cast now where not current). */
-static ao_gemm_desc gemm_desc(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols,
-                              int inner, float alpha, const float *a, int lda, const float *b,
-                              int ldb, float beta, float *c, int ldc, gemm_batch bt)
-{
-    const cuda_model *cm = m->impl;
-    ao_gemm_desc d = {
-        .trans_a = ta,
-        .trans_b = tb,
-        .m = rows,
-        .n = cols,
-        .k = inner,
-        .alpha = alpha,
-        .beta = beta,
-        .a = a,
-        .lda = lda,
-        .b = b,
-        .ldb = ldb,
-        .c = c,
-        .ldc = ldc,
-        .ab_type = AO_F32,
-        .c_type = AO_F32,
-        .compute = cm->compute,
-        .batch_count = bt.batch,
-        .stride_a = bt.stride_a,
-        .stride_b = bt.stride_b,
-        .stride_c = bt.stride_c,
-        .batch_outer = bt.outer,
-        .outer_stride_a = bt.outer_a,
-        .outer_stride_b = bt.outer_b,
-        .outer_stride_c = bt.outer_c,
-    };
-    if (cm->op.half != AO_F32 && rows > 0 && cols > 0) {
-        size_t outside_used = 0;
-        d.a = ao_op16_operand(&cm->op, s, a,
-                              operand_span(ta ? inner : rows, ta ? rows : inner, lda, bt.batch,
-                                           bt.stride_a, bt.outer, bt.outer_a),
-                              &outside_used);
-        d.b = ao_op16_operand(&cm->op, s, b,
-                              operand_span(tb ? cols : inner, tb ? inner : cols, ldb, bt.batch,
-                                           bt.stride_b, bt.outer, bt.outer_b),
-                              &outside_used);
-        d.ab_type = cm->op.half;
-        d.compute = AO_COMPUTE_DEFAULT; /* 16-bit products, fp32 accumulation */
-    }
-    return d;
-}
-
-/* out: NULL, or where the result goes with c only read (ao_gemm_desc.d).
- * out16: in 16-bit modes write the result only as c's 16-bit copy (c an
- * arena buffer whose readers all take that copy; no out, beta 0), a bias
- * then in its staged 16-bit copy. Returns whether it did: the caller marks c
- * current where GEMMs read it. */
-static int gemm_bias(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
-                     float alpha, const float *a, int lda, const float *b, int ldb, float beta,
-                     float *c, int ldc, gemm_batch bt, const float *bias, float *out, int out16)
-{
-    const cuda_model *cm = m->impl;
-    ao_gemm_desc d =
-        gemm_desc(m, s, ta, tb, rows, cols, inner, alpha, a, lda, b, ldb, beta, c, ldc, bt);
-    d.bias = bias;
-    d.d = out;
-    int direct = 0;
-    if (out16 && cm->op.half != AO_F32 && rows > 0 && cols > 0 && !out && beta == 0.0f &&
-        ao_op16_in_arena(
-            &cm->op, c,
-            operand_span(rows, cols, ldc, bt.batch, bt.stride_c, bt.outer, bt.outer_c))) {
-        const void *bias16 = bias ? ao_op16_staged_copy(&cm->op, bias, (size_t)cols) : NULL;
-        if (!bias || bias16) {
-            d.c = ao_op16_twin_of(&cm->op, c);
-            d.c_type = cm->op.half;
-            d.bias = bias16;
-            direct = 1;
-        }
-    }
-    ao_gemm(m->dev, s, &d);
-    return direct;
-}
-
-static void gemm(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
-                 float alpha, const float *a, int lda, const float *b, int ldb, float beta,
-                 float *c, int ldc, gemm_batch bt)
-{
-    gemm_bias(m, s, ta, tb, rows, cols, inner, alpha, a, lda, b, ldb, beta, c, ldc, bt, NULL, NULL,
-              0);
-}
-
-/* gemm into an arena buffer whose readers all take its 16-bit copy
- * (gemm_bias's out16); returns whether only that copy was written. */
-static int gemm_operand(ao_model *m, ao_stream *s, int ta, int tb, int rows, int cols, int inner,
-                        float alpha, const float *a, int lda, const float *b, int ldb, float *c,
-                        int ldc, gemm_batch bt)
-{
-    return gemm_bias(m, s, ta, tb, rows, cols, inner, alpha, a, lda, b, ldb, 0.0f, c, ldc, bt, NULL,
-                     NULL, 1);
-}
-
-/* ao_linear_forward: y[n, out] = x[n, in] w[out, in]^T + b, the bias added
- * in the GEMM's epilogue (fp32, after the fp32 accumulation: the sum a
- * separate pass would make). */
-static void linear_forward(ao_model *m, ao_stream *s, float *y, const float *x, const float *w,
-                           const float *b, int n, int in, int out)
-{
-    gemm_bias(m, s, 0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, single, b, NULL, 0);
-}
-
-/* linear_forward of a residual branch's end, which only
- * ao_cuda_dropout_residual_layernorm reads: in 16-bit modes written only as
- * its 16-bit copy (autocast's 16-bit linear output; half the bytes to write
- * and read again); returns whether. */
-static int linear_forward_branch(ao_model *m, ao_stream *s, float *y, const float *x,
-                                 const float *w, const float *b, int n, int in, int out)
-{
-    return gemm_bias(m, s, 0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, single, b, NULL, 1);
-}
-
-/* linear_forward of a y that only GEMMs read: in 16-bit modes written only
- * as its 16-bit copy (gemm_bias's out16), which it leaves marked current
- * (cast when the GEMM could not write it). The caller drops the mark. */
-static void linear_forward_operand(ao_model *m, ao_stream *s, float *y, const float *x,
-                                   const float *w, const float *b, int n, int in, int out)
-{
-    const int direct =
-        gemm_bias(m, s, 0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, single, b, NULL, 1);
-    ao_op16_mark_current(&((cuda_model *)m->impl)->op, s, y, (size_t)n * out, !direct);
-}
-
-/* ao_linear_backward: dx = dy w (+ residual, when not NULL: the gradient
- * reaching x around the layer, added in the GEMM's epilogue instead of a
- * pass of its own) when dx, dw += dy^T x, db += column sums. dy feeds both
- * GEMMs and the bias gradient: in 16-bit modes cast once (unless current),
- * and the sums are of that copy. dx_operand: dx is read only by GEMMs or
- * kernels that take its 16-bit copy (no residual), written as gemm_operand
- * does and left marked current; returns whether only that copy was
- * written. */
-static int linear_backward_plus(ao_model *m, ao_stream *s, float *dx, const float *residual,
-                                float *dw, float *db, const float *dy, const float *x,
-                                const float *w, int n, int in, int out, int dx_operand)
-{
-    cuda_model *cm = m->impl;
-    const int mark = cm->op.nprepared;
-    const size_t ndy = (size_t)n * out;
-    ao_op16_prepare(&cm->op, s, dy, ndy);
-    int direct = 0;
-    if (dx && residual)
-        gemm_bias(m, s, 0, 0, n, in, out, 1.0f, dy, out, w, in, 1.0f, (float *)residual, in, single,
-                  NULL, dx, 0);
-    else if (dx)
-        direct = gemm_bias(m, s, 0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, single, NULL,
-                           NULL, dx_operand);
-    gemm(m, s, 1, 0, out, in, n, 1.0f, dy, out, x, in, m->overwrite_grads ? 0.0f : 1.0f, dw, in,
-         single);
-    if (db) {
-        cudaStream_t cs = ao_cuda_stream(s);
-        if (cm->op.half != AO_F32 && ao_op16_in_arena(&cm->op, dy, ndy))
-            KCHECK(ao_cuda_bias_grad(db, ao_op16_twin_of(&cm->op, dy), cm->op.half, n, out, cs));
-        else
-            KCHECK(ao_cuda_bias_grad(db, dy, AO_F32, n, out, cs));
-    }
-    cm->op.nprepared = mark;
-    if (dx && dx_operand) ao_op16_mark_current(&cm->op, s, dx, (size_t)n * in, !direct);
-    return direct;
-}
-
-/* ao_model_overwrite_grads: the weight gradients' GEMMs overwrite theirs
- * (beta 0); the gradients that kernels add to (biases, LayerNorm, the
- * embedding table) are zeroed first, in one launch a unit. */
-#define MAX_FRESH 8
-typedef struct {
-    float *p[MAX_FRESH];
-    size_t n[MAX_FRESH];
-    int k;
-} fresh_grads;
-
-static void fresh_add(fresh_grads *f, float *p, size_t n)
-{
-    if (f->k == MAX_FRESH)
-        ao_fatal(AO_EXIT_FAIL, "model", "more than %d summed gradients", MAX_FRESH);
-    f->p[f->k] = p;
-    f->n[f->k++] = n;
-}
-
-static void fresh_zero(ao_model *m, ao_stream *s, const fresh_grads *f)
-{
-    if (m->overwrite_grads) KCHECK(ao_cuda_zero_ranges(f->p, f->n, f->k, ao_cuda_stream(s)));
-}
-
-static void linear_backward(ao_model *m, ao_stream *s, float *dx, float *dw, float *db,
-                            const float *dy, const float *x, const float *w, int n, int in, int out)
-{
-    linear_backward_plus(m, s, dx, NULL, dw, db, dy, x, w, n, in, out, 0);
-}
 
 /* ---- dropout keys ----------------------------------------------------------------- */
 
@@ -437,7 +186,7 @@ static int attn_fused(const ao_model *m)
            ao_cuda_flash_attention_supported(cm->op.half, sh->seq, sh->dim / sh->heads);
 }
 
-/* out: the branch's end, as linear_forward_branch writes it; returns
+/* out: the branch's end, as mc_linear_forward_branch writes it; returns
  * whether only its 16-bit copy was. */
 static int attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const ao_attn_saved *sv,
                         const float *x, const ao_attn_weights *w, const ao_cuda_dropout_key *kp)
@@ -452,7 +201,7 @@ static int attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const 
     /* q, k, v (16-bit modes: only their 16-bit copy), current through both
      * products (only att, extra, ctx and out are written until the marks
      * are dropped) */
-    linear_forward_operand(m, s, sv->qkv, x, w->in_w, w->in_b, N, a.d, a.d3);
+    mc_linear_forward_operand(m, s, sv->qkv, x, w->in_w, w->in_b, N, a.d, a.d3);
     cm->fused[layer] = (unsigned char)attn_fused(m);
     if (cm->fused[layer]) {
         const uint8_t *pre = masks_in(&cm->probs_masks, layer, kp); /* cuda_predraw's */
@@ -462,7 +211,7 @@ static int attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const 
             pre ? NULL : masks_out(&cm->probs_masks, layer, kp), cs));
         ao_op16_mark_current(&cm->op, s, sv->ctx, (size_t)N * a.d, 0);
         const int out16 =
-            linear_forward_branch(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
+            mc_linear_forward_branch(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
         cm->op.nprepared = mark;
         return out16;
     }
@@ -472,8 +221,8 @@ static int attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const 
      * row's (max, 1/sum) instead of its probabilities, from which the
      * backward computes them again: att's floats are not written. */
     ao_gemm_desc scores =
-        gemm_desc(m, s, 0, 1, a.T, a.T, a.hd, a.scale, sv->qkv, a.d3, sv->qkv + a.d, a.d3, 0.0f,
-                  sv->att, a.T, heads_batch(&a, a.hd, a.hd, TT, Td3, Td3, HTT));
+        mc_gemm_desc(m, s, 0, 1, a.T, a.T, a.hd, a.scale, sv->qkv, a.d3, sv->qkv + a.d, a.d3, 0.0f,
+                     sv->att, a.T, heads_batch(&a, a.hd, a.hd, TT, Td3, Td3, HTT));
     const int half = cm->op.half != AO_F32;
     if (half) scores.c_type = cm->op.half;
     ao_gemm(m->dev, s, &scores);
@@ -488,10 +237,10 @@ static int attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const 
     ao_op16_mark_current(&cm->op, s, P, np, 0);
     /* ctx = P v, heads concatenated (16-bit modes: only its 16-bit copy) */
     const int direct =
-        gemm_operand(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, P, a.T, sv->qkv + 2 * a.d, a.d3, sv->ctx,
-                     a.d, heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td));
+        mc_gemm_operand(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, P, a.T, sv->qkv + 2 * a.d, a.d3, sv->ctx,
+                        a.d, heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td));
     ao_op16_mark_current(&cm->op, s, sv->ctx, (size_t)N * a.d, !direct);
-    const int out16 = linear_forward_branch(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
+    const int out16 = mc_linear_forward_branch(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
     cm->op.nprepared = mark;
     return out16;
 }
@@ -516,10 +265,10 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
     const int mark = cm->op.nprepared;
     ao_op16_prepare(&cm->op, s, sv->qkv, (size_t)N * a.d3);
     const int mark_qkv = cm->op.nprepared;
-    linear_backward_plus(m, s, dctx, NULL, g->out_w, g->out_b, dout, sv->ctx, w->out_w, N, a.d, a.d,
-                         1);
+    mc_linear_backward_plus(m, s, dctx, NULL, g->out_w, g->out_b, dout, sv->ctx, w->out_w, N, a.d,
+                            a.d, 1);
     if (cm->fused[layer]) {
-        /* dctx's copy is current (linear_backward_plus), ctx's is the
+        /* dctx's copy is current (mc_linear_backward_plus), ctx's is the
          * forward's; dP's scratch (4 bytes a probability) holds the rows'
          * delta and dS (ao_cuda_flash_backward_scratch_bytes: 2 bytes a
          * probability and 4 a row) */
@@ -531,8 +280,8 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
             masks_in(&cm->probs_masks, layer, kp), cs));
         cm->op.nprepared = mark;
         ao_op16_mark_current(&cm->op, s, dqkv, (size_t)N * a.d3, 0);
-        linear_backward_plus(m, s, dx, residual, g->in_w, g->in_b, dqkv, x, w->in_w, N, a.d, a.d3,
-                             0);
+        mc_linear_backward_plus(m, s, dx, residual, g->in_w, g->in_b, dqkv, x, w->in_w, N, a.d,
+                                a.d3, 0);
         return;
     }
     const float *P = attn_probs(m, sv, layer, kp);
@@ -541,12 +290,12 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
     ao_op16_mark_current(&cm->op, s, P, np, !cm->saved_current[layer]);
     const long long Td3 = (long long)a.T * a.d3, Td = (long long)a.T * a.d, HTT = a.H * TT;
     /* d(dropped P) = dctx v^T; dv = P_dropped^T dctx; dq, dk, dv go into
-     * dqkv's 16-bit copy alone in 16-bit modes (the three gemm_operand
+     * dqkv's 16-bit copy alone in 16-bit modes (the three mc_gemm_operand
      * calls decide alike: same buffer, no bias) */
-    const int dp16 = gemm_operand(m, s, 0, 1, a.T, a.T, a.hd, 1.0f, dctx, a.d, sv->qkv + 2 * a.d,
-                                  a.d3, dp, a.T, heads_batch(&a, a.hd, a.hd, TT, Td, Td3, HTT));
-    gemm_operand(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, P, a.T, dctx, a.d, dqkv + 2 * a.d, a.d3,
-                 heads_batch(&a, TT, a.hd, a.hd, HTT, Td, Td3));
+    const int dp16 = mc_gemm_operand(m, s, 0, 1, a.T, a.T, a.hd, 1.0f, dctx, a.d, sv->qkv + 2 * a.d,
+                                     a.d3, dp, a.T, heads_batch(&a, a.hd, a.hd, TT, Td, Td3, HTT));
+    mc_gemm_operand(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, P, a.T, dctx, a.d, dqkv + 2 * a.d, a.d3,
+                    heads_batch(&a, TT, a.hd, a.hd, HTT, Td, Td3));
     cm->op.nprepared = mark_qkv;
     /* through the dropout, then the softmax (scale folded in): dS, in
      * 16-bit modes from dP's 16-bit copy into that copy (its only one); the
@@ -561,14 +310,15 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
         &saved, a.scale, a.B, a.H, a.T, kp, masks_in(&cm->probs_masks, layer, kp), cs));
     ao_op16_mark_current(&cm->op, s, dp, np, 0);
     /* dq = dS k; dk = dS^T q */
-    gemm_operand(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, dp, a.T, sv->qkv + a.d, a.d3, dqkv, a.d3,
-                 heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td3));
+    mc_gemm_operand(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, dp, a.T, sv->qkv + a.d, a.d3, dqkv, a.d3,
+                    heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td3));
     const int direct =
-        gemm_operand(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, dp, a.T, sv->qkv, a.d3, dqkv + a.d, a.d3,
-                     heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td3));
+        mc_gemm_operand(m, s, 1, 0, a.T, a.hd, a.T, 1.0f, dp, a.T, sv->qkv, a.d3, dqkv + a.d, a.d3,
+                        heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td3));
     cm->op.nprepared = mark;
     ao_op16_mark_current(&cm->op, s, dqkv, (size_t)N * a.d3, !direct);
-    linear_backward_plus(m, s, dx, residual, g->in_w, g->in_b, dqkv, x, w->in_w, N, a.d, a.d3, 0);
+    mc_linear_backward_plus(m, s, dx, residual, g->in_w, g->in_b, dqkv, x, w->in_w, N, a.d, a.d3,
+                            0);
 }
 
 /* ---- encoder layer ------------------------------------------------------------------- */
@@ -600,8 +350,8 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
     /* h: in 16-bit modes only its 16-bit copy, which both GELU kernels read
      * (the backward knows it from saved_current: the unit is staged, so
      * its bias has a 16-bit copy) */
-    const int h16 = gemm_bias(m, s, 0, 1, N, ff, d, 1.0f, sv->x1, d, w->lin1_w, d, 0.0f, sv->h, ff,
-                              single, w->lin1_b, NULL, 1);
+    const int h16 = mc_gemm_bias(m, s, 0, 1, N, ff, d, 1.0f, sv->x1, d, w->lin1_w, d, 0.0f, sv->h,
+                                 ff, single, w->lin1_b, NULL, 1);
     if (h16 != (cm->op.half != AO_F32))
         ao_fatal(AO_EXIT_FAIL, "model", "layer %d: the FFN input not written in 16 bits", layer);
     ao_dtype h_type;
@@ -619,7 +369,7 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
         KCHECK(ao_cuda_gelu_dropout(sv->a, AO_F32, h, h_type, sh->batch, tok_ff, &k.hidden, pre,
                                     mask_out, cs));
     }
-    const int r2_16 = linear_forward_branch(m, s, sv->r2, sv->a, w->lin2_w, w->lin2_b, N, ff, d);
+    const int r2_16 = mc_linear_forward_branch(m, s, sv->r2, sv->a, w->lin2_w, w->lin2_b, N, ff, d);
     cm->op.nprepared = mark;
     br = ao_op16_input_of(&cm->op, sv->r2, r2_16, &br_type);
     KCHECK(ao_cuda_dropout_residual_layernorm(
@@ -646,15 +396,15 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     float *da = dx1 + nd;      /* [N, ff] */
     float *attn_scratch = da + nff;
     fresh_grads fg = {0};
-    fresh_add(&fg, g->attn.in_b, 3 * (size_t)d);
-    fresh_add(&fg, g->attn.out_b, (size_t)d);
-    fresh_add(&fg, g->lin1_b, (size_t)ff);
-    fresh_add(&fg, g->lin2_b, (size_t)d);
-    fresh_add(&fg, g->ln1_w, (size_t)d);
-    fresh_add(&fg, g->ln1_b, (size_t)d);
-    fresh_add(&fg, g->ln2_w, (size_t)d);
-    fresh_add(&fg, g->ln2_b, (size_t)d);
-    fresh_zero(m, s, &fg);
+    mc_fresh_add(&fg, g->attn.in_b, 3 * (size_t)d);
+    mc_fresh_add(&fg, g->attn.out_b, (size_t)d);
+    mc_fresh_add(&fg, g->lin1_b, (size_t)ff);
+    mc_fresh_add(&fg, g->lin2_b, (size_t)d);
+    mc_fresh_add(&fg, g->ln1_w, (size_t)d);
+    mc_fresh_add(&fg, g->ln1_b, (size_t)d);
+    mc_fresh_add(&fg, g->ln2_w, (size_t)d);
+    mc_fresh_add(&fg, g->ln2_b, (size_t)d);
+    mc_fresh_zero(m, s, &fg);
 
     /* LayerNorm's backward and the FFN branch's gradient through its dropout,
      * in fp32 (the bias gradient) and 16 bits (the GEMMs), in one pass; each
@@ -667,8 +417,8 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
     ao_op16_mark_current(&cm->op, s, dbranch, nd, 0);
     /* da in the precision of h: 16 bits where the forward ran in 16 bits */
     const int h16 = cm->saved_current[layer];
-    const int da16 = linear_backward_plus(m, s, da, NULL, g->lin2_w, g->lin2_b, dbranch, sv->a,
-                                          w->lin2_w, N, ff, d, h16);
+    const int da16 = mc_linear_backward_plus(m, s, da, NULL, g->lin2_w, g->lin2_b, dbranch, sv->a,
+                                             w->lin2_w, N, ff, d, h16);
     cm->op.nprepared = mark;
     if (da16 != h16)
         ao_fatal(AO_EXIT_FAIL, "model", "layer %d: FFN gradient in %d bits, its input in %d", layer,
@@ -685,7 +435,8 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
                                          masks_in(&cm->hidden_masks, layer, &k.hidden), cs));
     ao_op16_mark_current(&cm->op, s, da, nff, 0);
     /* with the residual around the FFN */
-    linear_backward_plus(m, s, dx1, dr, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff, 0);
+    mc_linear_backward_plus(m, s, dx1, dr, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff,
+                            0);
     cm->op.nprepared = mark;
 
     /* attention branch, its gradient as the FFN's */
@@ -723,7 +474,7 @@ static void stage_input(cuda_model *cm, ao_stream *s, const ao_input_shape *is,
 
 /* fc1's weights, fc1's bias and fc2's weights, adjacent (ao_head_weights_bind):
  * one range, so that fc1 finds its bias's 16-bit copy and writes its hidden
- * only in 16 bits (gemm_bias's out16). */
+ * only in 16 bits (mc_gemm_bias's out16). */
 static void stage_head(cuda_model *cm, ao_stream *s, const ao_head_shape *hs,
                        const ao_head_weights *hw)
 {
@@ -794,11 +545,11 @@ static void cuda_forward_input(ao_model *m, ao_stream *s, const float *root, con
     stage_input(c, s, &is, &iw, 1);
     cudaStream_t cs = ao_cuda_stream(s);
     /* ao_input_forward: dense projection, pooled embeddings, sparse projection */
-    linear_forward(m, s, c->a.x[0], b->dense, iw.dense_w, iw.dense_b, is.n, is.dense_in, is.dim);
+    mc_linear_forward(m, s, c->a.x[0], b->dense, iw.dense_w, iw.dense_b, is.n, is.dense_in, is.dim);
     KCHECK(ao_cuda_embedding_bag_mean_forward(c->a.pooled, b->ids, iw.table, is.n, is.sparse,
                                               is.emb_dim, cs));
-    gemm_bias(m, s, 0, 1, is.n, is.dim, is.emb_dim, 1.0f, c->a.pooled, is.emb_dim, iw.sparse_w,
-              is.emb_dim, 1.0f, c->a.x[0], is.dim, single, iw.sparse_b, NULL, 0);
+    mc_gemm_bias(m, s, 0, 1, is.n, is.dim, is.emb_dim, 1.0f, c->a.pooled, is.emb_dim, iw.sparse_w,
+                 is.emb_dim, 1.0f, c->a.x[0], is.dim, single, iw.sparse_b, NULL, 0);
 }
 
 static void cuda_forward_layer(ao_model *m, ao_stream *s, int layer, const float *params,
@@ -841,15 +592,15 @@ static void cuda_forward_head(ao_model *m, ao_stream *s, const float *root, cons
      * and GELU its activation only as the fc2 operand, no dropout (p 0) */
     const size_t nh = (size_t)hs.n * hs.hidden;
     const int h16 =
-        gemm_bias(m, s, 0, 1, hs.n, hs.hidden, hs.dim, 1.0f, sv->ln_out, hs.dim, hw.fc1_w, hs.dim,
-                  0.0f, sv->hid, hs.hidden, single, hw.fc1_b, NULL, 1);
+        mc_gemm_bias(m, s, 0, 1, hs.n, hs.hidden, hs.dim, 1.0f, sv->ln_out, hs.dim, hw.fc1_w,
+                     hs.dim, 0.0f, sv->hid, hs.hidden, single, hw.fc1_b, NULL, 1);
     ao_dtype h_type;
     const void *h = ao_op16_input_of(&c->op, sv->hid, h16, &h_type);
     KCHECK(ao_cuda_gelu_dropout(c->op.half != AO_F32 ? ao_op16_twin_of(&c->op, sv->act) : sv->act,
                                 c->op.half, h, h_type, 1, nh, &no_dropout, NULL, NULL, cs));
     ao_op16_mark_current(&c->op, s, sv->act, nh, 0);
     c->head_h16 = h16;
-    linear_forward(m, s, c->a.z, sv->act, hw.fc2_w, hw.fc2_b, hs.n, hs.hidden, 1);
+    mc_linear_forward(m, s, c->a.z, sv->act, hw.fc2_w, hw.fc2_b, hs.n, hs.hidden, 1);
     c->op.nprepared = mark;
     KCHECK(ao_cuda_bce_loss(loss_dev, c->a.z, b->target, b->weight, hs.n, normalizer, cs));
 }
@@ -869,11 +620,11 @@ static void cuda_backward_head(ao_model *m, ao_stream *s, const float *root, flo
     cudaStream_t cs = ao_cuda_stream(s);
     float *dact = c->a.scratch, *dln = c->a.scratch + (size_t)hs.n * hs.hidden;
     fresh_grads fg = {0};
-    fresh_add(&fg, hg.ln_w, (size_t)hs.dim);
-    fresh_add(&fg, hg.ln_b, (size_t)hs.dim);
-    fresh_add(&fg, hg.fc1_b, (size_t)hs.hidden);
-    fresh_add(&fg, hg.fc2_b, 1);
-    fresh_zero(m, s, &fg);
+    mc_fresh_add(&fg, hg.ln_w, (size_t)hs.dim);
+    mc_fresh_add(&fg, hg.ln_b, (size_t)hs.dim);
+    mc_fresh_add(&fg, hg.fc1_b, (size_t)hs.hidden);
+    mc_fresh_add(&fg, hg.fc2_b, 1);
+    mc_fresh_zero(m, s, &fg);
 
     KCHECK(ao_cuda_bce_loss_backward(c->a.dz, c->a.z, b->target, b->weight, hs.n, normalizer, cs));
     /* ao_head_backward, as the encoder's FFN: dact in the precision of hid,
@@ -889,14 +640,14 @@ static void cuda_backward_head(ao_model *m, ao_stream *s, const float *root, flo
      * 16-bit modes it is formed inside GELU's backward, never stored */
     const void *w2_16 = h16 ? ao_op16_staged_copy(&c->op, hw.fc2_w, (size_t)hs.hidden) : NULL;
     if (w2_16) {
-        linear_backward_plus(m, s, NULL, NULL, hg.fc2_w, hg.fc2_b, c->a.dz, sv->act, hw.fc2_w, hs.n,
-                             hs.hidden, 1, 0);
+        mc_linear_backward_plus(m, s, NULL, NULL, hg.fc2_w, hg.fc2_b, c->a.dz, sv->act, hw.fc2_w,
+                                hs.n, hs.hidden, 1, 0);
         KCHECK(ao_cuda_outer_gelu_backward(ao_op16_twin_of(&c->op, dact), c->op.half, c->a.dz,
                                            w2_16, ao_op16_twin_of(&c->op, sv->hid), hs.n, hs.hidden,
                                            cs));
     } else {
-        const int dact16 = linear_backward_plus(m, s, dact, NULL, hg.fc2_w, hg.fc2_b, c->a.dz,
-                                                sv->act, hw.fc2_w, hs.n, hs.hidden, 1, h16);
+        const int dact16 = mc_linear_backward_plus(m, s, dact, NULL, hg.fc2_w, hg.fc2_b, c->a.dz,
+                                                   sv->act, hw.fc2_w, hs.n, hs.hidden, 1, h16);
         if (dact16 != h16)
             ao_fatal(AO_EXIT_FAIL, "model", "head: gradient in %d bits, its input in %d",
                      dact16 ? 16 : 32, h16 ? 16 : 32);
@@ -908,8 +659,8 @@ static void cuda_backward_head(ao_model *m, ao_stream *s, const float *root, flo
                                              dact_in, h_in, in_type, 1, nh, &no_dropout, NULL, cs));
     }
     ao_op16_mark_current(&c->op, s, dact, nh, 0);
-    linear_backward(m, s, dln, hg.fc1_w, hg.fc1_b, dact, sv->ln_out, hw.fc1_w, hs.n, hs.dim,
-                    hs.hidden);
+    mc_linear_backward(m, s, dln, hg.fc1_w, hg.fc1_b, dact, sv->ln_out, hw.fc1_w, hs.n, hs.dim,
+                       hs.hidden);
     c->op.nprepared = mark;
     KCHECK(ao_cuda_layernorm_backward(c->a.dx[L % 2], hg.ln_w, hg.ln_b, dln, c->a.x[L], sv->ln_mean,
                                       sv->ln_rstd, hw.ln_w, hs.n, hs.dim, cs));
@@ -949,15 +700,15 @@ static void cuda_backward_input(ao_model *m, ao_stream *s, const float *root, fl
     stage_input(c, s, &is, &iw, 0); /* dense_w's input gradient is not computed */
     float *dpooled = c->a.scratch;
     fresh_grads fg = {0};
-    fresh_add(&fg, ig.dense_b, (size_t)is.dim);
-    fresh_add(&fg, ig.table, (size_t)is.vocab * is.emb_dim);
-    fresh_add(&fg, ig.sparse_b, (size_t)is.dim);
-    fresh_zero(m, s, &fg);
+    mc_fresh_add(&fg, ig.dense_b, (size_t)is.dim);
+    mc_fresh_add(&fg, ig.table, (size_t)is.vocab * is.emb_dim);
+    mc_fresh_add(&fg, ig.sparse_b, (size_t)is.dim);
+    mc_fresh_zero(m, s, &fg);
     /* ao_input_backward */
-    linear_backward(m, s, NULL, ig.dense_w, ig.dense_b, c->a.dx[0], b->dense, iw.dense_w, is.n,
-                    is.dense_in, is.dim);
-    linear_backward(m, s, dpooled, ig.sparse_w, ig.sparse_b, c->a.dx[0], c->a.pooled, iw.sparse_w,
-                    is.n, is.emb_dim, is.dim);
+    mc_linear_backward(m, s, NULL, ig.dense_w, ig.dense_b, c->a.dx[0], b->dense, iw.dense_w, is.n,
+                       is.dense_in, is.dim);
+    mc_linear_backward(m, s, dpooled, ig.sparse_w, ig.sparse_b, c->a.dx[0], c->a.pooled,
+                       iw.sparse_w, is.n, is.emb_dim, is.dim);
     KCHECK(ao_cuda_embedding_bag_mean_backward(ig.table, dpooled, b->ids, is.n, is.sparse,
                                                is.emb_dim, is.vocab, c->emb_workspace,
                                                ao_cuda_stream(s)));
