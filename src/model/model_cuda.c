@@ -13,7 +13,7 @@
  * fp32 values in 16-bit modes, only their 16-bit copy, as autocast keeps
  * them:
  *   - written by a fused kernel, each the cast of what the fp32 chain would
- *     store, bit for bit (test_kernels_cuda): attention's dropped
+ *     store, bit for bit (test_fused_cuda): attention's dropped
  *     probabilities and its dS, the FFN activation after GELU and dropout,
  *     the gradient entering each residual branch (LayerNorm backward's
  *     dropout) and the FFN's gradient through GELU;
