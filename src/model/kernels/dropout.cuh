@@ -98,6 +98,14 @@ __device__ float4 times4(float4 v, const float f[4])
     return make_float4(v.x * f[0], v.y * f[1], v.z * f[2], v.w * f[3]);
 }
 
+/* v + r element by element, __fadd_rn so that the compiler cannot contract a
+ * preceding product (the mask's) into the add */
+__device__ float4 add4_rn(float4 v, float4 r)
+{
+    return make_float4(__fadd_rn(v.x, r.x), __fadd_rn(v.y, r.y), __fadd_rn(v.z, r.z),
+                       __fadd_rn(v.w, r.w));
+}
+
 /* v times the dropout factors of block g of stream s (drawn): group g's four
  * elements, the product every float4 dropout path makes. */
 __device__ float4 drop4(float4 v, ao_rng_stream s, size_t g, const drop_rate &r)
@@ -136,9 +144,7 @@ template <ao_dtype T> struct dropout_out_map : typed_load<AO_F32> {
     }
     __device__ void store4(size_t i, float4 v, float4 r) const
     {
-        if (res)
-            v = make_float4(__fadd_rn(v.x, r.x), __fadd_rn(v.y, r.y), __fadd_rn(v.z, r.z),
-                            __fadd_rn(v.w, r.w));
+        if (res) v = add4_rn(v, r);
         if (y) *reinterpret_cast<float4 *>(y + i) = v;
         if (out.p) out.put4(i, v);
     }

@@ -37,6 +37,14 @@ template <ao_dtype T> __device__ uint2 narrow4(float4 v)
                       (uint32_t)narrow_bits<T>(v.z) | (uint32_t)narrow_bits<T>(v.w) << 16);
 }
 
+/* f rounded to T (round to nearest even) and widened back: the value a
+ * kernel or GEMM that stores f in T leaves there. */
+template <ao_dtype T> __device__ float rounded(float f)
+{
+    return T == AO_BF16 ? bf16_bits_to_float(narrow_bits<T>(f))
+                        : __half2float(__ushort_as_half(narrow_bits<T>(f)));
+}
+
 /* Stores of type T (F32, BF16, F16) at element i of p; put4 stores elements
  * i .. i + 3 (i a multiple of 4, p 16-byte aligned for F32, 8 for 16 bits). */
 template <ao_dtype T> struct typed_store {

@@ -348,6 +348,7 @@ template <ao_dtype T, ao_dtype TI> struct dropout_gelu_backward_map : typed_load
  * columns (one 16-byte load of h and store of dx16 when Vec) of
  * kOuterRows rows, its v values loaded once. */
 constexpr int kOuterCols = 8, kOuterRows = 8;
+static_assert(kOuterCols == 8, "the Vec path: one uint4 of h and of dx16");
 
 template <ao_dtype T, bool Vec>
 __global__ void outer_gelu_backward_kernel(uint16_t *dx16, const float *u, const uint16_t *v,
@@ -363,29 +364,22 @@ __global__ void outer_gelu_backward_kernel(uint16_t *dx16, const float *u, const
     const gelu_backward_op op{};
     for (int r0 = (int)blockIdx.y * kOuterRows; r0 < rows; r0 += (int)gridDim.y * kOuterRows)
         for (int row = r0; row < r0 + kOuterRows && row < rows; row++) {
-            const uint16_t ub = narrow_bits<T>(u[row]);
-            const float ur = load_as_float(&ub, T, 0);
+            const float ur = rounded<T>(u[row]);
+            /* column l's gradient, given h there */
+            const auto grad = [&](int l, float hv) { return op(rounded<T>(ur * vj[l]), hv); };
             const size_t at = (size_t)row * (size_t)cols + (size_t)j0;
-            float g[kOuterCols];
             if (Vec) {
                 const uint4 hv = *reinterpret_cast<const uint4 *>(h + at);
                 const float4 h0 = widen4<T>(make_uint2(hv.x, hv.y));
                 const float4 h1 = widen4<T>(make_uint2(hv.z, hv.w));
-                const float hs[kOuterCols] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-#pragma unroll
-                for (int l = 0; l < kOuterCols; l++) {
-                    const uint16_t dy = narrow_bits<T>(ur * vj[l]);
-                    g[l] = op(load_as_float(&dy, T, 0), hs[l]);
-                }
-                const uint2 lo = narrow4<T>(make_float4(g[0], g[1], g[2], g[3]));
-                const uint2 hi = narrow4<T>(make_float4(g[4], g[5], g[6], g[7]));
+                const uint2 lo = narrow4<T>(
+                    make_float4(grad(0, h0.x), grad(1, h0.y), grad(2, h0.z), grad(3, h0.w)));
+                const uint2 hi = narrow4<T>(
+                    make_float4(grad(4, h1.x), grad(5, h1.y), grad(6, h1.z), grad(7, h1.w)));
                 *reinterpret_cast<uint4 *>(dx16 + at) = make_uint4(lo.x, lo.y, hi.x, hi.y);
             } else {
-                for (int l = 0; l < w; l++) {
-                    const uint16_t dy = narrow_bits<T>(ur * vj[l]);
-                    dx16[at + l] = narrow_bits<T>(
-                        op(load_as_float(&dy, T, 0), load_as_float(h, T, at + (size_t)l)));
-                }
+                for (int l = 0; l < w; l++)
+                    dx16[at + l] = narrow_bits<T>(grad(l, load_as_float(h, T, at + (size_t)l)));
             }
         }
 }

@@ -400,8 +400,7 @@ template <ao_dtype X> struct ln_dropout_residual {
         float4 v = x.load4(at);
         const float4 a = *reinterpret_cast<const float4 *>(res + at);
         if (k.r.p > 0.0f) v = drop4(v, s, (size_t)(row % tokens) * (size_t)c / 4 + (size_t)q, k.r);
-        v = make_float4(__fadd_rn(v.x, a.x), __fadd_rn(v.y, a.y), __fadd_rn(v.z, a.z),
-                        __fadd_rn(v.w, a.w));
+        v = add4_rn(v, a);
         *reinterpret_cast<float4 *>(r + at) = v;
         return v;
     }
