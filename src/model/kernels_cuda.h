@@ -230,9 +230,12 @@ cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, const void *q
                                             int batch, int heads, int T, int head_dim, float scale,
                                             const ao_cuda_dropout_key *key, const uint8_t *mask_in,
                                             uint8_t *mask_out, cudaStream_t stream);
-/* dq, dk, dv into dqkv (qkv's layout, of type) from dctx (ctx's layout) and
+/* dk, dv into dqkv (qkv's layout, of type) from dctx (ctx's layout) and
  * the forward's ctx, lse; scratch: ao_cuda_flash_backward_scratch_bytes,
- * 16-byte aligned (each row's delta, then dS as 16 bits a probability).
+ * 16-byte aligned (each row's delta, then dS^T as 16 bits a probability,
+ * [batch, heads, key, query], the scale folded in). dq = dS k is the GEMM
+ * ao_cuda_flash_dq_gemm describes, run after it with ao_gemm (cuBLASLt's
+ * batched kernels beat flash.cu's own dQ tile kernel, bench/RESULTS.md).
  * mask_in: NULL (drawn), or the forward's mask. Deterministic (no atomics). */
 size_t ao_cuda_flash_backward_scratch_bytes(int batch, int heads, int T);
 cudaError_t ao_cuda_flash_attention_backward(void *dqkv, void *scratch, const void *dctx,
@@ -241,6 +244,8 @@ cudaError_t ao_cuda_flash_attention_backward(void *dqkv, void *scratch, const vo
                                              int head_dim, float scale,
                                              const ao_cuda_dropout_key *key, const uint8_t *mask_in,
                                              cudaStream_t stream);
+ao_gemm_desc ao_cuda_flash_dq_gemm(void *dqkv, const void *scratch, const void *qkv, ao_dtype type,
+                                   int batch, int heads, int T, int head_dim);
 /* out = dropout(gelu(h)) in out_type, sample rows (key->heads must be 0);
  * h is not modified: ao_cuda_gelu_forward, ao_cuda_dropout, ao_cuda_cast.
  * h_type: AO_F32, or out_type (a 16-bit h, widened exactly: the chain over

@@ -278,6 +278,10 @@ static void attn_backward(ao_model *m, ao_stream *s, int layer, float *dx, const
             ao_op16_twin_of(&cm->op, sv->ctx), probs_stats(m, layer),
             ao_op16_twin_of(&cm->op, sv->qkv), cm->op.half, a.B, a.H, a.T, a.hd, a.scale, kp,
             masks_in(&cm->probs_masks, layer, kp), cs));
+        const ao_gemm_desc dq = ao_cuda_flash_dq_gemm(ao_op16_twin_of(&cm->op, dqkv), dp,
+                                                      ao_op16_twin_of(&cm->op, sv->qkv),
+                                                      cm->op.half, a.B, a.H, a.T, a.hd);
+        ao_gemm(m->dev, s, &dq);
         cm->op.nprepared = mark;
         ao_op16_mark_current(&cm->op, s, dqkv, (size_t)N * a.d3, 0);
         mc_linear_backward_plus(m, s, dx, residual, g->in_w, g->in_b, dqkv, x, w->in_w, N, a.d,

@@ -246,6 +246,8 @@ static void test_flash(int B, int H, int T, int hd, float p, ao_dtype t)
     /* backward drawing the mask, then reading the forward's */
     K(ao_cuda_flash_attention_backward(d_dqkv, d_scratch, d_dctx, d_ctx, d_lse, d_qkv, t, B, H, T,
                                        hd, c.scale, &key, NULL, ao_cuda_stream(stream)));
+    const ao_gemm_desc dq = ao_cuda_flash_dq_gemm(d_dqkv, d_scratch, d_qkv, t, B, H, T, hd);
+    ao_gemm(dev, stream, &dq);
     float *dqkv = download_half(d_dqkv, nqkv, t);
     float *got[3], *want[3];
     for (int part = 0; part < 3; part++) {
@@ -263,6 +265,8 @@ static void test_flash(int B, int H, int T, int hd, float p, ao_dtype t)
     if (p > 0) {
         K(ao_cuda_flash_attention_backward(d_dqkv2, d_scratch, d_dctx, d_ctx, d_lse, d_qkv, t, B, H,
                                            T, hd, c.scale, &key, d_mask, ao_cuda_stream(stream)));
+        const ao_gemm_desc dq2 = ao_cuda_flash_dq_gemm(d_dqkv2, d_scratch, d_qkv, t, B, H, T, hd);
+        ao_gemm(dev, stream, &dq2);
         float *dqkv2 = download_half(d_dqkv2, nqkv, t);
         report_same("flash backward mask in", shape, dqkv, dqkv2, 4 * nqkv);
         free(dqkv2);
@@ -302,6 +306,10 @@ int main(void)
     test_flash(1, 2, 192, 128, 0.0f, AO_BF16);
     test_flash(1, 2, 192, 128, 0.25f, AO_BF16);
     test_flash(2, 2, 64, 128, 0.1f, AO_F16);
+    /* head dim 128 and T a multiple of 128: the wgmma forward on sm_90 */
+    test_flash(2, 2, 256, 128, 0.0f, AO_BF16);
+    test_flash(1, 3, 384, 128, 0.1f, AO_BF16);
+    test_flash(1, 2, 128, 128, 0.1f, AO_F16);
     test_flash(1, 1, 128, 64, 1.0f, AO_BF16); /* everything dropped */
 
     ao_stream_destroy(stream);

@@ -1,0 +1,487 @@
+/* What the flash attention kernels share (flash.cu, flash_sm90a.cu):
+ * the arguments, tile loads, the dropout of a tile, the online softmax and
+ * the accumulator fragments' stores. flash.cu says how the kernels work. */
+#ifndef AORTA_MODEL_KERNELS_FLASH_CUH
+#define AORTA_MODEL_KERNELS_FLASH_CUH
+
+#include "model/kernels/dropout.cuh"
+
+#if !defined(AO_GPU_HIP)
+#include <cuda_bf16.h>
+
+#include <type_traits>
+
+namespace
+{
+
+constexpr int kTile = 64;          /* queries and keys a tile */
+constexpr int kFlashThreads = 128; /* 4 warps, 16 rows each */
+constexpr int kPad = 8;            /* halves after each shared row: no bank conflicts */
+constexpr float kLog2e = 1.4426950408889634f;
+
+/* What every fused attention kernel reads. Rows: qkv [B * T, 3d] (q, k, v of
+ * head h at columns h hd, d + h hd, 2d + h hd), ctx and dctx [B * T, d]. lse:
+ * [B * h * T] row logsumexps of the scaled scores, in base 2. */
+struct flash_args {
+    const uint16_t *qkv, *ctx, *dctx;
+    uint16_t *out;      /* forward: ctx; backward: dqkv [B * T, 3d] */
+    float *lse, *delta; /* delta: [B * h * T] rowsum(dctx * ctx) times scale */
+    uint16_t *ds;       /* backward: dS^T, [B * h][T keys][T queries] */
+    int H, T, d;
+    float scale; /* of the scores, 1 / sqrt(hd) */
+    dropout_args drop;
+    bool on;
+    const uint8_t *mask_in;
+    uint8_t *mask_out;
+};
+
+template <int HD> __host__ __device__ constexpr int row_ld()
+{
+    return HD + kPad;
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/* Four 8x8 16-bit matrices from shared memory, lane l naming row l % 8 of
+ * matrix l / 8; trans: each one transposed. */
+__device__ __forceinline__ void ldsm4(uint32_t r[4], const uint16_t *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void ldsm4_t(uint32_t r[4], const uint16_t *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+/* c += a b, a 16x16 (row), b 16x8 (col), T = AO_BF16 or AO_F16. */
+template <ao_dtype T>
+__device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+#if __CUDA_ARCH__ >= 800
+    if (T == AO_BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();
+#endif
+}
+
+/* Two floats as T, round to nearest even, lo in the low half. */
+template <ao_dtype T> __device__ __forceinline__ uint32_t pack2(float lo, float hi)
+{
+    if (T == AO_BF16) {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<const uint32_t *>(&v);
+    }
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&v);
+}
+
+/* cp.async: 16 bytes global -> shared without a register stop, in groups
+ * that a later wait_group retires (all but the newest N). */
+__device__ __forceinline__ void cp_async16(void *s, const void *g)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(s)), "l"(g));
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* Starts copying a tile of 64 rows x HD halves from global rows `stride`
+ * apart into shared rows row_ld apart. */
+template <int HD> __device__ void load_tile(uint16_t *s, const uint16_t *g, size_t stride)
+{
+    constexpr int per_row = HD / 8;
+    for (int i = threadIdx.x; i < kTile * per_row; i += kFlashThreads) {
+        const int r = i / per_row, c = (i % per_row) * 8;
+        cp_async16(s + r * row_ld<HD>() + c, g + (size_t)r * stride + c);
+    }
+}
+
+/* Starts copying 64 floats (16-byte aligned) into shared memory. */
+__device__ void load_row64(float *s, const float *g)
+{
+    if (threadIdx.x < kTile / 4) cp_async16(s + 4 * threadIdx.x, g + 4 * threadIdx.x);
+}
+
+/* acc[i][16 x 8 NT] += A_i[16 x HD] B[8 NT x HD]^T for the warp's MT m-tiles,
+ * A_i at A + i kTile rows, B 8 NT shared rows (all row_ld apart): each B
+ * fragment, read once, feeds MT products (shared-memory bandwidth, not the
+ * tensor cores, bounds a warp of 16 rows on Hopper). */
+template <ao_dtype T, int HD, int NT, int MT = 1>
+__device__ void mma_abt(float (*acc)[NT][4], const uint16_t *A, const uint16_t *B)
+{
+    constexpr int LD = row_ld<HD>();
+    const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+            ldsm4(a[i], A + (i * kTile + r + (m & 1) * 8) * LD + kk * 16 + (m >> 1) * 8);
+#pragma unroll
+        for (int j = 0; j < NT; j += 2) {
+            uint32_t b[4];
+            ldsm4(b, B + (j * 8 + r + (m >> 1) * 8) * LD + kk * 16 + (m & 1) * 8);
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                mma<T>(acc[i][j], a[i], b[0], b[1]);
+                mma<T>(acc[i][j + 1], a[i], b[2], b[3]);
+            }
+        }
+    }
+}
+
+/* Two products at once, acc[i][16 x 8 NT] += A_i[16 x HD] B_i[8 NT x HD]^T
+ * (i = 0, 1; 16 and 8 NT shared rows): twice the independent accumulator
+ * chains in flight, where one product's NT would leave the tensor pipe
+ * waiting on each mma's latency. */
+template <ao_dtype T, int HD, int NT>
+__device__ void mma_abt2(float (*acc)[NT][4], const uint16_t *A0, const uint16_t *B0,
+                         const uint16_t *A1, const uint16_t *B1)
+{
+    constexpr int LD = row_ld<HD>();
+    const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
+    const uint16_t *A[2] = {A0, A1}, *B[2] = {B0, B1};
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t a[2][4];
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            ldsm4(a[i], A[i] + (r + (m & 1) * 8) * LD + kk * 16 + (m >> 1) * 8);
+#pragma unroll
+        for (int j = 0; j < NT; j += 2) {
+            uint32_t b[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                ldsm4(b[i], B[i] + (j * 8 + r + (m >> 1) * 8) * LD + kk * 16 + (m & 1) * 8);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                mma<T>(acc[i][j], a[i], b[i][0], b[i][1]);
+                mma<T>(acc[i][j + 1], a[i], b[i][2], b[i][3]);
+            }
+        }
+    }
+}
+
+/* acc[i][16 x HD] += a_i B[kk * 16 .. + 15][HD] for MT A fragments a_i
+ * (16 x 16) and B's shared rows (row_ld apart): mma_pb's inner step. */
+template <ao_dtype T, int HD, int MT>
+__device__ __forceinline__ void mma_ab_rows(float (*acc)[HD / 8][4], const uint32_t (*a)[4],
+                                            const uint16_t *B, int kk)
+{
+    constexpr int LD = row_ld<HD>();
+    const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
+#pragma unroll
+    for (int n = 0; n < HD / 8; n += 2) {
+        uint32_t b[4];
+        ldsm4_t(b, B + (kk * 16 + r + (m & 1) * 8) * LD + n * 8 + (m >> 1) * 8);
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+            mma<T>(acc[i][n], a[i], b[0], b[1]);
+            mma<T>(acc[i][n + 1], a[i], b[2], b[3]);
+        }
+    }
+}
+
+/* acc[i][16 x HD] += P_i[16 x 8 NT] B[8 NT x HD] for the warp's MT m-tiles:
+ * P_i in accumulator layout (rounded to T here), B 8 NT shared rows. */
+template <ao_dtype T, int HD, int NT, int MT = 1>
+__device__ void mma_pb(float (*acc)[HD / 8][4], const float (*p)[NT][4], const uint16_t *B)
+{
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; kk++) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+            a[i][0] = pack2<T>(p[i][2 * kk][0], p[i][2 * kk][1]);
+            a[i][1] = pack2<T>(p[i][2 * kk][2], p[i][2 * kk][3]);
+            a[i][2] = pack2<T>(p[i][2 * kk + 1][0], p[i][2 * kk + 1][1]);
+            a[i][3] = pack2<T>(p[i][2 * kk + 1][2], p[i][2 * kk + 1][3]);
+        }
+        mma_ab_rows<T, HD, MT>(acc, a, B, kk);
+    }
+}
+
+/* The dropout of head (b, h) as the kernels use it. */
+struct flash_drop {
+    ao_rng_stream s;
+    drop_rate r;
+    bool on;
+    const uint8_t *mask_in; /* the head's T rows of T / 4 bytes, or NULL */
+    uint8_t *mask_out;
+};
+
+__device__ flash_drop flash_drop_of(const flash_args &a, size_t bh)
+{
+    flash_drop d;
+    d.on = a.on;
+    d.r = a.drop.r;
+    d.s = a.drop.site;
+    const size_t at = bh * (size_t)a.T * (size_t)(a.T / 4);
+    d.mask_in = a.on && a.mask_in ? a.mask_in + at : nullptr;
+    d.mask_out = a.on && a.mask_out && !a.mask_in ? a.mask_out + at : nullptr;
+    if (a.on && !d.mask_in) d.s = dropout_row_stream(a.drop, bh);
+    return d;
+}
+
+/* The keep bits of a tile (queries q0 .. q0 + 63 x keys k0 .. k0 + 63, 16
+ * bytes a query, the mask's layout) that one warp reads: queries
+ * r0 .. r0 + 256 / NC - 1 x key groups c0 .. c0 + NC - 1, read or drawn (and
+ * stored) by that warp alone, so no block barrier orders them. A lane's 8
+ * Philox blocks are independent chains, unrolled so that they overlap (one
+ * at a time, the draw is bound by the multiplies' latency). */
+template <int NC>
+__device__ void mask_part(uint8_t *sm, const flash_drop &d, int q0, int k0, int T, int r0, int c0)
+{
+    constexpr int kPer = 256 / 32; /* groups a lane */
+    const size_t row = (size_t)(T / 4);
+    const int lane = threadIdx.x & 31;
+    uint8_t m[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; k++) {
+        const int i = lane + 32 * k, r = r0 + i / NC, c = c0 + i % NC;
+        const size_t at = (size_t)(q0 + r) * row + (size_t)(k0 / 4 + c);
+        if (d.mask_in) {
+            m[k] = d.mask_in[at];
+        } else {
+            float f[4];
+            group_factors(f, d.s, at, d.r, nullptr, nullptr);
+            m[k] = mask_byte(f);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < kPer; k++) {
+        const int i = lane + 32 * k, r = r0 + i / NC, c = c0 + i % NC;
+        if (d.mask_out) d.mask_out[(size_t)(q0 + r) * row + (size_t)(k0 / 4 + c)] = m[k];
+        sm[r * 16 + c] = m[k];
+    }
+    __syncwarp();
+}
+
+/* Starts copying a tile's stored mask bytes (mask_part's layout). */
+__device__ void mask_copy(uint8_t *sm, const flash_drop &d, int q0, int k0, int T)
+{
+    if (threadIdx.x < kTile)
+        cp_async16(sm + 16 * threadIdx.x,
+                   d.mask_in + (size_t)(q0 + threadIdx.x) * (size_t)(T / 4) + k0 / 4);
+}
+
+/* 2^x on the special-function unit alone: results under 2^-126 flush to 0
+ * (exp2f's denormal fix-ups cost ~3 instructions an element here, where the
+ * tile loops are bound by instruction issue, not by the tensor cores). */
+__device__ __forceinline__ float fast_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* The keep bits of a query-owning warp's elements (rows r, r + 8 of the
+ * tile; accumulator column j * 8 + 2t + (e & 1)): each row's 16 mask bytes
+ * read once (one 16-byte load) instead of a byte an element. Column c is
+ * byte 2j + t / 2, bit 2 (t & 1) + (e & 1); the words are shifted by the
+ * lane's part once, so that an element tests a constant bit. */
+struct row_factors {
+    uint32_t m[2][4];
+    __device__ row_factors(const uint8_t *sm, int r, int t)
+    {
+        const int sh = 8 * (t >> 1) + 2 * (t & 1);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint4 v = *reinterpret_cast<const uint4 *>(sm + (r + 8 * h) * 16);
+            m[h][0] = v.x >> sh;
+            m[h][1] = v.y >> sh;
+            m[h][2] = v.z >> sh;
+            m[h][3] = v.w >> sh;
+        }
+    }
+    /* f if element (j, e) is kept, else 0 */
+    __device__ float at(int j, int e, float f) const
+    {
+        return (m[e >> 1][j >> 1] >> (16 * (j & 1) + (e & 1))) & 1u ? f : 0.0f;
+    }
+};
+
+/* The keep bits of a key-owning warp's elements (keys w*16 + g and + 8,
+ * query q): the warp's 4 bytes of the query's row are one word, shifted by
+ * the lane's part; key g + 8 hi is then bit 16 hi. */
+__device__ __forceinline__ uint32_t key_bits(const uint8_t *sm, int q, int w, int g)
+{
+    return *reinterpret_cast<const uint32_t *>(sm + q * 16 + w * 4) >> (8 * (g >> 2) + (g & 3));
+}
+
+/* Writes a warp's 16 x HD accumulator times (row g, row g + 8) factors as T
+ * at rows `stride` apart. */
+template <ao_dtype T, int HD>
+__device__ void store_rows(uint16_t *out, size_t stride, const float acc[HD / 8][4], float f0,
+                           float f1)
+{
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) {
+        const int c = n * 8 + 2 * t;
+        *reinterpret_cast<uint32_t *>(out + (size_t)g * stride + c) =
+            pack2<T>(acc[n][0] * f0, acc[n][1] * f0);
+        *reinterpret_cast<uint32_t *>(out + (size_t)(g + 8) * stride + c) =
+            pack2<T>(acc[n][2] * f1, acc[n][3] * f1);
+    }
+}
+
+/* Shared bytes of a kernel with `tiles` 64 x HD tiles: those, two mask
+ * tiles and two double-buffered pairs of 64 floats. */
+template <int HD>
+__host__ __device__ constexpr size_t flash_smem(int tiles, int mask_rows = 2 * kTile)
+{
+    return (size_t)tiles * kTile * row_ld<HD>() * 2 + (size_t)mask_rows * 16 +
+           4 * kTile * sizeof(float);
+}
+
+/* What every tile kernel derives first: head h, sample b, the first row r0
+ * of its tile (queries or keys), warp w, the lane's g and t; d3 the qkv row
+ * stride, bh the (b, h) row, base q's first row of (b, h), the head's
+ * dropout and the scores' base-2 scale. */
+template <int HD> struct flash_block {
+    int h, b, r0, w, g, t;
+    size_t d3, bh;
+    const uint16_t *base;
+    flash_drop dr;
+    float sl2;
+    __device__ explicit flash_block(const flash_args &a, int rows = kTile)
+        : h((int)blockIdx.y), b((int)blockIdx.z), r0((int)blockIdx.x * rows),
+          w((int)threadIdx.x >> 5), g(((int)threadIdx.x & 31) >> 2), t((int)threadIdx.x & 3),
+          d3(3 * (size_t)a.d), bh((size_t)blockIdx.z * a.H + blockIdx.y),
+          base(a.qkv + (size_t)blockIdx.z * a.T * d3 + (size_t)blockIdx.y * HD),
+          dr(flash_drop_of(a, bh)), sl2(a.scale * kLog2e)
+    {
+    }
+};
+
+/* ---- forward: a block per (kFwdMT query tiles, head, sample) ----------------- */
+
+/* Query tiles a forward block (and m-tiles a warp: queries i * 64 + w * 16
+ * .. + 15 of the block's) */
+constexpr int kFwdMT = 2;
+
+/* A forward m-tile's running row maxima and sums (rows g, g + 8; base 2). */
+struct softmax_rows {
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+};
+
+/* One key tile of the online softmax on a warp's 16 x 64 raw scores s:
+ * the maxima are taken before scaling (the scale is positive, so that is
+ * exact) and each probability is one fma and one exp2; o and the sums are
+ * rescaled only when some row's maximum grew (else the factor is exactly 1).
+ * Leaves the dropped probabilities in s, the A operand of P V. */
+template <int HD>
+__device__ void online_step(float s[8][4], float o[HD / 8][4], softmax_rows &st,
+                            const row_factors &rf, const flash_drop &dr, float sl2)
+{
+    float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        x0 = fmaxf(x0, fmaxf(s[j][0], s[j][1]));
+        x1 = fmaxf(x1, fmaxf(s[j][2], s[j][3]));
+    }
+    x0 = fmaxf(x0, AO_SHFL_XOR(x0, 1));
+    x0 = fmaxf(x0, AO_SHFL_XOR(x0, 2));
+    x1 = fmaxf(x1, AO_SHFL_XOR(x1, 1));
+    x1 = fmaxf(x1, AO_SHFL_XOR(x1, 2));
+    const float n0 = fmaxf(st.m0, x0 * sl2), n1 = fmaxf(st.m1, x1 * sl2);
+    if (__any_sync(0xffffffffu, n0 != st.m0 || n1 != st.m1)) {
+        const float c0 = fast_exp2(st.m0 - n0), c1 = fast_exp2(st.m1 - n1);
+        st.m0 = n0;
+        st.m1 = n1;
+        st.l0 *= c0;
+        st.l1 *= c1;
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) {
+            o[n][0] *= c0;
+            o[n][1] *= c0;
+            o[n][2] *= c1;
+            o[n][3] *= c1;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float p = fast_exp2(fmaf(s[j][e], sl2, e < 2 ? -n0 : -n1));
+            if (e < 2)
+                st.l0 += p;
+            else
+                st.l1 += p;
+            s[j][e] = dr.on ? p * rf.at(j, e, dr.r.keep) : p;
+        }
+    }
+}
+
+template <class K>
+cudaError_t flash_launch(K kernel, dim3 grid, size_t smem, cudaStream_t stream, const flash_args &a,
+                         int threads = kFlashThreads)
+{
+    /* over 48 KiB of shared memory needs the opt-in, once per kernel */
+    cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+    launch(kernel, grid, threads, smem, stream, a);
+    return cudaGetLastError();
+}
+
+/* f(dtype_tag, hd constant) for the supported (type, hd). */
+template <class F> cudaError_t with_flash_shape(ao_dtype t, int hd, F &&f)
+{
+    if (t == AO_BF16 && hd == 64) return f(dtype_tag<AO_BF16>{}, std::integral_constant<int, 64>{});
+    if (t == AO_BF16 && hd == 128)
+        return f(dtype_tag<AO_BF16>{}, std::integral_constant<int, 128>{});
+    if (t == AO_F16 && hd == 64) return f(dtype_tag<AO_F16>{}, std::integral_constant<int, 64>{});
+    if (t == AO_F16 && hd == 128) return f(dtype_tag<AO_F16>{}, std::integral_constant<int, 128>{});
+    return cudaErrorInvalidValue;
+}
+
+flash_args flash_args_of(int heads, int T, int hd, float scale, const ao_cuda_dropout_key *key)
+{
+    flash_args a = {};
+    a.H = heads;
+    a.T = T;
+    a.d = heads * hd;
+    a.scale = scale;
+    a.drop = dropout_args_of(*key);
+    a.on = key->p > 0.0f;
+    return a;
+}
+
+} // namespace
+
+/* flash_sm90a.cu's forward (wgmma): cudaErrorNotSupported where the device
+ * cannot run its sm_90a image or the shape is not its (head dim 128, T a
+ * multiple of 128); mask_in as ao_cuda_flash_attention_forward's. */
+extern "C" cudaError_t ao_flash_forward_sm90a(void *ctx, float *lse, const void *qkv, ao_dtype type,
+                                              int batch, int heads, int T, int head_dim,
+                                              float scale, const ao_cuda_dropout_key *key,
+                                              const uint8_t *mask_in, cudaStream_t stream);
+
+#endif
+#endif

@@ -1,0 +1,290 @@
+/* Fused attention forward on Hopper's warpgroup MMA (wgmma, sm_90a): the
+ * same function as flash.cu's flash_forward, bit for bit in its dropout
+ * decisions and within rounding in its values (the products' order
+ * differs), for head dim 128 and T a multiple of 128.
+ *
+ * A block is 2 warpgroups, each owning 64 of the block's 128 queries. Q and
+ * the 64-key K and V tiles sit in shared memory in the 128-byte swizzled
+ * layout wgmma's descriptors read (rows of 64 halves; element (r, c) of a
+ * 64-column half at r * 128 + ((c / 8) ^ (r % 8)) * 16 + (c % 8) * 2 bytes,
+ * each half 1024-byte aligned); K and V stream through two stages
+ * (cp.async). Per key tile each warpgroup forms S = Q K^T (8 m64n64k16,
+ * both operands from shared memory, K-major), runs flash.cuh's online
+ * softmax and dropout on the accumulators (wgmma's m64nN accumulator gives
+ * each warp the m16n8 fragments mma.sync's does, so the same code), and
+ * adds P V (4 m64n128k16, P from registers, V read MN-major). Compiled for
+ * sm_90a only (CMakeLists.txt); ao_flash_forward_sm90a says
+ * cudaErrorNotSupported where this image cannot run or the shape does not
+ * fit, and flash.cu then runs its own kernel. */
+#include "model/kernels/flash.cuh"
+
+namespace
+{
+
+constexpr int kWgQueries = 128; /* a block: 2 warpgroups of 64 queries */
+constexpr int kWgThreads = 256;
+constexpr int kHalf = 64 * 64; /* halves in a 64-row, 64-column swizzled half tile */
+constexpr uint32_t kVLead = kHalf * 2, kVStride = 8 * 128; /* V's descriptor strides, bytes */
+
+/* Starts copying rows x 128 halves (rows `stride` apart) into the swizzled
+ * layout: column half c / 64 at s + (c / 64) * rows * 64. */
+template <int ROWS> __device__ void load_swizzled(uint16_t *s, const uint16_t *g, size_t stride)
+{
+    for (int i = threadIdx.x; i < ROWS * 16; i += kWgThreads) {
+        const int r = i / 16, c = i % 16, half = c / 8, cc = c % 8;
+        cp_async16(s + half * ROWS * 64 + r * 64 + ((cc ^ (r & 7)) * 8),
+                   g + (size_t)r * stride + c * 8);
+    }
+}
+
+/* A shared-memory matrix descriptor, 128-byte swizzle: lbo and sbo in bytes.
+ * K-major operands use sbo alone (8-row groups, 1 KiB apart); an MN-major
+ * one (V, n = the head's 128 columns) steps lbo between its two 64-column
+ * halves and sbo between groups of 8 keys. */
+__device__ __forceinline__ uint64_t wg_desc(const void *p, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((smem_addr(p) & 0x3FFFF) >> 4) | (uint64_t)(lbo >> 4) << 16 |
+           (uint64_t)(sbo >> 4) << 32 | 1ull << 62;
+}
+
+__device__ __forceinline__ void wg_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ void wg_commit_wait()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n"
+                 "wgmma.wait_group.sync.aligned 0;" ::
+                     : "memory");
+}
+
+/* Keeps the compiler from moving an accumulator across the asynchronous
+ * products (their registers are in flight until the wait). */
+template <int N> __device__ __forceinline__ void wg_hold(float (&acc)[N][4])
+{
+#pragma unroll
+    for (int j = 0; j < N; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) asm volatile("" : "+f"(acc[j][e])::"memory");
+}
+
+/* s (64 x 64 a warpgroup) = (acc ? s : 0) + A B^T, A and B K-major in shared memory. */
+template <ao_dtype T>
+__device__ __forceinline__ void wg_ss(float (&s)[8][4], uint64_t da, uint64_t db, int acc)
+{
+    if (T == AO_BF16)
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, "
+            "%8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, "
+            "%25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}"
+            : "+f"(s[0][0]), "+f"(s[0][1]), "+f"(s[0][2]), "+f"(s[0][3]), "+f"(s[1][0]),
+              "+f"(s[1][1]), "+f"(s[1][2]), "+f"(s[1][3]), "+f"(s[2][0]), "+f"(s[2][1]),
+              "+f"(s[2][2]), "+f"(s[2][3]), "+f"(s[3][0]), "+f"(s[3][1]), "+f"(s[3][2]),
+              "+f"(s[3][3]), "+f"(s[4][0]), "+f"(s[4][1]), "+f"(s[4][2]), "+f"(s[4][3]),
+              "+f"(s[5][0]), "+f"(s[5][1]), "+f"(s[5][2]), "+f"(s[5][3]), "+f"(s[6][0]),
+              "+f"(s[6][1]), "+f"(s[6][2]), "+f"(s[6][3]), "+f"(s[7][0]), "+f"(s[7][1]),
+              "+f"(s[7][2]), "+f"(s[7][3])
+            : "l"(da), "l"(db), "r"(acc));
+    else
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, "
+            "%8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, "
+            "%25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}"
+            : "+f"(s[0][0]), "+f"(s[0][1]), "+f"(s[0][2]), "+f"(s[0][3]), "+f"(s[1][0]),
+              "+f"(s[1][1]), "+f"(s[1][2]), "+f"(s[1][3]), "+f"(s[2][0]), "+f"(s[2][1]),
+              "+f"(s[2][2]), "+f"(s[2][3]), "+f"(s[3][0]), "+f"(s[3][1]), "+f"(s[3][2]),
+              "+f"(s[3][3]), "+f"(s[4][0]), "+f"(s[4][1]), "+f"(s[4][2]), "+f"(s[4][3]),
+              "+f"(s[5][0]), "+f"(s[5][1]), "+f"(s[5][2]), "+f"(s[5][3]), "+f"(s[6][0]),
+              "+f"(s[6][1]), "+f"(s[6][2]), "+f"(s[6][3]), "+f"(s[7][0]), "+f"(s[7][1]),
+              "+f"(s[7][2]), "+f"(s[7][3])
+            : "l"(da), "l"(db), "r"(acc));
+}
+
+/* o (64 x 128 a warpgroup) += A B, A from registers (m16n8k16 A fragments
+ * per warp), B MN-major in shared memory. */
+template <ao_dtype T>
+__device__ __forceinline__ void wg_rs(float (&o)[16][4], const uint32_t (&a)[4], uint64_t db)
+{
+    if (T == AO_BF16)
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, "
+            "%7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
+            "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, "
+            "%41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, "
+            "%58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}"
+            : "+f"(o[0][0]), "+f"(o[0][1]), "+f"(o[0][2]), "+f"(o[0][3]), "+f"(o[1][0]),
+              "+f"(o[1][1]), "+f"(o[1][2]), "+f"(o[1][3]), "+f"(o[2][0]), "+f"(o[2][1]),
+              "+f"(o[2][2]), "+f"(o[2][3]), "+f"(o[3][0]), "+f"(o[3][1]), "+f"(o[3][2]),
+              "+f"(o[3][3]), "+f"(o[4][0]), "+f"(o[4][1]), "+f"(o[4][2]), "+f"(o[4][3]),
+              "+f"(o[5][0]), "+f"(o[5][1]), "+f"(o[5][2]), "+f"(o[5][3]), "+f"(o[6][0]),
+              "+f"(o[6][1]), "+f"(o[6][2]), "+f"(o[6][3]), "+f"(o[7][0]), "+f"(o[7][1]),
+              "+f"(o[7][2]), "+f"(o[7][3]), "+f"(o[8][0]), "+f"(o[8][1]), "+f"(o[8][2]),
+              "+f"(o[8][3]), "+f"(o[9][0]), "+f"(o[9][1]), "+f"(o[9][2]), "+f"(o[9][3]),
+              "+f"(o[10][0]), "+f"(o[10][1]), "+f"(o[10][2]), "+f"(o[10][3]), "+f"(o[11][0]),
+              "+f"(o[11][1]), "+f"(o[11][2]), "+f"(o[11][3]), "+f"(o[12][0]), "+f"(o[12][1]),
+              "+f"(o[12][2]), "+f"(o[12][3]), "+f"(o[13][0]), "+f"(o[13][1]), "+f"(o[13][2]),
+              "+f"(o[13][3]), "+f"(o[14][0]), "+f"(o[14][1]), "+f"(o[14][2]), "+f"(o[14][3]),
+              "+f"(o[15][0]), "+f"(o[15][1]), "+f"(o[15][2]), "+f"(o[15][3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+    else
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, "
+            "%8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, "
+            "%25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "
+            "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "
+            "%59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}"
+            : "+f"(o[0][0]), "+f"(o[0][1]), "+f"(o[0][2]), "+f"(o[0][3]), "+f"(o[1][0]),
+              "+f"(o[1][1]), "+f"(o[1][2]), "+f"(o[1][3]), "+f"(o[2][0]), "+f"(o[2][1]),
+              "+f"(o[2][2]), "+f"(o[2][3]), "+f"(o[3][0]), "+f"(o[3][1]), "+f"(o[3][2]),
+              "+f"(o[3][3]), "+f"(o[4][0]), "+f"(o[4][1]), "+f"(o[4][2]), "+f"(o[4][3]),
+              "+f"(o[5][0]), "+f"(o[5][1]), "+f"(o[5][2]), "+f"(o[5][3]), "+f"(o[6][0]),
+              "+f"(o[6][1]), "+f"(o[6][2]), "+f"(o[6][3]), "+f"(o[7][0]), "+f"(o[7][1]),
+              "+f"(o[7][2]), "+f"(o[7][3]), "+f"(o[8][0]), "+f"(o[8][1]), "+f"(o[8][2]),
+              "+f"(o[8][3]), "+f"(o[9][0]), "+f"(o[9][1]), "+f"(o[9][2]), "+f"(o[9][3]),
+              "+f"(o[10][0]), "+f"(o[10][1]), "+f"(o[10][2]), "+f"(o[10][3]), "+f"(o[11][0]),
+              "+f"(o[11][1]), "+f"(o[11][2]), "+f"(o[11][3]), "+f"(o[12][0]), "+f"(o[12][1]),
+              "+f"(o[12][2]), "+f"(o[12][3]), "+f"(o[13][0]), "+f"(o[13][1]), "+f"(o[13][2]),
+              "+f"(o[13][3]), "+f"(o[14][0]), "+f"(o[14][1]), "+f"(o[14][2]), "+f"(o[14][3]),
+              "+f"(o[15][0]), "+f"(o[15][1]), "+f"(o[15][2]), "+f"(o[15][3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+/* The 1024-byte aligned base of the dynamic shared memory (the swizzle is a
+ * function of the address bits, so each half tile must start on 1024). */
+__device__ __forceinline__ uint16_t *aligned_smem(uint8_t *p)
+{
+    const uint32_t a = smem_addr(p);
+    return reinterpret_cast<uint16_t *>(p + ((1024 - (a & 1023)) & 1023));
+}
+
+/* Shared bytes: Q (128 x 128), two stages of K and V (64 x 128 each), the
+ * mask of two stages (128 queries x 16 bytes), and the alignment slack. */
+constexpr size_t kWgSmem =
+    (size_t)(2 * kWgQueries * 64 + 2 * 4 * kHalf) * 2 + 2 * kWgQueries * 16 + 1024;
+
+template <ao_dtype T, bool DRAW>
+__global__ void __launch_bounds__(kWgThreads, 2) flash_forward_wg(flash_args a)
+{
+    pdl_wait();
+    extern __shared__ uint8_t wsm[];
+    constexpr int HD = 128;
+    uint16_t *sQ = aligned_smem(wsm);         /* [2 halves][128 rows][64] */
+    uint16_t *sKV = sQ + 2 * kWgQueries * 64; /* [2 stages][K, V][2 halves][64 rows][64] */
+    uint8_t *sM = reinterpret_cast<uint8_t *>(sKV + 2 * 4 * kHalf); /* [2][128 queries][16] */
+    const auto &[h, b, q0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a, kWgQueries);
+    const int wg = w >> 2, tiles = a.T / kTile;
+    load_swizzled<kWgQueries>(sQ, base + (size_t)q0 * d3, d3);
+    load_swizzled<kTile>(sKV, base + a.d, d3);
+    load_swizzled<kTile>(sKV + 2 * kHalf, base + 2 * a.d, d3);
+    if (dr.mask_in)
+        for (int i = 0; i < 2; i++) mask_copy(sM + i * kTile * 16, dr, q0 + i * kTile, 0, a.T);
+    cp_async_commit();
+
+    float o[HD / 8][4] = {};
+    softmax_rows st;
+    for (int it = 0; it < tiles; it++) {
+        const int k0 = it * kTile;
+        const uint16_t *sK = sKV + (it & 1) * 4 * kHalf, *sV = sK + 2 * kHalf;
+        uint8_t *sMb = sM + (it & 1) * kWgQueries * 16;
+        if (it + 1 < tiles) {
+            uint16_t *nK = sKV + ((it + 1) & 1) * 4 * kHalf;
+            load_swizzled<kTile>(nK, base + a.d + (size_t)(k0 + kTile) * d3, d3);
+            load_swizzled<kTile>(nK + 2 * kHalf, base + 2 * a.d + (size_t)(k0 + kTile) * d3, d3);
+            if (dr.mask_in)
+                for (int i = 0; i < 2; i++)
+                    mask_copy(sM + (((it + 1) & 1) * 2 + i) * kTile * 16, dr, q0 + i * kTile,
+                              k0 + kTile, a.T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        /* the copies' bytes are read next by the tensor cores (async proxy) */
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();
+        if (DRAW)
+            mask_part<16>(sMb + wg * kTile * 16, dr, q0 + wg * kTile, k0, a.T, (w & 3) * 16, 0);
+        float s[8][4];
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            const int half = kk >> 2, off = (kk & 3) * 16;
+            wg_ss<T>(s, wg_desc(sQ + half * kWgQueries * 64 + wg * kTile * 64 + off, 16, 1024),
+                     wg_desc(sK + half * kHalf + off, 16, 1024), kk);
+        }
+        wg_commit_wait();
+        wg_hold(s);
+        online_step<HD>(s, o, st, row_factors(sMb, w * 16 + g, t), dr, sl2);
+        uint32_t p[kTile / 16][4]; /* P as the A fragments of P V, packed before the products */
+#pragma unroll
+        for (int kk = 0; kk < kTile / 16; kk++) {
+            p[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+            p[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+            p[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            p[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        }
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < kTile / 16; kk++)
+            wg_rs<T>(o, p[kk], wg_desc(sV + kk * 16 * 64, kVLead, kVStride));
+        wg_commit_wait();
+        wg_hold(o);
+        __syncthreads(); /* the stage is refilled next iteration */
+    }
+    softmax_rows &x = st;
+    x.l0 += AO_SHFL_XOR(x.l0, 1);
+    x.l0 += AO_SHFL_XOR(x.l0, 2);
+    x.l1 += AO_SHFL_XOR(x.l1, 1);
+    x.l1 += AO_SHFL_XOR(x.l1, 2);
+    const int q = q0 + w * 16 + g;
+    store_rows<T, HD>(a.out + ((size_t)b * a.T + q - g) * a.d + (size_t)h * HD, (size_t)a.d, o,
+                      1.0f / x.l0, 1.0f / x.l1);
+    if (t == 0) {
+        a.lse[bh * a.T + q] = x.m0 + log2f(x.l0);
+        a.lse[bh * a.T + q + 8] = x.m1 + log2f(x.l1);
+    }
+}
+
+template <ao_dtype T, bool DRAW>
+cudaError_t forward_wg(const flash_args &a, dim3 grid, cudaStream_t stream)
+{
+    const cudaError_t e = cudaFuncSetAttribute(
+        flash_forward_wg<T, DRAW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kWgSmem);
+    if (e != cudaSuccess) return e;
+    launch(flash_forward_wg<T, DRAW>, grid, kWgThreads, kWgSmem, stream, a);
+    return cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" cudaError_t ao_flash_forward_sm90a(void *ctx, float *lse, const void *qkv, ao_dtype type,
+                                              int batch, int heads, int T, int head_dim,
+                                              float scale, const ao_cuda_dropout_key *key,
+                                              const uint8_t *mask_in, cudaStream_t stream)
+{
+    /* this image runs only on compute capability 9.0: ask once */
+    static int runs = -1;
+    if (runs < 0) {
+        cudaFuncAttributes fa;
+        runs = cudaFuncGetAttributes(&fa, flash_forward_wg<AO_BF16, false>) == cudaSuccess;
+        (void)cudaGetLastError();
+    }
+    if (!runs || head_dim != 128 || T % kWgQueries != 0) return cudaErrorNotSupported;
+    flash_args a = flash_args_of(heads, T, head_dim, scale, key);
+    a.qkv = static_cast<const uint16_t *>(qkv);
+    a.out = static_cast<uint16_t *>(ctx);
+    a.lse = lse;
+    a.mask_in = a.on ? mask_in : nullptr;
+    const dim3 grid((unsigned)(T / kWgQueries), (unsigned)heads, (unsigned)batch);
+    const bool draw = a.on && !a.mask_in;
+    if (type == AO_BF16)
+        return draw ? forward_wg<AO_BF16, true>(a, grid, stream)
+                    : forward_wg<AO_BF16, false>(a, grid, stream);
+    return draw ? forward_wg<AO_F16, true>(a, grid, stream)
+                : forward_wg<AO_F16, false>(a, grid, stream);
+}
