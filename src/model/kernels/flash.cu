@@ -302,9 +302,13 @@ extern "C" cudaError_t ao_cuda_flash_attention_backward(void *dqkv, void *scratc
         launch(flash_delta<TT, HD>, (unsigned)((lanes + kThreads - 1) / kThreads), kThreads, 0,
                stream, a, rows);
         cudaError_t e = cudaGetLastError();
-        if (e == cudaSuccess)
-            e = flash_launch(flash_backward_kv<TT, HD>, grid, flash_smem<HD>(6), stream, a);
-        return e;
+        if (e != cudaSuccess) return e;
+#if AORTA_HAVE_SM90A
+        e = ao_flash_backward_kv_sm90a(dqkv, scratch, dctx, lse, qkv, type, batch, heads, T, HD,
+                                       scale, key, a.mask_in, stream);
+        if (e != cudaErrorNotSupported) return e;
+#endif
+        return flash_launch(flash_backward_kv<TT, HD>, grid, flash_smem<HD>(6), stream, a);
     });
 }
 

@@ -482,6 +482,13 @@ extern "C" cudaError_t ao_flash_forward_sm90a(void *ctx, float *lse, const void 
                                               int batch, int heads, int T, int head_dim,
                                               float scale, const ao_cuda_dropout_key *key,
                                               const uint8_t *mask_in, cudaStream_t stream);
+/* flash_sm90a.cu's dK, dV and dS^T kernel (wgmma), after flash.cu's delta:
+ * cudaErrorNotSupported as above (head dim 128, T a multiple of 64). */
+extern "C" cudaError_t ao_flash_backward_kv_sm90a(void *dqkv, void *scratch, const void *dctx,
+                                                  const float *lse, const void *qkv, ao_dtype type,
+                                                  int batch, int heads, int T, int head_dim,
+                                                  float scale, const ao_cuda_dropout_key *key,
+                                                  const uint8_t *mask_in, cudaStream_t stream);
 
 #endif
 #endif

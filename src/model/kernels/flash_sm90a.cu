@@ -30,7 +30,7 @@ constexpr uint32_t kVLead = kHalf * 2, kVStride = 8 * 128; /* V's descriptor str
  * layout: column half c / 64 at s + (c / 64) * rows * 64. */
 template <int ROWS> __device__ void load_swizzled(uint16_t *s, const uint16_t *g, size_t stride)
 {
-    for (int i = threadIdx.x; i < ROWS * 16; i += kWgThreads) {
+    for (int i = threadIdx.x; i < ROWS * 16; i += blockDim.x) {
         const int r = i / 16, c = i % 16, half = c / 8, cc = c % 8;
         cp_async16(s + half * ROWS * 64 + r * 64 + ((cc ^ (r & 7)) * 8),
                    g + (size_t)r * stride + c * 8);
@@ -260,6 +260,149 @@ cudaError_t forward_wg(const flash_args &a, dim3 grid, cudaStream_t stream)
     return cudaGetLastError();
 }
 
+/* ---- backward: dK and dV (and dS^T for the dQ GEMM) -------------------------- */
+
+constexpr int kKvThreads = 128; /* one warpgroup: 64 keys, warp w keys w * 16 .. + 15 */
+
+/* Shared bytes: K and V (64 x 128 each), two stages of Q and dO, the mask of
+ * two stages (64 queries x 16 bytes), two stages of lse and delta, slack. */
+constexpr size_t kKvSmem = (size_t)(2 * 2 * kHalf + 2 * 2 * 2 * kHalf) * 2 + 2 * kTile * 16 +
+                           2 * 2 * kTile * sizeof(float) + 1024;
+
+/* flash.cu's flash_backward_kv on wgmma, a whole 64-query tile at a time:
+ * S^T = K Q^T and dP^T = V dO^T (8 m64n64k16 each, K-major operands in
+ * shared memory, issued together), the same per-element chain on the
+ * accumulators (their fragments are mma.sync's), then dV += P^T dO and
+ * dK += dS^T Q (4 m64n128k16 each, A from registers, B MN-major). */
+template <ao_dtype T, bool DRAW>
+__global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args a)
+{
+    pdl_wait();
+    extern __shared__ uint8_t wsm[];
+    constexpr int HD = 128;
+    uint16_t *sK = aligned_smem(wsm), *sV = sK + 2 * kHalf; /* [2 halves][64 keys][64] */
+    uint16_t *sQO = sV + 2 * kHalf; /* [2 stages][Q, dO][2 halves][64][64] */
+    uint8_t *sM = reinterpret_cast<uint8_t *>(sQO + 2 * 4 * kHalf); /* [2][64 queries][16] */
+    float *sLD = reinterpret_cast<float *>(sM + 2 * kTile * 16);    /* [2][lse, delta] */
+    const auto &[h, b, k0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
+    const uint16_t *dobase = a.dctx + (size_t)b * a.T * a.d + (size_t)h * HD;
+    const float *lse = a.lse + bh * a.T, *delta = a.delta + bh * a.T;
+    uint16_t *ds = a.ds + (bh * a.T + (size_t)(k0 + w * 16 + g)) * a.T; /* the lane's key row */
+    const int tiles = a.T / kTile;
+    load_swizzled<kTile>(sK, base + a.d + (size_t)k0 * d3, d3);
+    load_swizzled<kTile>(sV, base + 2 * a.d + (size_t)k0 * d3, d3);
+    load_swizzled<kTile>(sQO, base, d3);
+    load_swizzled<kTile>(sQO + 2 * kHalf, dobase, (size_t)a.d);
+    load_row64(sLD, lse);
+    load_row64(sLD + kTile, delta);
+    if (dr.mask_in) mask_copy(sM, dr, 0, k0, a.T);
+    cp_async_commit();
+
+    /* the kept elements' factor, and it times the scale (delta holds its own) */
+    const float kf = dr.on ? dr.r.keep : 1.0f, ks = kf * a.scale;
+    float dk[HD / 8][4] = {}, dv[HD / 8][4] = {};
+    for (int it = 0; it < tiles; it++) {
+        const int q0 = it * kTile;
+        const uint16_t *sQ = sQO + (it & 1) * 4 * kHalf, *sO = sQ + 2 * kHalf;
+        const float *sL = sLD + (it & 1) * 2 * kTile, *sD = sL + kTile;
+        uint8_t *sMb = sM + (it & 1) * kTile * 16;
+        if (it + 1 < tiles) {
+            const int nb = (it + 1) & 1, n0 = q0 + kTile;
+            load_swizzled<kTile>(sQO + nb * 4 * kHalf, base + (size_t)n0 * d3, d3);
+            load_swizzled<kTile>(sQO + nb * 4 * kHalf + 2 * kHalf, dobase + (size_t)n0 * a.d,
+                                 (size_t)a.d);
+            load_row64(sLD + nb * 2 * kTile, lse + n0);
+            load_row64(sLD + nb * 2 * kTile + kTile, delta + n0);
+            if (dr.mask_in) mask_copy(sM + nb * kTile * 16, dr, n0, k0, a.T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();
+        /* this warp's keys: groups w*4 .. w*4 + 3 of every query */
+        if (DRAW) mask_part<4>(sMb, dr, q0, k0, a.T, 0, w * 4);
+        float p[8][4], dp[8][4];
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            const int off = (kk >> 2) * kHalf + (kk & 3) * 16;
+            wg_ss<T>(p, wg_desc(sK + off, 16, 1024), wg_desc(sQ + off, 16, 1024), kk);
+        }
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            const int off = (kk >> 2) * kHalf + (kk & 3) * 16;
+            wg_ss<T>(dp, wg_desc(sV + off, 16, 1024), wg_desc(sO + off, 16, 1024), kk);
+        }
+        wg_commit_wait();
+        wg_hold(p);
+        wg_hold(dp);
+        uint32_t pa[kTile / 16][4], da[kTile / 16][4]; /* dropped P^T and dS^T, A fragments */
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int c = j * 8 + 2 * t;
+            const float2 l = *reinterpret_cast<const float2 *>(sL + c);
+            const float2 dl = *reinterpret_cast<const float2 *>(sD + c);
+            const uint32_t kb[2] = {dr.on ? key_bits(sMb, c, w, g) : ~0u,
+                                    dr.on ? key_bits(sMb, c + 1, w, g) : ~0u};
+            float pd[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const bool keep = (kb[e & 1] >> (16 * (e >> 1))) & 1u;
+                const float pv = fast_exp2(fmaf(p[j][e], sl2, -(e & 1 ? l.y : l.x)));
+                pd[e] = keep ? pv * kf : 0.0f;
+                p[j][e] = pv * fmaf(dp[j][e], keep ? ks : 0.0f, -(e & 1 ? dl.y : dl.x));
+            }
+            const uint32_t s01 = pack2<T>(p[j][0], p[j][1]), s23 = pack2<T>(p[j][2], p[j][3]);
+            uint16_t *o = ds + q0 + c;
+            *reinterpret_cast<uint32_t *>(o) = s01;
+            *reinterpret_cast<uint32_t *>(o + (size_t)8 * a.T) = s23;
+            pa[j >> 1][2 * (j & 1)] = pack2<T>(pd[0], pd[1]);
+            pa[j >> 1][2 * (j & 1) + 1] = pack2<T>(pd[2], pd[3]);
+            da[j >> 1][2 * (j & 1)] = s01;
+            da[j >> 1][2 * (j & 1) + 1] = s23;
+        }
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < kTile / 16; kk++)
+            wg_rs<T>(dv, pa[kk], wg_desc(sO + kk * 16 * 64, kVLead, kVStride));
+#pragma unroll
+        for (int kk = 0; kk < kTile / 16; kk++)
+            wg_rs<T>(dk, da[kk], wg_desc(sQ + kk * 16 * 64, kVLead, kVStride));
+        wg_commit_wait();
+        wg_hold(dv);
+        wg_hold(dk);
+        __syncthreads(); /* the stage is refilled next iteration */
+    }
+    const size_t row0 = (size_t)b * a.T + k0 + w * 16;
+    store_rows<T, HD>(a.out + row0 * d3 + a.d + (size_t)h * HD, d3, dk, 1.0f, 1.0f);
+    store_rows<T, HD>(a.out + row0 * d3 + 2 * a.d + (size_t)h * HD, d3, dv, 1.0f, 1.0f);
+}
+
+template <ao_dtype T, bool DRAW>
+cudaError_t backward_kv_wg(const flash_args &a, dim3 grid, cudaStream_t stream)
+{
+    const cudaError_t e = cudaFuncSetAttribute(
+        flash_backward_kv_wg<T, DRAW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kKvSmem);
+    if (e != cudaSuccess) return e;
+    launch(flash_backward_kv_wg<T, DRAW>, grid, kKvThreads, kKvSmem, stream, a);
+    return cudaGetLastError();
+}
+
+/* Whether the device can run this file's sm_90a image (compute capability
+ * 9.0 exactly): asked once. */
+bool image_runs()
+{
+    static int runs = -1;
+    if (runs < 0) {
+        cudaFuncAttributes fa;
+        runs = cudaFuncGetAttributes(&fa, flash_forward_wg<AO_BF16, false>) == cudaSuccess;
+        (void)cudaGetLastError();
+    }
+    return runs == 1;
+}
+
 } // namespace
 
 extern "C" cudaError_t ao_flash_forward_sm90a(void *ctx, float *lse, const void *qkv, ao_dtype type,
@@ -267,14 +410,7 @@ extern "C" cudaError_t ao_flash_forward_sm90a(void *ctx, float *lse, const void 
                                               float scale, const ao_cuda_dropout_key *key,
                                               const uint8_t *mask_in, cudaStream_t stream)
 {
-    /* this image runs only on compute capability 9.0: ask once */
-    static int runs = -1;
-    if (runs < 0) {
-        cudaFuncAttributes fa;
-        runs = cudaFuncGetAttributes(&fa, flash_forward_wg<AO_BF16, false>) == cudaSuccess;
-        (void)cudaGetLastError();
-    }
-    if (!runs || head_dim != 128 || T % kWgQueries != 0) return cudaErrorNotSupported;
+    if (!image_runs() || head_dim != 128 || T % kWgQueries != 0) return cudaErrorNotSupported;
     flash_args a = flash_args_of(heads, T, head_dim, scale, key);
     a.qkv = static_cast<const uint16_t *>(qkv);
     a.out = static_cast<uint16_t *>(ctx);
@@ -287,4 +423,28 @@ extern "C" cudaError_t ao_flash_forward_sm90a(void *ctx, float *lse, const void 
                     : forward_wg<AO_BF16, false>(a, grid, stream);
     return draw ? forward_wg<AO_F16, true>(a, grid, stream)
                 : forward_wg<AO_F16, false>(a, grid, stream);
+}
+
+extern "C" cudaError_t ao_flash_backward_kv_sm90a(void *dqkv, void *scratch, const void *dctx,
+                                                  const float *lse, const void *qkv, ao_dtype type,
+                                                  int batch, int heads, int T, int head_dim,
+                                                  float scale, const ao_cuda_dropout_key *key,
+                                                  const uint8_t *mask_in, cudaStream_t stream)
+{
+    if (!image_runs() || head_dim != 128 || T % kTile != 0) return cudaErrorNotSupported;
+    flash_args a = flash_args_of(heads, T, head_dim, scale, key);
+    a.qkv = static_cast<const uint16_t *>(qkv);
+    a.dctx = static_cast<const uint16_t *>(dctx);
+    a.out = static_cast<uint16_t *>(dqkv);
+    a.lse = const_cast<float *>(lse);
+    a.delta = static_cast<float *>(scratch);
+    a.ds = reinterpret_cast<uint16_t *>(a.delta + (size_t)batch * heads * T);
+    a.mask_in = a.on ? mask_in : nullptr;
+    const dim3 grid((unsigned)(T / kTile), (unsigned)heads, (unsigned)batch);
+    const bool draw = a.on && !a.mask_in;
+    if (type == AO_BF16)
+        return draw ? backward_kv_wg<AO_BF16, true>(a, grid, stream)
+                    : backward_kv_wg<AO_BF16, false>(a, grid, stream);
+    return draw ? backward_kv_wg<AO_F16, true>(a, grid, stream)
+                : backward_kv_wg<AO_F16, false>(a, grid, stream);
 }
