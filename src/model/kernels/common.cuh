@@ -128,6 +128,20 @@ bool aligned8(const void *p)
 {
     return ((uintptr_t)p & 7u) == 0;
 }
+/* 2^x on the special-function unit alone: results under 2^-126 flush to 0
+ * (exp2f's denormal fix-ups cost ~3 instructions an element, where the
+ * flash tile loops and GELU are bound by instruction issue). */
+__device__ __forceinline__ float fast_exp2(float x)
+{
+#if defined(AO_GPU_HIP)
+    return exp2f(x);
+#else
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#endif
+}
+
 /* ---- reductions: fixed shapes, hence fixed orders ------------------------ */
 
 __device__ double warp_sum(double v)

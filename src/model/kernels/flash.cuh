@@ -289,16 +289,6 @@ __device__ void mask_copy(uint8_t *sm, const flash_drop &d, int q0, int k0, int 
                    d.mask_in + (size_t)(q0 + threadIdx.x) * (size_t)(T / 4) + k0 / 4);
 }
 
-/* 2^x on the special-function unit alone: results under 2^-126 flush to 0
- * (exp2f's denormal fix-ups cost ~3 instructions an element here, where the
- * tile loops are bound by instruction issue, not by the tensor cores). */
-__device__ __forceinline__ float fast_exp2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
 /* The keep bits of a query-owning warp's elements (rows r, r + 8 of the
  * tile; accumulator column j * 8 + 2t + (e & 1)): each row's 16 mask bytes
  * read once (one 16-byte load) instead of a byte an element. Column c is

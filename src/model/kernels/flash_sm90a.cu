@@ -52,11 +52,21 @@ __device__ __forceinline__ void wg_fence()
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 }
 
+__device__ __forceinline__ void wg_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+/* Waits until at most N committed groups are still running. */
+template <int N> __device__ __forceinline__ void wg_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
 __device__ __forceinline__ void wg_commit_wait()
 {
-    asm volatile("wgmma.commit_group.sync.aligned;\n"
-                 "wgmma.wait_group.sync.aligned 0;" ::
-                     : "memory");
+    wg_commit();
+    wg_wait<0>();
 }
 
 /* Keeps the compiler from moving an accumulator across the asynchronous
@@ -67,6 +77,15 @@ template <int N> __device__ __forceinline__ void wg_hold(float (&acc)[N][4])
     for (int j = 0; j < N; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) asm volatile("" : "+f"(acc[j][e])::"memory");
+}
+
+/* ... and an A operand's registers, read by the products until the wait. */
+template <int N> __device__ __forceinline__ void wg_hold(uint32_t (&a)[N][4])
+{
+#pragma unroll
+    for (int j = 0; j < N; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) asm volatile("" : "+r"(a[j][e])::"memory");
 }
 
 /* s (64 x 64 a warpgroup) = (acc ? s : 0) + A B^T, A and B K-major in shared memory. */
@@ -271,9 +290,9 @@ constexpr size_t kKvSmem = (size_t)(2 * 2 * kHalf + 2 * 2 * 2 * kHalf) * 2 + 2 *
 
 /* flash.cu's flash_backward_kv on wgmma, a whole 64-query tile at a time:
  * S^T = K Q^T and dP^T = V dO^T (8 m64n64k16 each, K-major operands in
- * shared memory, issued together), the same per-element chain on the
- * accumulators (their fragments are mma.sync's), then dV += P^T dO and
- * dK += dS^T Q (4 m64n128k16 each, A from registers, B MN-major). */
+ * shared memory), the same per-element chain on the accumulators (their
+ * fragments are mma.sync's), and dV += P^T dO and dK += dS^T Q (4
+ * m64n128k16 each, A from registers, B MN-major). */
 template <ao_dtype T, bool DRAW>
 __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args a)
 {
@@ -324,55 +343,74 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
         /* this warp's keys: groups w*4 .. w*4 + 3 of every query */
         if (DRAW) mask_part<4>(sMb, dr, q0, k0, a.T, 0, w * 4);
         float p[8][4], dp[8][4];
+        uint32_t pa[kTile / 16][4], da[kTile / 16][4]; /* dropped P^T and dS^T, A fragments */
+        /* S^T, then dP^T, as two groups: P is formed while dP^T is multiplied,
+         * and dV's products run while dS is formed */
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
             const int off = (kk >> 2) * kHalf + (kk & 3) * 16;
             wg_ss<T>(p, wg_desc(sK + off, 16, 1024), wg_desc(sQ + off, 16, 1024), kk);
         }
+        wg_commit();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
             const int off = (kk >> 2) * kHalf + (kk & 3) * 16;
             wg_ss<T>(dp, wg_desc(sV + off, 16, 1024), wg_desc(sO + off, 16, 1024), kk);
         }
-        wg_commit_wait();
+        wg_commit();
+        wg_wait<1>();
         wg_hold(p);
-        wg_hold(dp);
-        uint32_t pa[kTile / 16][4], da[kTile / 16][4]; /* dropped P^T and dS^T, A fragments */
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int c = j * 8 + 2 * t;
             const float2 l = *reinterpret_cast<const float2 *>(sL + c);
-            const float2 dl = *reinterpret_cast<const float2 *>(sD + c);
             const uint32_t kb[2] = {dr.on ? key_bits(sMb, c, w, g) : ~0u,
                                     dr.on ? key_bits(sMb, c + 1, w, g) : ~0u};
             float pd[4];
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const bool keep = (kb[e & 1] >> (16 * (e >> 1))) & 1u;
-                const float pv = fast_exp2(fmaf(p[j][e], sl2, -(e & 1 ? l.y : l.x)));
-                pd[e] = keep ? pv * kf : 0.0f;
-                p[j][e] = pv * fmaf(dp[j][e], keep ? ks : 0.0f, -(e & 1 ? dl.y : dl.x));
+                p[j][e] = fast_exp2(fmaf(p[j][e], sl2, -(e & 1 ? l.y : l.x)));
+                pd[e] = keep ? p[j][e] * kf : 0.0f;
+            }
+            pa[j >> 1][2 * (j & 1)] = pack2<T>(pd[0], pd[1]);
+            pa[j >> 1][2 * (j & 1) + 1] = pack2<T>(pd[2], pd[3]);
+        }
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < kTile / 16; kk++)
+            wg_rs<T>(dv, pa[kk], wg_desc(sO + kk * 16 * 64, kVLead, kVStride));
+        wg_commit();
+        wg_wait<1>();
+        wg_hold(dp);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int c = j * 8 + 2 * t;
+            const float2 dl = *reinterpret_cast<const float2 *>(sD + c);
+            const uint32_t kb[2] = {dr.on ? key_bits(sMb, c, w, g) : ~0u,
+                                    dr.on ? key_bits(sMb, c + 1, w, g) : ~0u};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const bool keep = (kb[e & 1] >> (16 * (e >> 1))) & 1u;
+                p[j][e] *= fmaf(dp[j][e], keep ? ks : 0.0f, -(e & 1 ? dl.y : dl.x));
             }
             const uint32_t s01 = pack2<T>(p[j][0], p[j][1]), s23 = pack2<T>(p[j][2], p[j][3]);
             uint16_t *o = ds + q0 + c;
             *reinterpret_cast<uint32_t *>(o) = s01;
             *reinterpret_cast<uint32_t *>(o + (size_t)8 * a.T) = s23;
-            pa[j >> 1][2 * (j & 1)] = pack2<T>(pd[0], pd[1]);
-            pa[j >> 1][2 * (j & 1) + 1] = pack2<T>(pd[2], pd[3]);
             da[j >> 1][2 * (j & 1)] = s01;
             da[j >> 1][2 * (j & 1) + 1] = s23;
         }
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < kTile / 16; kk++)
-            wg_rs<T>(dv, pa[kk], wg_desc(sO + kk * 16 * 64, kVLead, kVStride));
-#pragma unroll
-        for (int kk = 0; kk < kTile / 16; kk++)
             wg_rs<T>(dk, da[kk], wg_desc(sQ + kk * 16 * 64, kVLead, kVStride));
         wg_commit_wait();
         wg_hold(dv);
         wg_hold(dk);
+        wg_hold(pa);
+        wg_hold(da);
         __syncthreads(); /* the stage is refilled next iteration */
     }
     const size_t row0 = (size_t)b * a.T + k0 + w * 16;
