@@ -149,9 +149,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
     uint8_t *sM = reinterpret_cast<uint8_t *>(sQO + 4 * TL);
     float *sLD = reinterpret_cast<float *>(sM + 2 * kTile * 16); /* [2][lse, delta] */
     const auto &[h, b, k0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
-    const uint16_t *dobase = a.dctx + (size_t)b * a.T * a.d + (size_t)h * HD;
-    const float *lse = a.lse + bh * a.T, *delta = a.delta + bh * a.T;
-    uint16_t *ds = a.ds + (bh * a.T + (size_t)(k0 + w * 16 + g)) * a.T; /* the lane's key row */
+    const auto &[dobase, lse, delta, ds] = kv_rows(a, b, h, bh, k0, w, g, HD);
     const int tiles = a.T / kTile;
     load_tile<HD>(sK, base + a.d + (size_t)k0 * d3, d3);
     load_tile<HD>(sV, base + 2 * a.d + (size_t)k0 * d3, d3);

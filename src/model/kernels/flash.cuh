@@ -369,6 +369,20 @@ template <int HD> struct flash_block {
     }
 };
 
+/* What a dK, dV block (64 keys from k0, warp w, lane row g) reads and writes
+ * besides its tiles: dO's head columns, the rows' lse and delta, and the
+ * lane's key row of dS^T. */
+struct kv_rows {
+    const uint16_t *dobase;
+    const float *lse, *delta;
+    uint16_t *ds;
+    __device__ kv_rows(const flash_args &a, int b, int h, size_t bh, int k0, int w, int g, int hd)
+        : dobase(a.dctx + (size_t)b * a.T * a.d + (size_t)h * hd), lse(a.lse + bh * a.T),
+          delta(a.delta + bh * a.T), ds(a.ds + (bh * a.T + (size_t)(k0 + w * 16 + g)) * a.T)
+    {
+    }
+};
+
 /* ---- forward: a block per (kFwdMT query tiles, head, sample) ----------------- */
 
 /* Query tiles a forward block (and m-tiles a warp: queries i * 64 + w * 16

@@ -88,89 +88,78 @@ template <int N> __device__ __forceinline__ void wg_hold(uint32_t (&a)[N][4])
         for (int e = 0; e < 4; e++) asm volatile("" : "+r"(a[j][e])::"memory");
 }
 
-/* s (64 x 64 a warpgroup) = (acc ? s : 0) + A B^T, A and B K-major in shared memory. */
+/* The accumulators as asm operands: acc[j][e] is register 4 j + e of the
+ * instruction's fragment (m16n8 tiles per warp, as mma.sync's). */
+#define WG_ACC32(a)                                                                                \
+    "+f"(a[0][0]), "+f"(a[0][1]), "+f"(a[0][2]), "+f"(a[0][3]), "+f"(a[1][0]), "+f"(a[1][1]),      \
+        "+f"(a[1][2]), "+f"(a[1][3]), "+f"(a[2][0]), "+f"(a[2][1]), "+f"(a[2][2]), "+f"(a[2][3]),  \
+        "+f"(a[3][0]), "+f"(a[3][1]), "+f"(a[3][2]), "+f"(a[3][3]), "+f"(a[4][0]), "+f"(a[4][1]),  \
+        "+f"(a[4][2]), "+f"(a[4][3]), "+f"(a[5][0]), "+f"(a[5][1]), "+f"(a[5][2]), "+f"(a[5][3]),  \
+        "+f"(a[6][0]), "+f"(a[6][1]), "+f"(a[6][2]), "+f"(a[6][3]), "+f"(a[7][0]), "+f"(a[7][1]),  \
+        "+f"(a[7][2]), "+f"(a[7][3])
+#define WG_ACC64(a)                                                                                \
+    WG_ACC32(a), "+f"(a[8][0]), "+f"(a[8][1]), "+f"(a[8][2]), "+f"(a[8][3]), "+f"(a[9][0]),        \
+        "+f"(a[9][1]), "+f"(a[9][2]), "+f"(a[9][3]), "+f"(a[10][0]), "+f"(a[10][1]),               \
+        "+f"(a[10][2]), "+f"(a[10][3]), "+f"(a[11][0]), "+f"(a[11][1]), "+f"(a[11][2]),            \
+        "+f"(a[11][3]), "+f"(a[12][0]), "+f"(a[12][1]), "+f"(a[12][2]), "+f"(a[12][3]),            \
+        "+f"(a[13][0]), "+f"(a[13][1]), "+f"(a[13][2]), "+f"(a[13][3]), "+f"(a[14][0]),            \
+        "+f"(a[14][1]), "+f"(a[14][2]), "+f"(a[14][3]), "+f"(a[15][0]), "+f"(a[15][1]),            \
+        "+f"(a[15][2]), "+f"(a[15][3])
+
+/* s (64 x 64 a warpgroup) = (acc ? s : 0) + A B^T, A and B K-major in shared
+ * memory; TY the PTX type of T. */
+#define WG_SS(TY)                                                                                  \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                      \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY                           \
+                 " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, "   \
+                 "%17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "    \
+                 "%32, %33, p, 1, 1, 0, 0;\n}"                                                     \
+                 : WG_ACC32(s)                                                                     \
+                 : "l"(da), "l"(db), "r"(acc))
 template <ao_dtype T>
 __device__ __forceinline__ void wg_ss(float (&s)[8][4], uint64_t da, uint64_t db, int acc)
 {
     if (T == AO_BF16)
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, "
-            "%8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, "
-            "%25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}"
-            : "+f"(s[0][0]), "+f"(s[0][1]), "+f"(s[0][2]), "+f"(s[0][3]), "+f"(s[1][0]),
-              "+f"(s[1][1]), "+f"(s[1][2]), "+f"(s[1][3]), "+f"(s[2][0]), "+f"(s[2][1]),
-              "+f"(s[2][2]), "+f"(s[2][3]), "+f"(s[3][0]), "+f"(s[3][1]), "+f"(s[3][2]),
-              "+f"(s[3][3]), "+f"(s[4][0]), "+f"(s[4][1]), "+f"(s[4][2]), "+f"(s[4][3]),
-              "+f"(s[5][0]), "+f"(s[5][1]), "+f"(s[5][2]), "+f"(s[5][3]), "+f"(s[6][0]),
-              "+f"(s[6][1]), "+f"(s[6][2]), "+f"(s[6][3]), "+f"(s[7][0]), "+f"(s[7][1]),
-              "+f"(s[7][2]), "+f"(s[7][3])
-            : "l"(da), "l"(db), "r"(acc));
+        WG_SS("bf16");
     else
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, "
-            "%8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, "
-            "%25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}"
-            : "+f"(s[0][0]), "+f"(s[0][1]), "+f"(s[0][2]), "+f"(s[0][3]), "+f"(s[1][0]),
-              "+f"(s[1][1]), "+f"(s[1][2]), "+f"(s[1][3]), "+f"(s[2][0]), "+f"(s[2][1]),
-              "+f"(s[2][2]), "+f"(s[2][3]), "+f"(s[3][0]), "+f"(s[3][1]), "+f"(s[3][2]),
-              "+f"(s[3][3]), "+f"(s[4][0]), "+f"(s[4][1]), "+f"(s[4][2]), "+f"(s[4][3]),
-              "+f"(s[5][0]), "+f"(s[5][1]), "+f"(s[5][2]), "+f"(s[5][3]), "+f"(s[6][0]),
-              "+f"(s[6][1]), "+f"(s[6][2]), "+f"(s[6][3]), "+f"(s[7][0]), "+f"(s[7][1]),
-              "+f"(s[7][2]), "+f"(s[7][3])
-            : "l"(da), "l"(db), "r"(acc));
+        WG_SS("f16");
 }
 
 /* o (64 x 128 a warpgroup) += A B, A from registers (m16n8k16 A fragments
  * per warp), B MN-major in shared memory. */
+#define WG_RS(TY)                                                                                  \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                      \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY                          \
+                 " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, "   \
+                 "%17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "     \
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, "     \
+                 "%47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "     \
+                 "%62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}"                            \
+                 : WG_ACC64(o)                                                                     \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1))
 template <ao_dtype T>
 __device__ __forceinline__ void wg_rs(float (&o)[16][4], const uint32_t (&a)[4], uint64_t db)
 {
     if (T == AO_BF16)
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, "
-            "%7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
-            "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, "
-            "%41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, "
-            "%58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}"
-            : "+f"(o[0][0]), "+f"(o[0][1]), "+f"(o[0][2]), "+f"(o[0][3]), "+f"(o[1][0]),
-              "+f"(o[1][1]), "+f"(o[1][2]), "+f"(o[1][3]), "+f"(o[2][0]), "+f"(o[2][1]),
-              "+f"(o[2][2]), "+f"(o[2][3]), "+f"(o[3][0]), "+f"(o[3][1]), "+f"(o[3][2]),
-              "+f"(o[3][3]), "+f"(o[4][0]), "+f"(o[4][1]), "+f"(o[4][2]), "+f"(o[4][3]),
-              "+f"(o[5][0]), "+f"(o[5][1]), "+f"(o[5][2]), "+f"(o[5][3]), "+f"(o[6][0]),
-              "+f"(o[6][1]), "+f"(o[6][2]), "+f"(o[6][3]), "+f"(o[7][0]), "+f"(o[7][1]),
-              "+f"(o[7][2]), "+f"(o[7][3]), "+f"(o[8][0]), "+f"(o[8][1]), "+f"(o[8][2]),
-              "+f"(o[8][3]), "+f"(o[9][0]), "+f"(o[9][1]), "+f"(o[9][2]), "+f"(o[9][3]),
-              "+f"(o[10][0]), "+f"(o[10][1]), "+f"(o[10][2]), "+f"(o[10][3]), "+f"(o[11][0]),
-              "+f"(o[11][1]), "+f"(o[11][2]), "+f"(o[11][3]), "+f"(o[12][0]), "+f"(o[12][1]),
-              "+f"(o[12][2]), "+f"(o[12][3]), "+f"(o[13][0]), "+f"(o[13][1]), "+f"(o[13][2]),
-              "+f"(o[13][3]), "+f"(o[14][0]), "+f"(o[14][1]), "+f"(o[14][2]), "+f"(o[14][3]),
-              "+f"(o[15][0]), "+f"(o[15][1]), "+f"(o[15][2]), "+f"(o[15][3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+        WG_RS("bf16");
     else
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, "
-            "%8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, "
-            "%25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "
-            "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "
-            "%59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}"
-            : "+f"(o[0][0]), "+f"(o[0][1]), "+f"(o[0][2]), "+f"(o[0][3]), "+f"(o[1][0]),
-              "+f"(o[1][1]), "+f"(o[1][2]), "+f"(o[1][3]), "+f"(o[2][0]), "+f"(o[2][1]),
-              "+f"(o[2][2]), "+f"(o[2][3]), "+f"(o[3][0]), "+f"(o[3][1]), "+f"(o[3][2]),
-              "+f"(o[3][3]), "+f"(o[4][0]), "+f"(o[4][1]), "+f"(o[4][2]), "+f"(o[4][3]),
-              "+f"(o[5][0]), "+f"(o[5][1]), "+f"(o[5][2]), "+f"(o[5][3]), "+f"(o[6][0]),
-              "+f"(o[6][1]), "+f"(o[6][2]), "+f"(o[6][3]), "+f"(o[7][0]), "+f"(o[7][1]),
-              "+f"(o[7][2]), "+f"(o[7][3]), "+f"(o[8][0]), "+f"(o[8][1]), "+f"(o[8][2]),
-              "+f"(o[8][3]), "+f"(o[9][0]), "+f"(o[9][1]), "+f"(o[9][2]), "+f"(o[9][3]),
-              "+f"(o[10][0]), "+f"(o[10][1]), "+f"(o[10][2]), "+f"(o[10][3]), "+f"(o[11][0]),
-              "+f"(o[11][1]), "+f"(o[11][2]), "+f"(o[11][3]), "+f"(o[12][0]), "+f"(o[12][1]),
-              "+f"(o[12][2]), "+f"(o[12][3]), "+f"(o[13][0]), "+f"(o[13][1]), "+f"(o[13][2]),
-              "+f"(o[13][3]), "+f"(o[14][0]), "+f"(o[14][1]), "+f"(o[14][2]), "+f"(o[14][3]),
-              "+f"(o[15][0]), "+f"(o[15][1]), "+f"(o[15][2]), "+f"(o[15][3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+        WG_RS("f16");
+}
+
+/* The tile a loop reads now is in shared memory, for every thread and for
+ * the tensor cores: with the next tile's copies just issued (more), all but
+ * that newest cp.async group; then the async-proxy fence (wgmma reads
+ * through it) and the barrier. */
+__device__ __forceinline__ void stage_ready(bool more)
+{
+    if (more) {
+        cp_async_commit();
+        cp_async_wait<1>();
+    } else {
+        cp_async_wait<0>();
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
 }
 
 /* The 1024-byte aligned base of the dynamic shared memory (the swizzle is a
@@ -218,14 +207,8 @@ __global__ void __launch_bounds__(kWgThreads, 2) flash_forward_wg(flash_args a)
                 for (int i = 0; i < 2; i++)
                     mask_copy(sM + (((it + 1) & 1) * 2 + i) * kTile * 16, dr, q0 + i * kTile,
                               k0 + kTile, a.T);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
         }
-        /* the copies' bytes are read next by the tensor cores (async proxy) */
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        __syncthreads();
+        stage_ready(it + 1 < tiles);
         if (DRAW)
             mask_part<16>(sMb + wg * kTile * 16, dr, q0 + wg * kTile, k0, a.T, (w & 3) * 16, 0);
         float s[8][4];
@@ -293,6 +276,15 @@ constexpr size_t kKvSmem = (size_t)(2 * 2 * kHalf + 2 * 2 * 2 * kHalf) * 2 + 2 *
  * shared memory), the same per-element chain on the accumulators (their
  * fragments are mma.sync's), and dV += P^T dO and dK += dS^T Q (4
  * m64n128k16 each, A from registers, B MN-major). */
+/* The keep bits of query columns c and c + 1 for the lane's keys (key_bits;
+ * all kept without dropout). */
+__device__ __forceinline__ uint2 keep_bits(const uint8_t *sm, const flash_drop &dr, int c, int w,
+                                           int g)
+{
+    return dr.on ? make_uint2(key_bits(sm, c, w, g), key_bits(sm, c + 1, w, g))
+                 : make_uint2(~0u, ~0u);
+}
+
 template <ao_dtype T, bool DRAW>
 __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args a)
 {
@@ -304,9 +296,7 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
     uint8_t *sM = reinterpret_cast<uint8_t *>(sQO + 2 * 4 * kHalf); /* [2][64 queries][16] */
     float *sLD = reinterpret_cast<float *>(sM + 2 * kTile * 16);    /* [2][lse, delta] */
     const auto &[h, b, k0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
-    const uint16_t *dobase = a.dctx + (size_t)b * a.T * a.d + (size_t)h * HD;
-    const float *lse = a.lse + bh * a.T, *delta = a.delta + bh * a.T;
-    uint16_t *ds = a.ds + (bh * a.T + (size_t)(k0 + w * 16 + g)) * a.T; /* the lane's key row */
+    const auto &[dobase, lse, delta, ds] = kv_rows(a, b, h, bh, k0, w, g, HD);
     const int tiles = a.T / kTile;
     load_swizzled<kTile>(sK, base + a.d + (size_t)k0 * d3, d3);
     load_swizzled<kTile>(sV, base + 2 * a.d + (size_t)k0 * d3, d3);
@@ -333,13 +323,8 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
             load_row64(sLD + nb * 2 * kTile, lse + n0);
             load_row64(sLD + nb * 2 * kTile + kTile, delta + n0);
             if (dr.mask_in) mask_copy(sM + nb * kTile * 16, dr, n0, k0, a.T);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
         }
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        __syncthreads();
+        stage_ready(it + 1 < tiles);
         /* this warp's keys: groups w*4 .. w*4 + 3 of every query */
         if (DRAW) mask_part<4>(sMb, dr, q0, k0, a.T, 0, w * 4);
         float p[8][4], dp[8][4];
@@ -365,12 +350,11 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
         for (int j = 0; j < 8; j++) {
             const int c = j * 8 + 2 * t;
             const float2 l = *reinterpret_cast<const float2 *>(sL + c);
-            const uint32_t kb[2] = {dr.on ? key_bits(sMb, c, w, g) : ~0u,
-                                    dr.on ? key_bits(sMb, c + 1, w, g) : ~0u};
+            const uint2 kb = keep_bits(sMb, dr, c, w, g);
             float pd[4];
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const bool keep = (kb[e & 1] >> (16 * (e >> 1))) & 1u;
+                const bool keep = ((e & 1 ? kb.y : kb.x) >> (16 * (e >> 1))) & 1u;
                 p[j][e] = fast_exp2(fmaf(p[j][e], sl2, -(e & 1 ? l.y : l.x)));
                 pd[e] = keep ? p[j][e] * kf : 0.0f;
             }
@@ -388,11 +372,10 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
         for (int j = 0; j < 8; j++) {
             const int c = j * 8 + 2 * t;
             const float2 dl = *reinterpret_cast<const float2 *>(sD + c);
-            const uint32_t kb[2] = {dr.on ? key_bits(sMb, c, w, g) : ~0u,
-                                    dr.on ? key_bits(sMb, c + 1, w, g) : ~0u};
+            const uint2 kb = keep_bits(sMb, dr, c, w, g);
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const bool keep = (kb[e & 1] >> (16 * (e >> 1))) & 1u;
+                const bool keep = ((e & 1 ? kb.y : kb.x) >> (16 * (e >> 1))) & 1u;
                 p[j][e] *= fmaf(dp[j][e], keep ? ks : 0.0f, -(e & 1 ? dl.y : dl.x));
             }
             const uint32_t s01 = pack2<T>(p[j][0], p[j][1]), s23 = pack2<T>(p[j][2], p[j][3]);
