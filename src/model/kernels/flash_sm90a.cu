@@ -1,21 +1,25 @@
-/* Fused attention forward on Hopper's warpgroup MMA (wgmma, sm_90a): the
- * same function as flash.cu's flash_forward, bit for bit in its dropout
- * decisions and within rounding in its values (the products' order
- * differs), for head dim 128 and T a multiple of 128.
+/* Fused attention on Hopper's warpgroup MMA (wgmma, sm_90a), head dim 128:
+ * the forward (T a multiple of 128) and the dK, dV kernel (T a multiple of
+ * 64), the same functions as flash.cu's flash_forward and
+ * flash_backward_kv, bit for bit in their dropout decisions and within
+ * rounding in their values (the products' order differs).
  *
- * A block is 2 warpgroups, each owning 64 of the block's 128 queries. Q and
- * the 64-key K and V tiles sit in shared memory in the 128-byte swizzled
- * layout wgmma's descriptors read (rows of 64 halves; element (r, c) of a
- * 64-column half at r * 128 + ((c / 8) ^ (r % 8)) * 16 + (c % 8) * 2 bytes,
- * each half 1024-byte aligned); K and V stream through two stages
- * (cp.async). Per key tile each warpgroup forms S = Q K^T (8 m64n64k16,
- * both operands from shared memory, K-major), runs flash.cuh's online
- * softmax and dropout on the accumulators (wgmma's m64nN accumulator gives
- * each warp the m16n8 fragments mma.sync's does, so the same code), and
- * adds P V (4 m64n128k16, P from registers, V read MN-major). Compiled for
- * sm_90a only (CMakeLists.txt); ao_flash_forward_sm90a says
- * cudaErrorNotSupported where this image cannot run or the shape does not
- * fit, and flash.cu then runs its own kernel. */
+ * Operands sit in shared memory in the 128-byte swizzled layout wgmma's
+ * descriptors read (rows of 64 halves; element (r, c) of a 64-column half at
+ * r * 128 + ((c / 8) ^ (r % 8)) * 16 + (c % 8) * 2 bytes, each half 1024-byte
+ * aligned) and stream through two stages (cp.async). A warpgroup's m64nN
+ * accumulator gives each warp the m16n8 fragments mma.sync's does, so the
+ * per-element work (online softmax, dropout bits, stores) is flash.cuh's.
+ *
+ * Forward: a block is 2 warpgroups, each owning 64 of its 128 queries; per
+ * 64-key tile, S = Q K^T (8 m64n64k16, both operands from shared memory,
+ * K-major), the online softmax and dropout, then P V (4 m64n128k16, P from
+ * registers, V read MN-major).
+ *
+ * Compiled for sm_90a only (CMakeLists.txt); ao_flash_forward_sm90a and
+ * ao_flash_backward_kv_sm90a say cudaErrorNotSupported where this image
+ * cannot run or the shape does not fit, and flash.cu then runs its own
+ * kernels. */
 #include "model/kernels/flash.cuh"
 
 namespace
