@@ -233,9 +233,9 @@ cudaError_t ao_cuda_flash_attention_forward(void *ctx, float *lse, const void *q
 /* dk, dv into dqkv (qkv's layout, of type) from dctx (ctx's layout) and
  * the forward's ctx, lse; scratch: ao_cuda_flash_backward_scratch_bytes,
  * 16-byte aligned (each row's delta, then dS^T as 16 bits a probability,
- * [batch, heads, key, query], the scale folded in). dq = dS k is the GEMM
- * ao_cuda_flash_dq_gemm describes, run after it with ao_gemm (cuBLASLt's
- * batched kernels beat flash.cu's own dQ tile kernel, bench/RESULTS.md).
+ * [batch, heads, key, query], the scale folded in). dq = dS k is the batched
+ * GEMM ao_cuda_flash_dq_gemm describes, for the caller to run after it
+ * (ao_gemm: one cuBLASLt launch for every head of every sample).
  * mask_in: NULL (drawn), or the forward's mask. Deterministic (no atomics). */
 size_t ao_cuda_flash_backward_scratch_bytes(int batch, int heads, int T);
 cudaError_t ao_cuda_flash_attention_backward(void *dqkv, void *scratch, const void *dctx,

@@ -306,7 +306,7 @@ int main(void)
     test_flash(1, 2, 192, 128, 0.0f, AO_BF16);
     test_flash(1, 2, 192, 128, 0.25f, AO_BF16);
     test_flash(2, 2, 64, 128, 0.1f, AO_F16);
-    /* head dim 128 and T a multiple of 128: the wgmma forward on sm_90 */
+    /* head dim 128 and T a multiple of 128: both wgmma kernels on sm_90 */
     test_flash(2, 2, 256, 128, 0.0f, AO_BF16);
     test_flash(1, 3, 384, 128, 0.1f, AO_BF16);
     test_flash(1, 2, 128, 128, 0.1f, AO_F16);
