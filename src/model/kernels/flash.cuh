@@ -394,15 +394,14 @@ struct softmax_rows {
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 };
 
-/* One key tile of the online softmax on a warp's 16 x 64 raw scores s, in
- * two parts so that a kernel may scale o later (while products into it
- * still run): online_probs takes the maxima before scaling (the scale is
- * positive, so that is exact), rescales the sums only when some row's
- * maximum grew (c: the factors o then needs, else exactly 1) and forms each
- * probability with one fma and one exp2, leaving the dropped probabilities
- * in s, the A operand of P V. Returns whether o needs scaling by c. */
-__device__ bool online_probs(float s[8][4], softmax_rows &st, const row_factors &rf,
-                             const flash_drop &dr, float sl2, float &c0, float &c1)
+/* One key tile of the online softmax on a warp's 16 x 64 raw scores s:
+ * the maxima are taken before scaling (the scale is positive, so that is
+ * exact) and each probability is one fma and one exp2; o and the sums are
+ * rescaled only when some row's maximum grew (else the factor is exactly 1).
+ * Leaves the dropped probabilities in s, the A operand of P V. */
+template <int HD>
+__device__ void online_step(float s[8][4], float o[HD / 8][4], softmax_rows &st,
+                            const row_factors &rf, const flash_drop &dr, float sl2)
 {
     float x0 = -INFINITY, x1 = -INFINITY;
 #pragma unroll
@@ -415,15 +414,19 @@ __device__ bool online_probs(float s[8][4], softmax_rows &st, const row_factors 
     x1 = fmaxf(x1, AO_SHFL_XOR(x1, 1));
     x1 = fmaxf(x1, AO_SHFL_XOR(x1, 2));
     const float n0 = fmaxf(st.m0, x0 * sl2), n1 = fmaxf(st.m1, x1 * sl2);
-    const bool grew = __any_sync(0xffffffffu, n0 != st.m0 || n1 != st.m1);
-    c0 = c1 = 1.0f;
-    if (grew) {
-        c0 = fast_exp2(st.m0 - n0);
-        c1 = fast_exp2(st.m1 - n1);
+    if (__any_sync(0xffffffffu, n0 != st.m0 || n1 != st.m1)) {
+        const float c0 = fast_exp2(st.m0 - n0), c1 = fast_exp2(st.m1 - n1);
         st.m0 = n0;
         st.m1 = n1;
         st.l0 *= c0;
         st.l1 *= c1;
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) {
+            o[n][0] *= c0;
+            o[n][1] *= c0;
+            o[n][2] *= c1;
+            o[n][3] *= c1;
+        }
     }
 #pragma unroll
     for (int j = 0; j < 8; j++) {
@@ -437,27 +440,6 @@ __device__ bool online_probs(float s[8][4], softmax_rows &st, const row_factors 
             s[j][e] = dr.on ? p * rf.at(j, e, dr.r.keep) : p;
         }
     }
-    return grew;
-}
-
-template <int HD> __device__ void scale_rows(float o[HD / 8][4], float c0, float c1)
-{
-#pragma unroll
-    for (int n = 0; n < HD / 8; n++) {
-        o[n][0] *= c0;
-        o[n][1] *= c0;
-        o[n][2] *= c1;
-        o[n][3] *= c1;
-    }
-}
-
-/* online_probs with o scaled at once. */
-template <int HD>
-__device__ void online_step(float s[8][4], float o[HD / 8][4], softmax_rows &st,
-                            const row_factors &rf, const flash_drop &dr, float sl2)
-{
-    float c0, c1;
-    if (online_probs(s, st, rf, dr, sl2, c0, c1)) scale_rows<HD>(o, c0, c1);
 }
 
 template <class K>

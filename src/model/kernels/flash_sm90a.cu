@@ -174,62 +174,47 @@ __device__ __forceinline__ uint16_t *aligned_smem(uint8_t *p)
     return reinterpret_cast<uint16_t *>(p + ((1024 - (a & 1023)) & 1023));
 }
 
-/* Shared bytes: Q (128 x 128), three stages of K and V (64 x 128 each), the
- * mask of three stages (128 queries x 16 bytes), and the alignment slack. */
-constexpr int kFwdStages = 3;
-constexpr size_t kWgSmem = (size_t)(2 * kWgQueries * 64 + kFwdStages * 4 * kHalf) * 2 +
-                           kFwdStages * kWgQueries * 16 + 1024;
-
-/* Key tile i's P V is issued after tile i + 1's S = Q K^T, so that it runs
- * while tile i + 1's softmax is formed (o is scaled for tile i + 1's
- * maximum once that product is done: the same operations in the same order
- * as one tile at a time). Tile i's V is then read during the next
- * iteration, so K and V take three stages: the one refilled at iteration i
- * held tile i - 2, whose products every warpgroup finished before the
- * iteration's barrier. */
-/* Starts copying key tile k's K, V and mask bytes into stage k % 3. */
-__device__ void load_kv(uint16_t *sKV, uint8_t *sM, const flash_args &a, const flash_drop &dr,
-                        const uint16_t *base, size_t d3, int q0, int k)
-{
-    uint16_t *sK = sKV + (k % kFwdStages) * 4 * kHalf;
-    load_swizzled<kTile>(sK, base + a.d + (size_t)k * kTile * d3, d3);
-    load_swizzled<kTile>(sK + 2 * kHalf, base + 2 * a.d + (size_t)k * kTile * d3, d3);
-    if (dr.mask_in)
-        for (int i = 0; i < 2; i++)
-            mask_copy(sM + ((k % kFwdStages) * 2 + i) * kTile * 16, dr, q0 + i * kTile, k * kTile,
-                      a.T);
-}
+/* Shared bytes: Q (128 x 128), two stages of K and V (64 x 128 each), the
+ * mask of two stages (128 queries x 16 bytes), and the alignment slack. */
+constexpr size_t kWgSmem =
+    (size_t)(2 * kWgQueries * 64 + 2 * 4 * kHalf) * 2 + 2 * kWgQueries * 16 + 1024;
 
 template <ao_dtype T, bool DRAW>
-__global__ void __launch_bounds__(kWgThreads, 1) flash_forward_wg(flash_args a)
+__global__ void __launch_bounds__(kWgThreads, 2) flash_forward_wg(flash_args a)
 {
     pdl_wait();
     extern __shared__ uint8_t wsm[];
     constexpr int HD = 128;
     uint16_t *sQ = aligned_smem(wsm);         /* [2 halves][128 rows][64] */
-    uint16_t *sKV = sQ + 2 * kWgQueries * 64; /* [3 stages][K, V][2 halves][64 rows][64] */
-    uint8_t *sM = reinterpret_cast<uint8_t *>(sKV + kFwdStages * 4 * kHalf); /* [3][128][16] */
+    uint16_t *sKV = sQ + 2 * kWgQueries * 64; /* [2 stages][K, V][2 halves][64 rows][64] */
+    uint8_t *sM = reinterpret_cast<uint8_t *>(sKV + 2 * 4 * kHalf); /* [2][128 queries][16] */
     const auto &[h, b, q0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a, kWgQueries);
     const int wg = w >> 2, tiles = a.T / kTile;
     load_swizzled<kWgQueries>(sQ, base + (size_t)q0 * d3, d3);
-    load_kv(sKV, sM, a, dr, base, d3, q0, 0);
+    load_swizzled<kTile>(sKV, base + a.d, d3);
+    load_swizzled<kTile>(sKV + 2 * kHalf, base + 2 * a.d, d3);
+    if (dr.mask_in)
+        for (int i = 0; i < 2; i++) mask_copy(sM + i * kTile * 16, dr, q0 + i * kTile, 0, a.T);
     cp_async_commit();
 
     float o[HD / 8][4] = {};
     softmax_rows st;
-    uint32_t p[kTile / 16][4];     /* the previous tile's P, the A fragments of its P V */
-    const uint16_t *sVp = nullptr; /* the previous tile's V */
     for (int it = 0; it < tiles; it++) {
-        const uint16_t *sK = sKV + (it % kFwdStages) * 4 * kHalf, *sV = sK + 2 * kHalf;
-        uint8_t *sMb = sM + (it % kFwdStages) * kWgQueries * 16;
-        stage_ready(false); /* tile it's copies, the only group in flight */
+        const int k0 = it * kTile;
+        const uint16_t *sK = sKV + (it & 1) * 4 * kHalf, *sV = sK + 2 * kHalf;
+        uint8_t *sMb = sM + (it & 1) * kWgQueries * 16;
         if (it + 1 < tiles) {
-            load_kv(sKV, sM, a, dr, base, d3, q0, it + 1);
-            cp_async_commit();
+            uint16_t *nK = sKV + ((it + 1) & 1) * 4 * kHalf;
+            load_swizzled<kTile>(nK, base + a.d + (size_t)(k0 + kTile) * d3, d3);
+            load_swizzled<kTile>(nK + 2 * kHalf, base + 2 * a.d + (size_t)(k0 + kTile) * d3, d3);
+            if (dr.mask_in)
+                for (int i = 0; i < 2; i++)
+                    mask_copy(sM + (((it + 1) & 1) * 2 + i) * kTile * 16, dr, q0 + i * kTile,
+                              k0 + kTile, a.T);
         }
+        stage_ready(it + 1 < tiles);
         if (DRAW)
-            mask_part<16>(sMb + wg * kTile * 16, dr, q0 + wg * kTile, it * kTile, a.T, (w & 3) * 16,
-                          0);
+            mask_part<16>(sMb + wg * kTile * 16, dr, q0 + wg * kTile, k0, a.T, (w & 3) * 16, 0);
         float s[8][4];
         wg_fence();
 #pragma unroll
@@ -238,23 +223,10 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_forward_wg(flash_args a)
             wg_ss<T>(s, wg_desc(sQ + half * kWgQueries * 64 + wg * kTile * 64 + off, 16, 1024),
                      wg_desc(sK + half * kHalf + off, 16, 1024), kk);
         }
-        wg_commit();
-        if (sVp) {
-#pragma unroll
-            for (int kk = 0; kk < kTile / 16; kk++)
-                wg_rs<T>(o, p[kk], wg_desc(sVp + kk * 16 * 64, kVLead, kVStride));
-            wg_commit();
-            wg_wait<1>();
-        } else {
-            wg_wait<0>();
-        }
+        wg_commit_wait();
         wg_hold(s);
-        float c0, c1;
-        const bool grew = online_probs(s, st, row_factors(sMb, w * 16 + g, t), dr, sl2, c0, c1);
-        wg_wait<0>();
-        wg_hold(o);
-        wg_hold(p);
-        if (grew) scale_rows<HD>(o, c0, c1);
+        online_step<HD>(s, o, st, row_factors(sMb, w * 16 + g, t), dr, sl2);
+        uint32_t p[kTile / 16][4]; /* P as the A fragments of P V, packed before the products */
 #pragma unroll
         for (int kk = 0; kk < kTile / 16; kk++) {
             p[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
@@ -262,15 +234,14 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_forward_wg(flash_args a)
             p[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
             p[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
         }
-        sVp = sV;
-    }
-    wg_fence();
+        wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < kTile / 16; kk++)
-        wg_rs<T>(o, p[kk], wg_desc(sVp + kk * 16 * 64, kVLead, kVStride));
-    wg_commit_wait();
-    wg_hold(o);
-    wg_hold(p);
+        for (int kk = 0; kk < kTile / 16; kk++)
+            wg_rs<T>(o, p[kk], wg_desc(sV + kk * 16 * 64, kVLead, kVStride));
+        wg_commit_wait();
+        wg_hold(o);
+        __syncthreads(); /* the stage is refilled next iteration */
+    }
     softmax_rows &x = st;
     x.l0 += AO_SHFL_XOR(x.l0, 1);
     x.l0 += AO_SHFL_XOR(x.l0, 2);
