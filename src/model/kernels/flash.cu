@@ -28,10 +28,191 @@
  * the next product (no shuffle between S and P V). */
 #include "model/kernels/flash.cuh"
 
+#include <type_traits>
+
 #if !defined(AO_GPU_HIP)
 
 namespace
 {
+
+constexpr int kPad = 8; /* halves after each shared row: no bank conflicts */
+
+template <int HD> __host__ __device__ constexpr int row_ld()
+{
+    return HD + kPad;
+}
+
+/* Four 8x8 16-bit matrices from shared memory, lane l naming row l % 8 of
+ * matrix l / 8; trans: each one transposed. */
+__device__ __forceinline__ void ldsm4(uint32_t r[4], const uint16_t *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void ldsm4_t(uint32_t r[4], const uint16_t *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+/* c += a b, a 16x16 (row), b 16x8 (col), T = AO_BF16 or AO_F16. */
+template <ao_dtype T>
+__device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+#if __CUDA_ARCH__ >= 800
+    if (T == AO_BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();
+#endif
+}
+
+/* Starts copying a tile of 64 rows x HD halves from global rows `stride`
+ * apart into shared rows row_ld apart. */
+template <int HD> __device__ void load_tile(uint16_t *s, const uint16_t *g, size_t stride)
+{
+    constexpr int per_row = HD / 8;
+    for (int i = threadIdx.x; i < kTile * per_row; i += kFlashThreads) {
+        const int r = i / per_row, c = (i % per_row) * 8;
+        cp_async16(s + r * row_ld<HD>() + c, g + (size_t)r * stride + c);
+    }
+}
+
+/* acc[i][16 x 8 NT] += A_i[16 x HD] B[8 NT x HD]^T for the warp's MT m-tiles,
+ * A_i at A + i kTile rows, B 8 NT shared rows (all row_ld apart): each B
+ * fragment, read once, feeds MT products (shared-memory bandwidth, not the
+ * tensor cores, bounds a warp of 16 rows on Hopper). */
+template <ao_dtype T, int HD, int NT, int MT = 1>
+__device__ void mma_abt(float (*acc)[NT][4], const uint16_t *A, const uint16_t *B)
+{
+    constexpr int LD = row_ld<HD>();
+    const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+            ldsm4(a[i], A + (i * kTile + r + (m & 1) * 8) * LD + kk * 16 + (m >> 1) * 8);
+#pragma unroll
+        for (int j = 0; j < NT; j += 2) {
+            uint32_t b[4];
+            ldsm4(b, B + (j * 8 + r + (m >> 1) * 8) * LD + kk * 16 + (m & 1) * 8);
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                mma<T>(acc[i][j], a[i], b[0], b[1]);
+                mma<T>(acc[i][j + 1], a[i], b[2], b[3]);
+            }
+        }
+    }
+}
+
+/* Two products at once, acc[i][16 x 8 NT] += A_i[16 x HD] B_i[8 NT x HD]^T
+ * (i = 0, 1; 16 and 8 NT shared rows): twice the independent accumulator
+ * chains in flight, where one product's NT would leave the tensor pipe
+ * waiting on each mma's latency. */
+template <ao_dtype T, int HD, int NT>
+__device__ void mma_abt2(float (*acc)[NT][4], const uint16_t *A0, const uint16_t *B0,
+                         const uint16_t *A1, const uint16_t *B1)
+{
+    constexpr int LD = row_ld<HD>();
+    const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
+    const uint16_t *A[2] = {A0, A1}, *B[2] = {B0, B1};
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t a[2][4];
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            ldsm4(a[i], A[i] + (r + (m & 1) * 8) * LD + kk * 16 + (m >> 1) * 8);
+#pragma unroll
+        for (int j = 0; j < NT; j += 2) {
+            uint32_t b[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                ldsm4(b[i], B[i] + (j * 8 + r + (m >> 1) * 8) * LD + kk * 16 + (m & 1) * 8);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                mma<T>(acc[i][j], a[i], b[i][0], b[i][1]);
+                mma<T>(acc[i][j + 1], a[i], b[i][2], b[i][3]);
+            }
+        }
+    }
+}
+
+/* acc[i][16 x HD] += a_i B[kk * 16 .. + 15][HD] for MT A fragments a_i
+ * (16 x 16) and B's shared rows (row_ld apart): mma_pb's inner step. */
+template <ao_dtype T, int HD, int MT>
+__device__ __forceinline__ void mma_ab_rows(float (*acc)[HD / 8][4], const uint32_t (*a)[4],
+                                            const uint16_t *B, int kk)
+{
+    constexpr int LD = row_ld<HD>();
+    const int lane = threadIdx.x & 31, m = lane >> 3, r = lane & 7;
+#pragma unroll
+    for (int n = 0; n < HD / 8; n += 2) {
+        uint32_t b[4];
+        ldsm4_t(b, B + (kk * 16 + r + (m & 1) * 8) * LD + n * 8 + (m >> 1) * 8);
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+            mma<T>(acc[i][n], a[i], b[0], b[1]);
+            mma<T>(acc[i][n + 1], a[i], b[2], b[3]);
+        }
+    }
+}
+
+/* acc[i][16 x HD] += P_i[16 x 8 NT] B[8 NT x HD] for the warp's MT m-tiles:
+ * P_i in accumulator layout (rounded to T here), B 8 NT shared rows. */
+template <ao_dtype T, int HD, int NT, int MT = 1>
+__device__ void mma_pb(float (*acc)[HD / 8][4], const float (*p)[NT][4], const uint16_t *B)
+{
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; kk++) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+            a[i][0] = pack2<T>(p[i][2 * kk][0], p[i][2 * kk][1]);
+            a[i][1] = pack2<T>(p[i][2 * kk][2], p[i][2 * kk][3]);
+            a[i][2] = pack2<T>(p[i][2 * kk + 1][0], p[i][2 * kk + 1][1]);
+            a[i][3] = pack2<T>(p[i][2 * kk + 1][2], p[i][2 * kk + 1][3]);
+        }
+        mma_ab_rows<T, HD, MT>(acc, a, B, kk);
+    }
+}
+
+/* Shared bytes of a kernel with `tiles` 64 x HD tiles: those, two mask
+ * tiles and two double-buffered pairs of 64 floats. */
+template <int HD>
+__host__ __device__ constexpr size_t flash_smem(int tiles, int mask_rows = 2 * kTile)
+{
+    return (size_t)tiles * kTile * row_ld<HD>() * 2 + (size_t)mask_rows * 16 +
+           4 * kTile * sizeof(float);
+}
+
+/* ---- forward: a block per (kFwdMT query tiles, head, sample) ----------------- */
+
+/* Query tiles a forward block (and m-tiles a warp: queries i * 64 + w * 16
+ * .. + 15 of the block's) */
+constexpr int kFwdMT = 2;
+
+/* f(dtype_tag, hd constant) for the supported (type, hd). */
+template <class F> cudaError_t with_flash_shape(ao_dtype t, int hd, F &&f)
+{
+    if (t == AO_BF16 && hd == 64) return f(dtype_tag<AO_BF16>{}, std::integral_constant<int, 64>{});
+    if (t == AO_BF16 && hd == 128)
+        return f(dtype_tag<AO_BF16>{}, std::integral_constant<int, 128>{});
+    if (t == AO_F16 && hd == 64) return f(dtype_tag<AO_F16>{}, std::integral_constant<int, 64>{});
+    if (t == AO_F16 && hd == 128) return f(dtype_tag<AO_F16>{}, std::integral_constant<int, 128>{});
+    return cudaErrorInvalidValue;
+}
 
 /* The key tiles stream through two buffers: tile i + 1's copy runs while
  * tile i is multiplied. A block's last query tiles past T (T % 128 == 64)

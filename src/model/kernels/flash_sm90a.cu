@@ -259,11 +259,7 @@ __global__ void __launch_bounds__(kWgThreads, 2) flash_forward_wg(flash_args a)
 template <ao_dtype T, bool DRAW>
 cudaError_t forward_wg(const flash_args &a, dim3 grid, cudaStream_t stream)
 {
-    const cudaError_t e = cudaFuncSetAttribute(
-        flash_forward_wg<T, DRAW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kWgSmem);
-    if (e != cudaSuccess) return e;
-    launch(flash_forward_wg<T, DRAW>, grid, kWgThreads, kWgSmem, stream, a);
-    return cudaGetLastError();
+    return flash_launch(flash_forward_wg<T, DRAW>, grid, kWgSmem, stream, a, kWgThreads);
 }
 
 /* ---- backward: dK and dV (and dS^T for the dQ GEMM) -------------------------- */
@@ -408,11 +404,7 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
 template <ao_dtype T, bool DRAW>
 cudaError_t backward_kv_wg(const flash_args &a, dim3 grid, cudaStream_t stream)
 {
-    const cudaError_t e = cudaFuncSetAttribute(
-        flash_backward_kv_wg<T, DRAW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kKvSmem);
-    if (e != cudaSuccess) return e;
-    launch(flash_backward_kv_wg<T, DRAW>, grid, kKvThreads, kKvSmem, stream, a);
-    return cudaGetLastError();
+    return flash_launch(flash_backward_kv_wg<T, DRAW>, grid, kKvSmem, stream, a, kKvThreads);
 }
 
 /* Whether the device can run this file's sm_90a image (compute capability
