@@ -139,7 +139,7 @@ int ao_sql_text(const ao_sql_row *r, int col, int nullable, const char **out)
 
 int ao_sql_times(const ao_sql_row *r, int col, double *start_us, double *end_us)
 {
-    int64_t s, e;
+    int64_t s = 0, e = 0; /* set unless an error returns first (gcc -O2 cannot tell) */
     if (ao_sql_int(r, col, &s) || ao_sql_int(r, col + 1, &e)) return AO_EXIT_USAGE;
     if (e < s) {
         ao_error(r->q->path, "table %s, row %lld: %s %lld is before %s %lld", r->table,
@@ -166,7 +166,7 @@ int ao_sql_read_launches(ao_sql *q, sqlite3_stmt *st, const char *table, int64_t
     while ((r = ao_sql_step(q, st)) == 1) {
         ao_sql_row row = {q, st, table, sqlite3_column_int64(st, 0)};
         double s, e;
-        int64_t corr, tid;
+        int64_t corr = -1, tid = -1;
         if (ao_sql_int_or(&row, 3, -1, &corr)) break;
         if (!ao_corr_set_has(&ids, corr)) continue;
         if (ao_sql_times(&row, 1, &s, &e) || ao_sql_int_or(&row, 4, -1, &tid)) break;
@@ -188,8 +188,8 @@ int ao_sql_read_ranges(ao_sql *q, sqlite3_stmt *st, const char *table, int64_t t
     while ((r = ao_sql_step(q, st)) == 1) {
         ao_sql_row row = {q, st, table, sqlite3_column_int64(st, 0)};
         double s, e;
-        const char *name;
-        int64_t tid;
+        const char *name = NULL;
+        int64_t tid = -1;
         if (ao_sql_times(&row, 1, &s, &e) || ao_sql_text(&row, 3, 1, &name) ||
             ao_sql_int_or(&row, 4, -1, &tid))
             break;
