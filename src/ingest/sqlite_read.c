@@ -109,10 +109,8 @@ static int wrong_type(const ao_sql_row *r, int col, const char *want)
 int ao_sql_int_or(const ao_sql_row *r, int col, int64_t dflt, int64_t *out)
 {
     int type = sqlite3_column_type(r->st, col);
-    if (type == SQLITE_NULL) {
-        *out = dflt;
-        return 0;
-    }
+    *out = dflt;
+    if (type == SQLITE_NULL) return 0;
     if (type != SQLITE_INTEGER) return wrong_type(r, col, "an integer");
     *out = sqlite3_column_int64(r->st, col);
     return 0;
@@ -120,6 +118,7 @@ int ao_sql_int_or(const ao_sql_row *r, int col, int64_t dflt, int64_t *out)
 
 int ao_sql_int(const ao_sql_row *r, int col, int64_t *out)
 {
+    *out = 0;
     if (sqlite3_column_type(r->st, col) != SQLITE_INTEGER) return wrong_type(r, col, "an integer");
     *out = sqlite3_column_int64(r->st, col);
     return 0;
@@ -128,10 +127,8 @@ int ao_sql_int(const ao_sql_row *r, int col, int64_t *out)
 int ao_sql_text(const ao_sql_row *r, int col, int nullable, const char **out)
 {
     int type = sqlite3_column_type(r->st, col);
-    if (type == SQLITE_NULL && nullable) {
-        *out = NULL;
-        return 0;
-    }
+    *out = NULL;
+    if (type == SQLITE_NULL && nullable) return 0;
     if (type != SQLITE_TEXT) return wrong_type(r, col, "text");
     *out = (const char *)sqlite3_column_text(r->st, col);
     return 0;
@@ -139,7 +136,7 @@ int ao_sql_text(const ao_sql_row *r, int col, int nullable, const char **out)
 
 int ao_sql_times(const ao_sql_row *r, int col, double *start_us, double *end_us)
 {
-    int64_t s = 0, e = 0; /* set unless an error returns first (gcc -O2 cannot tell) */
+    int64_t s, e;
     if (ao_sql_int(r, col, &s) || ao_sql_int(r, col + 1, &e)) return AO_EXIT_USAGE;
     if (e < s) {
         ao_error(r->q->path, "table %s, row %lld: %s %lld is before %s %lld", r->table,
@@ -166,7 +163,7 @@ int ao_sql_read_launches(ao_sql *q, sqlite3_stmt *st, const char *table, int64_t
     while ((r = ao_sql_step(q, st)) == 1) {
         ao_sql_row row = {q, st, table, sqlite3_column_int64(st, 0)};
         double s, e;
-        int64_t corr = -1, tid = -1;
+        int64_t corr, tid;
         if (ao_sql_int_or(&row, 3, -1, &corr)) break;
         if (!ao_corr_set_has(&ids, corr)) continue;
         if (ao_sql_times(&row, 1, &s, &e) || ao_sql_int_or(&row, 4, -1, &tid)) break;
@@ -188,8 +185,8 @@ int ao_sql_read_ranges(ao_sql *q, sqlite3_stmt *st, const char *table, int64_t t
     while ((r = ao_sql_step(q, st)) == 1) {
         ao_sql_row row = {q, st, table, sqlite3_column_int64(st, 0)};
         double s, e;
-        const char *name = NULL;
-        int64_t tid = -1;
+        const char *name;
+        int64_t tid;
         if (ao_sql_times(&row, 1, &s, &e) || ao_sql_text(&row, 3, 1, &name) ||
             ao_sql_int_or(&row, 4, -1, &tid))
             break;

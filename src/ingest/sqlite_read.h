@@ -41,11 +41,12 @@ typedef struct ao_sql_row {
 } ao_sql_row;
 
 /* Result column `col` (named by its SQL alias in errors): an integer; with
- * ao_sql_int_or, NULL gives `dflt`. 0, or AO_EXIT_USAGE after an error. */
+ * ao_sql_int_or, NULL gives `dflt`. 0, or AO_EXIT_USAGE after an error
+ * (*out then 0, or dflt). */
 int ao_sql_int(const ao_sql_row *r, int col, int64_t *out);
 int ao_sql_int_or(const ao_sql_row *r, int col, int64_t dflt, int64_t *out);
 /* Result column `col` as text (NULL stays NULL when nullable). 0, or
- * AO_EXIT_USAGE after an error. */
+ * AO_EXIT_USAGE after an error (*out then NULL). */
 int ao_sql_text(const ao_sql_row *r, int col, int nullable, const char **out);
 /* Result columns `col` and `col + 1`: start and end in nanoseconds, end not
  * before start, as microseconds. 0, or AO_EXIT_USAGE after an error. */

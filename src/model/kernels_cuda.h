@@ -263,6 +263,10 @@ cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const void *h, ao
  * and h are of in_type: AO_F32, or half_type (widened exactly; dx16 may then
  * alias dy, element for element). mask_in: NULL (the masks are drawn), or
  * the mask ao_cuda_gelu_dropout stored under the same key. */
+cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_dtype half_type, const void *dy,
+                                          const void *h, ao_dtype in_type, int batch,
+                                          size_t per_row, const ao_cuda_dropout_key *key,
+                                          const uint8_t *mask_in, cudaStream_t stream);
 /* dx16[i, j] = gelu_backward(T(T(u[i]) * v[j]), h[i, j]) in half_type T
  * (AO_BF16 or AO_F16) for i < rows, j < cols; v [cols] and h [rows, cols]
  * of type T: the input gradient of a linear to one output (dy = u, w = v)
@@ -272,10 +276,6 @@ cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const void *h, ao
 cudaError_t ao_cuda_outer_gelu_backward(void *dx16, ao_dtype half_type, const float *u,
                                         const void *v, const void *h, int rows, int cols,
                                         cudaStream_t stream);
-cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_dtype half_type, const void *dy,
-                                          const void *h, ao_dtype in_type, int batch,
-                                          size_t per_row, const ao_cuda_dropout_key *key,
-                                          const uint8_t *mask_in, cudaStream_t stream);
 
 /* ---- embedding bag (mean) ------------------------------------------------- */
 

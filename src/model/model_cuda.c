@@ -186,35 +186,15 @@ static int attn_fused(const ao_model *m)
            ao_cuda_flash_attention_supported(cm->op.half, sh->seq, sh->dim / sh->heads);
 }
 
-/* out: the branch's end, as mc_linear_forward_branch writes it; returns
- * whether only its 16-bit copy was. */
-static int attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const ao_attn_saved *sv,
-                        const float *x, const ao_attn_weights *w, const ao_cuda_dropout_key *kp)
+/* The unfused chain between the projections: scores, softmax and dropout,
+ * ctx = P v, leaving ctx's 16-bit copy current (qkv's is, on entry). */
+static void attn_context_unfused(ao_model *m, ao_stream *s, int layer, const ao_attn_saved *sv,
+                                 const ao_cuda_dropout_key *kp)
 {
     cuda_model *cm = m->impl;
     const attn_dims a = attn_dims_of(&m->shape);
     const int N = a.B * a.T;
     const long long TT = (long long)a.T * a.T;
-    cudaStream_t cs = ao_cuda_stream(s);
-
-    const int mark = cm->op.nprepared;
-    /* q, k, v (16-bit modes: only their 16-bit copy), current through both
-     * products (only att, extra, ctx and out are written until the marks
-     * are dropped) */
-    mc_linear_forward_operand(m, s, sv->qkv, x, w->in_w, w->in_b, N, a.d, a.d3);
-    cm->fused[layer] = (unsigned char)attn_fused(m);
-    if (cm->fused[layer]) {
-        const uint8_t *pre = masks_in(&cm->probs_masks, layer, kp); /* cuda_predraw's */
-        KCHECK(ao_cuda_flash_attention_forward(
-            ao_op16_twin_of(&cm->op, sv->ctx), probs_stats(m, layer),
-            ao_op16_twin_of(&cm->op, sv->qkv), cm->op.half, a.B, a.H, a.T, a.hd, a.scale, kp, pre,
-            pre ? NULL : masks_out(&cm->probs_masks, layer, kp), cs));
-        ao_op16_mark_current(&cm->op, s, sv->ctx, (size_t)N * a.d, 0);
-        const int out16 =
-            mc_linear_forward_branch(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
-        cm->op.nprepared = mark;
-        return out16;
-    }
     const long long Td3 = (long long)a.T * a.d3, Td = (long long)a.T * a.d, HTT = a.H * TT;
     /* scores = scale q k^T. In 16-bit modes they are written in 16 bits
      * (autocast's scores) into att's own bytes, and the softmax keeps each
@@ -233,13 +213,40 @@ static int attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const 
     KCHECK(ao_cuda_softmax_dropout_forward(
         half ? NULL : sv->att, half ? probs_stats(m, layer) : NULL,
         half ? ao_op16_twin_of(&cm->op, P) : (void *)P, cm->op.half, sv->att, cm->op.half, a.B, a.H,
-        a.T, kp, masks_out(&cm->probs_masks, layer, kp), cs));
+        a.T, kp, masks_out(&cm->probs_masks, layer, kp), ao_cuda_stream(s)));
     ao_op16_mark_current(&cm->op, s, P, np, 0);
     /* ctx = P v, heads concatenated (16-bit modes: only its 16-bit copy) */
     const int direct =
         mc_gemm_operand(m, s, 0, 0, a.T, a.hd, a.T, 1.0f, P, a.T, sv->qkv + 2 * a.d, a.d3, sv->ctx,
                         a.d, heads_batch(&a, TT, a.hd, a.hd, HTT, Td3, Td));
     ao_op16_mark_current(&cm->op, s, sv->ctx, (size_t)N * a.d, !direct);
+}
+
+/* out: the branch's end, as mc_linear_forward_branch writes it; returns
+ * whether only its 16-bit copy was. */
+static int attn_forward(ao_model *m, ao_stream *s, int layer, float *out, const ao_attn_saved *sv,
+                        const float *x, const ao_attn_weights *w, const ao_cuda_dropout_key *kp)
+{
+    cuda_model *cm = m->impl;
+    const attn_dims a = attn_dims_of(&m->shape);
+    const int N = a.B * a.T;
+
+    const int mark = cm->op.nprepared;
+    /* q, k, v (16-bit modes: only their 16-bit copy), current through both
+     * products (only att, extra, ctx and out are written until the marks
+     * are dropped) */
+    mc_linear_forward_operand(m, s, sv->qkv, x, w->in_w, w->in_b, N, a.d, a.d3);
+    cm->fused[layer] = (unsigned char)attn_fused(m);
+    if (cm->fused[layer]) {
+        const uint8_t *pre = masks_in(&cm->probs_masks, layer, kp); /* cuda_predraw's */
+        KCHECK(ao_cuda_flash_attention_forward(
+            ao_op16_twin_of(&cm->op, sv->ctx), probs_stats(m, layer),
+            ao_op16_twin_of(&cm->op, sv->qkv), cm->op.half, a.B, a.H, a.T, a.hd, a.scale, kp, pre,
+            pre ? NULL : masks_out(&cm->probs_masks, layer, kp), ao_cuda_stream(s)));
+        ao_op16_mark_current(&cm->op, s, sv->ctx, (size_t)N * a.d, 0);
+    } else {
+        attn_context_unfused(m, s, layer, sv, kp);
+    }
     const int out16 = mc_linear_forward_branch(m, s, out, sv->ctx, w->out_w, w->out_b, N, a.d, a.d);
     cm->op.nprepared = mark;
     return out16;

@@ -376,11 +376,10 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
                 const int c = hq + j * 8 + 2 * t;
                 const float2 l = *reinterpret_cast<const float2 *>(sL + c);
                 const float2 dl = *reinterpret_cast<const float2 *>(sD + c);
-                const uint32_t kb[2] = {dr.on ? key_bits(sMb, c, w, g) : ~0u,
-                                        dr.on ? key_bits(sMb, c + 1, w, g) : ~0u};
+                const uint2 kb = keep_bits(sMb, dr, c, w, g);
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const bool keep = (kb[e & 1] >> (16 * (e >> 1))) & 1u;
+                    const bool keep = kept(kb, e);
                     const float pv = fast_exp2(fmaf(p[j][e], sl2, -(e & 1 ? l.y : l.x)));
                     pd[j][e] = keep ? pv * kf : 0.0f;
                     p[j][e] = pv * fmaf(dp[j][e], keep ? ks : 0.0f, -(e & 1 ? dl.y : dl.x));

@@ -171,6 +171,21 @@ __device__ __forceinline__ uint32_t key_bits(const uint8_t *sm, int q, int w, in
     return *reinterpret_cast<const uint32_t *>(sm + q * 16 + w * 4) >> (8 * (g >> 2) + (g & 3));
 }
 
+/* key_bits of query columns c and c + 1 (all kept without dropout) ... */
+__device__ __forceinline__ uint2 keep_bits(const uint8_t *sm, const flash_drop &dr, int c, int w,
+                                           int g)
+{
+    return dr.on ? make_uint2(key_bits(sm, c, w, g), key_bits(sm, c + 1, w, g))
+                 : make_uint2(~0u, ~0u);
+}
+
+/* ... and whether accumulator element e (key row g, or g + 8 for e >= 2;
+ * column c + (e & 1)) is kept. */
+__device__ __forceinline__ bool kept(uint2 kb, int e)
+{
+    return ((e & 1 ? kb.y : kb.x) >> (16 * (e >> 1))) & 1u;
+}
+
 /* Writes a warp's 16 x HD accumulator times (row g, row g + 8) factors as T
  * at rows `stride` apart. */
 template <ao_dtype T, int HD>

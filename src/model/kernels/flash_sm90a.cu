@@ -276,14 +276,6 @@ constexpr size_t kKvSmem = (size_t)(2 * 2 * kHalf + 2 * 2 * 2 * kHalf) * 2 + 2 *
  * shared memory), the same per-element chain on the accumulators (their
  * fragments are mma.sync's), and dV += P^T dO and dK += dS^T Q (4
  * m64n128k16 each, A from registers, B MN-major). */
-/* The keep bits of query columns c and c + 1 for the lane's keys (key_bits;
- * all kept without dropout). */
-__device__ __forceinline__ uint2 keep_bits(const uint8_t *sm, const flash_drop &dr, int c, int w,
-                                           int g)
-{
-    return dr.on ? make_uint2(key_bits(sm, c, w, g), key_bits(sm, c + 1, w, g))
-                 : make_uint2(~0u, ~0u);
-}
 
 template <ao_dtype T, bool DRAW>
 __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args a)
@@ -354,7 +346,7 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
             float pd[4];
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const bool keep = ((e & 1 ? kb.y : kb.x) >> (16 * (e >> 1))) & 1u;
+                const bool keep = kept(kb, e);
                 p[j][e] = fast_exp2(fmaf(p[j][e], sl2, -(e & 1 ? l.y : l.x)));
                 pd[e] = keep ? p[j][e] * kf : 0.0f;
             }
@@ -375,7 +367,7 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
             const uint2 kb = keep_bits(sMb, dr, c, w, g);
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const bool keep = ((e & 1 ? kb.y : kb.x) >> (16 * (e >> 1))) & 1u;
+                const bool keep = kept(kb, e);
                 p[j][e] *= fmaf(dp[j][e], keep ? ks : 0.0f, -(e & 1 ? dl.y : dl.x));
             }
             const uint32_t s01 = pack2<T>(p[j][0], p[j][1]), s23 = pack2<T>(p[j][2], p[j][3]);
