@@ -606,6 +606,12 @@ static void test_ffn_half_inputs(float p, size_t per_row)
         K(ao_cuda_gelu_dropout(d_out, ht, d_h16, ht, batch, per_row, &key, NULL, d_mask, cs()));
         snprintf(name, sizeof name, "gelu_dropout %s in", ao_dtype_name(ht));
         report_bits(name, shape, d_out, d_ref, 2 * n);
+        /* with the stored mask (the forward after the draw: its own kernel
+         * where per_row % 8 == 0) */
+        K(ao_cuda_gelu_dropout(d_out, ht, d_h16, ht, batch, per_row, &key, p > 0 ? d_mask : NULL,
+                               NULL, cs()));
+        snprintf(name, sizeof name, "gelu_dropout %s in, mask in", ao_dtype_name(ht));
+        report_bits(name, shape, d_out, d_ref, 2 * n);
         /* backward, in place over the 16-bit dy */
         K(ao_cuda_dropout(d_tmp, d_dyw, batch, per_row, &key, cs()));
         K(ao_cuda_gelu_backward(d_tmp, d_tmp, d_hw, n, cs()));
@@ -696,6 +702,7 @@ static void test_fused(void)
         test_dropout_gelu_backward(p, 4096, 1);
         test_ffn_half_inputs(p, 8192);
         test_ffn_half_inputs(p, 1003);
+        test_ffn_half_inputs(p, 8200); /* n / 8 not a multiple of a warp */
     }
     test_outer_gelu_backward(37, 8192);
     test_outer_gelu_backward(21, 2051);  /* scalar columns, a partial last thread */

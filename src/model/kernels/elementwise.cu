@@ -337,6 +337,53 @@ template <ao_dtype T, ao_dtype TI> struct gelu_dropout_map {
     }
 };
 
+/* GELU + dropout with its mask read (the forward of a step whose masks were
+ * drawn beside the update), 16-bit h and out, per_row % 8 == 0: the mask
+ * byte of group g of row r is byte r * per_row / 4 + g, i.e. the flat
+ * element's index / 4, so the rows need not be known. A thread takes 8
+ * consecutive elements a step (one 16-byte load of h, two mask bytes, one
+ * 16-byte store), kGeluSteps steps' loads in flight; the values are
+ * gelu_dropout_map's through dropout_kernel, op for op. dropout_kernel's
+ * 8-byte groups and per-group indexing left this pass bound by instruction
+ * issue at ~1.8 TB/s (bench/RESULTS.md). */
+constexpr int kGeluSteps = 4;
+
+template <ao_dtype T, ao_dtype TI>
+__global__ void __launch_bounds__(kThreads)
+    gelu_dropout_masked_kernel(uint4 *out, const uint4 *h, const uint16_t *mask, size_t n8,
+                               drop_rate r)
+{
+    pdl_wait();
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    const gelu_forward_op g{};
+    for (size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i0 < n8;
+         i0 += kGeluSteps * stride) {
+        uint4 hv[kGeluSteps];
+        uint16_t mb[kGeluSteps];
+#pragma unroll
+        for (int u = 0; u < kGeluSteps; u++) {
+            const size_t i = i0 + (size_t)u * stride;
+            hv[u] = i < n8 ? h[i] : make_uint4(0, 0, 0, 0);
+            mb[u] = i < n8 ? mask[i] : 0;
+        }
+#pragma unroll
+        for (int u = 0; u < kGeluSteps; u++) {
+            const size_t i = i0 + (size_t)u * stride;
+            if (i >= n8) break;
+            uint2 half[2] = {make_uint2(hv[u].x, hv[u].y), make_uint2(hv[u].z, hv[u].w)};
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+                float f[4];
+                mask_factors((uint8_t)(mb[u] >> (8 * q)), r, f);
+                const float4 v = widen4<TI>(half[q]);
+                half[q] = narrow4<T>(
+                    times4(make_float4(g(v.x, 0.0f), g(v.y, 0.0f), g(v.z, 0.0f), g(v.w, 0.0f)), f));
+            }
+            out[i] = make_uint4(half[0].x, half[0].y, half[1].x, half[1].y);
+        }
+    }
+}
+
 /* ... of ao_cuda_dropout_gelu_backward: dy in (type TI, as h), dx = gelu'(h)
  * * dropped dy out as floats unless dx is NULL and, when dx16 is set, in half
  * type T. */
@@ -497,6 +544,19 @@ extern "C" cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const 
         constexpr ao_dtype OT = decltype(otag)::value;
         return with_input_dtype<OT>(h_type, [&](auto htag) {
             constexpr ao_dtype HT = decltype(htag)::value;
+            if constexpr (OT != AO_F32 && HT != AO_F32) {
+                const size_t n = (size_t)(batch > 0 ? batch : 0) * per_row;
+                if (mask_in && key->p > 0.0f && per_row % 8 == 0 && aligned16(out) &&
+                    aligned16(h) && ((uintptr_t)mask_in & 1u) == 0) {
+                    if (n == 0) return cudaSuccess;
+                    launch(gelu_dropout_masked_kernel<OT, HT>, elem_blocks(n / 8, kGeluSteps),
+                           kThreads, 0, stream, static_cast<uint4 *>(out),
+                           static_cast<const uint4 *>(h),
+                           reinterpret_cast<const uint16_t *>(mask_in), n / 8,
+                           drop_rate_of(key->p));
+                    return cudaGetLastError();
+                }
+            }
             return launch_dropout_map(
                 gelu_dropout_map<OT, HT>{typed_store<OT>{out}, typed_load<HT>{h}},
                 store4_ok<OT>(out) && load4_ok<HT>(h), batch, per_row, *key, stream, mask_in,
