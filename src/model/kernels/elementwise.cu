@@ -337,51 +337,104 @@ template <ao_dtype T, ao_dtype TI> struct gelu_dropout_map {
     }
 };
 
-/* GELU + dropout with its mask read (the forward of a step whose masks were
- * drawn beside the update), 16-bit h and out, per_row % 8 == 0: the mask
- * byte of group g of row r is byte r * per_row / 4 + g, i.e. the flat
- * element's index / 4, so the rows need not be known. A thread takes 8
- * consecutive elements a step (one 16-byte load of h, two mask bytes, one
- * 16-byte store), kGeluSteps steps' loads in flight; the values are
- * gelu_dropout_map's through dropout_kernel, op for op. dropout_kernel's
- * 8-byte groups and per-group indexing left this pass bound by instruction
- * issue at ~1.8 TB/s (bench/RESULTS.md). */
-constexpr int kGeluSteps = 4;
+/* GELU and its dropout with the mask already drawn (every large step after
+ * the first), all 16-bit, per_row % 8 == 0: the mask byte of group g of row
+ * r is byte r * per_row / 4 + g, i.e. the flat element's index / 4, so the
+ * rows need not be known. A thread takes 8 consecutive elements a step (one
+ * 16-byte load of each input, two mask bytes, one 16-byte store), kFlatSteps
+ * steps' loads in flight. Op gives an element's value from its input(s) and
+ * mask factor with the operations of the dropout_kernel Map it stands for,
+ * so the bits are that Map's. dropout_kernel's 8-byte groups and per-group
+ * indexing left the forward bound by instruction issue at ~1.8 TB/s
+ * (bench/RESULTS.md). */
+constexpr int kFlatSteps = 4;
 
-template <ao_dtype T, ao_dtype TI>
+/* gelu_dropout_map: gelu(h) times the factor */
+struct gelu_dropout_flat {
+    static constexpr bool two_inputs = false;
+    __device__ float operator()(float h, float, float f) const
+    {
+        return gelu_forward_op{}(h, 0.0f) * f;
+    }
+};
+
+/* dropout_gelu_backward_map: gelu'(h) applied to the dropped dy */
+struct dropout_gelu_backward_flat {
+    static constexpr bool two_inputs = true;
+    __device__ float operator()(float dy, float h, float f) const
+    {
+        return gelu_backward_op{}(dy * f, h);
+    }
+};
+
+/* 8 16-bit values of type T as floats */
+template <ao_dtype T> __device__ void widen8(uint4 u, float (&v)[8])
+{
+    const float4 lo = widen4<T>(make_uint2(u.x, u.y)), hi = widen4<T>(make_uint2(u.z, u.w));
+    v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w;
+    v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+}
+
+/* out[i] = op(a[i], b[i], factor) over n8 groups of 8; b is read only when
+ * Op::two_inputs; out may alias a (each thread reads a group before it
+ * stores it). */
+template <ao_dtype T, ao_dtype TI, class Op>
 __global__ void __launch_bounds__(kThreads)
-    gelu_dropout_masked_kernel(uint4 *out, const uint4 *h, const uint16_t *mask, size_t n8,
-                               drop_rate r)
+    masked_flat_kernel(uint4 *out, const uint4 *a, const uint4 *b, const uint16_t *mask, size_t n8,
+                       drop_rate r, Op op)
 {
     pdl_wait();
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    const gelu_forward_op g{};
     for (size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i0 < n8;
-         i0 += kGeluSteps * stride) {
-        uint4 hv[kGeluSteps];
-        uint16_t mb[kGeluSteps];
+         i0 += kFlatSteps * stride) {
+        uint4 av[kFlatSteps], bv[kFlatSteps];
+        uint16_t mb[kFlatSteps];
 #pragma unroll
-        for (int u = 0; u < kGeluSteps; u++) {
+        for (int u = 0; u < kFlatSteps; u++) {
             const size_t i = i0 + (size_t)u * stride;
-            hv[u] = i < n8 ? h[i] : make_uint4(0, 0, 0, 0);
-            mb[u] = i < n8 ? mask[i] : 0;
+            const bool in = i < n8;
+            av[u] = in ? a[i] : make_uint4(0, 0, 0, 0);
+            bv[u] = in && Op::two_inputs ? b[i] : make_uint4(0, 0, 0, 0);
+            mb[u] = in ? mask[i] : 0;
         }
 #pragma unroll
-        for (int u = 0; u < kGeluSteps; u++) {
+        for (int u = 0; u < kFlatSteps; u++) {
             const size_t i = i0 + (size_t)u * stride;
             if (i >= n8) break;
-            uint2 half[2] = {make_uint2(hv[u].x, hv[u].y), make_uint2(hv[u].z, hv[u].w)};
+            float x[8], y[8], f[8];
+            widen8<TI>(av[u], x);
+            widen8<TI>(bv[u], y);
+            mask_factors((uint8_t)(mb[u] & 0xffu), r, f);
+            mask_factors((uint8_t)(mb[u] >> 8), r, f + 4);
+            float o[8];
 #pragma unroll
-            for (int q = 0; q < 2; q++) {
-                float f[4];
-                mask_factors((uint8_t)(mb[u] >> (8 * q)), r, f);
-                const float4 v = widen4<TI>(half[q]);
-                half[q] = narrow4<T>(
-                    times4(make_float4(g(v.x, 0.0f), g(v.y, 0.0f), g(v.z, 0.0f), g(v.w, 0.0f)), f));
-            }
-            out[i] = make_uint4(half[0].x, half[0].y, half[1].x, half[1].y);
+            for (int l = 0; l < 8; l++) o[l] = op(x[l], y[l], f[l]);
+            out[i] = make_uint4(narrow2<T>(o[0], o[1]), narrow2<T>(o[2], o[3]),
+                                narrow2<T>(o[4], o[5]), narrow2<T>(o[6], o[7]));
         }
     }
+}
+
+/* Launches masked_flat_kernel over n elements when its conditions hold
+ * (mask read, p > 0, per_row % 8 == 0, 16-byte aligned arrays); false:
+ * the caller runs dropout_kernel. */
+template <ao_dtype T, ao_dtype TI, class Op>
+bool launch_masked_flat(void *out, const void *a, const void *b, const uint8_t *mask, int batch,
+                        size_t per_row, const ao_cuda_dropout_key &key, Op op, cudaStream_t stream,
+                        cudaError_t *err)
+{
+    static_assert(T != AO_F32 && TI != AO_F32, "16-bit types only");
+    if (!mask || key.p <= 0.0f || per_row % 8 != 0 || !aligned16(out) || !aligned16(a) ||
+        (Op::two_inputs && !aligned16(b)) || ((uintptr_t)mask & 1u) != 0)
+        return false;
+    const size_t n8 = (size_t)(batch > 0 ? batch : 0) * per_row / 8;
+    *err = cudaSuccess;
+    if (n8 == 0) return true;
+    launch(masked_flat_kernel<T, TI, Op>, elem_blocks(n8, kFlatSteps), kThreads, 0, stream,
+           static_cast<uint4 *>(out), static_cast<const uint4 *>(a), static_cast<const uint4 *>(b),
+           reinterpret_cast<const uint16_t *>(mask), n8, drop_rate_of(key.p), op);
+    *err = cudaGetLastError();
+    return true;
 }
 
 /* ... of ao_cuda_dropout_gelu_backward: dy in (type TI, as h), dx = gelu'(h)
@@ -545,17 +598,10 @@ extern "C" cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const 
         return with_input_dtype<OT>(h_type, [&](auto htag) {
             constexpr ao_dtype HT = decltype(htag)::value;
             if constexpr (OT != AO_F32 && HT != AO_F32) {
-                const size_t n = (size_t)(batch > 0 ? batch : 0) * per_row;
-                if (mask_in && key->p > 0.0f && per_row % 8 == 0 && aligned16(out) &&
-                    aligned16(h) && ((uintptr_t)mask_in & 1u) == 0) {
-                    if (n == 0) return cudaSuccess;
-                    launch(gelu_dropout_masked_kernel<OT, HT>, elem_blocks(n / 8, kGeluSteps),
-                           kThreads, 0, stream, static_cast<uint4 *>(out),
-                           static_cast<const uint4 *>(h),
-                           reinterpret_cast<const uint16_t *>(mask_in), n / 8,
-                           drop_rate_of(key->p));
-                    return cudaGetLastError();
-                }
+                cudaError_t err;
+                if (launch_masked_flat<OT, HT>(out, h, nullptr, mask_in, batch, per_row, *key,
+                                               gelu_dropout_flat{}, stream, &err))
+                    return err;
             }
             return launch_dropout_map(
                 gelu_dropout_map<OT, HT>{typed_store<OT>{out}, typed_load<HT>{h}},
@@ -617,6 +663,12 @@ extern "C" cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_d
         const bool vec = aligned16(dx) && (dx16 == nullptr || store4_ok<HT>(dx16));
         return with_input_dtype<HT>(in_type, [&](auto itag) {
             constexpr ao_dtype IT = decltype(itag)::value;
+            if constexpr (HT != AO_F32 && IT != AO_F32) {
+                cudaError_t err;
+                if (!dx && launch_masked_flat<HT, IT>(dx16, dy, h, mask_in, batch, per_row, *key,
+                                                      dropout_gelu_backward_flat{}, stream, &err))
+                    return err;
+            }
             return launch_dropout_map(
                 dropout_gelu_backward_map<HT, IT>{
                     {dy}, dx, typed_store<HT>{dx16}, typed_load<IT>{h}},
