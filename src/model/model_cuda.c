@@ -715,11 +715,15 @@ static void cuda_backward_input(ao_model *m, ao_stream *s, const float *root, fl
     mc_fresh_add(&fg, ig.table, (size_t)is.vocab * is.emb_dim);
     mc_fresh_add(&fg, ig.sparse_b, (size_t)is.dim);
     mc_fresh_zero(m, s, &fg);
-    /* ao_input_backward */
+    /* ao_input_backward; both projections' GEMMs read the same dy, cast
+     * once (each backward would cast it again) */
+    const int mark = c->op.nprepared;
+    ao_op16_prepare(&c->op, s, c->a.dx[0], (size_t)is.n * is.dim);
     mc_linear_backward(m, s, NULL, ig.dense_w, ig.dense_b, c->a.dx[0], b->dense, iw.dense_w, is.n,
                        is.dense_in, is.dim);
     mc_linear_backward(m, s, dpooled, ig.sparse_w, ig.sparse_b, c->a.dx[0], c->a.pooled,
                        iw.sparse_w, is.n, is.emb_dim, is.dim);
+    c->op.nprepared = mark;
     KCHECK(ao_cuda_embedding_bag_mean_backward(ig.table, dpooled, b->ids, is.n, is.sparse,
                                                is.emb_dim, is.vocab, c->emb_workspace,
                                                ao_cuda_stream(s)));
