@@ -267,6 +267,18 @@ cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_dtype half_t
                                           const void *h, ao_dtype in_type, int batch,
                                           size_t per_row, const ao_cuda_dropout_key *key,
                                           const uint8_t *mask_in, cudaStream_t stream);
+/* ao_cuda_dropout_gelu_backward, then db[j] += the column sums of what it
+ * wrote (dx16 when set, else dx) as [batch * per_row / cols, cols] rows
+ * (per_row % cols == 0): the bias gradient of the linear whose output
+ * gradient dy is, ao_cuda_bias_grad's bits. With dx NULL, the mask read,
+ * and 16-bit dy, h and dx16 of one type, the sums come from the pass's own
+ * launch instead of a second read of dx16. */
+cudaError_t ao_cuda_dropout_gelu_backward_bias(float *dx, void *dx16, ao_dtype half_type,
+                                               const void *dy, const void *h, ao_dtype in_type,
+                                               int batch, size_t per_row,
+                                               const ao_cuda_dropout_key *key,
+                                               const uint8_t *mask_in, float *db, int cols,
+                                               cudaStream_t stream);
 /* dx16[i, j] = gelu_backward(T(T(u[i]) * v[j]), h[i, j]) in half_type T
  * (AO_BF16 or AO_F16) for i < rows, j < cols; v [cols] and h [rows, cols]
  * of type T: the input gradient of a linear to one output (dy = u, w = v)

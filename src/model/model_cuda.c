@@ -436,18 +436,17 @@ static void encoder_backward(ao_model *m, ao_stream *s, int layer, float *dx,
                  da16 ? 16 : 32, h16 ? 16 : 32);
     /* dropout and GELU backward in one pass, in 16-bit modes only into da's
      * 16-bit copy (over its input there, element for element), which both
-     * lin1 GEMMs and the bias gradient read */
+     * lin1 GEMMs read, with lin1's bias gradient (the sums of that copy) */
     ao_dtype in_type;
     const void *h_in = ao_op16_input_of(&cm->op, sv->h, h16, &in_type);
     const void *da_in = ao_op16_input_of(&cm->op, da, h16, &in_type);
-    KCHECK(ao_cuda_dropout_gelu_backward(ao_op16_fp32_or_null(&cm->op, da),
-                                         ao_op16_twin_or_null(&cm->op, da), cm->op.half, da_in,
-                                         h_in, in_type, sh->batch, tok_ff, &k.hidden,
-                                         masks_in(&cm->hidden_masks, layer, &k.hidden), cs));
+    KCHECK(ao_cuda_dropout_gelu_backward_bias(
+        ao_op16_fp32_or_null(&cm->op, da), ao_op16_twin_or_null(&cm->op, da), cm->op.half, da_in,
+        h_in, in_type, sh->batch, tok_ff, &k.hidden, masks_in(&cm->hidden_masks, layer, &k.hidden),
+        g->lin1_b, ff, cs));
     ao_op16_mark_current(&cm->op, s, da, nff, 0);
     /* with the residual around the FFN */
-    mc_linear_backward_plus(m, s, dx1, dr, g->lin1_w, g->lin1_b, da, sv->x1, w->lin1_w, N, d, ff,
-                            0);
+    mc_linear_backward_plus(m, s, dx1, dr, g->lin1_w, NULL, da, sv->x1, w->lin1_w, N, d, ff, 0);
     cm->op.nprepared = mark;
 
     /* attention branch, its gradient as the FFN's */

@@ -620,6 +620,27 @@ static void test_ffn_half_inputs(float p, size_t per_row)
                                         p > 0 ? d_mask : NULL, cs()));
         snprintf(name, sizeof name, "dropout_gelu_bwd %s in, mask", ao_dtype_name(ht));
         report_bits(name, shape, d_dy16, d_ref, 2 * n);
+        /* again with the bias gradient of [n / cols, cols] rows (from the
+         * pass's own launch where cols % 8 == 0 and the mask is read): the
+         * same dx and ao_cuda_bias_grad's bits, added to what db held */
+        const int cols = per_row % 64 == 0 ? 64 : (int)per_row; /* 384 rows: two chunks */
+        float *db0 = random_floats((size_t)cols, -1, 1);
+        float *d_db = upload(db0, 4 * (size_t)cols), *d_db_ref = upload(db0, 4 * (size_t)cols);
+        K(ao_cuda_bias_grad(d_db_ref, d_ref, ht, (int)(n / (size_t)cols), cols, cs()));
+        K(ao_cuda_cast(d_dy16, ht, d_dy, AO_F32, n, cs()));
+        K(ao_cuda_dropout_gelu_backward_bias(NULL, d_dy16, ht, d_dy16, d_h16, ht, batch, per_row,
+                                             &key, p > 0 ? d_mask : NULL, d_db, cols, cs()));
+        snprintf(name, sizeof name, "dropout_gelu_bwd_bias %s, dx", ao_dtype_name(ht));
+        report_bits(name, shape, d_dy16, d_ref, 2 * n);
+        snprintf(name, sizeof name, "dropout_gelu_bwd_bias %s, db", ao_dtype_name(ht));
+        report_bits(name, shape, d_db, d_db_ref, 4 * (size_t)cols);
+        CHECK(ao_cuda_dropout_gelu_backward_bias(NULL, d_dy16, ht, d_dy16, d_h16, ht, batch,
+                                                 per_row, &key, NULL, d_db, 7,
+                                                 cs()) == cudaErrorInvalidValue ||
+                  per_row % 7 == 0,
+              "dropout_gelu_backward_bias accepted rows of %zu in %d columns", per_row, 7);
+        ao_dev_free(dev, d_db), ao_dev_free(dev, d_db_ref);
+        free(db0);
     }
     const int bad = ao_cuda_gelu_dropout(d_out, AO_BF16, d_h16, AO_F16, batch, per_row, &key, NULL,
                                          NULL, cs()) == cudaErrorInvalidValue;

@@ -1,5 +1,6 @@
 /* Element-wise ops (add, scale, GELU), dropout, and the fused chains of
  * GELU and dropout. */
+#include "model/kernels/colsum.cuh"
 #include "model/kernels/dropout.cuh"
 
 namespace
@@ -437,6 +438,46 @@ bool launch_masked_flat(void *out, const void *a, const void *b, const uint8_t *
     return true;
 }
 
+/* dropout_gelu_backward_flat as a column-sum term (colsum.cuh), all of type
+ * T: get() computes and stores 8 elements of dx16 (over dy) at row i,
+ * column j and returns their 16-bit values widened, the terms
+ * bias_grad_term16 reads back from dx16. So the bias gradient of the linear
+ * before GELU comes with the pass, in ao_cuda_bias_grad's chunks and order
+ * (its bits), instead of a second read of dx16. */
+template <ao_dtype T> struct gelu_backward_bias_term {
+    static constexpr int outputs = 1;
+    static constexpr bool heavy = true;
+    uint16_t *dx16;
+    const uint16_t *dy, *h;
+    const uint8_t *mask; /* masked_flat_kernel's: flat element e's group is byte e / 4 */
+    drop_rate r;
+    int c;
+    template <int W> __device__ void get(int i, int j, sum2 (&v)[W]) const
+    {
+        static_assert(W == 8, "one 16-byte load of each array");
+        const size_t at = (size_t)i * c + j;
+        float x[8], y[8], f[8], o[8];
+        widen8<T>(*reinterpret_cast<const uint4 *>(dy + at), x);
+        widen8<T>(*reinterpret_cast<const uint4 *>(h + at), y);
+        const uint16_t mb = *reinterpret_cast<const uint16_t *>(mask + at / 4);
+        mask_factors((uint8_t)(mb & 0xffu), r, f);
+        mask_factors((uint8_t)(mb >> 8), r, f + 4);
+        const dropout_gelu_backward_flat op{};
+#pragma unroll
+        for (int l = 0; l < 8; l++) o[l] = op(x[l], y[l], f[l]);
+        const uint4 q = make_uint4(narrow2<T>(o[0], o[1]), narrow2<T>(o[2], o[3]),
+                                   narrow2<T>(o[4], o[5]), narrow2<T>(o[6], o[7]));
+        *reinterpret_cast<uint4 *>(dx16 + at) = q;
+        widen8<T>(q, o);
+#pragma unroll
+        for (int l = 0; l < 8; l++) v[l] = sum2{(double)o[l], 0.0};
+    }
+    int width() const
+    {
+        return 8;
+    }
+};
+
 /* ... of ao_cuda_dropout_gelu_backward: dy in (type TI, as h), dx = gelu'(h)
  * * dropped dy out as floats unless dx is NULL and, when dx16 is set, in half
  * type T. */
@@ -675,6 +716,40 @@ extern "C" cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_d
                 vec && load4_ok<IT>(dy) && load4_ok<IT>(h), batch, per_row, *key, stream, mask_in);
         });
     });
+}
+
+extern "C" cudaError_t
+ao_cuda_dropout_gelu_backward_bias(float *dx, void *dx16, ao_dtype half_type, const void *dy,
+                                   const void *h, ao_dtype in_type, int batch, size_t per_row,
+                                   const ao_cuda_dropout_key *key, const uint8_t *mask_in,
+                                   float *db, int cols, cudaStream_t stream)
+{
+    if (batch < 0 || cols <= 0 || per_row % (size_t)cols != 0) return cudaErrorInvalidValue;
+    const size_t rows = (size_t)batch * (per_row / (size_t)cols);
+    if (rows > (size_t)INT32_MAX) return cudaErrorInvalidValue;
+    const bool fused = !dx && dx16 && in_type == half_type && key->heads == 0 && mask_in &&
+                       key->p > 0.0f && cols % 8 == 0 && aligned16(dx16) && aligned16(dy) &&
+                       aligned16(h) && ((uintptr_t)mask_in & 1u) == 0;
+    const auto term = [&](auto tag) {
+        constexpr ao_dtype T = decltype(tag)::value;
+        return gelu_backward_bias_term<T>{static_cast<uint16_t *>(dx16),
+                                          static_cast<const uint16_t *>(dy),
+                                          static_cast<const uint16_t *>(h),
+                                          mask_in,
+                                          drop_rate_of(key->p),
+                                          cols};
+    };
+    if (fused && half_type == AO_BF16)
+        return column_sums(db, (float *)nullptr, (int)rows, cols, term(dtype_tag<AO_BF16>{}),
+                           stream);
+    if (fused && half_type == AO_F16)
+        return column_sums(db, (float *)nullptr, (int)rows, cols, term(dtype_tag<AO_F16>{}),
+                           stream);
+    const cudaError_t err = ao_cuda_dropout_gelu_backward(dx, dx16, half_type, dy, h, in_type,
+                                                          batch, per_row, key, mask_in, stream);
+    if (err != cudaSuccess) return err;
+    return dx16 ? ao_cuda_bias_grad(db, dx16, half_type, (int)rows, cols, stream)
+                : ao_cuda_bias_grad(db, dx, AO_F32, (int)rows, cols, stream);
 }
 
 extern "C" cudaError_t ao_cuda_outer_gelu_backward(void *dx16, ao_dtype half_type, const float *u,
