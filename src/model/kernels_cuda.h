@@ -19,13 +19,15 @@
  * sums each table row's contributions in position order (the reference's
  * order), instead of scattering with atomics.
  *
- * Where each launcher lives (kernels/): layernorm.cu (LayerNorm, its fused
- * dropout, and the column sums of the bias and LayerNorm parameter
- * gradients), attention.cu (softmax and its fused dropout), flash.cu (the
- * fused flash-style attention, 16-bit tensor-core products), elementwise.cu
- * (add, scale, GELU, dropout and GELU + dropout), casts.cu, optimizer.cu
- * (norms, flags, AdamW), embedding.cu, loss.cu, data.cu and launch.cu;
- * common.cuh, dtype.cuh and dropout.cuh hold what they share.
+ * Where each launcher lives (kernels/): layernorm.cu (LayerNorm and its
+ * fused dropout), colsum.cu (the bias gradients' column sums), attention.cu
+ * (softmax and its fused dropout), flash.cu (the fused flash-style
+ * attention, 16-bit tensor-core products), elementwise.cu (add, scale, GELU,
+ * dropout and GELU + dropout, the GELU backward with its bias gradient),
+ * casts.cu, optimizer.cu (norms, flags, AdamW), embedding.cu, loss.cu,
+ * data.cu and launch.cu; common.cuh, dtype.cuh, dropout.cuh and colsum.cuh
+ * (the column sums of the bias and LayerNorm parameter gradients) hold what
+ * they share.
  *
  * Only backend files include this header (it includes gpu_compat.h). */
 #ifndef AORTA_MODEL_KERNELS_CUDA_H
