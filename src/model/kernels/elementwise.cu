@@ -376,8 +376,25 @@ template <ao_dtype T> __device__ void widen8(uint4 u, float (&v)[8])
     v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
 }
 
-/* out[i] = op(a[i], b[i], factor) over n8 groups of 8; b is read only when
- * Op::two_inputs; out may alias a (each thread reads a group before it
+/* Op on 8 consecutive elements: a and b's 16-bit values (b ignored unless
+ * Op::two_inputs), mb's two mask bytes (group 2i, then 2i + 1); the
+ * results rounded to T and packed as they are stored. */
+template <ao_dtype T, ao_dtype TI, class Op>
+__device__ uint4 flat8(uint4 a, uint4 b, uint16_t mb, const drop_rate &r, const Op &op)
+{
+    float x[8], y[8], f[8], o[8];
+    widen8<TI>(a, x);
+    widen8<TI>(b, y);
+    mask_factors((uint8_t)(mb & 0xffu), r, f);
+    mask_factors((uint8_t)(mb >> 8), r, f + 4);
+#pragma unroll
+    for (int l = 0; l < 8; l++) o[l] = op(x[l], y[l], f[l]);
+    return make_uint4(narrow2<T>(o[0], o[1]), narrow2<T>(o[2], o[3]), narrow2<T>(o[4], o[5]),
+                      narrow2<T>(o[6], o[7]));
+}
+
+/* out[i] = flat8(a[i], b[i], mask[i]) over n8 groups of 8; b is read only
+ * when Op::two_inputs; out may alias a (each thread reads a group before it
  * stores it). */
 template <ao_dtype T, ao_dtype TI, class Op>
 __global__ void __launch_bounds__(kThreads)
@@ -402,18 +419,19 @@ __global__ void __launch_bounds__(kThreads)
         for (int u = 0; u < kFlatSteps; u++) {
             const size_t i = i0 + (size_t)u * stride;
             if (i >= n8) break;
-            float x[8], y[8], f[8];
-            widen8<TI>(av[u], x);
-            widen8<TI>(bv[u], y);
-            mask_factors((uint8_t)(mb[u] & 0xffu), r, f);
-            mask_factors((uint8_t)(mb[u] >> 8), r, f + 4);
-            float o[8];
-#pragma unroll
-            for (int l = 0; l < 8; l++) o[l] = op(x[l], y[l], f[l]);
-            out[i] = make_uint4(narrow2<T>(o[0], o[1]), narrow2<T>(o[2], o[3]),
-                                narrow2<T>(o[4], o[5]), narrow2<T>(o[6], o[7]));
+            out[i] = flat8<T, TI>(av[u], bv[u], mb[u], r, op);
         }
     }
+}
+
+/* Whether the flat path takes a call: the mask read, p > 0, per_row % 8
+ * == 0, the arrays 16-byte aligned (b only when read) and the mask 2-byte
+ * aligned. */
+bool masked_flat_ok(const void *out, const void *a, const void *b, const uint8_t *mask,
+                    size_t per_row, const ao_cuda_dropout_key &key)
+{
+    return mask && key.p > 0.0f && per_row % 8 == 0 && aligned16(out) && aligned16(a) &&
+           (!b || aligned16(b)) && ((uintptr_t)mask & 1u) == 0;
 }
 
 /* Launches masked_flat_kernel over n elements when its conditions hold
@@ -425,9 +443,7 @@ bool launch_masked_flat(void *out, const void *a, const void *b, const uint8_t *
                         cudaError_t *err)
 {
     static_assert(T != AO_F32 && TI != AO_F32, "16-bit types only");
-    if (!mask || key.p <= 0.0f || per_row % 8 != 0 || !aligned16(out) || !aligned16(a) ||
-        (Op::two_inputs && !aligned16(b)) || ((uintptr_t)mask & 1u) != 0)
-        return false;
+    if (!masked_flat_ok(out, a, Op::two_inputs ? b : nullptr, mask, per_row, key)) return false;
     const size_t n8 = (size_t)(batch > 0 ? batch : 0) * per_row / 8;
     *err = cudaSuccess;
     if (n8 == 0) return true;
@@ -456,18 +472,11 @@ template <ao_dtype T> struct gelu_backward_bias_term {
     {
         static_assert(W == 8, "one 16-byte load of each array");
         const size_t at = (size_t)i * c + j;
-        float x[8], y[8], f[8], o[8];
-        widen8<T>(*reinterpret_cast<const uint4 *>(dy + at), x);
-        widen8<T>(*reinterpret_cast<const uint4 *>(h + at), y);
-        const uint16_t mb = *reinterpret_cast<const uint16_t *>(mask + at / 4);
-        mask_factors((uint8_t)(mb & 0xffu), r, f);
-        mask_factors((uint8_t)(mb >> 8), r, f + 4);
-        const dropout_gelu_backward_flat op{};
-#pragma unroll
-        for (int l = 0; l < 8; l++) o[l] = op(x[l], y[l], f[l]);
-        const uint4 q = make_uint4(narrow2<T>(o[0], o[1]), narrow2<T>(o[2], o[3]),
-                                   narrow2<T>(o[4], o[5]), narrow2<T>(o[6], o[7]));
+        const uint4 q = flat8<T, T>(
+            *reinterpret_cast<const uint4 *>(dy + at), *reinterpret_cast<const uint4 *>(h + at),
+            *reinterpret_cast<const uint16_t *>(mask + at / 4), r, dropout_gelu_backward_flat{});
         *reinterpret_cast<uint4 *>(dx16 + at) = q;
+        float o[8];
         widen8<T>(q, o);
 #pragma unroll
         for (int l = 0; l < 8; l++) v[l] = sum2{(double)o[l], 0.0};
@@ -727,9 +736,8 @@ ao_cuda_dropout_gelu_backward_bias(float *dx, void *dx16, ao_dtype half_type, co
     if (batch < 0 || cols <= 0 || per_row % (size_t)cols != 0) return cudaErrorInvalidValue;
     const size_t rows = (size_t)batch * (per_row / (size_t)cols);
     if (rows > (size_t)INT32_MAX) return cudaErrorInvalidValue;
-    const bool fused = !dx && dx16 && in_type == half_type && key->heads == 0 && mask_in &&
-                       key->p > 0.0f && cols % 8 == 0 && aligned16(dx16) && aligned16(dy) &&
-                       aligned16(h) && ((uintptr_t)mask_in & 1u) == 0;
+    const bool fused = !dx && dx16 && in_type == half_type && key->heads == 0 && cols % 8 == 0 &&
+                       masked_flat_ok(dx16, dy, h, mask_in, per_row, *key);
     const auto term = [&](auto tag) {
         constexpr ao_dtype T = decltype(tag)::value;
         return gelu_backward_bias_term<T>{static_cast<uint16_t *>(dx16),

@@ -235,6 +235,22 @@ struct kv_rows {
           delta(a.delta + bh * a.T), ds(a.ds + (bh * a.T + (size_t)(k0 + w * 16 + g)) * a.T)
     {
     }
+    /* Starts copying query tile n0's stage: its Q and dO rows through the
+     * kernel's tile loader (load(s, g, stride): padded or swizzled shared
+     * rows), its lse and delta into sLD, and (the mask read) its mask bytes
+     * for keys from k0 into sM. base is the block's qkv (flash_block). The
+     * caller commits. */
+    template <class Load>
+    __device__ void stage(uint16_t *sQ, uint16_t *sO, float *sLD, uint8_t *sM, const flash_args &a,
+                          const uint16_t *base, const flash_drop &dr, int n0, int k0,
+                          Load load) const
+    {
+        load(sQ, base + (size_t)n0 * 3 * a.d, 3 * (size_t)a.d);
+        load(sO, dobase + (size_t)n0 * a.d, (size_t)a.d);
+        load_row64(sLD, lse + n0);
+        load_row64(sLD + kTile, delta + n0);
+        if (dr.mask_in) mask_copy(sM, dr, n0, k0, a.T);
+    }
 };
 
 /* A forward m-tile's running row maxima and sums (rows g, g + 8; base 2). */

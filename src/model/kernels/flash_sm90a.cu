@@ -288,15 +288,14 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
     uint8_t *sM = reinterpret_cast<uint8_t *>(sQO + 2 * 4 * kHalf); /* [2][64 queries][16] */
     float *sLD = reinterpret_cast<float *>(sM + 2 * kTile * 16);    /* [2][lse, delta] */
     const auto &[h, b, k0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
-    const auto &[dobase, lse, delta, ds] = kv_rows(a, b, h, bh, k0, w, g, HD);
+    const kv_rows kr(a, b, h, bh, k0, w, g, HD);
+    const auto load = [](uint16_t *s, const uint16_t *src, size_t stride) {
+        load_swizzled<kTile>(s, src, stride);
+    };
     const int tiles = a.T / kTile;
     load_swizzled<kTile>(sK, base + a.d + (size_t)k0 * d3, d3);
     load_swizzled<kTile>(sV, base + 2 * a.d + (size_t)k0 * d3, d3);
-    load_swizzled<kTile>(sQO, base, d3);
-    load_swizzled<kTile>(sQO + 2 * kHalf, dobase, (size_t)a.d);
-    load_row64(sLD, lse);
-    load_row64(sLD + kTile, delta);
-    if (dr.mask_in) mask_copy(sM, dr, 0, k0, a.T);
+    kr.stage(sQO, sQO + 2 * kHalf, sLD, sM, a, base, dr, 0, k0, load);
     cp_async_commit();
 
     /* the kept elements' factor, and it times the scale (delta holds its own) */
@@ -309,12 +308,8 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
         uint8_t *sMb = sM + (it & 1) * kTile * 16;
         if (it + 1 < tiles) {
             const int nb = (it + 1) & 1, n0 = q0 + kTile;
-            load_swizzled<kTile>(sQO + nb * 4 * kHalf, base + (size_t)n0 * d3, d3);
-            load_swizzled<kTile>(sQO + nb * 4 * kHalf + 2 * kHalf, dobase + (size_t)n0 * a.d,
-                                 (size_t)a.d);
-            load_row64(sLD + nb * 2 * kTile, lse + n0);
-            load_row64(sLD + nb * 2 * kTile + kTile, delta + n0);
-            if (dr.mask_in) mask_copy(sM + nb * kTile * 16, dr, n0, k0, a.T);
+            kr.stage(sQO + nb * 4 * kHalf, sQO + nb * 4 * kHalf + 2 * kHalf, sLD + nb * 2 * kTile,
+                     sM + nb * kTile * 16, a, base, dr, n0, k0, load);
         }
         stage_ready(it + 1 < tiles);
         /* this warp's keys: groups w*4 .. w*4 + 3 of every query */
@@ -371,7 +366,7 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
                 p[j][e] *= fmaf(dp[j][e], keep ? ks : 0.0f, -(e & 1 ? dl.y : dl.x));
             }
             const uint32_t s01 = pack2<T>(p[j][0], p[j][1]), s23 = pack2<T>(p[j][2], p[j][3]);
-            uint16_t *o = ds + q0 + c;
+            uint16_t *o = kr.ds + q0 + c;
             *reinterpret_cast<uint32_t *>(o) = s01;
             *reinterpret_cast<uint32_t *>(o + (size_t)8 * a.T) = s23;
             da[j >> 1][2 * (j & 1)] = s01;
