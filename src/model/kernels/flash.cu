@@ -337,7 +337,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
     const int tiles = a.T / kTile;
     load_tile<HD>(sK, base + a.d + (size_t)k0 * d3, d3);
     load_tile<HD>(sV, base + 2 * a.d + (size_t)k0 * d3, d3);
-    kr.stage(sQO, sQO + TL, sLD, sM, a, base, dr, 0, k0, load);
+    kr.stage(sQO, sQO + TL, sLD, sM, a, base, d3, dr, 0, k0, load);
     cp_async_commit();
 
     /* the kept elements' factor, and it times the scale (delta holds its own) */
@@ -351,7 +351,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_kv(flash_args a)
         if (it + 1 < tiles) {
             const int nb = (it + 1) & 1, n0 = q0 + kTile;
             kr.stage(sQO + nb * 2 * TL, sQO + nb * 2 * TL + TL, sLD + nb * 2 * kTile,
-                     sM + nb * kTile * 16, a, base, dr, n0, k0, load);
+                     sM + nb * kTile * 16, a, base, d3, dr, n0, k0, load);
             cp_async_commit();
             cp_async_wait<1>();
         } else {

@@ -238,14 +238,14 @@ struct kv_rows {
     /* Starts copying query tile n0's stage: its Q and dO rows through the
      * kernel's tile loader (load(s, g, stride): padded or swizzled shared
      * rows), its lse and delta into sLD, and (the mask read) its mask bytes
-     * for keys from k0 into sM. base is the block's qkv (flash_block). The
-     * caller commits. */
+     * for keys from k0 into sM. base and d3 are the block's qkv and its row
+     * stride (flash_block). The caller commits. */
     template <class Load>
     __device__ void stage(uint16_t *sQ, uint16_t *sO, float *sLD, uint8_t *sM, const flash_args &a,
-                          const uint16_t *base, const flash_drop &dr, int n0, int k0,
+                          const uint16_t *base, size_t d3, const flash_drop &dr, int n0, int k0,
                           Load load) const
     {
-        load(sQ, base + (size_t)n0 * 3 * a.d, 3 * (size_t)a.d);
+        load(sQ, base + (size_t)n0 * d3, d3);
         load(sO, dobase + (size_t)n0 * a.d, (size_t)a.d);
         load_row64(sLD, lse + n0);
         load_row64(sLD + kTile, delta + n0);

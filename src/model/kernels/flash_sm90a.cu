@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
     const int tiles = a.T / kTile;
     load_swizzled<kTile>(sK, base + a.d + (size_t)k0 * d3, d3);
     load_swizzled<kTile>(sV, base + 2 * a.d + (size_t)k0 * d3, d3);
-    kr.stage(sQO, sQO + 2 * kHalf, sLD, sM, a, base, dr, 0, k0, load);
+    kr.stage(sQO, sQO + 2 * kHalf, sLD, sM, a, base, d3, dr, 0, k0, load);
     cp_async_commit();
 
     /* the kept elements' factor, and it times the scale (delta holds its own) */
@@ -309,7 +309,7 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
         if (it + 1 < tiles) {
             const int nb = (it + 1) & 1, n0 = q0 + kTile;
             kr.stage(sQO + nb * 4 * kHalf, sQO + nb * 4 * kHalf + 2 * kHalf, sLD + nb * 2 * kTile,
-                     sM + nb * kTile * 16, a, base, dr, n0, k0, load);
+                     sM + nb * kTile * 16, a, base, d3, dr, n0, k0, load);
         }
         stage_ready(it + 1 < tiles);
         /* this warp's keys: groups w*4 .. w*4 + 3 of every query */
