@@ -68,8 +68,8 @@ static gemm_loop *gemm_create(ao_device *dev, const ao_device_info *info,
     g->a = ao_dev_alloc(dev, m * k * ao_dtype_size(t));
     g->b = ao_dev_alloc(dev, k * n * ao_dtype_size(t));
     g->c = ao_dev_alloc(dev, m * n * ao_dtype_size(t));
-    ao_bench_fill_small(dev, g->s, g->a, m * k, t, 1);
-    ao_bench_fill_small(dev, g->s, g->b, k * n, t, 2);
+    ao_bench_fill_random(dev, g->s, g->a, m * k, t, 1);
+    ao_bench_fill_random(dev, g->s, g->b, k * n, t, 2);
     g->d = (ao_gemm_desc){.m = o->gemm_m,
                           .n = o->gemm_n,
                           .k = o->gemm_k,

@@ -295,8 +295,8 @@ static void setup(sdma *x, ao_dtype t)
     x->a = ao_dev_alloc(x->dev, elems * ao_dtype_size(t));
     x->b = ao_dev_alloc(x->dev, elems * ao_dtype_size(t));
     x->c = ao_dev_alloc(x->dev, elems * ao_dtype_size(t));
-    ao_bench_fill_small(x->dev, x->gs, x->a, elems, t, 1);
-    ao_bench_fill_small(x->dev, x->gs, x->b, elems, t, 2);
+    ao_bench_fill_random(x->dev, x->gs, x->a, elems, t, 1);
+    ao_bench_fill_random(x->dev, x->gs, x->b, elems, t, 2);
     x->gemm = (ao_gemm_desc){.m = o->matrix,
                              .n = o->matrix,
                              .k = o->matrix,

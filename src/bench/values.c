@@ -137,13 +137,19 @@ double ao_value_round(ao_dtype t, double v)
     return ao_value_load(t, tmp, 0);
 }
 
-void ao_bench_fill_small(ao_device *dev, ao_stream *s, void *dst, size_t elems, ao_dtype t,
-                         unsigned seed)
+void ao_bench_fill_random(ao_device *dev, ao_stream *s, void *dst, size_t elems, ao_dtype t,
+                          unsigned seed)
 {
     size_t bytes = elems * ao_dtype_size(t);
     void *host = ao_host_alloc(dev, bytes);
-    for (size_t i = 0; i < elems; i++)
-        ao_value_store(t, host, i, (double)((int)((i * 2654435761u + seed) % 17u) - 8) / 16.0);
+    for (size_t i = 0; i < elems; i++) {
+        /* splitmix64's finalizer: every bit of the index reaches every bit */
+        uint64_t z = ((uint64_t)seed << 40) + i + 0x9e3779b97f4a7c15ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        ao_value_store(t, host, i, (double)(z >> 11) * 0x1p-52 - 1.0);
+    }
     ao_copy_async(dev, dst, host, bytes, AO_H2D, s);
     ao_stream_sync(s);
     ao_host_free(dev, host);

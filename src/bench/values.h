@@ -15,11 +15,14 @@ void ao_value_store(ao_dtype t, void *base, size_t i, double v);
 /* v rounded through type t: what a correct device result reads back as. */
 double ao_value_round(ao_dtype t, double v);
 
-/* Fill `elems` elements of device memory with small values that are exact in
- * every dtype (multiples of 1/16 in [-0.5, 0.5]): GEMM inputs that neither
- * overflow nor run on all-zero data. Synchronizes `s`. */
-void ao_bench_fill_small(ao_device *dev, ao_stream *s, void *dst, size_t elems, ao_dtype t,
-                         unsigned seed);
+/* Fill `elems` elements of device memory with uniform values in [-1, 1) whose
+ * mantissas are random (a hash of seed and index): GEMM inputs with the bit
+ * patterns of real operands. A GEMM's rate depends on its data, because the
+ * chip's power, and so its clock, does: on values with few distinct bit
+ * patterns it runs ~12 % faster (bench/RESULTS.md), a peak no training GEMM
+ * reaches. Synchronizes `s`. */
+void ao_bench_fill_random(ao_device *dev, ao_stream *s, void *dst, size_t elems, ao_dtype t,
+                          unsigned seed);
 
 /* A benchmark command's flag that takes a value: every spelling, and whether
  * a sweep may vary it. The command parses exactly these; `aorta sweep`
