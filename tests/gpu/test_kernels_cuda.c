@@ -672,6 +672,8 @@ int main(void)
     test_dropout(0.1f, 4, 64 * 64);
     test_embedding_bag(500, 7, 40, 37);
     test_embedding_bag(2048, 26, 64, 100003);
+    test_embedding_bag(700, 9, 37, 50);   /* rows of scalars */
+    test_embedding_bag(1024, 8, 300, 90); /* float4 rows in two chunks a lane */
     test_bce();
     test_norms_and_flags();
     test_adamw();

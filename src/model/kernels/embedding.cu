@@ -61,6 +61,50 @@ __global__ void embedding_segment_add_kernel(float *dtable, const float *dout, c
     }
 }
 
+/* embedding_segment_add_kernel over rows of float4s (e % 4 == 0, dtable and
+ * dout 16-byte aligned): a lane keeps kSegVec float4s of the row in
+ * registers through the run, so each position's key and token are read once
+ * a chunk of 32 * kSegVec float4s instead of once a column. Each element's
+ * additions are the scalar kernel's, in its order. */
+constexpr int kSegVec = 2;
+
+__global__ void embedding_segment_add4_kernel(float *dtable, const float *dout,
+                                              const uint32_t *keys, const uint32_t *positions,
+                                              size_t count, int s, int e)
+{
+    pdl_wait();
+    const size_t p = (size_t)blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (p >= count) return;
+    const uint32_t id = keys[p];
+    if (p > 0 && keys[p - 1] == id) return;
+    const float inv = 1.0f / (float)s;
+    const int e4 = e / 4;
+    float4 *row = reinterpret_cast<float4 *>(dtable + (size_t)id * e);
+    for (int c0 = lane; c0 < e4; c0 += 32 * kSegVec) {
+        float4 acc[kSegVec];
+#pragma unroll
+        for (int j = 0; j < kSegVec; j++)
+            if (c0 + 32 * j < e4) acc[j] = row[c0 + 32 * j];
+        for (size_t q = p; q < count && keys[q] == id; q++) {
+            const float4 *d =
+                reinterpret_cast<const float4 *>(dout + (size_t)(positions[q] / (uint32_t)s) * e);
+#pragma unroll
+            for (int j = 0; j < kSegVec; j++) {
+                if (c0 + 32 * j >= e4) continue;
+                const float4 v = d[c0 + 32 * j];
+                acc[j].x = __fadd_rn(acc[j].x, __fmul_rn(v.x, inv));
+                acc[j].y = __fadd_rn(acc[j].y, __fmul_rn(v.y, inv));
+                acc[j].z = __fadd_rn(acc[j].z, __fmul_rn(v.z, inv));
+                acc[j].w = __fadd_rn(acc[j].w, __fmul_rn(v.w, inv));
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < kSegVec; j++)
+            if (c0 + 32 * j < e4) row[c0 + 32 * j] = acc[j];
+    }
+}
+
 int key_bits(int vocab)
 {
     int bits = 1;
@@ -125,7 +169,11 @@ extern "C" cudaError_t ao_cuda_embedding_bag_mean_backward(float *dtable, const 
                                           (int)count, 0, key_bits(vocab), stream);
     if (err != cudaSuccess) return err;
     const unsigned blocks = (unsigned)((count + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    launch(embedding_segment_add_kernel, blocks, kThreads, 0, stream, dtable, dout, keys_out,
-           pos_out, count, s, e);
+    if (e % 4 == 0 && aligned16(dtable) && aligned16(dout))
+        launch(embedding_segment_add4_kernel, blocks, kThreads, 0, stream, dtable, dout, keys_out,
+               pos_out, count, s, e);
+    else
+        launch(embedding_segment_add_kernel, blocks, kThreads, 0, stream, dtable, dout, keys_out,
+               pos_out, count, s, e);
     return cudaGetLastError();
 }
