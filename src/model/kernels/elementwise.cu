@@ -339,7 +339,8 @@ template <ao_dtype T, ao_dtype TI> struct gelu_dropout_map {
 };
 
 /* GELU and its dropout with the mask already drawn (every large step after
- * the first), all 16-bit, per_row % 8 == 0: the mask byte of group g of row
+ * the first), or GELU alone at p = 0 (the head's), all 16-bit, per_row % 8
+ * == 0: the mask byte of group g of row
  * r is byte r * per_row / 4 + g, i.e. the flat element's index / 4, so the
  * rows need not be known. A thread takes 8 consecutive elements a step (one
  * 16-byte load of each input, two mask bytes, one 16-byte store), kFlatSteps
@@ -352,16 +353,25 @@ constexpr int kFlatSteps = 4;
 
 /* gelu_dropout_map: gelu(h) times the factor */
 struct gelu_dropout_flat {
-    static constexpr bool two_inputs = false;
+    static constexpr bool two_inputs = false, masked = true;
     __device__ float operator()(float h, float, float f) const
     {
         return gelu_forward_op{}(h, 0.0f) * f;
     }
 };
 
+/* gelu_dropout_map at p = 0: gelu(h), stored as it is (no factor) */
+struct gelu_flat {
+    static constexpr bool two_inputs = false, masked = false;
+    __device__ float operator()(float h, float, float) const
+    {
+        return gelu_forward_op{}(h, 0.0f);
+    }
+};
+
 /* dropout_gelu_backward_map: gelu'(h) applied to the dropped dy */
 struct dropout_gelu_backward_flat {
-    static constexpr bool two_inputs = true;
+    static constexpr bool two_inputs = true, masked = true;
     __device__ float operator()(float dy, float h, float f) const
     {
         return gelu_backward_op{}(dy * f, h);
@@ -394,12 +404,12 @@ __device__ uint4 flat8(uint4 a, uint4 b, uint16_t mb, const drop_rate &r, const 
 }
 
 /* out[i] = flat8(a[i], b[i], mask[i]) over n8 groups of 8; b is read only
- * when Op::two_inputs; out may alias a (each thread reads a group before it
- * stores it). */
+ * when Op::two_inputs, the mask only when Op::masked; out may alias a (each
+ * thread reads a group before it stores it). */
 template <ao_dtype T, ao_dtype TI, class Op>
 __global__ void __launch_bounds__(kThreads)
-    masked_flat_kernel(uint4 *out, const uint4 *a, const uint4 *b, const uint16_t *mask, size_t n8,
-                       drop_rate r, Op op)
+    flat_kernel(uint4 *out, const uint4 *a, const uint4 *b, const uint16_t *mask, size_t n8,
+                drop_rate r, Op op)
 {
     pdl_wait();
     const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -413,7 +423,7 @@ __global__ void __launch_bounds__(kThreads)
             const bool in = i < n8;
             av[u] = in ? a[i] : make_uint4(0, 0, 0, 0);
             bv[u] = in && Op::two_inputs ? b[i] : make_uint4(0, 0, 0, 0);
-            mb[u] = in ? mask[i] : 0;
+            mb[u] = in && Op::masked ? mask[i] : 0;
         }
 #pragma unroll
         for (int u = 0; u < kFlatSteps; u++) {
@@ -424,30 +434,31 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-/* Whether the flat path takes a call: the mask read, p > 0, per_row % 8
- * == 0, the arrays 16-byte aligned (b only when read) and the mask 2-byte
- * aligned. */
-bool masked_flat_ok(const void *out, const void *a, const void *b, const uint8_t *mask,
-                    size_t per_row, const ao_cuda_dropout_key &key)
+/* Whether the flat path takes a call: a masked Op with its mask read (2-byte
+ * aligned) and p > 0, or an unmasked one at p = 0; per_row % 8 == 0 and the
+ * arrays 16-byte aligned (b only when read). */
+bool flat_ok(bool masked, const void *out, const void *a, const void *b, const uint8_t *mask,
+             size_t per_row, const ao_cuda_dropout_key &key)
 {
-    return mask && key.p > 0.0f && per_row % 8 == 0 && aligned16(out) && aligned16(a) &&
-           (!b || aligned16(b)) && ((uintptr_t)mask & 1u) == 0;
+    const bool factors =
+        masked ? mask && key.p > 0.0f && ((uintptr_t)mask & 1u) == 0 : key.p == 0.0f;
+    return factors && per_row % 8 == 0 && aligned16(out) && aligned16(a) && (!b || aligned16(b));
 }
 
-/* Launches masked_flat_kernel over n elements when its conditions hold
- * (mask read, p > 0, per_row % 8 == 0, 16-byte aligned arrays); false:
- * the caller runs dropout_kernel. */
+/* Launches flat_kernel over n elements when flat_ok holds; false: the caller
+ * runs dropout_kernel. */
 template <ao_dtype T, ao_dtype TI, class Op>
-bool launch_masked_flat(void *out, const void *a, const void *b, const uint8_t *mask, int batch,
-                        size_t per_row, const ao_cuda_dropout_key &key, Op op, cudaStream_t stream,
-                        cudaError_t *err)
+bool launch_flat(void *out, const void *a, const void *b, const uint8_t *mask, int batch,
+                 size_t per_row, const ao_cuda_dropout_key &key, Op op, cudaStream_t stream,
+                 cudaError_t *err)
 {
     static_assert(T != AO_F32 && TI != AO_F32, "16-bit types only");
-    if (!masked_flat_ok(out, a, Op::two_inputs ? b : nullptr, mask, per_row, key)) return false;
+    if (!flat_ok(Op::masked, out, a, Op::two_inputs ? b : nullptr, mask, per_row, key))
+        return false;
     const size_t n8 = (size_t)(batch > 0 ? batch : 0) * per_row / 8;
     *err = cudaSuccess;
     if (n8 == 0) return true;
-    launch(masked_flat_kernel<T, TI, Op>, elem_blocks(n8, kFlatSteps), kThreads, 0, stream,
+    launch(flat_kernel<T, TI, Op>, elem_blocks(n8, kFlatSteps), kThreads, 0, stream,
            static_cast<uint4 *>(out), static_cast<const uint4 *>(a), static_cast<const uint4 *>(b),
            reinterpret_cast<const uint16_t *>(mask), n8, drop_rate_of(key.p), op);
     *err = cudaGetLastError();
@@ -465,7 +476,7 @@ template <ao_dtype T> struct gelu_backward_bias_term {
     static constexpr bool heavy = true;
     uint16_t *dx16;
     const uint16_t *dy, *h;
-    const uint8_t *mask; /* masked_flat_kernel's: flat element e's group is byte e / 4 */
+    const uint8_t *mask; /* flat_kernel's: flat element e's group is byte e / 4 */
     drop_rate r;
     int c;
     template <int W> __device__ void get(int i, int j, sum2 (&v)[W]) const
@@ -536,16 +547,28 @@ __global__ void outer_gelu_backward_kernel(uint16_t *dx16, const float *u, const
 #pragma unroll
     for (int l = 0; l < kOuterCols; l++) vj[l] = l < w ? load_as_float(v, T, (size_t)(j0 + l)) : 0;
     const gelu_backward_op op{};
-    for (int r0 = (int)blockIdx.y * kOuterRows; r0 < rows; r0 += (int)gridDim.y * kOuterRows)
-        for (int row = r0; row < r0 + kOuterRows && row < rows; row++) {
-            const float ur = rounded<T>(u[row]);
+    for (int r0 = (int)blockIdx.y * kOuterRows; r0 < rows; r0 += (int)gridDim.y * kOuterRows) {
+        const int nr = rows - r0 < kOuterRows ? rows - r0 : kOuterRows;
+        /* every row's loads in flight before the first store (dx16 and h
+         * never overlap, but the compiler cannot know that) */
+        float ur[kOuterRows];
+        uint4 hv[kOuterRows];
+#pragma unroll
+        for (int k = 0; k < kOuterRows; k++) {
+            ur[k] = k < nr ? rounded<T>(u[r0 + k]) : 0.0f;
+            if (Vec && k < nr)
+                hv[k] = *reinterpret_cast<const uint4 *>(h + (size_t)(r0 + k) * (size_t)cols +
+                                                         (size_t)j0);
+        }
+#pragma unroll
+        for (int k = 0; k < kOuterRows; k++) {
+            if (k >= nr) break;
             /* column l's gradient, given h there */
-            const auto grad = [&](int l, float hv) { return op(rounded<T>(ur * vj[l]), hv); };
-            const size_t at = (size_t)row * (size_t)cols + (size_t)j0;
+            const auto grad = [&](int l, float h_l) { return op(rounded<T>(ur[k] * vj[l]), h_l); };
+            const size_t at = (size_t)(r0 + k) * (size_t)cols + (size_t)j0;
             if (Vec) {
-                const uint4 hv = *reinterpret_cast<const uint4 *>(h + at);
-                const float4 h0 = widen4<T>(make_uint2(hv.x, hv.y));
-                const float4 h1 = widen4<T>(make_uint2(hv.z, hv.w));
+                const float4 h0 = widen4<T>(make_uint2(hv[k].x, hv[k].y));
+                const float4 h1 = widen4<T>(make_uint2(hv[k].z, hv[k].w));
                 const uint2 lo = narrow4<T>(
                     make_float4(grad(0, h0.x), grad(1, h0.y), grad(2, h0.z), grad(3, h0.w)));
                 const uint2 hi = narrow4<T>(
@@ -556,6 +579,7 @@ __global__ void outer_gelu_backward_kernel(uint16_t *dx16, const float *u, const
                     dx16[at + l] = narrow_bits<T>(grad(l, load_as_float(h, T, at + (size_t)l)));
             }
         }
+    }
 }
 
 } // namespace
@@ -649,8 +673,10 @@ extern "C" cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const 
             constexpr ao_dtype HT = decltype(htag)::value;
             if constexpr (OT != AO_F32 && HT != AO_F32) {
                 cudaError_t err;
-                if (launch_masked_flat<OT, HT>(out, h, nullptr, mask_in, batch, per_row, *key,
-                                               gelu_dropout_flat{}, stream, &err))
+                if (launch_flat<OT, HT>(out, h, nullptr, mask_in, batch, per_row, *key,
+                                        gelu_dropout_flat{}, stream, &err) ||
+                    launch_flat<OT, HT>(out, h, nullptr, nullptr, batch, per_row, *key, gelu_flat{},
+                                        stream, &err))
                     return err;
             }
             return launch_dropout_map(
@@ -715,8 +741,8 @@ extern "C" cudaError_t ao_cuda_dropout_gelu_backward(float *dx, void *dx16, ao_d
             constexpr ao_dtype IT = decltype(itag)::value;
             if constexpr (HT != AO_F32 && IT != AO_F32) {
                 cudaError_t err;
-                if (!dx && launch_masked_flat<HT, IT>(dx16, dy, h, mask_in, batch, per_row, *key,
-                                                      dropout_gelu_backward_flat{}, stream, &err))
+                if (!dx && launch_flat<HT, IT>(dx16, dy, h, mask_in, batch, per_row, *key,
+                                               dropout_gelu_backward_flat{}, stream, &err))
                     return err;
             }
             return launch_dropout_map(
@@ -737,7 +763,7 @@ ao_cuda_dropout_gelu_backward_bias(float *dx, void *dx16, ao_dtype half_type, co
     const size_t rows = (size_t)batch * (per_row / (size_t)cols);
     if (rows > (size_t)INT32_MAX) return cudaErrorInvalidValue;
     const bool fused = !dx && dx16 && in_type == half_type && key->heads == 0 && cols % 8 == 0 &&
-                       masked_flat_ok(dx16, dy, h, mask_in, per_row, *key);
+                       flat_ok(true, dx16, dy, h, mask_in, per_row, *key);
     const auto term = [&](auto tag) {
         constexpr ao_dtype T = decltype(tag)::value;
         return gelu_backward_bias_term<T>{static_cast<uint16_t *>(dx16),
