@@ -357,7 +357,6 @@ static void fetch(ao_engine *e, int64_t step, int micro)
 
 static const ao_batch *take_batch(ao_engine *e, int64_t step, int micro)
 {
-    e->fetch_later = -1; /* no update came between: fetched here, as a first batch is */
     if (e->pend_step != step || e->pend_micro != micro) fetch(e, step, micro);
     const ao_batch *b = e->pend_batch;
     if (e->pend_ready) compute_wait(e, e->pend_ready);
@@ -409,16 +408,7 @@ static void run_micro(ao_engine *e, const micro_ctx *x)
         ao_model_forward_head(e->model, cs, e->units[0].params, b, x->normalizer, x->loss_slot);
         compute_end(e, op);
     }
-    /* A generated batch of the next step is made beside the update
-     * (optimizer): there the generator's arithmetic shares the SMs with
-     * AdamW's memory traffic; here its blocks would hold the backward's next
-     * kernel off the SMs until they drain. A copied batch goes now. */
-    if (x->do_compute && x->next_step >= 0) {
-        if (x->last_micro && cfg->dataset.placement == AO_PLACEMENT_DEVICE)
-            e->fetch_later = x->next_step;
-        else
-            fetch(e, x->next_step, x->next_micro);
-    }
+    if (x->do_compute && x->next_step >= 0) fetch(e, x->next_step, x->next_micro);
 
     /* backward: head, layers L..1, input; unit i-1's gather as prefetch says */
     int reduce_now = cfg->fsdp.reduce_every_microbatch || x->last_micro;
@@ -524,10 +514,6 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
         ao_copy_async(e->dev, v, e->V, S * sizeof *v, AO_D2D, cs);
         compute_moved(e);
         global = sd->local;
-    }
-    if (e->fetch_later >= 0) { /* before predraw: the masks' keys are its samples */
-        fetch(e, e->fetch_later, 0);
-        e->fetch_later = -1;
     }
     if (phase == AO_PHASE_TRAIN) predraw(e);
     int op = compute_begin(e, "optimizer", -1);

@@ -129,7 +129,6 @@ struct ao_engine {
     int pend_micro;
     const ao_batch *pend_batch;
     ao_event *pend_ready;
-    int64_t fetch_later; /* the next step, fetched beside the update (run_micro); -1: none */
     size_t batch_bytes;
     double data_wait_ms;    /* host wait for the loader since ao_engine_take_data_wait_ms */
     int test_slow_ms;       /* AORTA_TEST_SLOW_RANK: this rank's planted delay (tests only) */
