@@ -547,28 +547,16 @@ __global__ void outer_gelu_backward_kernel(uint16_t *dx16, const float *u, const
 #pragma unroll
     for (int l = 0; l < kOuterCols; l++) vj[l] = l < w ? load_as_float(v, T, (size_t)(j0 + l)) : 0;
     const gelu_backward_op op{};
-    for (int r0 = (int)blockIdx.y * kOuterRows; r0 < rows; r0 += (int)gridDim.y * kOuterRows) {
-        const int nr = rows - r0 < kOuterRows ? rows - r0 : kOuterRows;
-        /* every row's loads in flight before the first store (dx16 and h
-         * never overlap, but the compiler cannot know that) */
-        float ur[kOuterRows];
-        uint4 hv[kOuterRows];
-#pragma unroll
-        for (int k = 0; k < kOuterRows; k++) {
-            ur[k] = k < nr ? rounded<T>(u[r0 + k]) : 0.0f;
-            if (Vec && k < nr)
-                hv[k] = *reinterpret_cast<const uint4 *>(h + (size_t)(r0 + k) * (size_t)cols +
-                                                         (size_t)j0);
-        }
-#pragma unroll
-        for (int k = 0; k < kOuterRows; k++) {
-            if (k >= nr) break;
+    for (int r0 = (int)blockIdx.y * kOuterRows; r0 < rows; r0 += (int)gridDim.y * kOuterRows)
+        for (int row = r0; row < r0 + kOuterRows && row < rows; row++) {
+            const float ur = rounded<T>(u[row]);
             /* column l's gradient, given h there */
-            const auto grad = [&](int l, float h_l) { return op(rounded<T>(ur[k] * vj[l]), h_l); };
-            const size_t at = (size_t)(r0 + k) * (size_t)cols + (size_t)j0;
+            const auto grad = [&](int l, float hv) { return op(rounded<T>(ur * vj[l]), hv); };
+            const size_t at = (size_t)row * (size_t)cols + (size_t)j0;
             if (Vec) {
-                const float4 h0 = widen4<T>(make_uint2(hv[k].x, hv[k].y));
-                const float4 h1 = widen4<T>(make_uint2(hv[k].z, hv[k].w));
+                const uint4 hv = *reinterpret_cast<const uint4 *>(h + at);
+                const float4 h0 = widen4<T>(make_uint2(hv.x, hv.y));
+                const float4 h1 = widen4<T>(make_uint2(hv.z, hv.w));
                 const uint2 lo = narrow4<T>(
                     make_float4(grad(0, h0.x), grad(1, h0.y), grad(2, h0.z), grad(3, h0.w)));
                 const uint2 hi = narrow4<T>(
@@ -579,7 +567,6 @@ __global__ void outer_gelu_backward_kernel(uint16_t *dx16, const float *u, const
                     dx16[at + l] = narrow_bits<T>(grad(l, load_as_float(h, T, at + (size_t)l)));
             }
         }
-    }
 }
 
 } // namespace
