@@ -76,8 +76,7 @@ cudaError_t ao_cuda_gelu_backward(float *dx, const float *dy, const float *x, si
                                   cudaStream_t stream);
 
 /* ao_layernorm_forward / _backward. Forward also stores y in half_type
- * (AO_BF16 / AO_F16) at y16 unless y16 is NULL (the next GEMM's operand);
- * y NULL: only that copy.
+ * (AO_BF16 / AO_F16) at y16 unless y16 is NULL (the next GEMM's operand).
  * Backward writes dx and accumulates dgamma, dbeta (column sums in double). */
 cudaError_t ao_cuda_layernorm_forward(float *y, void *y16, ao_dtype half_type, float *mean,
                                       float *rstd, const float *x, const float *gamma,
@@ -139,25 +138,17 @@ cudaError_t ao_cuda_dropout(float *y, const float *x, int batch, size_t per_row,
 cudaError_t ao_cuda_dropout_residual(float *y, void *y16, ao_dtype half_type, const float *x,
                                      const float *res, int batch, size_t per_row,
                                      const ao_cuda_dropout_key *key, cudaStream_t stream);
-/* A LayerNorm's output named by its input: layernorm(x; gamma, beta) row by
- * row, recomputed where it is read instead of stored. */
-typedef struct ao_cuda_layernorm_input {
-    const float *x, *gamma, *beta;
-} ao_cuda_layernorm_input;
 /* r = dropout(x) + res as ao_cuda_dropout_residual(r, NULL, AO_F32, x, res,
  * batch, (n / batch) * c, key) makes it, then ao_cuda_layernorm_forward of
  * r, in one pass over the rows where the shapes allow (c % 4 == 0, aligned,
  * rows that fit a block), bit for bit; the two calls otherwise. x is of
  * x_type (AO_F32, or a 16-bit type: a branch GEMM's 16-bit output, read as
- * those values widened to float). The residual is res, or (res NULL)
- * res_ln's LayerNorm output as ao_cuda_layernorm_forward stores it into y,
- * recomputed (then y must be set); exactly one of the two. y NULL: only the
- * y16 copy. n must be a multiple of batch (tokens per sample), key->heads
- * 0; r may alias an fp32 x, or res; a 16-bit x must not overlap r. */
+ * those values widened to float). n must be a multiple of batch (tokens per
+ * sample), key->heads 0; r may alias an fp32 x, or res; a 16-bit x must not
+ * overlap r. */
 cudaError_t ao_cuda_dropout_residual_layernorm(float *r, float *y, void *y16, ao_dtype half_type,
                                                float *mean, float *rstd, const void *x,
                                                ao_dtype x_type, const float *res,
-                                               const ao_cuda_layernorm_input *res_ln,
                                                const float *gamma, const float *beta, int n, int c,
                                                int batch, const ao_cuda_dropout_key *key,
                                                cudaStream_t stream);

@@ -349,17 +349,13 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
     /* each branch's end (in 16-bit modes its 16-bit copy only), its dropout,
      * the residual add and the LayerNorm in one pass, which stores the fp32
      * sum (r1, r2: the LayerNorm backward's input); each LayerNorm writes its
-     * output's 16-bit copy too (the next GEMM's operand). In 16-bit modes x1
-     * has no other fp32 reader than the second pass, which recomputes it
-     * from r1: the first stores only its 16-bit copy. */
+     * output's 16-bit copy too (the next GEMM's operand) */
     const int r1_16 = attn_forward(m, s, layer, sv->r1, &sv->attn, x, &w->attn, &k.probs);
     ao_dtype br_type;
     const void *br = ao_op16_input_of(&cm->op, sv->r1, r1_16, &br_type);
-    const int x1_16 = cm->op.half != AO_F32;
-    KCHECK(ao_cuda_dropout_residual_layernorm(sv->r1, x1_16 ? NULL : sv->x1,
-                                              ao_op16_twin_or_null(&cm->op, sv->x1), cm->op.half,
-                                              sv->ln1_mean, sv->ln1_rstd, br, br_type, x, NULL,
-                                              w->ln1_w, w->ln1_b, N, d, sh->batch, &k.attn, cs));
+    KCHECK(ao_cuda_dropout_residual_layernorm(sv->r1, sv->x1, ao_op16_twin_or_null(&cm->op, sv->x1),
+                                              cm->op.half, sv->ln1_mean, sv->ln1_rstd, br, br_type,
+                                              x, w->ln1_w, w->ln1_b, N, d, sh->batch, &k.attn, cs));
     const int mark = cm->op.nprepared;
     ao_op16_mark_current(&cm->op, s, sv->x1, nd, 0);
     /* h: in 16-bit modes only its 16-bit copy, which both GELU kernels read
@@ -387,11 +383,9 @@ static void encoder_forward(ao_model *m, ao_stream *s, int layer, float *y,
     const int r2_16 = mc_linear_forward_branch(m, s, sv->r2, sv->a, w->lin2_w, w->lin2_b, N, ff, d);
     cm->op.nprepared = mark;
     br = ao_op16_input_of(&cm->op, sv->r2, r2_16, &br_type);
-    const ao_cuda_layernorm_input x1_of = {sv->r1, w->ln1_w, w->ln1_b};
-    KCHECK(ao_cuda_dropout_residual_layernorm(sv->r2, y, ao_op16_twin_or_null(&cm->op, y),
-                                              cm->op.half, sv->ln2_mean, sv->ln2_rstd, br, br_type,
-                                              x1_16 ? NULL : sv->x1, x1_16 ? &x1_of : NULL,
-                                              w->ln2_w, w->ln2_b, N, d, sh->batch, &k.ffn, cs));
+    KCHECK(ao_cuda_dropout_residual_layernorm(
+        sv->r2, y, ao_op16_twin_or_null(&cm->op, y), cm->op.half, sv->ln2_mean, sv->ln2_rstd, br,
+        br_type, sv->x1, w->ln2_w, w->ln2_b, N, d, sh->batch, &k.ffn, cs));
     cm->input_current[layer] = cm->op.half != AO_F32;
 }
 

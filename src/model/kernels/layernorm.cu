@@ -83,35 +83,13 @@ __device__ double2 block_sum2(double a, double b)
     return t;
 }
 
-/* A row's mean and rstd (1 / sqrt(var + eps)) as LayerNorm computes them,
- * from the block's float4s of the row (thread t holds t + k * kThreads): the
- * sums in double, in k order, then across the block. */
-template <int K> __device__ double2 row_stats(const float4 (&v)[K], int c)
-{
-    const int c4 = c / 4, t = (int)threadIdx.x;
-    double s = 0.0;
-#pragma unroll
-    for (int k = 0; k < K; k++)
-        if (t + k * kThreads < c4) s += (double)v[k].x + v[k].y + v[k].z + v[k].w;
-    const double m = block_sum2(s, 0.0).x / c;
-    double var = 0.0;
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        if (t + k * kThreads < c4)
-            var += (v[k].x - m) * (v[k].x - m) + (v[k].y - m) * (v[k].y - m) +
-                   (v[k].z - m) * (v[k].z - m) + (v[k].w - m) * (v[k].w - m);
-    }
-    return make_double2(m, 1.0 / sqrt(block_sum2(var, 0.0).x / c + (double)AO_LN_EPS));
-}
-
 /* A forward's Head gives float4 q of row `row` of its input: ln_input (x
- * itself), ln_dropout_residual (x dropped, plus the residual, stored, as
- * ao_cuda_dropout_residual would store it) or ln_dropout_ln_residual (the
- * same with the residual recomputed). */
+ * itself) or ln_dropout_residual (x dropped, plus the residual, stored, as
+ * ao_cuda_dropout_residual would store it). */
 struct ln_input {
     static constexpr ao_dtype x_type = AO_F32;
     const float *x;
-    template <int K> __device__ int begin_row(int, int) const
+    __device__ int begin_row(int) const
     {
         return 0;
     }
@@ -120,20 +98,6 @@ struct ln_input {
         return reinterpret_cast<const float4 *>(x + (size_t)row * c)[q];
     }
 };
-
-/* float4 q of r's row: x's, dropped, plus a (the residual's), stored; the
- * operations of ln_dropout_residual (H: its fields k, x, r, tokens). */
-template <class H>
-__device__ float4 add_dropped(const H &h, ao_rng_stream s, int row, int c, int q, float4 a)
-{
-    const size_t at = (size_t)row * c + 4 * (size_t)q;
-    float4 v = h.x.load4(at);
-    if (h.k.r.p > 0.0f)
-        v = drop4(v, s, (size_t)(row % h.tokens) * (size_t)c / 4 + (size_t)q, h.k.r);
-    v = add4_rn(v, a);
-    *reinterpret_cast<float4 *>(h.r + at) = v;
-    return v;
-}
 
 /* dropout_kernel's Vec path with dropout_out_map over sample rows of tokens
  * * c: float4 q of token row `row` is group ((row % tokens) * c) / 4 + q of
@@ -147,53 +111,19 @@ template <ao_dtype X> struct ln_dropout_residual {
     const float *res;
     dropout_args k;
     int tokens;
-    template <int K> __device__ ao_rng_stream begin_row(int row, int) const
+    __device__ ao_rng_stream begin_row(int row) const
     {
         return k.r.p > 0.0f ? dropout_row_stream(k, (size_t)(row / tokens)) : k.site;
     }
     __device__ float4 get4(ao_rng_stream s, int row, int c, int q) const
     {
         const size_t at = (size_t)row * c + 4 * (size_t)q;
-        return add_dropped(*this, s, row, c, q, *reinterpret_cast<const float4 *>(res + at));
-    }
-};
-
-/* ln_dropout_residual whose residual is the output of the LayerNorm before
- * it, not stored but recomputed from that LayerNorm's input p (its stored
- * sum) and its gamma and beta: each row's mean and rstd by row_stats, each
- * element by layernorm_out, the operations that LayerNorm stored it with
- * (the same K, so the same sums in the same order), hence its bits. */
-template <ao_dtype X> struct ln_dropout_ln_residual {
-    static constexpr ao_dtype x_type = X;
-    float *r;
-    typed_load<X> x;
-    const float *p, *p_gamma, *p_beta;
-    dropout_args k;
-    int tokens;
-    struct row_state {
-        ao_rng_stream s;
-        double m, rs;
-    };
-    template <int K> __device__ row_state begin_row(int row, int c) const
-    {
-        const int c4 = c / 4, t = (int)threadIdx.x;
-        float4 v[K];
-#pragma unroll
-        for (int i = 0; i < K; i++)
-            if (t + i * kThreads < c4)
-                v[i] = reinterpret_cast<const float4 *>(p + (size_t)row * c)[t + i * kThreads];
-        const double2 st = row_stats<K>(v, c);
-        return {k.r.p > 0.0f ? dropout_row_stream(k, (size_t)(row / tokens)) : k.site, st.x, st.y};
-    }
-    __device__ float4 get4(const row_state &st, int row, int c, int q) const
-    {
-        const float4 pv = reinterpret_cast<const float4 *>(p + (size_t)row * c)[q];
-        const float4 g = reinterpret_cast<const float4 *>(p_gamma)[q];
-        const float4 b = reinterpret_cast<const float4 *>(p_beta)[q];
-        const float4 a = make_float4(
-            layernorm_out(pv.x, st.m, st.rs, g.x, b.x), layernorm_out(pv.y, st.m, st.rs, g.y, b.y),
-            layernorm_out(pv.z, st.m, st.rs, g.z, b.z), layernorm_out(pv.w, st.m, st.rs, g.w, b.w));
-        return add_dropped(*this, st.s, row, c, q, a);
+        float4 v = x.load4(at);
+        const float4 a = *reinterpret_cast<const float4 *>(res + at);
+        if (k.r.p > 0.0f) v = drop4(v, s, (size_t)(row % tokens) * (size_t)c / 4 + (size_t)q, k.r);
+        v = add4_rn(v, a);
+        *reinterpret_cast<float4 *>(r + at) = v;
+        return v;
     }
 };
 
@@ -209,15 +139,26 @@ __global__ void layernorm_forward_rows_kernel(float *y, void *y16, float *mean, 
     const float4 *g4 = reinterpret_cast<const float4 *>(gamma);
     const float4 *b4 = reinterpret_cast<const float4 *>(beta);
     for (int row = blockIdx.x; row < n; row += gridDim.x) {
-        const auto row_state = in.template begin_row<K>(row, c);
+        const auto row_state = in.begin_row(row);
         float4 v[K];
+        double s = 0.0;
 #pragma unroll
         for (int k = 0; k < K; k++) {
             const int q = t + k * kThreads;
-            if (q < c4) v[k] = in.get4(row_state, row, c, q);
+            if (q < c4) {
+                v[k] = in.get4(row_state, row, c, q);
+                s += (double)v[k].x + v[k].y + v[k].z + v[k].w;
+            }
         }
-        const double2 st = row_stats<K>(v, c);
-        const double m = st.x, rs = st.y;
+        const double m = block_sum2(s, 0.0).x / c;
+        double var = 0.0;
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            if (t + k * kThreads < c4)
+                var += (v[k].x - m) * (v[k].x - m) + (v[k].y - m) * (v[k].y - m) +
+                       (v[k].z - m) * (v[k].z - m) + (v[k].w - m) * (v[k].w - m);
+        }
+        const double rs = 1.0 / sqrt(block_sum2(var, 0.0).x / c + (double)AO_LN_EPS);
 #pragma unroll
         for (int k = 0; k < K; k++) {
             const int q = t + k * kThreads;
@@ -227,7 +168,7 @@ __global__ void layernorm_forward_rows_kernel(float *y, void *y16, float *mean, 
                 layernorm_out(v[k].x, m, rs, g.x, b.x), layernorm_out(v[k].y, m, rs, g.y, b.y),
                 layernorm_out(v[k].z, m, rs, g.z, b.z), layernorm_out(v[k].w, m, rs, g.w, b.w));
             const size_t at = (size_t)row * c + 4 * (size_t)q;
-            if (y) *reinterpret_cast<float4 *>(y + at) = o;
+            *reinterpret_cast<float4 *>(y + at) = o;
             if (H != AO_F32) typed_store<H>{y16}.put4(at, o);
         }
         if (t == 0) {
@@ -247,6 +188,7 @@ __global__ void layernorm_forward_kernel(float *y, void *y16, float *mean, float
     const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n) return;
     const float *xr = x + (size_t)row * c;
+    float *yr = y + (size_t)row * c;
     double s = 0.0, var = 0.0;
     for (int j = lane; j < c; j += 32) s += xr[j];
     const double m = warp_sum(s) / c;
@@ -254,7 +196,7 @@ __global__ void layernorm_forward_kernel(float *y, void *y16, float *mean, float
     const double rs = 1.0 / sqrt(warp_sum(var) / c + (double)AO_LN_EPS);
     for (int j = lane; j < c; j += 32) {
         const float v = layernorm_out(xr[j], m, rs, gamma[j], beta[j]);
-        if (y) y[(size_t)row * c + j] = v;
+        yr[j] = v;
         if (H != AO_F32) typed_store<H>{y16}.put((size_t)row * c + j, v);
     }
     if (lane == 0) {
@@ -503,47 +445,29 @@ extern "C" cudaError_t ao_cuda_layernorm_forward(float *y, void *y16, ao_dtype h
     });
 }
 
-extern "C" cudaError_t ao_cuda_dropout_residual_layernorm(
-    float *r, float *y, void *y16, ao_dtype half_type, float *mean, float *rstd, const void *x,
-    ao_dtype x_type, const float *res, const ao_cuda_layernorm_input *res_ln, const float *gamma,
-    const float *beta, int n, int c, int batch, const ao_cuda_dropout_key *key, cudaStream_t stream)
+extern "C" cudaError_t
+ao_cuda_dropout_residual_layernorm(float *r, float *y, void *y16, ao_dtype half_type, float *mean,
+                                   float *rstd, const void *x, ao_dtype x_type, const float *res,
+                                   const float *gamma, const float *beta, int n, int c, int batch,
+                                   const ao_cuda_dropout_key *key, cudaStream_t stream)
 {
     if (y16 && half_type != AO_BF16 && half_type != AO_F16) return cudaErrorInvalidValue;
     if (batch <= 0 || n % batch != 0 || key->heads != 0) return cudaErrorInvalidValue;
-    if (!castable(x_type) || !res == !res_ln || (!y && !y16)) return cudaErrorInvalidValue;
+    if (!castable(x_type)) return cudaErrorInvalidValue;
     if (n <= 0 || c <= 0) return cudaSuccess;
     const int tokens = n / batch;
     const size_t nc = (size_t)n * (size_t)c;
     bool launched = false;
     with_dtype(x_type, [&](auto tag) {
         constexpr ao_dtype X = decltype(tag)::value;
-        const dropout_args k = dropout_args_of(*key);
-        if (res) {
-            const ln_dropout_residual<X> in{r, {x}, res, k, tokens};
-            launched = launch_layernorm_forward_rows(
-                y, y16, half_type, mean, rstd, in, aligned16(r) && load4_ok<X>(x) && aligned16(res),
-                gamma, beta, n, c, stream);
-        } else {
-            const ln_dropout_ln_residual<X> in{r, {x},   res_ln->x, res_ln->gamma, res_ln->beta,
-                                               k, tokens};
-            launched = launch_layernorm_forward_rows(
-                y, y16, half_type, mean, rstd, in,
-                aligned16(r) && load4_ok<X>(x) && aligned16(res_ln->x) &&
-                    aligned16(res_ln->gamma) && aligned16(res_ln->beta),
-                gamma, beta, n, c, stream);
-        }
+        const ln_dropout_residual<X> in{r, {x}, res, dropout_args_of(*key), tokens};
+        launched = launch_layernorm_forward_rows(y, y16, half_type, mean, rstd, in,
+                                                 aligned16(r) && load4_ok<X>(x) && aligned16(res),
+                                                 gamma, beta, n, c, stream);
         return cudaSuccess;
     });
     if (launched) return cudaGetLastError();
-    /* the chain: a recomputed residual first into y (the last thing written
-     * there), a 16-bit x widened into r (the same floats the pass reads) */
-    if (res_ln) {
-        if (!y) return cudaErrorInvalidValue;
-        const cudaError_t e = ao_cuda_layernorm_forward(y, NULL, AO_F32, mean, rstd, res_ln->x,
-                                                        res_ln->gamma, res_ln->beta, n, c, stream);
-        if (e != cudaSuccess) return e;
-        res = y;
-    }
+    /* a 16-bit x is widened into r first: the same floats the pass reads */
     const float *xf = static_cast<const float *>(x);
     if (x_type != AO_F32) {
         const cudaError_t e = ao_cuda_cast(r, AO_F32, x, x_type, nc, stream);
