@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Issue 30 goal 1 in one call, on one GPU: config/large.yaml's step against
-#   - the dense bf16 GEMM rate measured in the same call, twice: 20 GEMMs (the
-#     burst rate every session has quoted) and 300 (the clock a run keeps
-#     under sustained load: bench/RESULTS.md, session 16);
+#   - the dense bf16 GEMM rate measured in the same call (aorta sdma, operands
+#     with random mantissas, as a training step's are: on low-entropy operands
+#     the same GEMM draws less power and runs ~12 % faster; bench/RESULTS.md,
+#     session 20), twice: 20 GEMMs (the burst rate every session has quoted)
+#     and 300 (the clock a run keeps under sustained load: session 16);
 #   - PyTorch FSDP2 on the same shapes (bench/torch_attach.py --fsdp2, the
 #     median of steps 5 on), where torch is installed.
 # With BASE set, that aorta's runs alternate with AORTA's (a side-by-side A/B).
