@@ -37,6 +37,17 @@ __global__ void embedding_sort_input_kernel(uint32_t *keys, uint32_t *positions,
     }
 }
 
+/* This warp's sorted position p (one warp a position) and its id; true when
+ * p starts a run of equal ids, whose contributions the warp then adds. */
+__device__ __forceinline__ bool run_start(const uint32_t *keys, size_t count, size_t &p,
+                                          uint32_t &id)
+{
+    p = (size_t)blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+    if (p >= count) return false;
+    id = keys[p];
+    return !(p > 0 && keys[p - 1] == id);
+}
+
 /* One warp per sorted position; the warp at the first position of a run of
  * equal ids adds the run's contributions to that table row, in position
  * order (stable sort), each as the reference does: row[c] += dout[c] * inv. */
@@ -44,11 +55,10 @@ __global__ void embedding_segment_add_kernel(float *dtable, const float *dout, c
                                              const uint32_t *positions, size_t count, int s, int e)
 {
     pdl_wait();
-    const size_t p = (size_t)blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+    size_t p;
+    uint32_t id;
     const int lane = threadIdx.x & 31;
-    if (p >= count) return;
-    const uint32_t id = keys[p];
-    if (p > 0 && keys[p - 1] == id) return;
+    if (!run_start(keys, count, p, id)) return;
     const float inv = 1.0f / (float)s;
     float *row = dtable + (size_t)id * e;
     for (int c = lane; c < e; c += 32) {
@@ -73,11 +83,10 @@ __global__ void embedding_segment_add4_kernel(float *dtable, const float *dout,
                                               size_t count, int s, int e)
 {
     pdl_wait();
-    const size_t p = (size_t)blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+    size_t p;
+    uint32_t id;
     const int lane = threadIdx.x & 31;
-    if (p >= count) return;
-    const uint32_t id = keys[p];
-    if (p > 0 && keys[p - 1] == id) return;
+    if (!run_start(keys, count, p, id)) return;
     const float inv = 1.0f / (float)s;
     const int e4 = e / 4;
     float4 *row = reinterpret_cast<float4 *>(dtable + (size_t)id * e);
