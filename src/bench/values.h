@@ -19,8 +19,8 @@ double ao_value_round(ao_dtype t, double v);
  * mantissas are random (a hash of seed and index): GEMM inputs with the bit
  * patterns of real operands. A GEMM's rate depends on its data, because the
  * chip's power, and so its clock, does: on values with few distinct bit
- * patterns it runs ~12 % faster (bench/RESULTS.md), a peak no training GEMM
- * reaches. Synchronizes `s`. */
+ * patterns it runs faster than any training GEMM can (docs/DESIGN.md §7).
+ * Synchronizes `s`. */
 void ao_bench_fill_random(ao_device *dev, ao_stream *s, void *dst, size_t elems, ao_dtype t,
                           unsigned seed);
 

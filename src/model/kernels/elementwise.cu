@@ -340,15 +340,14 @@ template <ao_dtype T, ao_dtype TI> struct gelu_dropout_map {
 
 /* GELU and its dropout with the mask already drawn (every large step after
  * the first), or GELU alone at p = 0 (the head's), all 16-bit, per_row % 8
- * == 0: the mask byte of group g of row
- * r is byte r * per_row / 4 + g, i.e. the flat element's index / 4, so the
- * rows need not be known. A thread takes 8 consecutive elements a step (one
- * 16-byte load of each input, two mask bytes, one 16-byte store), kFlatSteps
- * steps' loads in flight. Op gives an element's value from its input(s) and
- * mask factor with the operations of the dropout_kernel Map it stands for,
- * so the bits are that Map's. dropout_kernel's 8-byte groups and per-group
- * indexing left the forward bound by instruction issue at ~1.8 TB/s
- * (bench/RESULTS.md). */
+ * == 0: the mask byte of group g of row r is byte r * per_row / 4 + g, i.e.
+ * the flat element's index / 4, so the rows need not be known. A thread
+ * takes 8 consecutive elements a step (one 16-byte load of each input, two
+ * mask bytes, one 16-byte store), kFlatSteps steps' loads in flight. Op
+ * gives an element's value from its input(s) and mask factor with the
+ * operations of the dropout_kernel Map it stands for, so the bits are that
+ * Map's. dropout_kernel's 8-byte groups and per-group indexing left the
+ * forward bound by instruction issue (bench/RESULTS.md). */
 constexpr int kFlatSteps = 4;
 
 /* gelu_dropout_map: gelu(h) times the factor */
