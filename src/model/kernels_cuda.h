@@ -293,8 +293,12 @@ cudaError_t ao_cuda_outer_gelu_backward(void *dx16, ao_dtype half_type, const fl
 
 /* ---- embedding bag (mean) ------------------------------------------------- */
 
-cudaError_t ao_cuda_embedding_bag_mean_forward(float *out, const int32_t *ids, const float *table,
-                                               int n, int s, int e, cudaStream_t stream);
+/* out[n, e] = the mean of the s rows of table[V, e] each token's ids pick;
+ * table_type fp32, bf16 or f16 (then read widened: the same sums as over
+ * its fp32 copy). */
+cudaError_t ao_cuda_embedding_bag_mean_forward(float *out, const int32_t *ids, const void *table,
+                                               ao_dtype table_type, int n, int s, int e,
+                                               cudaStream_t stream);
 /* Bytes of device workspace the backward needs for n*s ids over `vocab`. */
 size_t ao_cuda_embedding_bag_backward_workspace(int n, int s, int vocab);
 /* dtable[V, e] += dout / s scattered by ids, each row's contributions added

@@ -556,7 +556,11 @@ static void cuda_forward_input(ao_model *m, ao_stream *s, const float *root, con
     cudaStream_t cs = ao_cuda_stream(s);
     /* ao_input_forward: dense projection, pooled embeddings, sparse projection */
     mc_linear_forward(m, s, c->a.x[0], b->dense, iw.dense_w, iw.dense_b, is.n, is.dense_in, is.dim);
-    KCHECK(ao_cuda_embedding_bag_mean_forward(c->a.pooled, b->ids, iw.table, is.n, is.sparse,
+    /* the engine's 16-bit copy of the table where it gathered one: the
+     * engine casts only what the model reads in fp32 (fp32_parts) */
+    const void *t16 = ao_op16_shared_copy(&c->op, iw.table, (size_t)is.vocab * is.emb_dim);
+    KCHECK(ao_cuda_embedding_bag_mean_forward(c->a.pooled, b->ids, t16 ? t16 : iw.table,
+                                              t16 ? c->op.half : AO_F32, is.n, is.sparse,
                                               is.emb_dim, cs));
     mc_gemm_bias(m, s, 0, 1, is.n, is.dim, is.emb_dim, 1.0f, c->a.pooled, is.emb_dim, iw.sparse_w,
                  is.emb_dim, 1.0f, c->a.x[0], is.dim, single, iw.sparse_b, NULL, 0);
@@ -814,8 +818,11 @@ int ao_model_cuda_fp32_parts(const ao_model *m, int unit, const float *params, s
         return 1;
     }
     /* The matrices the passes multiply (stage_layer, stage_input,
-     * stage_head), in layout order: only their 16-bit copy is read. */
-    ao_op16_range w[4];
+     * stage_head) and the embedding table (cuda_forward_input), in layout
+     * order: only their 16-bit copy is read. */
+    enum { SIXTEEN = 5 };
+    ao_op16_range w[SIXTEEN];
+    int nw = 4;
     if (unit > 0) {
         const ao_encoder_shape es = ao_model_encoder_shape(sh);
         ao_encoder_weights ew;
@@ -832,20 +839,22 @@ int ao_model_cuda_fp32_parts(const ao_model *m, int unit, const float *params, s
         ao_head_weights hw;
         ao_model_bind_root(sh, (float *)params, &iw, &hw);
         w[0] = (ao_op16_range){iw.dense_w, (size_t)is.dim * is.dense_in};
-        w[1] = (ao_op16_range){iw.sparse_w, (size_t)is.dim * is.emb_dim};
-        w[2] = (ao_op16_range){hw.fc1_w, (size_t)hs.hidden * hs.dim};
-        w[3] = (ao_op16_range){hw.fc2_w, (size_t)hs.hidden};
+        w[1] = (ao_op16_range){iw.table, (size_t)is.vocab * is.emb_dim};
+        w[2] = (ao_op16_range){iw.sparse_w, (size_t)is.dim * is.emb_dim};
+        w[3] = (ao_op16_range){hw.fc1_w, (size_t)hs.hidden * hs.dim};
+        w[4] = (ao_op16_range){hw.fc2_w, (size_t)hs.hidden};
+        nw = SIXTEEN;
     }
     int count = 0;
     size_t at = 0;
-    for (int i = 0; i <= 4; i++) {
-        const size_t end = i < 4 ? (size_t)(w[i].p - params) : n;
+    for (int i = 0; i <= nw; i++) {
+        const size_t end = i < nw ? (size_t)(w[i].p - params) : n;
         if (end > at) {
             if (count == max) return -1;
             parts[count][0] = at, parts[count][1] = end - at;
             count++;
         }
-        if (i < 4) at = end + w[i].n;
+        if (i < nw) at = end + w[i].n;
     }
     return count;
 }

@@ -347,9 +347,26 @@ static void test_embedding_bag(int n, int s, int e, int vocab)
 
     int32_t *d_ids = upload(ids, sizeof(int32_t) * ns);
     float *d_table = upload(table, 4 * ve), *d_out = ao_dev_alloc(dev, 4 * ne);
-    K(ao_cuda_embedding_bag_mean_forward(d_out, d_ids, d_table, n, s, e, cs()));
+    K(ao_cuda_embedding_bag_mean_forward(d_out, d_ids, d_table, AO_F32, n, s, e, cs()));
     float *got = download_floats(d_out, ne);
     report("embedding_bag_mean_forward", shape, check_rel_err(got, out, ne), 1e-5);
+    /* a 16-bit table gives the sums of its widened values, bit for bit */
+    for (int h = 0; h < 2; h++) {
+        const ao_dtype type = h ? AO_F16 : AO_BF16;
+        void *d_t16 = ao_dev_alloc(dev, 2 * ve);
+        float *d_wide = ao_dev_alloc(dev, 4 * ve);
+        K(ao_cuda_cast(d_t16, type, d_table, AO_F32, ve, cs()));
+        K(ao_cuda_cast(d_wide, AO_F32, d_t16, type, ve, cs()));
+        K(ao_cuda_embedding_bag_mean_forward(d_out, d_ids, d_wide, AO_F32, n, s, e, cs()));
+        float *wide = download_floats(d_out, ne);
+        K(ao_cuda_embedding_bag_mean_forward(d_out, d_ids, d_t16, type, n, s, e, cs()));
+        float *narrow = download_floats(d_out, ne);
+        report_same(h ? "embedding_bag_mean_forward (f16 table)"
+                      : "embedding_bag_mean_forward (bf16 table)",
+                    narrow, wide, 4 * ne);
+        free(wide), free(narrow);
+        ao_dev_free(dev, d_t16), ao_dev_free(dev, d_wide);
+    }
     free(got);
 
     const size_t ws_bytes = ao_cuda_embedding_bag_backward_workspace(n, s, vocab);

@@ -1,6 +1,6 @@
 /* The embedding bag (mean) forward and its deterministic backward: a stable
  * radix sort of the ids, then each table row's contributions in order. */
-#include "model/kernels/common.cuh"
+#include "model/kernels/dtype.cuh"
 
 #if defined(AO_GPU_HIP)
 #include <hipcub/hipcub.hpp>
@@ -12,16 +12,33 @@ namespace cub = hipcub;
 namespace
 {
 
-__global__ void embedding_bag_forward_kernel(float *out, const int32_t *ids, const float *table,
+/* A thread a run of V adjacent columns of one token (V = 4: e % 4 == 0 and
+ * the table aligned for 4-wide loads), each column's double sum over the
+ * token's slots in slot order, as the reference adds them. The table is
+ * fp32 or the engine's 16-bit copy of it, whose values the model reads
+ * widened: the same sums, and half the bytes (no fp32 copy cast first). */
+template <ao_dtype T, int V>
+__global__ void embedding_bag_forward_kernel(float *out, const int32_t *ids, const void *table,
                                              int n, int s, int e)
 {
     pdl_wait();
-    const size_t total = (size_t)n * e, stride = (size_t)gridDim.x * blockDim.x;
+    const typed_load<T> rows{table};
+    const size_t runs = (size_t)e / V, total = (size_t)n * runs;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t at = (size_t)blockIdx.x * blockDim.x + threadIdx.x; at < total; at += stride) {
-        const size_t i = at / (size_t)e, c = at % (size_t)e;
-        double acc = 0.0;
-        for (int k = 0; k < s; k++) acc += table[(size_t)ids[i * s + k] * e + c];
-        out[at] = s > 0 ? (float)(acc / s) : 0.0f;
+        const size_t i = at / runs, c = (at % runs) * V;
+        double acc[V] = {};
+        for (int k = 0; k < s; k++) {
+            const size_t from = (size_t)ids[i * s + k] * e + c;
+            if constexpr (V == 4) {
+                const float4 v = rows.load4(from);
+                acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
+            } else {
+                acc[0] += rows.load(from);
+            }
+        }
+#pragma unroll
+        for (int l = 0; l < V; l++) out[i * e + c + l] = s > 0 ? (float)(acc[l] / s) : 0.0f;
     }
 }
 
@@ -126,14 +143,22 @@ int key_bits(int vocab)
 /* ---- launchers ------------------------------------------------------------- */
 
 extern "C" cudaError_t ao_cuda_embedding_bag_mean_forward(float *out, const int32_t *ids,
-                                                          const float *table, int n, int s, int e,
-                                                          cudaStream_t stream)
+                                                          const void *table, ao_dtype table_type,
+                                                          int n, int s, int e, cudaStream_t stream)
 {
     const size_t total = (size_t)(n > 0 ? n : 0) * (size_t)(e > 0 ? e : 0);
+    if (!castable(table_type)) return cudaErrorInvalidValue;
     if (total == 0) return cudaSuccess;
-    launch(embedding_bag_forward_kernel, elem_blocks(total), kThreads, 0, stream, out, ids, table,
-           n, s, e);
-    return cudaGetLastError();
+    return with_dtype(table_type, [&](auto tag) {
+        constexpr ao_dtype T = decltype(tag)::value;
+        if (e % 4 == 0 && load4_ok<T>(table))
+            launch(embedding_bag_forward_kernel<T, 4>, elem_blocks(total / 4), kThreads, 0, stream,
+                   out, ids, table, n, s, e);
+        else
+            launch(embedding_bag_forward_kernel<T, 1>, elem_blocks(total), kThreads, 0, stream, out,
+                   ids, table, n, s, e);
+        return cudaGetLastError();
+    });
 }
 
 /* Workspace: keys in/out, positions in/out (count uint32 each), then CUB's
