@@ -820,8 +820,8 @@ int ao_model_cuda_fp32_parts(const ao_model *m, int unit, const float *params, s
     /* The matrices the passes multiply (stage_layer, stage_input,
      * stage_head) and the embedding table (cuda_forward_input), in layout
      * order: only their 16-bit copy is read. */
-    enum { SIXTEEN = 5 };
-    ao_op16_range w[SIXTEEN];
+    enum { MAX_RANGES = 5 };
+    ao_op16_range w[MAX_RANGES];
     int nw = 4;
     if (unit > 0) {
         const ao_encoder_shape es = ao_model_encoder_shape(sh);
@@ -843,7 +843,7 @@ int ao_model_cuda_fp32_parts(const ao_model *m, int unit, const float *params, s
         w[2] = (ao_op16_range){iw.sparse_w, (size_t)is.dim * is.emb_dim};
         w[3] = (ao_op16_range){hw.fc1_w, (size_t)hs.hidden * hs.dim};
         w[4] = (ao_op16_range){hw.fc2_w, (size_t)hs.hidden};
-        nw = SIXTEEN;
+        nw = MAX_RANGES;
     }
     int count = 0;
     size_t at = 0;
