@@ -820,30 +820,28 @@ int ao_model_cuda_fp32_parts(const ao_model *m, int unit, const float *params, s
     /* The matrices the passes multiply (stage_layer, stage_input,
      * stage_head) and the embedding table (cuda_forward_input), in layout
      * order: only their 16-bit copy is read. */
-    enum { MAX_RANGES = 5 };
-    ao_op16_range w[MAX_RANGES];
-    int nw = 4;
+    ao_op16_range w[5];
+    int nw = 0;
     if (unit > 0) {
         const ao_encoder_shape es = ao_model_encoder_shape(sh);
         ao_encoder_weights ew;
         ao_encoder_weights_bind(&ew, (float *)params, &es);
         const size_t d = (size_t)sh->dim, ff = (size_t)sh->ff;
-        w[0] = (ao_op16_range){ew.attn.in_w, 3 * d * d};
-        w[1] = (ao_op16_range){ew.attn.out_w, d * d};
-        w[2] = (ao_op16_range){ew.lin1_w, ff * d};
-        w[3] = (ao_op16_range){ew.lin2_w, d * ff};
+        w[nw++] = (ao_op16_range){ew.attn.in_w, 3 * d * d};
+        w[nw++] = (ao_op16_range){ew.attn.out_w, d * d};
+        w[nw++] = (ao_op16_range){ew.lin1_w, ff * d};
+        w[nw++] = (ao_op16_range){ew.lin2_w, d * ff};
     } else {
         const ao_input_shape is = ao_model_input_shape(sh);
         const ao_head_shape hs = ao_model_head_shape(sh);
         ao_input_weights iw;
         ao_head_weights hw;
         ao_model_bind_root(sh, (float *)params, &iw, &hw);
-        w[0] = (ao_op16_range){iw.dense_w, (size_t)is.dim * is.dense_in};
-        w[1] = (ao_op16_range){iw.table, (size_t)is.vocab * is.emb_dim};
-        w[2] = (ao_op16_range){iw.sparse_w, (size_t)is.dim * is.emb_dim};
-        w[3] = (ao_op16_range){hw.fc1_w, (size_t)hs.hidden * hs.dim};
-        w[4] = (ao_op16_range){hw.fc2_w, (size_t)hs.hidden};
-        nw = MAX_RANGES;
+        w[nw++] = (ao_op16_range){iw.dense_w, (size_t)is.dim * is.dense_in};
+        w[nw++] = (ao_op16_range){iw.table, (size_t)is.vocab * is.emb_dim};
+        w[nw++] = (ao_op16_range){iw.sparse_w, (size_t)is.dim * is.emb_dim};
+        w[nw++] = (ao_op16_range){hw.fc1_w, (size_t)hs.hidden * hs.dim};
+        w[nw++] = (ao_op16_range){hw.fc2_w, (size_t)hs.hidden};
     }
     int count = 0;
     size_t at = 0;
