@@ -159,7 +159,7 @@ struct row_factors {
     /* f if element (j, e) is kept, else 0 */
     __device__ float at(int j, int e, float f) const
     {
-        return (m[e >> 1][j >> 1] >> (16 * (j & 1) + (e & 1))) & 1u ? f : 0.0f;
+        return m[e >> 1][j >> 1] & (1u << (16 * (j & 1) + (e & 1))) ? f : 0.0f;
     }
 };
 
@@ -183,7 +183,7 @@ __device__ __forceinline__ uint2 keep_bits(const uint8_t *sm, const flash_drop &
  * column c + (e & 1)) is kept. */
 __device__ __forceinline__ bool kept(uint2 kb, int e)
 {
-    return ((e & 1 ? kb.y : kb.x) >> (16 * (e >> 1))) & 1u;
+    return (e & 1 ? kb.y : kb.x) & (1u << (16 * (e >> 1)));
 }
 
 /* Writes a warp's 16 x HD accumulator times (row g, row g + 8) factors as T

@@ -30,26 +30,44 @@ constexpr int kWgThreads = 256;
 constexpr int kHalf = 64 * 64; /* halves in a 64-row, 64-column swizzled half tile */
 constexpr uint32_t kVLead = kHalf * 2, kVStride = 8 * 128; /* V's descriptor strides, bytes */
 
-/* Starts copying rows x 128 halves (rows `stride` apart) into the swizzled
- * layout: column half c / 64 at s + (c / 64) * rows * 64. */
-template <int ROWS> __device__ void load_swizzled(uint16_t *s, const uint16_t *g, size_t stride)
+/* Starts copying ROWS x 128 halves (rows `stride` apart) into the swizzled
+ * layout, column half c / 64 at s + (c / 64) * ROWS * 64, with the block's
+ * NT threads. Thread i copies 16-byte column i % 16 of rows i / 16 + k NT / 16:
+ * NT / 16 is a multiple of 8, so its swizzle (row % 8) is the same for every
+ * k and each copy is one constant offset from the first (unrolled: a loop
+ * over blockDim.x recomputed the address, ~34 instructions a copy). */
+template <int ROWS, int NT>
+__device__ __forceinline__ void load_swizzled(uint16_t *s, const uint16_t *g, size_t stride)
 {
-    for (int i = threadIdx.x; i < ROWS * 16; i += blockDim.x) {
-        const int r = i / 16, c = i % 16, half = c / 8, cc = c % 8;
-        cp_async16(s + half * ROWS * 64 + r * 64 + ((cc ^ (r & 7)) * 8),
-                   g + (size_t)r * stride + c * 8);
-    }
+    static_assert(NT % 128 == 0 && ROWS * 16 % NT == 0, "whole swizzle periods a step");
+    constexpr int kRows = NT / 16; /* rows a step */
+    const int i = (int)threadIdx.x, r = i / 16, c = i % 16;
+    uint16_t *sp = s + (c / 8) * ROWS * 64 + r * 64 + (((c % 8) ^ (r & 7)) * 8);
+    const uint16_t *gp = g + (size_t)r * stride + c * 8;
+    const size_t step = (size_t)kRows * stride;
+#pragma unroll
+    for (int k = 0; k < ROWS * 16 / NT; k++) cp_async16(sp + k * kRows * 64, gp + k * step);
 }
 
 /* A shared-memory matrix descriptor, 128-byte swizzle: lbo and sbo in bytes.
  * K-major operands use sbo alone (8-row groups, 1 KiB apart); an MN-major
  * one (V, n = the head's 128 columns) steps lbo between its two 64-column
- * halves and sbo between groups of 8 keys. */
-__device__ __forceinline__ uint64_t wg_desc(const void *p, uint32_t lbo, uint32_t sbo)
-{
-    return (uint64_t)((smem_addr(p) & 0x3FFFF) >> 4) | (uint64_t)(lbo >> 4) << 16 |
-           (uint64_t)(sbo >> 4) << 32 | 1ull << 62;
-}
+ * halves and sbo between groups of 8 keys. at(off) is the descriptor of
+ * p + off halves (off a multiple of 8): the start address field is the
+ * shared address / 16 in 14 bits, and every operand lies below 256 KiB, so
+ * the offset adds to the low word without a carry: one add a product where
+ * building each descriptor from its address took ~6. */
+struct wg_desc {
+    uint32_t lo, hi;
+    __device__ __forceinline__ wg_desc(const void *p, uint32_t lbo, uint32_t sbo)
+        : lo(((smem_addr(p) & 0x3FFFF) >> 4) | (lbo >> 4) << 16), hi((sbo >> 4) | 1u << 30)
+    {
+    }
+    __device__ __forceinline__ uint64_t at(int off) const
+    {
+        return (uint64_t)hi << 32 | (lo + (uint32_t)off / 8);
+    }
+};
 
 __device__ __forceinline__ void wg_fence()
 {
@@ -190,23 +208,27 @@ __global__ void __launch_bounds__(kWgThreads, 2) flash_forward_wg(flash_args a)
     uint8_t *sM = reinterpret_cast<uint8_t *>(sKV + 2 * 4 * kHalf); /* [2][128 queries][16] */
     const auto &[h, b, q0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a, kWgQueries);
     const int wg = w >> 2, tiles = a.T / kTile;
-    load_swizzled<kWgQueries>(sQ, base + (size_t)q0 * d3, d3);
-    load_swizzled<kTile>(sKV, base + a.d, d3);
-    load_swizzled<kTile>(sKV + 2 * kHalf, base + 2 * a.d, d3);
+    load_swizzled<kWgQueries, kWgThreads>(sQ, base + (size_t)q0 * d3, d3);
+    load_swizzled<kTile, kWgThreads>(sKV, base + a.d, d3);
+    load_swizzled<kTile, kWgThreads>(sKV + 2 * kHalf, base + 2 * a.d, d3);
     if (dr.mask_in)
         for (int i = 0; i < 2; i++) mask_copy(sM + i * kTile * 16, dr, q0 + i * kTile, 0, a.T);
     cp_async_commit();
 
+    /* Q's rows of this warpgroup, K and V of stage 0 */
+    const wg_desc dq(sQ + wg * kTile * 64, 16, 1024), dk(sKV, 16, 1024),
+        dv(sKV + 2 * kHalf, kVLead, kVStride);
     float o[HD / 8][4] = {};
     softmax_rows st;
     for (int it = 0; it < tiles; it++) {
         const int k0 = it * kTile;
-        const uint16_t *sK = sKV + (it & 1) * 4 * kHalf, *sV = sK + 2 * kHalf;
+        const int stage = (it & 1) * 4 * kHalf; /* halves from stage 0 */
         uint8_t *sMb = sM + (it & 1) * kWgQueries * 16;
         if (it + 1 < tiles) {
             uint16_t *nK = sKV + ((it + 1) & 1) * 4 * kHalf;
-            load_swizzled<kTile>(nK, base + a.d + (size_t)(k0 + kTile) * d3, d3);
-            load_swizzled<kTile>(nK + 2 * kHalf, base + 2 * a.d + (size_t)(k0 + kTile) * d3, d3);
+            load_swizzled<kTile, kWgThreads>(nK, base + a.d + (size_t)(k0 + kTile) * d3, d3);
+            load_swizzled<kTile, kWgThreads>(nK + 2 * kHalf,
+                                             base + 2 * a.d + (size_t)(k0 + kTile) * d3, d3);
             if (dr.mask_in)
                 for (int i = 0; i < 2; i++)
                     mask_copy(sM + (((it + 1) & 1) * 2 + i) * kTile * 16, dr, q0 + i * kTile,
@@ -220,8 +242,7 @@ __global__ void __launch_bounds__(kWgThreads, 2) flash_forward_wg(flash_args a)
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
             const int half = kk >> 2, off = (kk & 3) * 16;
-            wg_ss<T>(s, wg_desc(sQ + half * kWgQueries * 64 + wg * kTile * 64 + off, 16, 1024),
-                     wg_desc(sK + half * kHalf + off, 16, 1024), kk);
+            wg_ss<T>(s, dq.at(half * kWgQueries * 64 + off), dk.at(stage + half * kHalf + off), kk);
         }
         wg_commit_wait();
         wg_hold(s);
@@ -236,8 +257,7 @@ __global__ void __launch_bounds__(kWgThreads, 2) flash_forward_wg(flash_args a)
         }
         wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < kTile / 16; kk++)
-            wg_rs<T>(o, p[kk], wg_desc(sV + kk * 16 * 64, kVLead, kVStride));
+        for (int kk = 0; kk < kTile / 16; kk++) wg_rs<T>(o, p[kk], dv.at(stage + kk * 16 * 64));
         wg_commit_wait();
         wg_hold(o);
         __syncthreads(); /* the stage is refilled next iteration */
@@ -290,20 +310,22 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
     const auto &[h, b, k0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
     const kv_rows kr(a, b, h, bh, k0, w, g, HD);
     const auto load = [](uint16_t *s, const uint16_t *src, size_t stride) {
-        load_swizzled<kTile>(s, src, stride);
+        load_swizzled<kTile, kKvThreads>(s, src, stride);
     };
     const int tiles = a.T / kTile;
-    load_swizzled<kTile>(sK, base + a.d + (size_t)k0 * d3, d3);
-    load_swizzled<kTile>(sV, base + 2 * a.d + (size_t)k0 * d3, d3);
+    load_swizzled<kTile, kKvThreads>(sK, base + a.d + (size_t)k0 * d3, d3);
+    load_swizzled<kTile, kKvThreads>(sV, base + 2 * a.d + (size_t)k0 * d3, d3);
     kr.stage(sQO, sQO + 2 * kHalf, sLD, sM, a, base, d3, dr, 0, k0, load);
     cp_async_commit();
 
     /* the kept elements' factor, and it times the scale (delta holds its own) */
     const float kf = dr.on ? dr.r.keep : 1.0f, ks = kf * a.scale;
+    /* K then V (K-major); stage 0's Q then dO, K-major and MN-major */
+    const wg_desc dkv(sK, 16, 1024), dqo(sQO, 16, 1024), dqo_mn(sQO, kVLead, kVStride);
     float dk[HD / 8][4] = {}, dv[HD / 8][4] = {};
     for (int it = 0; it < tiles; it++) {
         const int q0 = it * kTile;
-        const uint16_t *sQ = sQO + (it & 1) * 4 * kHalf, *sO = sQ + 2 * kHalf;
+        const int stage = (it & 1) * 4 * kHalf; /* halves from stage 0 */
         const float *sL = sLD + (it & 1) * 2 * kTile, *sD = sL + kTile;
         uint8_t *sMb = sM + (it & 1) * kTile * 16;
         if (it + 1 < tiles) {
@@ -322,13 +344,13 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
             const int off = (kk >> 2) * kHalf + (kk & 3) * 16;
-            wg_ss<T>(p, wg_desc(sK + off, 16, 1024), wg_desc(sQ + off, 16, 1024), kk);
+            wg_ss<T>(p, dkv.at(off), dqo.at(stage + off), kk);
         }
         wg_commit();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
             const int off = (kk >> 2) * kHalf + (kk & 3) * 16;
-            wg_ss<T>(dp, wg_desc(sV + off, 16, 1024), wg_desc(sO + off, 16, 1024), kk);
+            wg_ss<T>(dp, dkv.at(2 * kHalf + off), dqo.at(stage + 2 * kHalf + off), kk);
         }
         wg_commit();
         wg_wait<1>();
@@ -351,7 +373,7 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < kTile / 16; kk++)
-            wg_rs<T>(dv, pa[kk], wg_desc(sO + kk * 16 * 64, kVLead, kVStride));
+            wg_rs<T>(dv, pa[kk], dqo_mn.at(stage + 2 * kHalf + kk * 16 * 64));
         wg_commit();
         wg_wait<1>();
         wg_hold(dp);
@@ -375,7 +397,7 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < kTile / 16; kk++)
-            wg_rs<T>(dk, da[kk], wg_desc(sQ + kk * 16 * 64, kVLead, kVStride));
+            wg_rs<T>(dk, da[kk], dqo_mn.at(stage + kk * 16 * 64));
         wg_commit_wait();
         wg_hold(dv);
         wg_hold(dk);
