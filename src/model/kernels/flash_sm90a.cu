@@ -286,10 +286,21 @@ cudaError_t forward_wg(const flash_args &a, dim3 grid, cudaStream_t stream)
 
 constexpr int kKvThreads = 128; /* one warpgroup: 64 keys, warp w keys w * 16 .. + 15 */
 
-/* Shared bytes: K and V (64 x 128 each), two stages of Q and dO, the mask of
- * two stages (64 queries x 16 bytes), two stages of lse and delta, slack. */
-constexpr size_t kKvSmem = (size_t)(2 * 2 * kHalf + 2 * 2 * 2 * kHalf) * 2 + 2 * kTile * 16 +
-                           2 * 2 * kTile * sizeof(float) + 1024;
+/* Shared bytes: K and V (64 x 128 each), two stages of Q and dO, the tile's
+ * dS^T on its way out, the mask of two stages (64 queries x 16 bytes), two
+ * stages of lse and delta, slack. */
+constexpr size_t kKvSmem = (size_t)(2 * 2 * kHalf + 2 * 2 * 2 * kHalf + kHalf) * 2 +
+                           2 * kTile * 16 + 2 * 2 * kTile * sizeof(float) + 1024;
+
+/* dS^T's tile leaves through shared memory: the accumulator fragments hold
+ * 4 bytes of 8 rows a store, half a sector each, which L2 took as twice the
+ * sectors. Row r (a key) of 64 queries is 128 bytes, its 16-byte chunk c at
+ * r * 128 + ((c ^ (r % 8)) * 16): the fragments' writes and the rows' reads
+ * are both free of bank conflicts. */
+__device__ __forceinline__ uint32_t ds_at(int r, int c)
+{
+    return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4));
+}
 
 /* flash.cu's flash_backward_kv on wgmma, a whole 64-query tile at a time:
  * S^T = K Q^T and dP^T = V dO^T (8 m64n64k16 each, K-major operands in
@@ -305,10 +316,12 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
     constexpr int HD = 128;
     uint16_t *sK = aligned_smem(wsm), *sV = sK + 2 * kHalf; /* [2 halves][64 keys][64] */
     uint16_t *sQO = sV + 2 * kHalf; /* [2 stages][Q, dO][2 halves][64][64] */
-    uint8_t *sM = reinterpret_cast<uint8_t *>(sQO + 2 * 4 * kHalf); /* [2][64 queries][16] */
+    uint8_t *sS = reinterpret_cast<uint8_t *>(sQO + 2 * 4 * kHalf); /* [64 keys][64] (ds_at) */
+    uint8_t *sM = sS + kHalf * 2;                                   /* [2][64 queries][16] */
     float *sLD = reinterpret_cast<float *>(sM + 2 * kTile * 16);    /* [2][lse, delta] */
     const auto &[h, b, k0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
     const kv_rows kr(a, b, h, bh, k0, w, g, HD);
+    uint16_t *ds0 = a.ds + (bh * a.T + (size_t)k0) * a.T; /* the block's first key row of dS^T */
     const auto load = [](uint16_t *s, const uint16_t *src, size_t stride) {
         load_swizzled<kTile, kKvThreads>(s, src, stride);
     };
@@ -388,9 +401,8 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
                 p[j][e] *= fmaf(dp[j][e], keep ? ks : 0.0f, -(e & 1 ? dl.y : dl.x));
             }
             const uint32_t s01 = pack2<T>(p[j][0], p[j][1]), s23 = pack2<T>(p[j][2], p[j][3]);
-            uint16_t *o = kr.ds + q0 + c;
-            *reinterpret_cast<uint32_t *>(o) = s01;
-            *reinterpret_cast<uint32_t *>(o + (size_t)8 * a.T) = s23;
+            *reinterpret_cast<uint32_t *>(sS + ds_at(w * 16 + g, j) + 4 * t) = s01;
+            *reinterpret_cast<uint32_t *>(sS + ds_at(w * 16 + g + 8, j) + 4 * t) = s23;
             da[j >> 1][2 * (j & 1)] = s01;
             da[j >> 1][2 * (j & 1) + 1] = s23;
         }
@@ -398,7 +410,15 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
 #pragma unroll
         for (int kk = 0; kk < kTile / 16; kk++)
             wg_rs<T>(dk, da[kk], dqo_mn.at(stage + kk * 16 * 64));
-        wg_commit_wait();
+        wg_commit();
+        __syncthreads(); /* dS^T's tile is in sS: out as whole rows while dK multiplies */
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int r = (int)threadIdx.x / 8 + 16 * k, c = (int)threadIdx.x % 8;
+            *reinterpret_cast<uint4 *>(ds0 + (size_t)r * a.T + q0 + c * 8) =
+                *reinterpret_cast<const uint4 *>(sS + ds_at(r, c));
+        }
+        wg_wait<0>();
         wg_hold(dv);
         wg_hold(dk);
         wg_hold(pa);
