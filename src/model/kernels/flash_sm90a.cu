@@ -192,6 +192,48 @@ __device__ __forceinline__ uint16_t *aligned_smem(uint8_t *p)
     return reinterpret_cast<uint16_t *>(p + ((1024 - (a & 1023)) & 1023));
 }
 
+/* Tiles leave through shared memory as whole rows: an accumulator fragment
+ * holds 4 bytes of 8 rows a store, half a sector each, which L2 took as
+ * twice the sectors. Row r of ROW bytes keeps its 16-byte chunk c at
+ * swz<ROW>(r, c): the fragments' 4-byte writes and the rows' 16-byte reads
+ * are both free of bank conflicts. */
+template <int ROW> __device__ __forceinline__ uint32_t swz(int r, int c)
+{
+    return (uint32_t)(r * ROW + ((c ^ (r & 7)) << 4));
+}
+
+/* store_rows into shared memory: a warp's 16 x N accumulator times (row g,
+ * row g + 8) factors as T, at rows r0 + g and r0 + g + 8 of s. */
+template <ao_dtype T, int N>
+__device__ void rows_to_smem(uint8_t *s, int r0, const float (&acc)[N / 8][4], float f0, float f1)
+{
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int n = 0; n < N / 8; n++) {
+        *reinterpret_cast<uint32_t *>(s + swz<N * 2>(r0 + g, n) + 4 * t) =
+            pack2<T>(acc[n][0] * f0, acc[n][1] * f0);
+        *reinterpret_cast<uint32_t *>(s + swz<N * 2>(r0 + g + 8, n) + 4 * t) =
+            pack2<T>(acc[n][2] * f1, acc[n][3] * f1);
+    }
+}
+
+/* ROWS x N halves from s (rows_to_smem's layout) to rows `stride` apart at
+ * out, 16 bytes a thread, by the block's NT threads after the barrier that
+ * orders their writes. */
+template <int ROWS, int N, int NT>
+__device__ __forceinline__ void rows_from_smem(const uint8_t *s, uint16_t *out, size_t stride)
+{
+    constexpr int C = N / 8; /* chunks a row */
+    static_assert(NT % C == 0 && ROWS * C % NT == 0, "whole rows a step");
+    const int r = (int)threadIdx.x / C, c = (int)threadIdx.x % C;
+#pragma unroll
+    for (int k = 0; k < ROWS * C / NT; k++) {
+        const int rk = r + k * (NT / C);
+        *reinterpret_cast<uint4 *>(out + (size_t)rk * stride + c * 8) =
+            *reinterpret_cast<const uint4 *>(s + swz<N * 2>(rk, c));
+    }
+}
+
 /* Shared bytes: Q (128 x 128), two stages of K and V (64 x 128 each), the
  * mask of two stages (128 queries x 16 bytes), and the alignment slack. */
 constexpr size_t kWgSmem =
@@ -268,8 +310,12 @@ __global__ void __launch_bounds__(kWgThreads, 2) flash_forward_wg(flash_args a)
     x.l1 += AO_SHFL_XOR(x.l1, 1);
     x.l1 += AO_SHFL_XOR(x.l1, 2);
     const int q = q0 + w * 16 + g;
-    store_rows<T, HD>(a.out + ((size_t)b * a.T + q - g) * a.d + (size_t)h * HD, (size_t)a.d, o,
-                      1.0f / x.l0, 1.0f / x.l1);
+    /* ctx through the free K, V stages (the last iteration's barrier is behind) */
+    uint8_t *sOut = reinterpret_cast<uint8_t *>(sKV);
+    rows_to_smem<T, HD>(sOut, w * 16, o, 1.0f / x.l0, 1.0f / x.l1);
+    __syncthreads();
+    rows_from_smem<kWgQueries, HD, kWgThreads>(
+        sOut, a.out + ((size_t)b * a.T + q0) * a.d + (size_t)h * HD, (size_t)a.d);
     if (t == 0) {
         a.lse[bh * a.T + q] = x.m0 + log2f(x.l0);
         a.lse[bh * a.T + q + 8] = x.m1 + log2f(x.l1);
@@ -292,22 +338,6 @@ constexpr int kKvThreads = 128; /* one warpgroup: 64 keys, warp w keys w * 16 ..
 constexpr size_t kKvSmem = (size_t)(2 * 2 * kHalf + 2 * 2 * 2 * kHalf + kHalf) * 2 +
                            2 * kTile * 16 + 2 * 2 * kTile * sizeof(float) + 1024;
 
-/* dS^T's tile leaves through shared memory: the accumulator fragments hold
- * 4 bytes of 8 rows a store, half a sector each, which L2 took as twice the
- * sectors. Row r (a key) of 64 queries is 128 bytes, its 16-byte chunk c at
- * r * 128 + ((c ^ (r % 8)) * 16): the fragments' writes and the rows' reads
- * are both free of bank conflicts. */
-__device__ __forceinline__ uint32_t ds_at(int r, int c)
-{
-    return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4));
-}
-
-/* flash.cu's flash_backward_kv on wgmma, a whole 64-query tile at a time:
- * S^T = K Q^T and dP^T = V dO^T (8 m64n64k16 each, K-major operands in
- * shared memory), the same per-element chain on the accumulators (their
- * fragments are mma.sync's), and dV += P^T dO and dK += dS^T Q (4
- * m64n128k16 each, A from registers, B MN-major). */
-
 template <ao_dtype T, bool DRAW>
 __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args a)
 {
@@ -316,7 +346,7 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
     constexpr int HD = 128;
     uint16_t *sK = aligned_smem(wsm), *sV = sK + 2 * kHalf; /* [2 halves][64 keys][64] */
     uint16_t *sQO = sV + 2 * kHalf; /* [2 stages][Q, dO][2 halves][64][64] */
-    uint8_t *sS = reinterpret_cast<uint8_t *>(sQO + 2 * 4 * kHalf); /* [64 keys][64] (ds_at) */
+    uint8_t *sS = reinterpret_cast<uint8_t *>(sQO + 2 * 4 * kHalf); /* [64 keys][64] (swz) */
     uint8_t *sM = sS + kHalf * 2;                                   /* [2][64 queries][16] */
     float *sLD = reinterpret_cast<float *>(sM + 2 * kTile * 16);    /* [2][lse, delta] */
     const auto &[h, b, k0, w, g, t, d3, bh, base, dr, sl2] = flash_block<HD>(a);
@@ -366,18 +396,24 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
             wg_ss<T>(dp, dkv.at(2 * kHalf + off), dqo.at(stage + 2 * kHalf + off), kk);
         }
         wg_commit();
+        /* the rows' lse and the keep bits, read while S^T multiplies (after
+         * the wait their shared-memory latency stood in the chain) */
+        float2 l[8];
+        uint2 kb[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            l[j] = *reinterpret_cast<const float2 *>(sL + j * 8 + 2 * t);
+            kb[j] = keep_bits(sMb, dr, j * 8 + 2 * t, w, g);
+        }
         wg_wait<1>();
         wg_hold(p);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            const int c = j * 8 + 2 * t;
-            const float2 l = *reinterpret_cast<const float2 *>(sL + c);
-            const uint2 kb = keep_bits(sMb, dr, c, w, g);
             float pd[4];
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const bool keep = kept(kb, e);
-                p[j][e] = fast_exp2(fmaf(p[j][e], sl2, -(e & 1 ? l.y : l.x)));
+                const bool keep = kept(kb[j], e);
+                p[j][e] = fast_exp2(fmaf(p[j][e], sl2, -(e & 1 ? l[j].y : l[j].x)));
                 pd[e] = keep ? p[j][e] * kf : 0.0f;
             }
             pa[j >> 1][2 * (j & 1)] = pack2<T>(pd[0], pd[1]);
@@ -388,21 +424,24 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
         for (int kk = 0; kk < kTile / 16; kk++)
             wg_rs<T>(dv, pa[kk], dqo_mn.at(stage + 2 * kHalf + kk * 16 * 64));
         wg_commit();
+        /* delta and the keep bits again, while dP^T finishes */
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            l[j] = *reinterpret_cast<const float2 *>(sD + j * 8 + 2 * t);
+            kb[j] = keep_bits(sMb, dr, j * 8 + 2 * t, w, g);
+        }
         wg_wait<1>();
         wg_hold(dp);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            const int c = j * 8 + 2 * t;
-            const float2 dl = *reinterpret_cast<const float2 *>(sD + c);
-            const uint2 kb = keep_bits(sMb, dr, c, w, g);
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const bool keep = kept(kb, e);
-                p[j][e] *= fmaf(dp[j][e], keep ? ks : 0.0f, -(e & 1 ? dl.y : dl.x));
+                const bool keep = kept(kb[j], e);
+                p[j][e] *= fmaf(dp[j][e], keep ? ks : 0.0f, -(e & 1 ? l[j].y : l[j].x));
             }
             const uint32_t s01 = pack2<T>(p[j][0], p[j][1]), s23 = pack2<T>(p[j][2], p[j][3]);
-            *reinterpret_cast<uint32_t *>(sS + ds_at(w * 16 + g, j) + 4 * t) = s01;
-            *reinterpret_cast<uint32_t *>(sS + ds_at(w * 16 + g + 8, j) + 4 * t) = s23;
+            *reinterpret_cast<uint32_t *>(sS + swz<kTile * 2>(w * 16 + g, j) + 4 * t) = s01;
+            *reinterpret_cast<uint32_t *>(sS + swz<kTile * 2>(w * 16 + g + 8, j) + 4 * t) = s23;
             da[j >> 1][2 * (j & 1)] = s01;
             da[j >> 1][2 * (j & 1) + 1] = s23;
         }
@@ -412,12 +451,7 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
             wg_rs<T>(dk, da[kk], dqo_mn.at(stage + kk * 16 * 64));
         wg_commit();
         __syncthreads(); /* dS^T's tile is in sS: out as whole rows while dK multiplies */
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const int r = (int)threadIdx.x / 8 + 16 * k, c = (int)threadIdx.x % 8;
-            *reinterpret_cast<uint4 *>(ds0 + (size_t)r * a.T + q0 + c * 8) =
-                *reinterpret_cast<const uint4 *>(sS + ds_at(r, c));
-        }
+        rows_from_smem<kTile, kTile, kKvThreads>(sS, ds0 + q0, a.T);
         wg_wait<0>();
         wg_hold(dv);
         wg_hold(dk);
@@ -425,9 +459,14 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
         wg_hold(da);
         __syncthreads(); /* the stage is refilled next iteration */
     }
-    const size_t row0 = (size_t)b * a.T + k0 + w * 16;
-    store_rows<T, HD>(a.out + row0 * d3 + a.d + (size_t)h * HD, d3, dk, 1.0f, 1.0f);
-    store_rows<T, HD>(a.out + row0 * d3 + 2 * a.d + (size_t)h * HD, d3, dv, 1.0f, 1.0f);
+    /* dK and dV through the free query stages (the last iteration's barrier is behind) */
+    uint8_t *sOut = reinterpret_cast<uint8_t *>(sQO);
+    rows_to_smem<T, HD>(sOut, w * 16, dk, 1.0f, 1.0f);
+    rows_to_smem<T, HD>(sOut + kTile * HD * 2, w * 16, dv, 1.0f, 1.0f);
+    __syncthreads();
+    uint16_t *out = a.out + ((size_t)b * a.T + k0) * d3 + (size_t)h * HD;
+    rows_from_smem<kTile, HD, kKvThreads>(sOut, out + a.d, d3);
+    rows_from_smem<kTile, HD, kKvThreads>(sOut + kTile * HD * 2, out + 2 * a.d, d3);
 }
 
 template <ao_dtype T, bool DRAW>
