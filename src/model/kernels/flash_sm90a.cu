@@ -34,8 +34,8 @@ constexpr uint32_t kVLead = kHalf * 2, kVStride = 8 * 128; /* V's descriptor str
  * layout, column half c / 64 at s + (c / 64) * ROWS * 64, with the block's
  * NT threads. Thread i copies 16-byte column i % 16 of rows i / 16 + k NT / 16:
  * NT / 16 is a multiple of 8, so its swizzle (row % 8) is the same for every
- * k and each copy is one constant offset from the first (unrolled: a loop
- * over blockDim.x recomputed the address, ~34 instructions a copy). */
+ * k and each copy is one constant offset from the first: the loops issue
+ * instructions, not products, so the address math is kept out of them. */
 template <int ROWS, int NT>
 __device__ __forceinline__ void load_swizzled(uint16_t *s, const uint16_t *g, size_t stride)
 {
@@ -55,8 +55,8 @@ __device__ __forceinline__ void load_swizzled(uint16_t *s, const uint16_t *g, si
  * halves and sbo between groups of 8 keys. at(off) is the descriptor of
  * p + off halves (off a multiple of 8): the start address field is the
  * shared address / 16 in 14 bits, and every operand lies below 256 KiB, so
- * the offset adds to the low word without a carry: one add a product where
- * building each descriptor from its address took ~6. */
+ * the offset adds to the low word without a carry: one add a product, not
+ * a descriptor rebuilt from its address. */
 struct wg_desc {
     uint32_t lo, hi;
     __device__ __forceinline__ wg_desc(const void *p, uint32_t lbo, uint32_t sbo)
@@ -338,6 +338,11 @@ constexpr int kKvThreads = 128; /* one warpgroup: 64 keys, warp w keys w * 16 ..
 constexpr size_t kKvSmem = (size_t)(2 * 2 * kHalf + 2 * 2 * 2 * kHalf + kHalf) * 2 +
                            2 * kTile * 16 + 2 * 2 * kTile * sizeof(float) + 1024;
 
+/* flash.cu's flash_backward_kv on wgmma, a whole 64-query tile at a time:
+ * S^T = K Q^T and dP^T = V dO^T (8 m64n64k16 each, K-major operands in
+ * shared memory), the same per-element chain on the accumulators (their
+ * fragments are mma.sync's), and dV += P^T dO and dK += dS^T Q (4
+ * m64n128k16 each, A from registers, B MN-major). */
 template <ao_dtype T, bool DRAW>
 __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args a)
 {
