@@ -169,17 +169,13 @@ __device__ __forceinline__ void wg_rs(float (&o)[16][4], const uint32_t (&a)[4],
 }
 
 /* The tile a loop reads now is in shared memory, for every thread and for
- * the tensor cores: with the next tile's copies just issued (more), all but
- * that newest cp.async group; then the async-proxy fence (wgmma reads
- * through it) and the barrier. */
-__device__ __forceinline__ void stage_ready(bool more)
+ * the tensor cores (its copies were the newest group; the async-proxy fence,
+ * as wgmma reads through that proxy), and every warp is past the previous
+ * tile: one barrier for both, after which the stage that tile used takes
+ * the next tile's copies. */
+__device__ __forceinline__ void stage_ready()
 {
-    if (more) {
-        cp_async_commit();
-        cp_async_wait<1>();
-    } else {
-        cp_async_wait<0>();
-    }
+    cp_async_wait<0>();
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
 }
@@ -266,6 +262,7 @@ __global__ void __launch_bounds__(kWgThreads, 2) flash_forward_wg(flash_args a)
         const int k0 = it * kTile;
         const int stage = (it & 1) * 4 * kHalf; /* halves from stage 0 */
         uint8_t *sMb = sM + (it & 1) * kWgQueries * 16;
+        stage_ready();
         if (it + 1 < tiles) {
             uint16_t *nK = sKV + ((it + 1) & 1) * 4 * kHalf;
             load_swizzled<kTile, kWgThreads>(nK, base + a.d + (size_t)(k0 + kTile) * d3, d3);
@@ -275,8 +272,8 @@ __global__ void __launch_bounds__(kWgThreads, 2) flash_forward_wg(flash_args a)
                 for (int i = 0; i < 2; i++)
                     mask_copy(sM + (((it + 1) & 1) * 2 + i) * kTile * 16, dr, q0 + i * kTile,
                               k0 + kTile, a.T);
+            cp_async_commit();
         }
-        stage_ready(it + 1 < tiles);
         if (DRAW)
             mask_part<16>(sMb + wg * kTile * 16, dr, q0 + wg * kTile, k0, a.T, (w & 3) * 16, 0);
         float s[8][4];
@@ -302,7 +299,6 @@ __global__ void __launch_bounds__(kWgThreads, 2) flash_forward_wg(flash_args a)
         for (int kk = 0; kk < kTile / 16; kk++) wg_rs<T>(o, p[kk], dv.at(stage + kk * 16 * 64));
         wg_commit_wait();
         wg_hold(o);
-        __syncthreads(); /* the stage is refilled next iteration */
     }
     softmax_rows &x = st;
     x.l0 += AO_SHFL_XOR(x.l0, 1);
@@ -310,7 +306,8 @@ __global__ void __launch_bounds__(kWgThreads, 2) flash_forward_wg(flash_args a)
     x.l1 += AO_SHFL_XOR(x.l1, 1);
     x.l1 += AO_SHFL_XOR(x.l1, 2);
     const int q = q0 + w * 16 + g;
-    /* ctx through the free K, V stages (the last iteration's barrier is behind) */
+    /* ctx through the K, V stages, once every warp is past the last tile */
+    __syncthreads();
     uint8_t *sOut = reinterpret_cast<uint8_t *>(sKV);
     rows_to_smem<T, HD>(sOut, w * 16, o, 1.0f / x.l0, 1.0f / x.l1);
     __syncthreads();
@@ -376,12 +373,13 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
         const int stage = (it & 1) * 4 * kHalf; /* halves from stage 0 */
         const float *sL = sLD + (it & 1) * 2 * kTile, *sD = sL + kTile;
         uint8_t *sMb = sM + (it & 1) * kTile * 16;
+        stage_ready();
         if (it + 1 < tiles) {
             const int nb = (it + 1) & 1, n0 = q0 + kTile;
             kr.stage(sQO + nb * 4 * kHalf, sQO + nb * 4 * kHalf + 2 * kHalf, sLD + nb * 2 * kTile,
                      sM + nb * kTile * 16, a, base, d3, dr, n0, k0, load);
+            cp_async_commit();
         }
-        stage_ready(it + 1 < tiles);
         /* this warp's keys: groups w*4 .. w*4 + 3 of every query */
         if (DRAW) mask_part<4>(sMb, dr, q0, k0, a.T, 0, w * 4);
         float p[8][4], dp[8][4];
@@ -462,9 +460,9 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
         wg_hold(dk);
         wg_hold(pa);
         wg_hold(da);
-        __syncthreads(); /* the stage is refilled next iteration */
     }
-    /* dK and dV through the free query stages (the last iteration's barrier is behind) */
+    /* dK and dV through the query stages, once every warp is past the last tile */
+    __syncthreads();
     uint8_t *sOut = reinterpret_cast<uint8_t *>(sQO);
     rows_to_smem<T, HD>(sOut, w * 16, dk, 1.0f, 1.0f);
     rows_to_smem<T, HD>(sOut + kTile * HD * 2, w * 16, dv, 1.0f, 1.0f);
