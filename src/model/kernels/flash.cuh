@@ -186,21 +186,30 @@ __device__ __forceinline__ bool kept(uint2 kb, int e)
     return (e & 1 ? kb.y : kb.x) & (1u << (16 * (e >> 1)));
 }
 
+/* A warp's 16 x N accumulator times (row g, row g + 8) factors, packed as T:
+ * put(r, n, v) for each 4-byte pair v, columns n * 8 + 2t and + 1 of row r
+ * (g or g + 8). */
+template <ao_dtype T, int N, class Put>
+__device__ __forceinline__ void pack_rows(const float (&acc)[N / 8][4], float f0, float f1, Put put)
+{
+    const int g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+    for (int n = 0; n < N / 8; n++) {
+        put(g, n, pack2<T>(acc[n][0] * f0, acc[n][1] * f0));
+        put(g + 8, n, pack2<T>(acc[n][2] * f1, acc[n][3] * f1));
+    }
+}
+
 /* Writes a warp's 16 x HD accumulator times (row g, row g + 8) factors as T
  * at rows `stride` apart. */
 template <ao_dtype T, int HD>
-__device__ void store_rows(uint16_t *out, size_t stride, const float acc[HD / 8][4], float f0,
+__device__ void store_rows(uint16_t *out, size_t stride, const float (&acc)[HD / 8][4], float f0,
                            float f1)
 {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int n = 0; n < HD / 8; n++) {
-        const int c = n * 8 + 2 * t;
-        *reinterpret_cast<uint32_t *>(out + (size_t)g * stride + c) =
-            pack2<T>(acc[n][0] * f0, acc[n][1] * f0);
-        *reinterpret_cast<uint32_t *>(out + (size_t)(g + 8) * stride + c) =
-            pack2<T>(acc[n][2] * f1, acc[n][3] * f1);
-    }
+    const int t = threadIdx.x & 3;
+    pack_rows<T, HD>(acc, f0, f1, [&](int r, int n, uint32_t v) {
+        *reinterpret_cast<uint32_t *>(out + (size_t)r * stride + n * 8 + 2 * t) = v;
+    });
 }
 
 /* What every tile kernel derives first: head h, sample b, the first row r0

@@ -203,14 +203,10 @@ template <int ROW> __device__ __forceinline__ uint32_t swz(int r, int c)
 template <ao_dtype T, int N>
 __device__ void rows_to_smem(uint8_t *s, int r0, const float (&acc)[N / 8][4], float f0, float f1)
 {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int n = 0; n < N / 8; n++) {
-        *reinterpret_cast<uint32_t *>(s + swz<N * 2>(r0 + g, n) + 4 * t) =
-            pack2<T>(acc[n][0] * f0, acc[n][1] * f0);
-        *reinterpret_cast<uint32_t *>(s + swz<N * 2>(r0 + g + 8, n) + 4 * t) =
-            pack2<T>(acc[n][2] * f1, acc[n][3] * f1);
-    }
+    const int t = threadIdx.x & 3;
+    pack_rows<T, N>(acc, f0, f1, [&](int r, int n, uint32_t v) {
+        *reinterpret_cast<uint32_t *>(s + swz<N * 2>(r0 + r, n) + 4 * t) = v;
+    });
 }
 
 /* ROWS x N halves from s (rows_to_smem's layout) to rows `stride` apart at
@@ -358,8 +354,8 @@ __global__ void __launch_bounds__(kKvThreads, 2) flash_backward_kv_wg(flash_args
         load_swizzled<kTile, kKvThreads>(s, src, stride);
     };
     const int tiles = a.T / kTile;
-    load_swizzled<kTile, kKvThreads>(sK, base + a.d + (size_t)k0 * d3, d3);
-    load_swizzled<kTile, kKvThreads>(sV, base + 2 * a.d + (size_t)k0 * d3, d3);
+    load(sK, base + a.d + (size_t)k0 * d3, d3);
+    load(sV, base + 2 * a.d + (size_t)k0 * d3, d3);
     kr.stage(sQO, sQO + 2 * kHalf, sLD, sM, a, base, d3, dr, 0, k0, load);
     cp_async_commit();
 
