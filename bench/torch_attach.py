@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 import torch
 import torch.nn as nn
@@ -44,6 +45,23 @@ class Model(nn.Module):
         return self.head(self.layers(x)).squeeze(-1)
 
 
+_slow = None
+
+
+def plant(a, rank, dev):
+    """Faults with a known cause, for checking a diagnosis: a late host (the
+    launch thread sleeps before the step's first launch) or a slow GPU (extra
+    GEMMs on the compute stream before the forward)."""
+    global _slow
+    if rank == a.late_rank and a.late_ms > 0:
+        time.sleep(a.late_ms / 1000.0)
+    if rank == a.slow_rank and a.slow_gemms > 0:
+        if _slow is None:
+            _slow = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+        for _ in range(a.slow_gemms):
+            _slow = (_slow @ _slow).clamp_(-1, 1)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=30)
@@ -65,6 +83,12 @@ def main():
     p.add_argument("--fsdp2", action="store_true",
                    help="FSDP2 (fully_shard each encoder layer and the root; bf16 parameters, "
                         "fp32 reduction), on one rank too")
+    p.add_argument("--late-rank", type=int, default=-1,
+                   help="planted fault: this rank's host sleeps --late-ms before each step's launches")
+    p.add_argument("--late-ms", type=float, default=0.0)
+    p.add_argument("--slow-rank", type=int, default=-1,
+                   help="planted fault: this rank runs --slow-gemms extra 4096^2 bf16 GEMMs a step")
+    p.add_argument("--slow-gemms", type=int, default=0)
     a = p.parse_args()
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -105,6 +129,7 @@ def main():
         # the NVTX range is attach's step; the same name as a profiler
         # annotation is `aorta analyze --step '^step$'`'s in the Kineto trace
         with torch.cuda.nvtx.range("step"), torch.profiler.record_function("step"):
+            plant(a, rank, dev)
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 z = model(dense, ids)
             loss = (nn.functional.binary_cross_entropy_with_logits(
@@ -119,8 +144,9 @@ def main():
             prof.__exit__(None, None, None)
             kernels = sum(1 for e in prof.events()
                           if e.device_type == torch.autograd.DeviceType.CUDA)
-            if a.trace and rank == 0:
-                prof.export_chrome_trace(a.trace)
+            if a.trace:  # one file a rank: FILE, or FILE with _rankN before .json
+                prof.export_chrome_trace(a.trace if world == 1 else
+                                         a.trace.replace(".json", "") + f"_rank{rank}.json")
             if rank == 0:
                 print(json.dumps({"profiler_cuda_kernels": kernels,
                                   "profiler_steps": list(prof_range)}), flush=True)
