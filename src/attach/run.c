@@ -23,7 +23,7 @@
 #include "core/version.h"
 #include "launch/env.h"
 #include "launch/launch.h"
-#include "report/summary.h"
+#include "runs/summary.h"
 
 extern char **environ;
 

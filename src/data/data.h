@@ -156,4 +156,13 @@ int ao_data_fill(const ao_data_shape *shape, uint64_t seed, int target_kind,
                  float *weight);
 #endif
 
+/* One micro-batch's inputs, device memory (ao_data_fill's layout). */
+typedef struct ao_batch {
+    const float *dense;   /* [B, T, F, D] */
+    const int32_t *ids;   /* [B, T, S] */
+    const float *target;  /* [B, T] in [0, 1] */
+    const float *weight;  /* [B, T] importance */
+    int64_t first_sample; /* global index of the batch's first sample */
+} ao_batch;
+
 #endif

@@ -42,7 +42,6 @@
 
 #include "core/config.h"
 #include "data/data.h"
-#include "model/model.h"
 #include "runtime/device.h"
 
 typedef struct ao_loader_config {

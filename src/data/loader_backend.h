@@ -22,7 +22,9 @@ struct ao_loader_backend {
 
 extern const struct ao_loader_backend ao_loader_cpu_backend; /* loader.c */
 #ifdef AORTA_HAVE_CUDA
-extern const struct ao_loader_backend ao_loader_cuda_backend; /* loader_cuda.c */
+/* model/data_fill_cuda.c: the model's CUDA kernels draw the samples, so data/
+ * never includes model/ (DESIGN §3) */
+extern const struct ao_loader_backend ao_loader_cuda_backend;
 #endif
 
 #endif

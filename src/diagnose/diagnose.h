@@ -5,7 +5,7 @@
  * and the limitations of what the records allow.
  *
  * Input is only what `aorta train`, `aorta analyze` or `aorta attach` wrote
- * (report/rundata.h): a record without data_wait_ms, host_wait_ms, ops or
+ * (runs/rundata.h): a record without data_wait_ms, host_wait_ms, ops or
  * baselines limits what can be said, named in `limitations`; it never
  * fails. `aorta diagnose`, `aorta train`'s final table and `aorta report`
  * call the same functions. */
@@ -18,7 +18,7 @@
 #include <yajl/yajl_gen.h>
 
 #include "diagnose/for_run.h"
-#include "report/rundata.h"
+#include "runs/rundata.h"
 
 typedef enum ao_bound {
     AO_BOUND_COMPUTE,

@@ -18,7 +18,7 @@
 #include "core/rundir.h"
 #include "core/version.h"
 #include "ingest/analyze.h"
-#include "report/summary.h"
+#include "runs/summary.h"
 
 #define TOP_KERNELS_STEP 5
 #define TOP_KERNELS_RANK 20

@@ -1,4 +1,4 @@
-/* aorta's own trace.json (report/trace.h): every rank a process, every named
+/* aorta's own trace.json (runs/trace.h): every rank a process, every named
  * stream a thread whose ops are complete events with cat = the op's class
  * and args.kind / args.step. The ops carry their class, collective kind and
  * step, so nothing is guessed from names; the kernel lanes (CUPTI, tid >=
@@ -12,7 +12,7 @@
 #include "ingest/chrome_json.h"
 #include "ingest/trace.h"
 
-/* report/trace.h's thread numbers: stream ops below the iterations thread. */
+/* runs/trace.h's thread numbers: stream ops below the iterations thread. */
 #define AORTA_TID_ITERATIONS 50
 
 typedef struct aorta_ctx {

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/data.h"
 #include "runtime/device.h"
 
 typedef struct ao_model_shape {
@@ -44,15 +45,6 @@ typedef struct ao_model_shape {
      * (model_cuda.c; last, so positional initializers stay valid) */
     int fused_attention;
 } ao_model_shape;
-
-/* One micro-batch's inputs, device memory (ao_data_fill's layout). */
-typedef struct ao_batch {
-    const float *dense;   /* [B, T, F, D] */
-    const int32_t *ids;   /* [B, T, S] */
-    const float *target;  /* [B, T] in [0, 1] */
-    const float *weight;  /* [B, T] importance */
-    int64_t first_sample; /* global index of the batch's first sample */
-} ao_batch;
 
 typedef struct ao_model ao_model;
 

@@ -1,5 +1,5 @@
 /* `aorta queues compare A.json B.json`: the train reports' comparison rule
- * (report/compare.h: bootstrap CI of the difference of medians, a verdict
+ * (runs/compare.h: bootstrap CI of the difference of medians, a verdict
  * that ignores changes under 1 %) applied per stream count to the samples
  * each record keeps per iteration. */
 #include <math.h>
@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "queues/queues.h"
-#include "report/compare.h"
+#include "runs/compare.h"
 
 typedef struct metric {
     const char *name;

@@ -12,9 +12,9 @@
 #include <stddef.h>
 
 #include "core/intervals.h"
-#include "report/compare.h"
-#include "report/rundata.h"
-#include "report/summary.h"
+#include "runs/compare.h"
+#include "runs/rundata.h"
+#include "runs/summary.h"
 
 /* {label}_timeline: step, compute, comm and exposed comm per step; thin
  * lines per rank, the median over ranks bold. Long runs are binned (mean per

@@ -2,8 +2,8 @@
 
 #include <string.h>
 
-#include "report/compare.h"
-#include "report/rundata.h"
+#include "runs/compare.h"
+#include "runs/rundata.h"
 
 typedef struct entry {
     const char *name; /* exact, or a family ending in '_' matched as a prefix */

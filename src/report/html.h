@@ -11,8 +11,8 @@
 #include <stddef.h>
 
 #include "diagnose/diagnose.h"
-#include "report/compare.h"
-#include "report/summary.h"
+#include "runs/compare.h"
+#include "runs/summary.h"
 
 typedef struct ao_html_chart {
     const char *name;    /* file base name in chart_dir: "{name}.svg" */

@@ -8,7 +8,7 @@
 #include "core/jsonl.h"
 #include "report/glossary.h"
 #include "report/html_buf.h"
-#include "report/kernels.h"
+#include "runs/kernels.h"
 
 static void headline_table(ao_hbuf *b, const ao_summary *s, size_t idx)
 {
@@ -144,7 +144,7 @@ static int class_index(const char *name)
     return AO_CLASS_COMPUTE;
 }
 
-/* One rank's top kernels, for every source (report/kernels.h): k[0..n) by
+/* One rank's top kernels, for every source (runs/kernels.h): k[0..n) by
  * total time, window_ms the step time they were taken from. */
 static void kernel_table(ao_hbuf *b, size_t idx, size_t i, int rank, const ao_top_kernel *k,
                          size_t n, double window_ms)

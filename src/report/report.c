@@ -7,11 +7,11 @@
 #include "core/json.h"
 #include "core/text.h"
 #include "diagnose/diagnose.h"
-#include "report/compare.h"
+#include "runs/compare.h"
 #include "report/html.h"
 #include "report/report.h"
-#include "report/run_end.h"
-#include "report/summary.h"
+#include "runs/run_end.h"
+#include "runs/summary.h"
 #if AORTA_HAVE_CAIRO
 #include "report/charts.h"
 #endif

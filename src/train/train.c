@@ -22,7 +22,7 @@
 #include "launch/launch.h"
 #include "launch/rank.h"
 #include "model/model.h"
-#include "report/run_end.h"
+#include "runs/run_end.h"
 #include "timeline/timeline.h"
 #include "train/train_profile.h"
 

@@ -8,7 +8,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
-#include "report/run_end.h"
+#include "runs/run_end.h"
 #include "telemetry/telemetry.h"
 #include "timeline/cupti.h"
 

@@ -24,7 +24,7 @@
 #include "core/jsonl.h"
 #include "core/metrics.h"
 #include "core/rundir.h"
-#include "report/run_end.h"
+#include "runs/run_end.h"
 
 typedef struct synth_opts {
     int ranks, steps;

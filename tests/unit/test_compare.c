@@ -19,7 +19,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
-#include "report/compare.h"
+#include "runs/compare.h"
 
 static char *tmp;
 

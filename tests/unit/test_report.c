@@ -22,7 +22,7 @@
 #include "core/json.h"
 #include "report/glossary.h"
 #include "report/report.h"
-#include "report/rundata.h"
+#include "runs/rundata.h"
 #if AORTA_HAVE_CAIRO
 #include <cairo.h>
 

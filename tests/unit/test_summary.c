@@ -20,8 +20,8 @@
 
 #include "core/error.h"
 #include "core/json.h"
-#include "report/rundata.h"
-#include "report/summary.h"
+#include "runs/rundata.h"
+#include "runs/summary.h"
 
 static char *tmp;
 

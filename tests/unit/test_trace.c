@@ -20,9 +20,9 @@
 #include "core/jsonl.h"
 #include "core/metrics.h"
 #include "core/rundir.h"
-#include "report/kernels.h"
-#include "report/rundata.h"
-#include "report/trace.h"
+#include "runs/kernels.h"
+#include "runs/rundata.h"
+#include "runs/trace.h"
 #include "telemetry/telemetry.h"
 #include "timeline/cupti.h"
 

@@ -5,8 +5,8 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/rundir.h"
-#include "report/compare.h"
-#include "report/summary.h"
+#include "runs/compare.h"
+#include "runs/summary.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 

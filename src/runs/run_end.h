@@ -1,11 +1,11 @@
-/* What a run's driver (train/) takes from report/: the one report/ header
+/* What a run's driver (train/) takes from runs/: the one runs/ header
  * train/ includes (DESIGN §3). At the end of a run rank 0 writes summary.json
  * with its table and, when asked, the Chrome trace; during the run the
  * profiler stores kernels in each record's "extra" in the form the trace
- * reads back. Everything else in report/ reads run files and never runs
+ * reads back. Everything else in runs/ reads run files and never runs
  * beside the engine. */
-#ifndef AORTA_REPORT_RUN_END_H
-#define AORTA_REPORT_RUN_END_H
+#ifndef AORTA_RUNS_RUN_END_H
+#define AORTA_RUNS_RUN_END_H
 
 #include <stddef.h>
 #include <stdio.h>
@@ -17,11 +17,11 @@
 /* Load run_dir, summarize (skip_steps < 0: from run.json), write
  * run_dir/summary.json and print the table to `table` (NULL: no table).
  * Returns 0, AO_EXIT_USAGE (no usable records) or AO_EXIT_FAIL (cannot
- * write), after printing why. (report/summary.h) */
+ * write), after printing why. (runs/summary.h) */
 int ao_summary_for_run(const char *run_dir, long long skip_steps, FILE *table);
 
 /* The Chrome trace of a finished run directory, written to out_path; see
- * report/trace.h for what it holds. Returns 0, AO_EXIT_USAGE (missing or
+ * runs/trace.h for what it holds. Returns 0, AO_EXIT_USAGE (missing or
  * malformed run.json or records) or AO_EXIT_FAIL (I/O), after printing why. */
 int ao_trace_from_run(const char *run_dir, const char *out_path);
 
@@ -35,7 +35,7 @@ yajl_gen_status ao_trace_gen_kernels(yajl_gen g, const ao_op *ops, size_t n);
  * is not NULL (the iteration is in an active profiling window), "kernels" as
  * ao_trace_gen_kernels writes them. The one writer of this format: train
  * writes it, the report's top-kernels table and the trace read it back
- * (report/trace.h: ao_trace_record_kernels), the tests' fixtures use it. */
+ * (runs/trace.h: ao_trace_record_kernels), the tests' fixtures use it. */
 yajl_gen_status ao_trace_gen_kernel_extra(yajl_gen g, const ao_overlap *m, const ao_op *ops,
                                           size_t n);
 

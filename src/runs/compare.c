@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
-#include "report/compare.h"
+#include "runs/compare.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 

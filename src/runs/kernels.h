@@ -4,14 +4,14 @@
  * summary.json. Two sources fill it:
  * - `aorta train`'s own kernel trace (profiling.kernel_trace): the
  *   "extra.kernels" of each kept train record in an active profiling window
- *   (report/run_end.h: ao_trace_gen_kernel_extra), added while a run loads;
+ *   (runs/run_end.h: ao_trace_gen_kernel_extra), added while a run loads;
  * - `aorta analyze`'s per-rank "kernels" of its summary.json (whole trace).
  *
  * A kernel's share of the step is its total time over the summed windows of
  * the steps it was collected from (|W| per step, DESIGN §7): kernels on
  * different streams run at once, so shares can add up to more than 1. */
-#ifndef AORTA_REPORT_KERNELS_H
-#define AORTA_REPORT_KERNELS_H
+#ifndef AORTA_RUNS_KERNELS_H
+#define AORTA_RUNS_KERNELS_H
 
 #include <stddef.h>
 

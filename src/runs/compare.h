@@ -15,8 +15,8 @@
  * drift of that size is common on shared machines. Otherwise better or worse
  * by the metric's direction (ao_metric_def.better), or "different" for a
  * metric with no direction. */
-#ifndef AORTA_REPORT_COMPARE_H
-#define AORTA_REPORT_COMPARE_H
+#ifndef AORTA_RUNS_COMPARE_H
+#define AORTA_RUNS_COMPARE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -24,7 +24,7 @@
 #include <yajl/yajl_gen.h>
 
 #include "core/stats.h"
-#include "report/rundata.h"
+#include "runs/rundata.h"
 
 #define AO_COMPARE_MIN_REL   0.01
 #define AO_COMPARE_LEVEL     0.95

@@ -23,8 +23,8 @@
  *
  * Threads (tid) of a rank: the stream's ao_stream_id, AO_TRACE_TID_ITERATIONS,
  * AO_TRACE_TID_KERNELS + lane. */
-#ifndef AORTA_REPORT_TRACE_H
-#define AORTA_REPORT_TRACE_H
+#ifndef AORTA_RUNS_TRACE_H
+#define AORTA_RUNS_TRACE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -32,7 +32,7 @@
 #include "core/json.h"
 #include "core/jsonl.h"
 #include "core/metrics.h"
-#include "report/run_end.h"
+#include "runs/run_end.h"
 
 #define AO_TRACE_TID_ITERATIONS 50
 #define AO_TRACE_TID_KERNELS    100
@@ -71,7 +71,7 @@ int ao_trace_close(ao_trace *t, const ao_json_object *other);
 /* Drop an unfinished trace (the temporary file is removed); NULL is a no-op. */
 void ao_trace_abort(ao_trace *t);
 
-/* ao_trace_from_run(run_dir, out_path) (declared in report/run_end.h): the
+/* ao_trace_from_run(run_dir, out_path) (declared in runs/run_end.h): the
  * trace of a finished run directory: run.json (world size, run id, anchor)
  * and every rank_NN_metrics.jsonl, with kernels and telemetry from each
  * record's "extra" ("kernels" as ao_trace_gen_kernels writes them,

@@ -1,5 +1,5 @@
-/* Top kernels of a rank (report/kernels.h). */
-#include "report/kernels.h"
+/* Top kernels of a rank (runs/kernels.h). */
+#include "runs/kernels.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/rundir.h"
-#include "report/trace.h"
+#include "runs/trace.h"
 
 /* Buffered JSON is written out once it grows past this. */
 #define FLUSH_BYTES (1u << 20)

@@ -11,8 +11,8 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/rundir.h"
-#include "report/rundata.h"
-#include "report/trace.h"
+#include "runs/rundata.h"
+#include "runs/trace.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 

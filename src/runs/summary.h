@@ -9,8 +9,8 @@
  * its statistics are over the per-step max over ranks (compare.h,
  * AO_STEP_MS_DEFINITION), one step time on every page. Per-rank medians
  * give the rank skew (slowest rank's median step_ms / fastest rank's). */
-#ifndef AORTA_REPORT_SUMMARY_H
-#define AORTA_REPORT_SUMMARY_H
+#ifndef AORTA_RUNS_SUMMARY_H
+#define AORTA_RUNS_SUMMARY_H
 
 #include <stdio.h>
 
@@ -19,8 +19,8 @@
 
 #include "core/metrics.h"
 #include "core/stats.h"
-#include "report/run_end.h"
-#include "report/rundata.h"
+#include "runs/run_end.h"
+#include "runs/rundata.h"
 
 typedef struct ao_metric_summary {
     ao_stats_summary all; /* pooled over ranks and kept steps */
@@ -108,6 +108,6 @@ int ao_summary_write(const char *path, const ao_summary *s);
  * decomposition. */
 void ao_summary_print(FILE *out, const ao_summary *s);
 
-/* For `aorta train`, ao_summary_for_run: declared in report/run_end.h. */
+/* For `aorta train`, ao_summary_for_run: declared in runs/run_end.h. */
 
 #endif

@@ -8,17 +8,17 @@
  * "extra.telemetry" when records carry it, and the per-op intervals of up to
  * AO_RUNDATA_MAX_PROFILED records that have an "ops" array (profiling
  * windows; the stream chart needs one), and the kernels of those with
- * "extra.kernels" aggregated by name (report/kernels.h). Ranks are read in parallel (one
+ * "extra.kernels" aggregated by name (runs/kernels.h). Ranks are read in parallel (one
  * thread per core): the files are independent. */
-#ifndef AORTA_REPORT_RUNDATA_H
-#define AORTA_REPORT_RUNDATA_H
+#ifndef AORTA_RUNS_RUNDATA_H
+#define AORTA_RUNS_RUNDATA_H
 
 #include <stddef.h>
 
 #include <yajl/yajl_tree.h>
 
 #include "core/jsonl.h"
-#include "report/kernels.h"
+#include "runs/kernels.h"
 
 /* ---- the metrics a summary reports ---------------------------------------- */
 
