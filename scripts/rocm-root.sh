@@ -7,6 +7,7 @@
 #   scripts/rocm-root.sh run DIR CMD…  run CMD in the root with DIR (a source
 #                                      tree) bound at /src, cwd /src
 #   scripts/rocm-root.sh path          print the root's directory
+#   scripts/rocm-root.sh ready         exit 0 when the root is made, else 1
 #
 # The root is cached outside the clone (AORTA_ROCM_ROOT, default
 # /var/cache/aorta/rocm-root-trixie) and made once: a stamp per stage names
@@ -24,7 +25,7 @@ rocm_packages=(hipcc libamdhip64-dev librccl-dev libhipblas-dev librocblas-dev l
 # what aorta's CMake needs (scripts/install-deps.sh, less MPI, cairo and
 # the tools of the host's test build)
 build_packages=(cmake make gcc g++ pkg-config libyaml-dev libyajl-dev zlib1g-dev libsqlite3-dev
-                libcmocka-dev libopenblas-dev python3 file)
+                libcmocka-dev libopenblas-dev python3 file git)
 
 say() { echo "rocm-root: $*"; }
 die() {
@@ -135,6 +136,7 @@ make_root() {
 case ${1:-make} in
 make) make_root ;;
 path) echo "$root" ;;
+ready) [[ -f $root/.aorta-packages && $(cat "$root/.aorta-packages") == "$(stamp_of "${rocm_packages[@]}" "${build_packages[@]}")" ]] ;;
 run)
     [[ $# -ge 3 ]] || die 2 "usage: $0 run SRC_DIR CMD..."
     [[ -f $root/.aorta-packages ]] || die 1 "no root at $root: run $0 first"
@@ -142,5 +144,5 @@ run)
     shift 2
     in_root "$src" "$@"
     ;;
-*) die 2 "usage: $0 [make | path | run SRC_DIR CMD...]" ;;
+*) die 2 "usage: $0 [make | path | ready | run SRC_DIR CMD...]" ;;
 esac
