@@ -52,7 +52,8 @@ trap 'rm -f "$tmp_err"' EXIT
 
 # ---- what CI can afford ------------------------------------------------------
 # Measured on this project's 2-core machines (docs/rocm.md): making the root
-# about 2 minutes, the build from scratch about 15. The estimates leave room.
+# 4 minutes, the build from scratch 12, the tests 1 (under load). The
+# estimates leave room.
 if [[ $ci -eq 1 ]]; then
     [[ $(id -u) -eq 0 ]] || skip "not root (debootstrap and chroot need it)"
     root=$("$root_sh" path)
