@@ -117,7 +117,7 @@ uint64_t ao_cupti_anchor_from_marker(ao_cupti *c, const char *name_part, double 
     return at;
 }
 
-#ifndef AORTA_HAVE_CUDA
+#if !defined(AORTA_HAVE_CUDA) || defined(AORTA_HIP)
 /* Without CUDA there is no CUPTI: profiling.kernel_trace is refused once. */
 ao_cupti *ao_cupti_start(void)
 {
