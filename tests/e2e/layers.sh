@@ -7,6 +7,8 @@
 #   - ingest/ (trace readers, analyze's run writer) includes only core/,
 #     timeline/, ingest/ and report/ (for summary.json), and report/ never
 #     includes ingest/;
+#   - export/ (the live export) includes only core/, report/ (the metric
+#     table) and export/: it reads run directories, beside no rank;
 #   - CUDA headers (cuda_runtime.h, cuda.h, nccl.h, cublasLt.h, cupti*.h) only
 #     in backend files: *_cuda.c, *_cuda.h, *.cu, *.cuh, *_nccl.c and runtime/gpu_compat.h;
 #   - no source file over 1,200 lines.
@@ -49,6 +51,10 @@ check() {
                 echo "layers: $rel:$line includes $inc (ingest/ includes only core/, timeline/ and report/)"
                 bad=1
             } ;;
+            1:export/*/*) [[ $inc == core/* || $inc == report/* || $inc == export/* ]] || {
+                echo "layers: $rel:$line includes $inc (export/ includes only core/ and report/)"
+                bad=1
+            } ;;
             esac
             case "$inc" in
             cuda_runtime.h | cuda.h | nccl.h | cublasLt.h | cupti*.h)
@@ -68,11 +74,12 @@ check() {
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp"/{core,report,ingest,timeline,runtime}
+mkdir -p "$tmp"/{core,report,ingest,timeline,runtime,export}
 printf '#include <yaml.h>\n#include "runtime/device.h"\n' >"$tmp/core/a.c"
 printf '#include "report/summary.h"\n#include "engine/engine.h"\n' >"$tmp/report/b.c"
 printf '#include "timeline/timeline.h"\n#include "engine/engine.h"\n' >"$tmp/ingest/c.c"
 printf '#include <cupti.h>\n' >"$tmp/timeline/d.c"
+printf '#include "report/rundata.h"\n#include "launch/launch.h"\n' >"$tmp/export/g.c"
 printf '#include <cuda_runtime.h>\n' >"$tmp/runtime/e_cuda.c"
 seq 1 $((MAX_LINES + 1)) | sed 's|.*|/* */|' >"$tmp/runtime/f.c"
 if got=$(check "$tmp"); then
@@ -81,7 +88,7 @@ if got=$(check "$tmp"); then
 fi
 want=("core/a.c:2 includes runtime/device.h" "report/b.c:2 includes engine/engine.h"
     "ingest/c.c:2 includes engine/engine.h" "timeline/d.c:1 includes cupti.h"
-    "runtime/f.c has $((MAX_LINES + 1)) lines")
+    "runtime/f.c has $((MAX_LINES + 1)) lines" "export/g.c:2 includes launch/launch.h")
 for w in "${want[@]}"; do
     grep -qF "layers: $w" <<<"$got" || {
         echo "layers: self-test: expected a breach '$w'; got:"

@@ -673,6 +673,26 @@ static void test_not_a_dir(void **state)
     remove_temp_dir(dir);
 }
 
+/* docs/prometheus.md has a row for every family, with its type. */
+static void test_docs_list_every_family(void **state)
+{
+    (void)state;
+    const char *src = getenv("AORTA_SOURCE_DIR");
+    if (!src) skip();
+    char *path = ao_asprintf("%s/docs/prometheus.md", src);
+    char *doc = slurp(path, NULL);
+    assert_non_null(doc);
+    for (size_t i = 0; i < ao_prom_family_count(); i++) {
+        const char *name, *type, *help;
+        ao_prom_family(i, &name, &type, &help);
+        char *row = ao_asprintf("| `%s` | %s |", name, type);
+        assert_contains(doc, row);
+        free(row);
+    }
+    free(doc);
+    free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -687,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_ports_and_addresses),
         cmocka_unit_test(test_server),
         cmocka_unit_test(test_not_a_dir),
+        cmocka_unit_test(test_docs_list_every_family),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
