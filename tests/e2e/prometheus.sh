@@ -23,7 +23,7 @@ lib=$(cd "$(dirname "$0")/lib" && pwd)
 # shellcheck source=tests/e2e/lib/export.sh
 . "$lib/export.sh"
 
-# Its own server first (the slowest to start), then the run and the export.
+# The run and the export first: the scrape config names their ports.
 prom_pid=
 cleanup() {
     [ -n "$prom_pid" ] && kill "$prom_pid" 2>/dev/null && wait "$prom_pid" 2>/dev/null
