@@ -7,12 +7,16 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 RUN_ARGS   ?=
 
-.PHONY: all build deps run test test-quick device-build rocm-check format format-check clean
+.PHONY: all build deps test-deps run test test-quick device-build rocm-check format format-check clean
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
+
+# deps, and what only tests use (a Prometheus server for e2e/prometheus)
+test-deps:
+	@scripts/install-deps.sh --test
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
@@ -27,7 +31,7 @@ run:
 
 # -Werror, ASan and UBSan on the host code, then every test (GPU tests report
 # "skipped" where no GPU is visible).
-test: deps
+test: test-deps
 	cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=Debug -DAORTA_SANITIZE=ON -DAORTA_WERROR=ON $(CMAKE_ARGS)
 	cmake --build $(TEST_BUILD) -j $(JOBS)
 	ctest --test-dir $(TEST_BUILD) --output-on-failure -j $(JOBS)

@@ -33,6 +33,9 @@ typedef struct ao_attach_opts {
     const char *step_nvtx, *step_kernel, *comm; /* NULL: defaults */
     double window_ms;                           /* 0: default */
     long long skip_steps;                       /* summary warm-up */
+    int prometheus;          /* --prometheus: serve the run directory while the job runs */
+    int prometheus_port;     /* 0: any free port */
+    const char *listen_addr; /* --listen; NULL: 127.0.0.1 */
 } ao_attach_opts;
 
 /* Run argv (argv[argc] == NULL) under attach. Returns the exit code to exit

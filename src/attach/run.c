@@ -21,6 +21,7 @@
 #include "core/jsonl.h"
 #include "core/rundir.h"
 #include "core/version.h"
+#include "export/export.h"
 #include "launch/env.h"
 #include "launch/launch.h"
 #include "runs/summary.h"
@@ -320,6 +321,17 @@ int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &mono);
     ao_rank_info ri = {0, 1, 0, 1, 0};
     if (ao_launch_detect(&ri, NULL) < 0) ri.world_size = 1;
+    /* --prometheus: the run directory served while the job runs (a port
+     * that is taken stops attach before anything is made) */
+    ao_exporter *ex = NULL;
+    if (o->prometheus && !lib)
+        ao_warn("attach: --prometheus serves nothing: no run directory without an attach library");
+    else if (o->prometheus && !(ex = ao_export_open(o->listen_addr, o->prometheus_port, "--listen",
+                                                    "--prometheus"))) {
+        free(cuda);
+        free(rocm);
+        return AO_EXIT_USAGE;
+    }
     if (lib) {
         char id[AO_RUN_ID_MAX];
         if (o->run_name)
@@ -327,7 +339,12 @@ int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
         else
             ao_rundir_make_id(id, sizeof id);
         int rc = ao_rundir_create(o->output_dir, id, &rd);
+        if (rc == 0 && ex && ao_export_start(ex, rd.path) != 0) {
+            ao_rundir_free(&rd);
+            rc = AO_EXIT_FAIL;
+        }
         if (rc != 0) {
+            ao_export_close(ex);
             free(cuda);
             free(rocm);
             return rc;
@@ -355,6 +372,7 @@ int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
         if (write_run_json(&rd, argc, argv, environ, ri.world_size, &cfg, &rt, &mono) != 0) {
             for (size_t i = 0; i < k; i++) free(set[i]);
             free(envp);
+            ao_export_close(ex);
             ao_rundir_free(&rd);
             free(cuda);
             free(rocm);
@@ -364,6 +382,7 @@ int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
 
     int exec_errno = 0;
     int status = run_command(argv, envp ? envp : environ, &exec_errno);
+    ao_export_close(ex);
     int code;
     if (status < 0) {
         ao_error(argv[0], "cannot run the command: %s", strerror(exec_errno));

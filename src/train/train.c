@@ -19,6 +19,7 @@
 #include "data/loader.h"
 #include "diagnose/for_run.h"
 #include "engine/engine.h"
+#include "export/export.h"
 #include "launch/launch.h"
 #include "launch/rank.h"
 #include "model/model.h"
@@ -521,7 +522,8 @@ static void warn_step_caps(const struct ao_config *cfg, int world_size, int step
                 cfg->scheduler.total_steps, train_steps, cfg->scheduler.total_steps + 1);
 }
 
-static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_rank_info *ri)
+static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_rank_info *ri,
+                      ao_exporter *ex)
 {
     trainer t;
     memset(&t, 0, sizeof t);
@@ -546,6 +548,8 @@ static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const
     if (ri->rank == 0) warn_step_caps(cfg, ri->world_size, iterations, t.total_steps);
     t.progress_tty = ri->rank == 0 && o->progress;
     int rc = setup(&t);
+    /* rank 0 made the run directory (no launcher parent): it serves it */
+    if (rc == 0 && ex) rc = ao_export_start(ex, t.rd.path);
     if (rc == 0) rc = run_loop(&t);
     if (rc == 0) {
         ao_engine_finish(t.engine);
@@ -588,10 +592,23 @@ static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const
 struct parent_ctx {
     const struct ao_config *cfg;
     const char *run_name;
+    ao_exporter *ex; /* profiling.prometheus_port: serves the run directory */
 };
 
-/* The run directory, made once, before any rank starts. */
-static int make_rundir(const struct ao_config *cfg, const char *run_name)
+/* The exporter's socket, before anything is made: a port that is taken
+ * stops the run before it starts. */
+static int open_exporter(const struct ao_config *cfg, ao_exporter **ex)
+{
+    *ex = NULL;
+    if (!cfg->profiling.prometheus_port) return 0;
+    *ex = ao_export_open(cfg->profiling.prometheus_listen, cfg->profiling.prometheus_port,
+                         "profiling.prometheus_listen", "profiling.prometheus_port");
+    return *ex ? 0 : AO_EXIT_USAGE;
+}
+
+/* The run directory, made once, before any rank starts, and served from
+ * here (this process, the ranks' parent or rank 0 of 1) when asked. */
+static int make_rundir(const struct ao_config *cfg, const char *run_name, ao_exporter *ex)
 {
     char id[AO_RUN_ID_MAX];
     if (run_name)
@@ -601,7 +618,9 @@ static int make_rundir(const struct ao_config *cfg, const char *run_name)
     ao_rundir d;
     int rc = ao_rundir_create(cfg->training.output_dir, id, &d);
     if (rc) return rc;
+    if (ex) rc = ao_export_start(ex, d.path);
     ao_rundir_free(&d);
+    if (rc) return rc;
     if (setenv(AO_RUN_ID_ENV, id, 1) != 0) {
         ao_error("train", "cannot export %s", AO_RUN_ID_ENV);
         return AO_EXIT_FAIL;
@@ -613,15 +632,16 @@ static int make_rundir(const struct ao_config *cfg, const char *run_name)
  * checks once for the ranks it will start. */
 static int parent_check(void *vctx, int world_size, int launched)
 {
-    const struct parent_ctx *c = vctx;
+    struct parent_ctx *c = vctx;
     if (launched) return 0;
     int rc = ao_engine_check_config(c->cfg, world_size, world_size);
-    return rc ? rc : make_rundir(c->cfg, c->run_name);
+    if (rc == 0) rc = open_exporter(c->cfg, &c->ex);
+    return rc ? rc : make_rundir(c->cfg, c->run_name, c->ex);
 }
 
 int ao_train(const struct ao_config *cfg, ao_train_opts *o)
 {
-    struct parent_ctx pc = {cfg, o->run_name};
+    struct parent_ctx pc = {cfg, o->run_name, NULL};
     ao_launch_req req = {.backend = o->backend,
                          .nproc = o->nproc,
                          .cpu_nproc = 1,
@@ -633,9 +653,15 @@ int ao_train(const struct ao_config *cfg, ao_train_opts *o)
     ao_rank_info ri;
     ao_launch_role role;
     int rc = ao_launch_ranks(o->argc, o->argv, &req, &ri, &role);
-    if (role == AO_ROLE_DONE) return rc;
-    /* Only a solo rank 0 owns the terminal: under a launcher its output goes
-     * through a line prefixer, where an in-place line would be noise. */
-    o->progress = role == AO_ROLE_SOLO && isatty(STDOUT_FILENO);
-    return train_rank(cfg, o, &ri);
+    /* Under a launcher with no parent of ours, rank 0 makes the directory. */
+    if (role == AO_ROLE_RANK && ri.rank == 0 && !getenv(AO_RUN_ID_ENV))
+        rc = open_exporter(cfg, &pc.ex);
+    if (role != AO_ROLE_DONE && rc == 0) {
+        /* Only a solo rank 0 owns the terminal: under a launcher its output goes
+         * through a line prefixer, where an in-place line would be noise. */
+        o->progress = role == AO_ROLE_SOLO && isatty(STDOUT_FILENO);
+        rc = train_rank(cfg, o, &ri, role == AO_ROLE_RANK ? pc.ex : NULL);
+    }
+    ao_export_close(pc.ex);
+    return rc;
 }
