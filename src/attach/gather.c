@@ -15,6 +15,7 @@ typedef struct proc {
     char stem[64];
     char *text; /* the info file */
     yajl_val v;
+    const char *note;      /* why its files are pid-named, or NULL */
     int pid, rank, ranked; /* rank: -1 when unknown */
     int by_rank;           /* its files are rank_NN_* */
     long long lines;
@@ -94,6 +95,12 @@ static proc *read_procs(const char *dir, size_t *n)
         q->pid = int_member(v, "pid", -1);
         q->rank = int_member(v, "rank", -1);
         q->by_rank = strncmp(stem, "rank_", 5) == 0;
+        q->note = str_member(v, "note");
+        /* moved aside after it ended: its file still says rank 0 of 1 */
+        if (!q->by_rank && !q->note && YAJL_IS_TRUE(ao_json_member(v, "provisional"))) {
+            q->note = AO_ATTACH_NOTE_MOVED;
+            q->rank = -1;
+        }
         char *m = ao_asprintf("%s/%s%s", dir, stem, AO_RANK_METRICS);
         q->lines = count_lines(m);
         free(m);
@@ -120,7 +127,6 @@ static void simplify_used(char *used, size_t n)
 static void gen_proc(yajl_gen g, const proc *p)
 {
     yajl_val dev = ao_json_member(p->v, "device");
-    const char *note = str_member(p->v, "note");
     int finished = YAJL_IS_TRUE(ao_json_member(p->v, "finished"));
     yajl_gen_map_open(g);
     ao_json_gen_str(g, "pid");
@@ -146,7 +152,7 @@ static void gen_proc(yajl_gen g, const proc *p)
     ao_json_gen_str(g, "finished");
     yajl_gen_bool(g, finished);
     ao_json_gen_str(g, "note");
-    ao_json_gen_str(g, note);
+    ao_json_gen_str(g, p->note);
     ao_json_gen_str(g, "info");
     ao_json_gen_raw(g, p->text);
     yajl_gen_map_close(g);
@@ -156,15 +162,11 @@ static void gen_proc(yajl_gen g, const proc *p)
 static void notes(const char *dir, const proc *p, size_t n, int world)
 {
     for (size_t i = 0; i < n; i++) {
-        const char *note = str_member(p[i].v, "note");
-        if (!p[i].by_rank) {
-            int moved = !note && YAJL_IS_TRUE(ao_json_member(p[i].v, "provisional"));
-            fprintf(stderr, "aorta: note: attach: pid %d wrote %s_metrics.jsonl (%lld steps): %s\n",
-                    p[i].pid, p[i].stem, p[i].lines,
-                    note    ? note
-                    : moved ? AO_ATTACH_NOTE_MOVED
-                            : "why is not recorded");
-        }
+        if (!p[i].by_rank)
+            fprintf(stderr,
+                    "aorta: note: attach: pid %d wrote %s_metrics.jsonl (%lld step%s): %s\n",
+                    p[i].pid, p[i].stem, p[i].lines, p[i].lines == 1 ? "" : "s",
+                    p[i].note ? p[i].note : "why is not recorded");
         if (!YAJL_IS_TRUE(ao_json_member(p[i].v, "finished")))
             fprintf(stderr,
                     "aorta: note: attach: pid %d (%s) did not finish (killed?): %s/%s%s is the "
