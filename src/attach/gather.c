@@ -186,7 +186,8 @@ static void notes(const char *dir, const proc *p, size_t n, int world)
     if (nmissing)
         fprintf(stderr,
                 "aorta: note: attach: %d of %d ranks have no rank files (%s%s): no GPU work was "
-                "seen in them, or their files are pid-named (above)\n",
+                "seen in them here (idle ranks, or another node's), or their files are "
+                "pid-named (above)\n",
                 nmissing, world, missing, nmissing > 16 ? ", ..." : "");
 }
 

@@ -8,7 +8,6 @@
 #include "attach/info.h"
 #include "core/error.h"
 #include "core/json.h"
-#include "core/rundir.h"
 
 void ao_attach_info_init(ao_attach_info *in, const char *dir, const ao_attach_who *who)
 {

@@ -12,7 +12,6 @@
 #include "attach/tracer.h"
 #include "core/error.h"
 #include "core/jsonl.h"
-#include "core/rundir.h"
 
 #define FLUSH_MS  100
 #define SETTLE_NS 500000000ull
