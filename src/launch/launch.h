@@ -23,10 +23,11 @@
 /* Fill *ri from the environment: our own spawner (AORTA_*), OpenMPI
  * (OMPI_COMM_WORLD_*), MPICH/Intel MPI (PMI_RANK/PMI_SIZE, MPI_LOCALRANKID),
  * Slurm (SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID), torchrun
- * (RANK/WORLD_SIZE/LOCAL_RANK). Returns 1 when a launcher was found (this
- * process is one rank of a job), 0 when none (rank 0 of 1), -1 after printing
- * why when the variables are inconsistent. *launcher gets "aorta", "openmpi",
- * "pmi", "slurm", "torchrun" or "none". */
+ * (RANK/WORLD_SIZE/LOCAL_RANK; ahead of MPI's and Slurm's where
+ * TORCHELASTIC_RUN_ID says a torchrun worker inherited theirs). Returns 1 when a launcher was found
+ * (this process is one rank of a job), 0 when none (rank 0 of 1), -1 after printing why when the
+ * variables are inconsistent. *launcher gets "aorta", "openmpi", "pmi", "slurm", "torchrun" or
+ * "none". */
 int ao_launch_detect(ao_rank_info *ri, const char **launcher);
 
 typedef struct ao_launch_opts {
