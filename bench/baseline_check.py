@@ -23,42 +23,13 @@ Exit 0 always: it reports, the caller judges (issue 47: 2 % compute, 5 % comm).
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 from collections import defaultdict
 
-
-def norm(iv):
-    iv = sorted((s, e) for s, e in iv if e > s)
-    out = []
-    for s, e in iv:
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return out
-
-
-def length(iv):
-    return sum(e - s for s, e in iv)
-
-
-def subtract(a, b):
-    """a \\ b, both normalized."""
-    out, j = [], 0
-    for s, e in a:
-        cur = s
-        while j < len(b) and b[j][1] <= cur:
-            j += 1
-        k = j
-        while k < len(b) and b[k][0] < e:
-            if b[k][0] > cur:
-                out.append([cur, b[k][0]])
-            cur = max(cur, b[k][1])
-            k += 1
-        if cur < e:
-            out.append([cur, e])
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from overlap_gaps import length, subtract, union as norm  # noqa: E402  (one interval set)
 
 
 def intersect_len(a, b):

@@ -13,13 +13,6 @@
 const char *const ao_decomp_check_names[AO_DECOMP_NCHECKS] = {
     "compute_only_compute_ms", "comm_only_comm_ms", "train_compute_ms", "train_comm_ms"};
 
-/* The ranks [k0, k1) of run r that exist. */
-static void rank_span(const ao_run_data *r, int rank, int *k0, int *k1)
-{
-    *k0 = rank < 0 ? 0 : rank;
-    *k1 = rank < 0 ? r->nranks : (rank < r->nranks ? rank + 1 : rank);
-}
-
 /* A growable list of doubles. */
 typedef struct vals {
     double *v;
@@ -43,28 +36,45 @@ static double median_free(vals *x)
     return m;
 }
 
+/* The ranks' data of every run (rank: an index into each run's ranks, or
+ * -1 for all): a heap array, *n of them. */
+static const ao_rank_data **ranks_of(const ao_run_data *runs, size_t nruns, int rank, size_t *n)
+{
+    size_t cap = 1;
+    for (size_t r = 0; r < nruns; r++) cap += (size_t)runs[r].nranks;
+    const ao_rank_data **v = ao_malloc(cap * sizeof *v);
+    *n = 0;
+    for (size_t r = 0; r < nruns; r++)
+        for (int k = 0; k < runs[r].nranks; k++)
+            if (rank < 0 || k == rank) v[(*n)++] = &runs[r].ranks[k];
+    return v;
+}
+
+static void check_push(vals *x, double v, int *all_finite)
+{
+    if (!isfinite(v) && all_finite) *all_finite = 0;
+    push(x, v);
+}
+
 /* A baseline field: off into ao_overlap for the events, into ao_kernel_view
  * for the kernels; its median over the ranks' baseline records of one kind. */
 static double baseline(const ao_run_data *runs, size_t nruns, int rank, int comm, int kernels,
                        size_t off, int *all_finite)
 {
     vals x = {0};
-    for (size_t r = 0; r < nruns; r++) {
-        int k0, k1;
-        rank_span(&runs[r], rank, &k0, &k1);
-        for (int k = k0; k < k1; k++) {
-            const ao_rank_data *rd = &runs[r].ranks[k];
-            size_t n = comm ? rd->ncomm_only : rd->ncompute_only;
-            for (size_t j = 0; j < n; j++) {
-                const void *rec =
-                    kernels ? (const void *)(comm ? &rd->comm_only_k[j] : &rd->compute_only_k[j])
-                            : (const void *)(comm ? &rd->comm_only[j] : &rd->compute_only[j]);
-                double v = *(const double *)((const char *)rec + off);
-                if (!isfinite(v) && all_finite) *all_finite = 0;
-                push(&x, v);
-            }
+    size_t nr;
+    const ao_rank_data **rs = ranks_of(runs, nruns, rank, &nr);
+    for (size_t i = 0; i < nr; i++) {
+        const ao_rank_data *rd = rs[i];
+        size_t n = comm ? rd->ncomm_only : rd->ncompute_only;
+        for (size_t j = 0; j < n; j++) {
+            const void *rec =
+                kernels ? (const void *)(comm ? &rd->comm_only_k[j] : &rd->compute_only_k[j])
+                        : (const void *)(comm ? &rd->comm_only[j] : &rd->compute_only[j]);
+            check_push(&x, *(const double *)((const char *)rec + off), all_finite);
         }
     }
+    free(rs);
     return median_free(&x);
 }
 
@@ -75,18 +85,12 @@ static double train(const ao_run_data *runs, size_t nruns, int rank, const char 
 {
     int m = ao_metric_find(name);
     vals x = {0};
-    for (size_t r = 0; r < nruns; r++) {
-        int k0, k1;
-        rank_span(&runs[r], rank, &k0, &k1);
-        for (int k = k0; k < k1; k++) {
-            const ao_rank_data *rd = &runs[r].ranks[k];
-            for (size_t i = 0; i < rd->n; i++) {
-                double v = rd->rows[i * ao_metric_count() + (size_t)m];
-                if (!isfinite(v) && all_finite) *all_finite = 0;
-                push(&x, v);
-            }
-        }
-    }
+    size_t nr;
+    const ao_rank_data **rs = ranks_of(runs, nruns, rank, &nr);
+    for (size_t k = 0; k < nr; k++)
+        for (size_t i = 0; i < rs[k]->n; i++)
+            check_push(&x, rs[k]->rows[i * ao_metric_count() + (size_t)m], all_finite);
+    free(rs);
     if (step && rank < 0) {
         free(x.v);
         size_t n;
@@ -99,14 +103,13 @@ static double train(const ao_run_data *runs, size_t nruns, int rank, const char 
 void ao_decomp_of(const ao_run_data *runs, size_t nruns, int rank, ao_decomp *out)
 {
     memset(out, 0, sizeof *out);
-    for (size_t r = 0; r < nruns; r++) {
-        int k0, k1;
-        rank_span(&runs[r], rank, &k0, &k1);
-        for (int k = k0; k < k1; k++) {
-            out->ncompute_only += runs[r].ranks[k].ncompute_only;
-            out->ncomm_only += runs[r].ranks[k].ncomm_only;
-        }
+    size_t nr;
+    const ao_rank_data **rs = ranks_of(runs, nruns, rank, &nr);
+    for (size_t k = 0; k < nr; k++) {
+        out->ncompute_only += rs[k]->ncompute_only;
+        out->ncomm_only += rs[k]->ncomm_only;
     }
+    free(rs);
     out->have = out->ncompute_only > 0 && out->ncomm_only > 0;
     const size_t ec = offsetof(ao_overlap, compute_ms), em = offsetof(ao_overlap, comm_ms),
                  es = offsetof(ao_overlap, step_ms), kc = offsetof(ao_kernel_view, compute_ms),
