@@ -210,7 +210,7 @@ void ao_train_profile_record(ao_train_profile *p, int64_t iter, const ao_op *ops
             ao_contention_learn(p->contention, k, n);
         if (train) {
             ao_contention_price(p->contention, k, n, &p->contention_step);
-            p->have_contention = 1;
+            p->have_contention = isfinite(p->contention_step.ms); /* a collective ran */
         }
     }
     if (p->have_tel || p->have_kernels) {
