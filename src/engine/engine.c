@@ -266,11 +266,50 @@ static void release(ao_engine *e, int u)
 
 /* ---- reductions ---------------------------------------------------------- */
 
+/* The end of group g's chain on `last`, the stream its reduction ended on:
+ * the squared sum of its final gradients (an op: compute, as the kernel
+ * trace counts it), `done`, then GFULL := 0 and `zeroed`. */
+static void finish_group(ao_engine *e, int g, ao_stream *last, ao_stream_id last_sid,
+                         ao_phase phase, int final)
+{
+    rgroup *G = &e->groups[g];
+    if (phase != AO_PHASE_COMM_ONLY && final) {
+        int sq = op_begin(e, last_sid, AO_CLASS_COMPUTE, AO_KIND_NONE, "grad_sq", G->first_unit, 0);
+        e->backend->sum_squares(last, &e->group_sq[g], e->ACC + G->shard_off, G->shard_len,
+                                e->red_workspace);
+        ao_timeline_op_end(e->tl, sq);
+    }
+    ao_event_record(G->done, last);
+    /* solo: zeroed after the update (zero_solo) */
+    if (e->solo && phase != AO_PHASE_COMM_ONLY) return;
+    /* After `done`, so that the optimizer does not wait for it; timed, so
+     * that the step's idle time is not this memset's. */
+    size_t bytes = G->full_len * sizeof *e->GFULL;
+    int op = op_begin(e, last_sid, AO_CLASS_COPY, AO_KIND_NONE, "zero_grad", G->first_unit, bytes);
+    ao_memset_async(e->dev, e->GFULL + G->full_off, 0, bytes, last);
+    ao_timeline_op_end(e->tl, op);
+    ao_event_record(G->zeroed, last);
+}
+
+/* compute_only: no reduction, but the rest of the group's chain where a
+ * train step runs it, on the stream its reduction would end on: beside the
+ * backward, so that the baseline's compute and copies are the train step's
+ * (DESIGN §7, baselines). */
+static void alone_group(ao_engine *e, int g, int final)
+{
+    const lane *ln = &e->lanes[!e->sharded || (e->hybrid && e->replicas > 1) ? LANE_AR : LANE_RS];
+    ao_stream_wait_event(ln->s, compute_point(e, e->groups[g].grad_ready));
+    finish_group(e, g, ln->s, ln->sid, AO_PHASE_COMPUTE_ONLY, final);
+}
+
 /* final: the step's last reduction of the group (its ACC then complete). */
 static void reduce_group(ao_engine *e, int g, ao_phase phase, int final)
 {
     rgroup *G = &e->groups[g];
-    if (phase == AO_PHASE_COMPUTE_ONLY) return;
+    if (phase == AO_PHASE_COMPUTE_ONLY) {
+        alone_group(e, g, final);
+        return;
+    }
     ao_event *ready = compute_point(e, G->grad_ready);
     int first = G->reductions++ == 0;
     float *gfull = e->GFULL + G->full_off, *red = e->RED + G->shard_off;
@@ -314,21 +353,7 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase, int final)
     }
     if (phase == AO_PHASE_TRAIN && !first)
         e->backend->accumulate(last, e->ACC + G->shard_off, red, G->shard_len);
-    if (phase == AO_PHASE_TRAIN && final) { /* an op: compute, as the kernel trace counts it */
-        int sq = op_begin(e, last_sid, AO_CLASS_COMPUTE, AO_KIND_NONE, "grad_sq", G->first_unit, 0);
-        e->backend->sum_squares(last, &e->group_sq[g], e->ACC + G->shard_off, G->shard_len,
-                                e->red_workspace);
-        ao_timeline_op_end(e->tl, sq);
-    }
-    ao_event_record(G->done, last);
-    if (e->solo && phase == AO_PHASE_TRAIN) return; /* zeroed after the update (zero_solo) */
-    /* After `done`, so that the optimizer does not wait for it; timed, so
-     * that the step's idle time is not this memset's. */
-    size_t bytes = G->full_len * sizeof *gfull;
-    int op = op_begin(e, last_sid, AO_CLASS_COPY, AO_KIND_NONE, "zero_grad", G->first_unit, bytes);
-    ao_memset_async(e->dev, gfull, 0, bytes, last);
-    ao_timeline_op_end(e->tl, op);
-    ao_event_record(G->zeroed, last);
+    finish_group(e, g, last, last_sid, phase, final);
 }
 
 /* ---- data ---------------------------------------------------------------- */
@@ -482,13 +507,10 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
     if (phase != AO_PHASE_COMM_ONLY) {
         for (int g = 0; g < e->ngroups; g++) compute_wait(e, e->groups[g].done);
         int op = compute_begin(e, "clip", -1);
-        /* the squared norm of the unscaled gradients, summed over replicas */
+        /* the squared norm of the unscaled gradients, summed over replicas
+         * (each group's share summed by finish_group, compute_only too) */
         double unscale = 1.0 / ((double)loss_scale * loss_scale);
-        /* compute_only (no reductions): the sum over ACC here, as one group */
-        if (phase != AO_PHASE_TRAIN)
-            e->backend->sum_squares(cs, e->group_sq, e->ACC, S, e->workspace);
-        e->backend->step_scalars(cs, sd->local, e->group_sq,
-                                 phase == AO_PHASE_TRAIN ? e->ngroups : 1, unscale / e->replicas,
+        e->backend->step_scalars(cs, sd->local, e->group_sq, e->ngroups, unscale / e->replicas,
                                  e->loss_dev + (size_t)slot * G, G, stop_vote ? 1.0 : 0.0);
         compute_end(e, op);
     }
@@ -505,14 +527,14 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
     if (phase == AO_PHASE_COMM_ONLY) return;
     float *p = e->P, *m = e->M, *v = e->V;
     const double *global = sd->global;
-    if (phase == AO_PHASE_COMPUTE_ONLY) { /* the same update on copies */
+    /* compute_only: the same update on the scratch copies (made from P, M and
+     * V once, at set-up: a copy per step would be device work the train step
+     * does not have, on the compute stream, where the kernel trace counts it
+     * as compute) */
+    if (phase == AO_PHASE_COMPUTE_ONLY) {
         p = e->scratch[0];
         m = e->scratch[1];
         v = e->scratch[2];
-        ao_copy_async(e->dev, p, e->P, S * sizeof *p, AO_D2D, cs);
-        ao_copy_async(e->dev, m, e->M, S * sizeof *m, AO_D2D, cs);
-        ao_copy_async(e->dev, v, e->V, S * sizeof *v, AO_D2D, cs);
-        compute_moved(e);
         global = sd->local;
     }
     if (phase == AO_PHASE_TRAIN) predraw(e);
@@ -522,15 +544,11 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
                       S, &e->hp, lr, (float)cfg->training.grad_clip_norm, 1.0f / loss_scale,
                       data_step + 1, global, sd->result, e->workspace);
     compute_end(e, op);
-    if (phase == AO_PHASE_COMPUTE_ONLY) {
-        ao_memset_async(e->dev, e->GFULL, 0, e->lay.full_total * sizeof(float), cs);
-        compute_moved(e);
-    }
 }
 
 /* solo: GFULL (= ACC) := 0 once the previous update has read it, first in a
- * training iteration (so that the op is this step's, not a tail of the
- * previous one), on the reduction stream beside the forward; each group's
+ * training or compute-only iteration (so that the op is this step's, not a
+ * tail of the previous one), on the reduction stream beside the forward; each group's
  * `zeroed` marks it for the backward that writes the gradients. */
 static void zero_solo(ao_engine *e)
 {
@@ -572,7 +590,7 @@ void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t dat
     compute_moved(e);            /* whatever ran before */
     /* Gathers read the shards the previous update wrote. */
     ao_stream_wait_event(e->lanes[LANE_AG].s, e->opt_done);
-    if (e->solo && phase == AO_PHASE_TRAIN) zero_solo(e);
+    if (e->solo && phase != AO_PHASE_COMM_ONLY) zero_solo(e);
     micro_ctx x = {.phase = phase,
                    .do_comm = phase != AO_PHASE_COMPUTE_ONLY,
                    .do_compute = phase != AO_PHASE_COMM_ONLY,

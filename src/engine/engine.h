@@ -84,9 +84,10 @@ void ao_engine_destroy(ao_engine *e);
  * whose samples, dropout masks and learning rate it uses; next_data_step the
  * step whose first micro-batch is prefetched at the end (-1: none).
  * - AO_PHASE_TRAIN: forward, backward, reductions, clipping, AdamW.
- * - AO_PHASE_COMPUTE_ONLY: the same compute, every collective skipped
- *   (gathered buffers reused as they are); the AdamW update runs on scratch
- *   copies, so the model does not change.
+ * - AO_PHASE_COMPUTE_ONLY: the same compute on the same streams, every
+ *   collective skipped (gathered buffers reused as they are; each group's
+ *   squared sum and gradient zeroing where its reduction would have ended);
+ *   the AdamW update runs on scratch copies, so the model does not change.
  * - AO_PHASE_COMM_ONLY: the same collectives in the same order, no compute,
  *   no data; the model does not change.
  * stop_vote: this rank asks to stop (a signal); summed over ranks in the

@@ -176,6 +176,10 @@ static void make_buffers(ao_engine *e)
     ao_host_free(e->dev, full);
     ao_host_free(e->dev, shard);
     if (full_dev) ao_dev_free(e->dev, full_dev);
+    /* compute_only's update runs on copies of P, M and V (zero here), made
+     * once: engine.c, optimizer */
+    if (e->scratch[0])
+        ao_copy_async(e->dev, e->scratch[0], e->P, (S ? S : 1) * sizeof *e->P, AO_D2D, e->compute);
 
     for (int u = 0; u < e->nunits; u++) {
         e->units[u].own_buf = -1;

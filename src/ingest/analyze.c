@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/intervals.h"
 #include "core/json.h"
+#include "timeline/cupti.h"
 
 #define DEFAULT_STEP "^ProfilerStep#([0-9]+)"
 
@@ -356,6 +357,45 @@ static void window_stats(const ao_trace *t, const act_info *info, size_t *idx, s
     }
 }
 
+/* The steps' ops with each op's own stream as its lane (the role streams
+ * lump every compute stream together, and the same name on two streams is
+ * two launches); idx is the step's activities in its ops' order
+ * (window_stats sorted them). Heap array of r->nops ops. */
+static ao_op *launch_ops(const ao_trace *t, const size_t *idx, const ao_step_result *r,
+                         ao_cupti_lanes *lanes)
+{
+    ao_op *ops = ao_malloc((r->nops ? r->nops : 1) * sizeof *ops);
+    for (size_t i = 0; i < r->nops; i++) {
+        ops[i] = r->ops[i];
+        ops[i].stream = (uint8_t)ao_cupti_lane(lanes, t->acts[idx[i]].stream);
+    }
+    return ops;
+}
+
+/* Every step's contention against the alone kernels of all steps. */
+static void step_contention(const ao_trace *t, const size_t *idx, const size_t *count,
+                            size_t nsteps, ao_rank_result *out)
+{
+    ao_contention *c = ao_contention_create();
+    ao_cupti_lanes lanes = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        size_t k = 0;
+        for (size_t s = 0; s < nsteps; s++) {
+            if (count[s + 1] == count[s]) continue; /* no result for an empty step */
+            ao_step_result *r = &out->steps[k++];
+            ao_op *ops = launch_ops(t, idx + count[s], r, &lanes);
+            if (pass == 0) {
+                ao_contention_learn(c, ops, r->nops);
+            } else {
+                ao_contention_price(c, ops, r->nops, &r->contention);
+                r->has_contention = isfinite(r->contention.ms);
+            }
+            free(ops);
+        }
+    }
+    ao_contention_destroy(c);
+}
+
 static int by_total_desc(const void *a, const void *b)
 {
     const ao_kernel_stat *x = a, *y = b;
@@ -488,6 +528,7 @@ int ao_analyze_trace(const ao_trace *t, const ao_classifier *c, int world_size, 
         r->step = numbers[s];
         window_stats(t, info, idx + count[s], m, world_size, 1, r);
     }
+    step_contention(t, idx, count, nsteps, out);
     for (size_t i = 0; i < n; i++) idx[i] = i;
     window_stats(t, info, idx, n, world_size, 0, &out->total);
     free(count);
@@ -525,5 +566,7 @@ yajl_gen_status ao_step_result_gen_extra(yajl_gen g, const ao_step_result *r)
     if (st == yajl_gen_status_ok) st = ao_json_gen_double(g, r->idle_other_ms);
     if (st == yajl_gen_status_ok) st = gen_kinds(g, "comm_by_kind_ms", r->comm_kind_ms);
     if (st == yajl_gen_status_ok) st = gen_kinds(g, "exposed_by_kind_ms", r->exposed_kind_ms);
+    if (st == yajl_gen_status_ok && r->has_contention)
+        st = ao_contention_step_gen(g, &r->contention);
     return st;
 }

@@ -70,7 +70,8 @@ double *ao_step_samples(const ao_run_data *runs, size_t nruns, size_t m, size_t 
         size_t span = (size_t)(hi - lo + 1);
         double *sum = ao_calloc(span, sizeof *sum);
         int *cnt = ao_calloc(span, sizeof *cnt);
-        int use_max = (int)m == ao_metric_find("step_ms");
+        int use_max =
+            (int)m == ao_metric_find("step_ms") || (int)m == ao_metric_find("kernel_step_ms");
         for (int k = 0; k < runs[r].nranks; k++) {
             const ao_rank_data *rd = &runs[r].ranks[k];
             for (size_t i = 0; i < rd->n; i++) {

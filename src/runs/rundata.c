@@ -26,6 +26,7 @@ typedef enum msrc {
     SRC_COLL_BUSY,    /* kinds[idx].busy_ms, NAN when the kind ran no op */
     SRC_STREAM_BUSY,  /* streams[idx].busy_ms */
     SRC_RECORD,       /* a double field of ao_iter_record at `off` */
+    SRC_EXTRA,        /* extra[obj][key] of the record's line, read by the loader */
 } msrc;
 
 typedef struct metric {
@@ -33,19 +34,24 @@ typedef struct metric {
     msrc src;
     size_t off;
     int idx;
+    const char *obj, *key; /* SRC_EXTRA */
 } metric;
 
 #define OVF(name, unit, better, head)                                                              \
     {                                                                                              \
-        {#name, unit, better, head}, SRC_OVERLAP, offsetof(ao_overlap, name), 0                    \
+        {#name, unit, better, head}, SRC_OVERLAP, offsetof(ao_overlap, name), 0, NULL, NULL        \
     }
 #define RECF(name, unit, better, head)                                                             \
     {                                                                                              \
-        {#name, unit, better, head}, SRC_RECORD, offsetof(ao_iter_record, name), 0                 \
+        {#name, unit, better, head}, SRC_RECORD, offsetof(ao_iter_record, name), 0, NULL, NULL     \
     }
 #define IDX(name, unit, better, head, src, i)                                                      \
     {                                                                                              \
-        {name, unit, better, head}, src, 0, i                                                      \
+        {name, unit, better, head}, src, 0, i, NULL, NULL                                          \
+    }
+#define EXTRA(name, unit, better, obj, key)                                                        \
+    {                                                                                              \
+        {name, unit, better, 0}, SRC_EXTRA, 0, 0, obj, key                                         \
     }
 
 /* Direction: less time waiting or exposed is better, more overlap and
@@ -93,6 +99,12 @@ static const metric metrics[] = {
     IDX("busy_h2d_ms", "ms", AO_BETTER_NEITHER, 0, SRC_STREAM_BUSY, AO_STREAM_H2D),
     RECF(loss, "", AO_BETTER_NEITHER, 0),
     RECF(grad_norm, "", AO_BETTER_NEITHER, 0),
+    /* aorta train's kernel trace (profiling.kernel_trace) */
+    EXTRA("kernel_step_ms", "ms", AO_BETTER_LOWER, "overlap_kernels", "step_ms"),
+    EXTRA("kernel_compute_ms", "ms", AO_BETTER_LOWER, "overlap_kernels", "compute_ms"),
+    EXTRA("kernel_comm_ms", "ms", AO_BETTER_LOWER, "overlap_kernels", "comm_ms"),
+    /* any kernel-level source: train's kernel trace, analyze, attach */
+    EXTRA("contention_ms", "ms", AO_BETTER_LOWER, "contention", "ms"),
 };
 
 size_t ao_metric_count(void)
@@ -133,8 +145,24 @@ double ao_metric_value(size_t i, const ao_iter_record *r)
         return r->m.kinds[m->idx].ops > 0 ? r->m.kinds[m->idx].busy_ms : NAN;
     case SRC_STREAM_BUSY:
         return r->m.streams[m->idx].busy_ms;
+    case SRC_EXTRA:
+        return NAN; /* not in the struct: extra_value */
     }
     return NAN;
+}
+
+/* extra[obj][key] of a record's line as a number, NAN when absent or null. */
+static double extra_value(yajl_val line, const char *obj, const char *key)
+{
+    yajl_val v = ao_json_member(ao_json_member(ao_json_member(line, "extra"), obj), key);
+    return YAJL_IS_NUMBER(v) ? ao_json_number(v) : NAN;
+}
+
+static ao_kernel_view kernel_view(yajl_val line)
+{
+    return (ao_kernel_view){extra_value(line, "overlap_kernels", "step_ms"),
+                            extra_value(line, "overlap_kernels", "compute_ms"),
+                            extra_value(line, "overlap_kernels", "comm_ms")};
 }
 
 void ao_rank_column(const ao_rank_data *rd, size_t m, double *out)
@@ -229,15 +257,24 @@ static int on_record(void *ctx, ao_iter_record *r, yajl_val line)
                  r->world_size, job->world_size);
         return AO_EXIT_USAGE;
     }
+    /* a baseline's kernel view grows in step with its §7 fields (the same
+     * capacity before and after) */
     if (strcmp(r->phase, "compute_only") == 0) {
+        size_t cap = rd->cap_compute_only;
         rd->compute_only = grow(rd->compute_only, &rd->cap_compute_only, rd->ncompute_only + 1,
                                 sizeof *rd->compute_only);
+        rd->compute_only_k =
+            grow(rd->compute_only_k, &cap, rd->ncompute_only + 1, sizeof *rd->compute_only_k);
+        rd->compute_only_k[rd->ncompute_only] = kernel_view(line);
         rd->compute_only[rd->ncompute_only++] = r->m;
         return 0;
     }
     if (strcmp(r->phase, "comm_only") == 0) {
+        size_t cap = rd->cap_comm_only;
         rd->comm_only =
             grow(rd->comm_only, &rd->cap_comm_only, rd->ncomm_only + 1, sizeof *rd->comm_only);
+        rd->comm_only_k = grow(rd->comm_only_k, &cap, rd->ncomm_only + 1, sizeof *rd->comm_only_k);
+        rd->comm_only_k[rd->ncomm_only] = kernel_view(line);
         rd->comm_only[rd->ncomm_only++] = r->m;
         return 0;
     }
@@ -255,8 +292,12 @@ static int on_record(void *ctx, ao_iter_record *r, yajl_val line)
     rd->steps[rd->n] = r->step;
     rd->wall[rd->n] = r->wall_time;
     double *row = &rd->rows[rd->n * nm];
-    for (size_t m = 0; m < nm; m++) row[m] = ao_metric_value(m, r);
+    for (size_t m = 0; m < nm; m++)
+        row[m] = metrics[m].src == SRC_EXTRA ? extra_value(line, metrics[m].obj, metrics[m].key)
+                                             : ao_metric_value(m, r);
     rd->n++;
+    ao_contention_evidence_add(&rd->contention,
+                               ao_json_member(ao_json_member(line, "extra"), "contention"));
     if (r->ops) {
         if (rd->nprofiled < AO_RUNDATA_MAX_PROFILED) {
             if (!rd->profiled)
@@ -277,6 +318,7 @@ static void *read_rank(void *arg)
     job->rc = ao_jsonl_read(job->path, on_record, job, &st);
     job->rd->truncated = st.truncated;
     ao_kernel_table_sort(&job->rd->kernels);
+    ao_contention_evidence_sort(&job->rd->contention);
     return NULL;
 }
 
@@ -675,6 +717,9 @@ void ao_run_free(ao_run_data *r)
         free(rd->wall);
         free(rd->compute_only);
         free(rd->comm_only);
+        free(rd->compute_only_k);
+        free(rd->comm_only_k);
+        ao_contention_evidence_free(&rd->contention);
         for (size_t p = 0; p < rd->nprofiled; p++) ao_iter_record_free(&rd->profiled[p]);
         free(rd->profiled);
         for (size_t t = 0; t < rd->ntelemetry; t++) {
