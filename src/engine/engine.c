@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "comm/wait.h"
 #include "core/error.h"
 #include "engine/test_hooks.h"
 #include "model/ops_ref.h"
@@ -140,7 +141,7 @@ static ao_comm *shard_comm(ao_engine *e, int l)
 void ao_engine_finish(ao_engine *e)
 {
     for (int i = 0; i < AO_NSTREAMS; i++)
-        if (e->streams[i]) ao_stream_sync(e->streams[i]);
+        if (e->streams[i]) ao_wait_stream_sync(e->streams[i], "device synchronisation");
 }
 
 /* One micro-batch's pass (run_micro): what it runs, and on what. */
@@ -344,6 +345,10 @@ static void fetch(ao_engine *e, int64_t step, int micro)
      * outside the copy's event pair: the h2d op times the copy only. */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    int w = ao_wait_begin("data loader", NULL,
+                          "the loader's workers did not fill the batch (dataloader.num_workers, "
+                          "dataset.placement)");
+    if (ao_test_hang_at("loader", e->rank, ao_comm_step())) ao_test_block("loader");
     ao_loader_prepare(e->loader, step, micro);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     e->data_wait_ms +=
@@ -351,6 +356,7 @@ static void fetch(ao_engine *e, int64_t step, int micro)
     int op = op_begin(e, AO_STREAM_H2D, AO_CLASS_COPY, AO_KIND_NONE, "h2d", -1, e->batch_bytes);
     e->pend_batch = ao_loader_next(e->loader, step, micro, &e->pend_ready);
     ao_timeline_op_end(e->tl, op);
+    ao_wait_end(w);
     e->pend_step = step;
     e->pend_micro = micro;
 }
@@ -552,7 +558,8 @@ static void learn_scale(ao_engine *e, int64_t iter)
     for (int64_t j = e->scaler_iter + 1; j <= iter - 2; j++) {
         int slot = (int)(j % AO_ENGINE_SCALAR_SLOTS);
         if (e->slot_iter[slot] != j || !e->slot_train[slot]) continue;
-        ao_event_sync(e->slot_ev[slot]);
+        ao_wait_event_sync(e->slot_ev[slot], e->compute, "readback of a step's grad norm",
+                           e->slot_step[slot]);
         ao_loss_scaler_update(&e->scaler, !isfinite(e->scal_host[slot].result[0]));
     }
     if (iter - 2 > e->scaler_iter) e->scaler_iter = iter - 2;
@@ -593,10 +600,15 @@ void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t dat
     ao_event_record(e->opt_done, e->compute);
     compute_moved(e);
     e->slot_iter[slot] = iter;
+    e->slot_step[slot] = data_step;
     e->slot_train[slot] = phase == AO_PHASE_TRAIN;
     e->slot_lr[slot] = lr;
     e->slot_scale[slot] = scale;
     if (phase == AO_PHASE_TRAIN) {
+        if (ao_test_hang_at("readback", e->rank, data_step)) {
+            static const char *const where = "readback";
+            ao_launch_host(e->compute, ao_test_block_fn, &where, sizeof where);
+        }
         ao_copy_async(e->dev, &e->scal_host[slot], &e->scal_dev[slot], sizeof(scal), AO_D2H,
                       e->compute);
         ao_event_record(e->slot_ev[slot], e->compute);
@@ -609,7 +621,8 @@ void ao_engine_scalars(ao_engine *e, int64_t iter, ao_step_scalars *out)
     if (e->slot_iter[slot] != iter)
         ao_fatal(AO_EXIT_FAIL, "engine", "the scalars of iteration %lld are gone (slot reused)",
                  (long long)iter);
-    ao_event_sync(e->slot_ev[slot]);
+    ao_wait_event_sync(e->slot_ev[slot], e->compute, "readback of a step's loss and grad norm",
+                       e->slot_step[slot]);
     const scal *h = &e->scal_host[slot];
     out->loss = h->global[1];
     out->loss_local = h->local[1] * e->world;
@@ -627,7 +640,7 @@ void ao_engine_barrier(ao_engine *e)
     double *d = ao_dev_alloc(e->dev, 2 * sizeof *d);
     ao_memset_async(e->dev, d, 0, 2 * sizeof *d, ar->s);
     ao_allreduce(ar->world, d, d + 1, 1, AO_F64, AO_SUM);
-    ao_stream_sync(ar->s);
+    ao_wait_stream_sync(ar->s, "the barrier at the end of the run");
     ao_dev_free(e->dev, d);
 }
 

@@ -122,7 +122,8 @@ struct ao_engine {
     ao_loss_scaler scaler;
     int64_t scaler_iter; /* the last train iteration the scaler has seen */
     int64_t slot_iter[AO_ENGINE_SCALAR_SLOTS];
-    int slot_train[AO_ENGINE_SCALAR_SLOTS]; /* whether the slot's iteration was a train step */
+    int64_t slot_step[AO_ENGINE_SCALAR_SLOTS]; /* its data step, what a wait for it names */
+    int slot_train[AO_ENGINE_SCALAR_SLOTS];    /* whether the slot's iteration was a train step */
     ao_adamw_hparams hp;
     /* data */
     int64_t pend_step;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/wait.h"
 #include "core/error.h"
 #include "core/text.h"
 #include "engine/engine_impl.h"
@@ -166,12 +167,13 @@ static void make_buffers(ao_engine *e)
             ao_copy_async(e->dev, full_dev, full, bytes, AO_H2D, ar->s);
             ao_broadcast(ar->world, full_dev, full_dev, sp->padded, AO_F32, 0);
             ao_copy_async(e->dev, full, full_dev, bytes, AO_D2H, ar->s);
-            ao_stream_sync(ar->s);
+            ao_wait_stream_sync(ar->s, "fsdp.sync_module_states: rank 0's initial weights");
         }
         ao_shard_extract(&e->lay, u, full, shard);
         ao_copy_async(e->dev, e->P + sp->shard_offset, shard, sp->shard * sizeof *shard, AO_H2D,
                       e->compute);
-        ao_stream_sync(e->compute); /* the staging buffer is reused */
+        /* the staging buffer is reused */
+        ao_wait_stream_sync(e->compute, "device synchronisation (initial weights)");
     }
     ao_host_free(e->dev, full);
     ao_host_free(e->dev, shard);
@@ -383,7 +385,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
         e->slot_iter[i] = -1;
     }
     e->batch_bytes = ao_loader_batch_bytes(e->loader);
-    ao_stream_sync(e->compute);
+    ao_wait_stream_sync(e->compute, "device synchronisation (the engine's set-up)");
     *rc = 0;
     return e;
 }

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "comm/wait.h"
 #include "core/error.h"
 #include "launch/launch.h"
 
@@ -46,6 +47,8 @@ int ao_rank_open(ao_rank *r, const ao_rank_info *ri, const ao_rank_opts *o)
 {
     memset(r, 0, sizeof *r);
     r->ri = *ri;
+    /* From here on every host wait of the rank is watched. */
+    ao_wait_configure(ri->rank, o->comm.timeout_s);
     r->ndevices = ao_device_count(o->backend);
     if (r->ndevices <= 0) {
         ao_error("--backend", "the %s backend sees no device", o->backend);
@@ -79,10 +82,14 @@ int ao_rank_connect(ao_rank *r, ao_stream *s, const ao_rank_opts *o)
     }
     ao_comm_id id;
     memset(&id, 0, sizeof id);
-    if ((r->ri.world_size == 1
-             ? ao_comm_make_id(cb, &id)
-             : ao_launch_bootstrap_id(&r->ri, cb, o->rdzv_file, o->bootstrap_timeout_s, &id)) != 0)
-        return AO_EXIT_FAIL;
+    int w = ao_wait_begin("bootstrap: the comm id from rank 0", NULL,
+                          "rank 0 shares the id (MPI broadcast or --rdzv-file): look for a rank 0 "
+                          "that failed or has not started");
+    int rc = r->ri.world_size == 1
+                 ? ao_comm_make_id(cb, &id)
+                 : ao_launch_bootstrap_id(&r->ri, cb, o->rdzv_file, o->bootstrap_timeout_s, &id);
+    ao_wait_end(w);
+    if (rc != 0) return AO_EXIT_FAIL;
     r->comm = ao_comm_create(r->dev, s, &r->ri, &id, &o->comm);
     return r->comm ? 0 : AO_EXIT_FAIL;
 }
@@ -96,6 +103,9 @@ void ao_rank_disconnect(ao_rank *r)
 void ao_rank_close(ao_rank *r)
 {
     ao_rank_disconnect(r);
+    int w = ao_wait_begin_device("device synchronisation at close", NULL, NULL, AO_WAIT_STEP_NOW);
     if (r->dev) ao_device_close(r->dev);
+    ao_wait_end(w);
     r->dev = NULL;
+    ao_wait_shutdown();
 }
