@@ -65,11 +65,28 @@ static int op_begin(ao_engine *e, ao_stream_id sid, ao_op_class cls, ao_coll_kin
     return ao_timeline_op_begin(e->tl, sid, cls, kind, name, unit, bytes);
 }
 
+/* A collective's call, as its communicator sees it (ao_comm_seen). */
+typedef struct coll_call {
+    ao_coll op;
+    size_t count;
+    ao_dtype t;
+    ao_redop r;
+} coll_call;
+
 /* A collective's event pair: the watchdog's completion record goes after the
- * pair's end event, not inside it (ao_comm_defer_mark). */
+ * pair's end event, not inside it (ao_comm_defer_mark). With timing on, the
+ * stream is held until the call has returned (ao_stream_hold), so that the
+ * pair brackets the kernel, not the library's launch path; but only where
+ * the communicator has made this call before. A first call may set up
+ * connections, and NCCL's network transport allocates pinned host memory
+ * then, which waits for the device: for the held stream too, which waits for
+ * the host to return from that very call. That was issue 52's hang (DESIGN
+ * §4). The first call's pair includes its launch path; it is a warm-up step's. */
 static int coll_begin(ao_engine *e, ao_comm *c, ao_stream_id sid, ao_coll_kind kind,
-                      const char *name, int unit, uint64_t bytes)
+                      const char *name, int unit, uint64_t bytes, coll_call k)
 {
+    e->coll_held = e->timing && ao_comm_seen(c, k.op, k.count, k.t, k.r);
+    if (e->coll_held) ao_stream_hold(ao_comm_stream(c));
     int op = op_begin(e, sid, AO_CLASS_COMM, kind, name, unit, bytes);
     ao_comm_defer_mark(c);
     return op;
@@ -78,6 +95,8 @@ static int coll_begin(ao_engine *e, ao_comm *c, ao_stream_id sid, ao_coll_kind k
 static void coll_end(ao_engine *e, ao_comm *c, int op)
 {
     ao_timeline_op_end(e->tl, op);
+    if (e->coll_held) ao_stream_release(ao_comm_stream(c));
+    e->coll_held = 0;
     ao_comm_mark(c);
 }
 
@@ -191,7 +210,8 @@ static int try_gather(ao_engine *e, int u, const micro_ctx *x)
     ao_stream_wait_event(ln->s, compute_point(e, e->gather_go));
     ao_comm *c = shard_comm(e, LANE_AG);
     uint64_t bytes = ao_coll_bytes(AO_ALLGATHER, sp->shard, e->gather_type, ao_comm_size(c));
-    int op = coll_begin(e, c, ln->sid, AO_KIND_ALLGATHER, "allgather", u, bytes);
+    int op = coll_begin(e, c, ln->sid, AO_KIND_ALLGATHER, "allgather", u, bytes,
+                        (coll_call){AO_ALLGATHER, sp->shard, e->gather_type, AO_SUM});
     /* comm_only: no op follows to wait. A one-rank gather is a copy on a
      * copy engine, which needs no SMs: nothing to make room for, and waiting
      * for its start would hold each layer's compute until the copy has
@@ -285,8 +305,8 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase, int final)
         ao_stream_wait_event(rs->s, G->done); /* RED is free again */
         ao_comm *c = shard_comm(e, LANE_RS);
         uint64_t bytes = ao_coll_bytes(AO_REDUCESCATTER, G->shard_len, AO_F32, ao_comm_size(c));
-        int op =
-            coll_begin(e, c, rs->sid, AO_KIND_REDUCESCATTER, "reducescatter", G->first_unit, bytes);
+        int op = coll_begin(e, c, rs->sid, AO_KIND_REDUCESCATTER, "reducescatter", G->first_unit,
+                            bytes, (coll_call){AO_REDUCESCATTER, G->shard_len, AO_F32, AO_SUM});
         ao_reducescatter(c, gfull, out, G->shard_len, AO_F32, AO_SUM);
         coll_end(e, c, op);
         last = rs->s;
@@ -297,7 +317,7 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase, int final)
             ao_stream_wait_event(ar->s, G->mid);
             uint64_t b2 = ao_coll_bytes(AO_ALLREDUCE, G->shard_len, AO_F32, e->replicas);
             op = coll_begin(e, ar->group, ar->sid, AO_KIND_ALLREDUCE, "allreduce", G->first_unit,
-                            b2);
+                            b2, (coll_call){AO_ALLREDUCE, G->shard_len, AO_F32, AO_SUM});
             ao_allreduce(ar->group, out, out, G->shard_len, AO_F32, AO_SUM);
             coll_end(e, ar->group, op);
             last = ar->s;
@@ -307,7 +327,8 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase, int final)
         lane *ar = &e->lanes[LANE_AR];
         ao_stream_wait_event(ar->s, ready);
         uint64_t bytes = ao_coll_bytes(AO_ALLREDUCE, G->full_len, AO_F32, e->world);
-        int op = coll_begin(e, ar->world, ar->sid, AO_KIND_ALLREDUCE, "allreduce", g, bytes);
+        int op = coll_begin(e, ar->world, ar->sid, AO_KIND_ALLREDUCE, "allreduce", g, bytes,
+                            (coll_call){AO_ALLREDUCE, G->full_len, AO_F32, AO_SUM});
         ao_allreduce(ar->world, gfull, out, G->full_len, AO_F32, AO_SUM);
         coll_end(e, ar->world, op);
         last = ar->s;
@@ -502,7 +523,8 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
         lane *ar = &e->lanes[LANE_AR];
         ao_stream_wait_event(ar->s, compute_point(e, e->sq_ready));
         uint64_t bytes = ao_coll_bytes(AO_ALLREDUCE, 3, AO_F64, e->world);
-        int op = coll_begin(e, ar->world, ar->sid, AO_KIND_ALLREDUCE, "allreduce", -1, bytes);
+        int op = coll_begin(e, ar->world, ar->sid, AO_KIND_ALLREDUCE, "allreduce", -1, bytes,
+                            (coll_call){AO_ALLREDUCE, 3, AO_F64, AO_SUM});
         ao_allreduce(ar->world, sd->local, sd->global, 3, AO_F64, AO_SUM);
         coll_end(e, ar->world, op);
         ao_event_record(e->sum_ready, ar->s);

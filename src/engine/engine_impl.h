@@ -69,6 +69,8 @@ struct ao_engine {
     int synced;    /* fsdp.sync_module_states over more than one rank: rank 0's init broadcast */
     int reshard_after_forward;
     int hybrid, group_size, replicas;
+    int timing;    /* profiling.timing: collectives' event pairs (and holds) */
+    int coll_held; /* the collective being issued holds its stream (coll_begin) */
     int nunits, nlayers;
     lane lanes[NLANES];
     ao_comm *comms[8]; /* every distinct communicator, for destroy */
