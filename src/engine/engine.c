@@ -698,8 +698,8 @@ void ao_engine_describe(const ao_engine *e, char *buf, size_t n)
                                                             : "allgather/reducescatter/allreduce";
     snprintf(buf, n,
              "%s over %d ranks (shard group %d): %d units, %zu parameters%s, shard %zu of %zu "
-             "elements, %d gathered buffers, %d reduction groups; collectives: %s",
+             "elements, %d gathered buffers, %d reduction groups; collectives: %s%s",
              strategy, e->world, e->sharded ? e->group_size : 1, e->nunits, params,
              e->synced ? " broadcast from rank 0" : "", e->lay.shard_total, e->lay.full_total,
-             e->nbufs, e->ngroups, lanes);
+             e->nbufs, e->ngroups, lanes, e->groups_desc);
 }

@@ -69,8 +69,10 @@ struct ao_engine {
     int synced;    /* fsdp.sync_module_states over more than one rank: rank 0's init broadcast */
     int reshard_after_forward;
     int hybrid, group_size, replicas;
-    int timing;    /* profiling.timing: collectives' event pairs (and holds) */
-    int coll_held; /* the collective being issued holds its stream (coll_begin) */
+    int shard_index;       /* this rank's shard: its place in its shard group */
+    char groups_desc[256]; /* hybrid: its groups' ranks, for ao_engine_describe */
+    int timing;            /* profiling.timing: collectives' event pairs (and holds) */
+    int coll_held;         /* the collective being issued holds its stream (coll_begin) */
     int nunits, nlayers;
     lane lanes[NLANES];
     ao_comm *comms[8]; /* every distinct communicator, for destroy */

@@ -26,6 +26,7 @@ int ao_launch_ranks(int argc, char **argv, const ao_launch_req *req, ao_rank_inf
         }
     }
     int world = launched ? ri->world_size : nproc > 1 ? nproc : 1;
+    if (ao_launch_check_emulation(world) != 0) return AO_EXIT_USAGE;
     int rc = req->check ? req->check(req->ctx, world, launched) : 0;
     if (rc) return rc;
     if (!launched && req->spawn && nproc > 1) {
@@ -38,6 +39,8 @@ int ao_launch_ranks(int argc, char **argv, const ao_launch_req *req, ao_rank_inf
     }
     if (!launched)
         *ri = (ao_rank_info){.rank = 0, .world_size = 1, .local_rank = 0, .local_world_size = 1};
+    else if (ao_launch_emulate_nodes(ri) != 0)
+        return AO_EXIT_USAGE;
     if (req->stop_handler) ao_launch_install_stop_handler();
     *role = launched ? AO_ROLE_RANK : AO_ROLE_SOLO;
     return 0;
@@ -62,9 +65,11 @@ int ao_rank_open(ao_rank *r, const ao_rank_info *ri, const ao_rank_opts *o)
     }
     /* The cpu backend's one device is shared by every rank by design: no
      * wrap-around warning. */
+    /* Emulated nodes share one host: a rank's device is its slot there. */
     if (ordinal < 0)
-        ordinal = strcmp(o->backend, "cpu") == 0
-                      ? 0
+        ordinal = strcmp(o->backend, "cpu") == 0 ? 0
+                  : ao_launch_emulated_nodes()
+                      ? ao_launch_device_ordinal(ri->rank, r->ndevices)
                       : ao_launch_device_ordinal(ri->local_rank, r->ndevices);
     r->dev = ao_device_open(o->backend, ordinal);
     if (!r->dev) return AO_EXIT_USAGE;
