@@ -63,11 +63,22 @@ launched block torchrun torchrun_rdzv --rdzv-file "$tmp/rdzv"
 groups torchrun_rdzv 1 0,1 1,3 0
 [ "$(wc -c <"$tmp/rdzv" 2>/dev/null)" = 257 ] || fail "torchrun_rdzv: no rendezvous file"
 
-# aorta's own launch with emulated nodes.
-AORTA_EMULATE_NODES=2 "$aorta" "${train[@]}" --nproc 4 --run-name emulated >"$tmp/emulated.out" 2>&1 ||
-    { fail "emulated: exit $?"; cat "$tmp/emulated.out"; }
+# aorta's own launch with emulated nodes (scripts/emulate-nodes.sh).
+"$src/scripts/emulate-nodes.sh" "$aorta" "${train[@]}" --nproc 4 --run-name emulated \
+    >"$tmp/emulated.out" 2>&1 || { fail "emulated: exit $?"; cat "$tmp/emulated.out"; }
 groups emulated 2 2,3 0,2 1
 grep -q "AORTA_EMULATE_NODES=2: 2 nodes of 2 ranks" "$tmp/emulated.out" || fail "emulated: no notice"
+grep -q "^emulate-nodes: AORTA_EMULATE_NODES=2 NCCL_NVLS_ENABLE=0$" "$tmp/emulated.out" ||
+    fail "emulated: the script did not say what it set"
+# --all-network and --socket add NCCL's variables; a bad count is refused.
+"$src/scripts/emulate-nodes.sh" --nodes 4 --all-network --socket env >"$tmp/env.out" 2>&1
+for v in AORTA_EMULATE_NODES=4 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket; do
+    grep -qx "$v" "$tmp/env.out" || fail "emulate-nodes.sh --all-network --socket: no $v"
+done
+"$src/scripts/emulate-nodes.sh" --nodes 0 true 2>"$tmp/err.out"
+rc=$?
+[ "$rc" = 2 ] || fail "emulate-nodes.sh --nodes 0: exit $rc, want 2"
+grep -q "not a positive integer" "$tmp/err.out" || fail "emulate-nodes.sh --nodes 0: no error"
 
 # A count that does not divide the ranks is refused before any rank starts.
 AORTA_EMULATE_NODES=3 "$aorta" "${train[@]}" --nproc 4 --run-name bad >"$tmp/bad.out" 2>&1
