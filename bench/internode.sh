@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The inter-node path (issue 52), in one call on a 4-GPU machine:
-#   1. config/large.yaml under full_shard, hybrid_shard 2x2 and ddp, on NVLink
+#   1. bench/hold_probe: whether allocating pinned host memory (what NCCL's
+#      network transport does on a communicator's first use) waits for a
+#      stream the host holds, the mechanism of issue 52's hang (DESIGN §4);
+#   2. config/large.yaml under full_shard, hybrid_shard 2x2 and ddp, on NVLink
 #      and on an emulated network of two nodes of two GPUs (scripts/emulate-
 #      nodes.sh: NCCL's network transport between the nodes, NVLink inside
 #      one), and full_shard with every communicator on the network (NCCL_P2P_
 #      DISABLE=1 NCCL_SHM_DISABLE=1: the run that hung in issue 52);
-#   2. aorta coll against NCCL's own numbers on the same transports, measured
+#   3. aorta coll against NCCL's own numbers on the same transports, measured
 #      the way nccl-tests measures them through torch's NCCL process group
 #      (bench/nccl_ref.py; nccl-tests is not installed there);
-#   3. aorta diagnose on every run: on the slow link communication must be the
+#   4. aorta diagnose on every run: on the slow link communication must be the
 #      bound it names, and hybrid_shard's gain over full_shard is measured.
 # Prints a table and checks, writes
 #   internode.json    every run's step time, comm, exposed comm, bound, top
@@ -16,7 +19,7 @@
 #   internode/        each run's train log, diagnosis and coll tables
 # Usage: bench/internode.sh
 #   env: AORTA (default build-device/aorta), OUT (default ./out), STEPS (16),
-#        CONFIG (config/large.yaml), PARTS ("train coll"), PYTHON (python3),
+#        CONFIG (config/large.yaml), PARTS ("probe train coll"), PYTHON (python3),
 #        TORCHRUN (torchrun), NET (NCCL_NET between the emulated nodes, default
 #        Socket: the TCP transport, as the lent machines have no other)
 set -euo pipefail
@@ -25,7 +28,7 @@ aorta=${AORTA:-build-device/aorta}
 out=${OUT:-out}
 steps=${STEPS:-16}
 config=${CONFIG:-config/large.yaml}
-parts=${PARTS:-train coll}
+parts=${PARTS:-probe train coll}
 python=${PYTHON:-python3}
 torchrun=${TORCHRUN:-torchrun}
 emulate=("$here/scripts/emulate-nodes.sh")
@@ -65,6 +68,12 @@ train() {
     "$aorta" diagnose --json "$runs/$name" >"$d/$name.diagnose.json" 2>/dev/null || true
     echo "$rc" >"$d/$name.rc"
 }
+
+if [[ " $parts " == *" probe "* ]]; then
+    say "+ hold_probe"
+    "$(dirname "$aorta")/bench/hold_probe" --json "$d/hold_probe.json" 2>&1 | tee -a "$log" ||
+        say "  hold_probe exited $?"
+fi
 
 if [[ " $parts " == *" train "* ]]; then
     train nvlink_full -- fsdp.sharding_strategy=full_shard
@@ -198,9 +207,10 @@ if colls:
         worst = min(c["ratio"] for c in big)
         check("aorta coll within 3 % of NCCL's own busbw at 64 MiB and up", worst >= 0.97,
               f"worst ratio {worst:.3f}")
+probe = load(os.path.join(d, "hold_probe.json"))
 tmp = out + ".tmp"
 with open(tmp, "w") as f:
-    json.dump({"runs": rows, "coll": colls, "checks": checks}, f, indent=1)
+    json.dump({"hold_probe": probe, "runs": rows, "coll": colls, "checks": checks}, f, indent=1)
 os.replace(tmp, out)
 print(f"\nbench/internode.sh: wrote {out}")
 PY
