@@ -18,15 +18,17 @@
 #                     finding, transports seen; the coll rows; the checks
 #   internode/        each run's train log, diagnosis and coll tables
 # Usage: bench/internode.sh
-#   env: AORTA (default build-device/aorta), OUT (default ./out), STEPS (16),
+#   env: AORTA (default build-device/aorta), OUT (default ./out), STEPS (12),
 #        CONFIG (config/large.yaml), PARTS ("probe train coll"), PYTHON (python3),
 #        TORCHRUN (torchrun), NET (NCCL_NET between the emulated nodes, default
-#        Socket: the TCP transport, as the lent machines have no other)
+#        Socket: the TCP transport, as the lent machines have no other).
+#   Parts run in separate calls add up: PARTS="probe train" then PARTS=coll
+#   leaves the same internode.json as one call (each call appends to the log).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 aorta=${AORTA:-build-device/aorta}
 out=${OUT:-out}
-steps=${STEPS:-16}
+steps=${STEPS:-12}
 config=${CONFIG:-config/large.yaml}
 parts=${PARTS:-probe train coll}
 python=${PYTHON:-python3}
@@ -40,9 +42,8 @@ export NCCL_NET=${NET:-Socket}
 d="$out/internode"
 mkdir -p "$d"
 runs="$d/runs"
-rm -rf "$runs"
 log="$out/internode.log"
-: >"$log"
+touch "$log"
 say() { echo "$*" | tee -a "$log"; }
 
 # train NAME WRAPPER... -- OVERRIDES...: one run of $config on 4 ranks; the
@@ -76,6 +77,7 @@ if [[ " $parts " == *" probe "* ]]; then
 fi
 
 if [[ " $parts " == *" train "* ]]; then
+    rm -rf "$runs" "$d"/*.rc
     train nvlink_full -- fsdp.sharding_strategy=full_shard
     train nvlink_hybrid -- fsdp.sharding_strategy=hybrid_shard fsdp.shard_group_size=2
     train nvlink_ddp -- distributed.mode=ddp
