@@ -33,7 +33,7 @@ config=${CONFIG:-config/large.yaml}
 parts=${PARTS:-probe train coll}
 python=${PYTHON:-python3}
 torchrun=${TORCHRUN:-torchrun}
-emulate=("$here/scripts/emulate-nodes.sh")
+wrap=()
 [ -x "$aorta" ] || { echo "bench/internode.sh: no aorta binary at $aorta (make device-build)" >&2; exit 2; }
 [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 4 ] ||
     { echo "bench/internode.sh: needs 4 GPUs" >&2; exit 2; }
@@ -46,17 +46,22 @@ log="$out/internode.log"
 touch "$log"
 say() { echo "$*" | tee -a "$log"; }
 
-# train NAME WRAPPER... -- OVERRIDES...: one run of $config on 4 ranks; the
-# NCCL log lines that name each connection's transport are kept in its log.
+# The command prefix of a transport: nvlink (none), net (two emulated nodes),
+# allnet (two emulated nodes, every communicator on the network).
+wrapper() {
+    case $1 in
+    nvlink) wrap=() ;;
+    net) wrap=("$here/scripts/emulate-nodes.sh") ;;
+    allnet) wrap=("$here/scripts/emulate-nodes.sh" --all-network) ;;
+    esac
+}
+
+# train NAME TRANSPORT OVERRIDES...: one run of $config on 4 ranks; the NCCL
+# log lines that name each connection's transport are kept in its log.
 train() {
     local name=$1
-    shift
-    local wrap=()
-    while [ "$1" != -- ]; do
-        wrap+=("$1")
-        shift
-    done
-    shift
+    wrapper "$2"
+    shift 2
     say "+ $name: ${wrap[*]} aorta train --nproc 4 --config $config $*"
     local rc=0
     NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT timeout 600 "${wrap[@]}" "$aorta" train --backend cuda \
@@ -70,34 +75,10 @@ train() {
     echo "$rc" >"$d/$name.rc"
 }
 
-if [[ " $parts " == *" probe "* ]]; then
-    say "+ hold_probe"
-    "$(dirname "$aorta")/bench/hold_probe" --json "$d/hold_probe.json" 2>&1 | tee -a "$log" ||
-        say "  hold_probe exited $?"
-fi
-
-if [[ " $parts " == *" train "* ]]; then
-    rm -rf "$runs" "$d"/*.rc
-    train nvlink_full -- fsdp.sharding_strategy=full_shard
-    train nvlink_hybrid -- fsdp.sharding_strategy=hybrid_shard fsdp.shard_group_size=2
-    train nvlink_ddp -- distributed.mode=ddp
-    # hybrid_shard's shard groups by node (fsdp.shard_group_size 0): NVLink
-    # inside each, only the replica all-reduce on the network.
-    train net_full "${emulate[@]}" -- fsdp.sharding_strategy=full_shard
-    train net_hybrid "${emulate[@]}" -- fsdp.sharding_strategy=hybrid_shard fsdp.shard_group_size=0
-    train net_ddp "${emulate[@]}" -- distributed.mode=ddp
-    train allnet_full "${emulate[@]}" --all-network -- fsdp.sharding_strategy=full_shard
-fi
-
-# coll NAME WRAPPER... -- : aorta coll and the NCCL reference on one transport.
+# coll NAME TRANSPORT: aorta coll and the NCCL reference on one transport.
 coll() {
     local name=$1
-    shift
-    local wrap=()
-    while [ "$1" != -- ]; do
-        wrap+=("$1")
-        shift
-    done
+    wrapper "$2"
     local args=(--coll "all_gather,reduce_scatter,all_reduce" -b 1M -e 256M -f 4 -n 10 -w 3)
     say "+ $name: ${wrap[*]} aorta coll ${args[*]}"
     timeout 300 "${wrap[@]}" "$aorta" coll --backend cuda --nproc 4 "${args[@]}" -c 0 \
@@ -109,9 +90,28 @@ coll() {
         say "  nccl_ref.py exited $?"
 }
 
+if [[ " $parts " == *" probe "* ]]; then
+    say "+ hold_probe"
+    "$(dirname "$aorta")/bench/hold_probe" --json "$d/hold_probe.json" 2>&1 | tee -a "$log" ||
+        say "  hold_probe exited $?"
+fi
+
+if [[ " $parts " == *" train "* ]]; then
+    rm -rf "$runs" "$d"/*.rc
+    train nvlink_full nvlink fsdp.sharding_strategy=full_shard
+    train nvlink_hybrid nvlink fsdp.sharding_strategy=hybrid_shard fsdp.shard_group_size=2
+    train nvlink_ddp nvlink distributed.mode=ddp
+    # hybrid_shard's shard groups by node (fsdp.shard_group_size 0): NVLink
+    # inside each, only the replica all-reduce on the network.
+    train net_full net fsdp.sharding_strategy=full_shard
+    train net_hybrid net fsdp.sharding_strategy=hybrid_shard fsdp.shard_group_size=0
+    train net_ddp net distributed.mode=ddp
+    train allnet_full allnet fsdp.sharding_strategy=full_shard
+fi
+
 if [[ " $parts " == *" coll "* ]]; then
-    coll net_coll "${emulate[@]}" --
-    coll allnet_coll "${emulate[@]}" --all-network --
+    coll net_coll net
+    coll allnet_coll allnet
 fi
 
 "$python" - "$d" "$out/internode.json" <<'PY' | tee -a "$log"

@@ -135,12 +135,7 @@ static void *monitor_main(void *arg)
     pthread_mutex_lock(&reg.mu);
     while (!reg.stop) {
         if (reg.timeout_s > 0) check(now_ns());
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += AO_WATCH_POLL_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&reg.wake, &reg.mu, &until);
+        ao_watch_poll_wait(&reg.wake, &reg.mu);
     }
     pthread_mutex_unlock(&reg.mu);
     return NULL;
@@ -148,11 +143,7 @@ static void *monitor_main(void *arg)
 
 static void init_wake(void)
 {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&reg.wake, &attr);
-    pthread_condattr_destroy(&attr);
+    ao_watch_cond_init(&reg.wake);
 }
 
 void ao_wait_configure(int rank, double timeout_s)
@@ -260,16 +251,33 @@ void ao_wait_event_sync(ao_event *e, ao_stream *s, const char *what, int64_t ste
 
 /* ---- planted hangs ------------------------------------------------------------ */
 
-int ao_test_hang_at(const char *where, int rank, int64_t step)
+/* AORTA_TEST_HANG, read once: it is asked on every collective's enqueue. */
+static struct {
+    char where[16];
+    long rank;
+    long long step; /* -1: any */
+} planted = {.rank = -1};
+
+static void read_planted(void)
 {
     const char *v = getenv("AORTA_TEST_HANG");
-    if (!v || !*v) return 0;
+    if (!v || !*v) return;
     size_t n = strcspn(v, ":");
-    if (n != strlen(where) || strncmp(v, where, n) != 0 || v[n] != ':') return 0;
+    if (n == 0 || n >= sizeof planted.where || v[n] != ':') return;
     char *end;
     long r = strtol(v + n + 1, &end, 10);
-    long long s = *end == ':' ? strtoll(end + 1, NULL, 10) : -1;
-    if (r != rank || (s >= 0 && s != step)) return 0;
+    memcpy(planted.where, v, n);
+    planted.where[n] = '\0';
+    planted.step = *end == ':' ? strtoll(end + 1, NULL, 10) : -1;
+    planted.rank = r;
+}
+
+int ao_test_hang_at(const char *where, int rank, int64_t step)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_planted);
+    if (planted.rank != rank || strcmp(planted.where, where) != 0) return 0;
+    if (planted.step >= 0 && planted.step != step) return 0;
     ao_warn("AORTA_TEST_HANG: rank %d blocks for good at \"%s\" (a planted fault for tests)", rank,
             where);
     return 1;

@@ -233,25 +233,35 @@ static void *watchdog_main(void *arg)
         }
         atomic_store(&busy_since, 0);
         atomic_store(&pending_ops, pending);
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += AO_WATCH_POLL_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&wd.wake, &wd.mu, &until);
+        ao_watch_poll_wait(&wd.wake, &wd.mu);
     }
     pthread_mutex_unlock(&wd.mu);
     return NULL;
 }
 
-/* The thread's timed wait is on the monotonic clock, like every time here. */
-static void init_wake(void)
+/* The threads' timed waits are on the monotonic clock, like every time here. */
+void ao_watch_cond_init(pthread_cond_t *c)
 {
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&wd.wake, &attr);
+    pthread_cond_init(c, &attr);
     pthread_condattr_destroy(&attr);
+}
+
+void ao_watch_poll_wait(pthread_cond_t *c, pthread_mutex_t *m)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += AO_WATCH_POLL_MS * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(c, m, &until);
+}
+
+static void init_wake(void)
+{
+    ao_watch_cond_init(&wd.wake);
 }
 
 static void start_thread_locked(void)

@@ -6,6 +6,7 @@
 #ifndef AORTA_COMM_WATCHDOG_H
 #define AORTA_COMM_WATCHDOG_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,5 +52,9 @@ _Noreturn void ao_watch_die(const char *who, const char *msg, const char *hint, 
 
 /* How often the thread polls, in milliseconds. */
 #define AO_WATCH_POLL_MS 100
+/* A condition variable whose timed waits use CLOCK_MONOTONIC, and one poll
+ * interval's wait on it (m held): the watchdog's and wait.c's threads. */
+void ao_watch_cond_init(pthread_cond_t *c);
+void ao_watch_poll_wait(pthread_cond_t *c, pthread_mutex_t *m);
 
 #endif
