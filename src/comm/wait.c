@@ -23,7 +23,7 @@
 
 struct slot {
     int used;
-    int device;       /* waits for the device: left to pending collectives' timeouts */
+    int deferred;     /* left to the timeouts of collectives in flight, if any */
     int parent;       /* the wait around it on the same thread, -1 */
     int64_t since_ns; /* its begin, or the end of the last wait inside it */
     const char *what, *hint;
@@ -105,14 +105,15 @@ _Noreturn static void stalled(int i)
 static void check(int64_t now)
 {
     const int64_t limit = (int64_t)(reg.timeout_s * 1e9);
-    /* A device that does not get there because a collective never completes
-     * is that collective's timeout to name (comm/watchdog.c), which is sure to
-     * come: left to it. */
+    /* A device that does not get there because a collective never completes,
+     * or an enqueue call that waits for earlier collectives (NCCL's work FIFO
+     * and proxy-op pool are bounded), is that collective's timeout to name
+     * (comm/watchdog.c), which is sure to come: left to it. */
     const int collectives = ao_watch_pending() > 0;
     for (int i = 0; i < NSLOTS; i++) {
         const struct slot *w = &reg.slots[i];
         if (!w->used || now - w->since_ns <= limit) continue;
-        if (!(collectives && reg.slots[innermost_in(i)].device)) stalled(i);
+        if (!(collectives && reg.slots[innermost_in(i)].deferred)) stalled(i);
     }
     /* The collective watchdog's device queries: a driver that does not
      * answer stalls them, and then no collective's timeout could fire. */
@@ -208,13 +209,17 @@ int ao_wait_begin(const char *what, ao_stream *s, const char *hint)
 int ao_wait_begin_device(const char *what, ao_stream *s, const char *hint, int64_t step)
 {
     return begin(&(struct slot){
-        .what = what, .hint = hint, .stream = s, .coll = -1, .step = step, .device = 1});
+        .what = what, .hint = hint, .stream = s, .coll = -1, .step = step, .deferred = 1});
 }
 
 int ao_wait_begin_coll(ao_coll op, uint64_t seq, size_t bytes, ao_stream *s)
 {
-    return begin(&(struct slot){
-        .stream = s, .coll = (int)op, .seq = seq, .bytes = bytes, .step = AO_WAIT_STEP_NOW});
+    return begin(&(struct slot){.stream = s,
+                                .coll = (int)op,
+                                .seq = seq,
+                                .bytes = bytes,
+                                .step = AO_WAIT_STEP_NOW,
+                                .deferred = 1});
 }
 
 void ao_wait_end(int token)

@@ -42,7 +42,8 @@ int ao_wait_begin(const char *what, ao_stream *s, const char *hint);
 int ao_wait_begin_device(const char *what, ao_stream *s, const char *hint, int64_t step);
 #define AO_WAIT_STEP_NOW INT64_MIN
 /* The host inside a collective's enqueue call: named as the collective
- * watchdog names the op (its number on its communicator, bytes, stream). */
+ * watchdog names the op (its number on its communicator, bytes, stream);
+ * left, like a device wait, to collectives already in flight. */
 int ao_wait_begin_coll(ao_coll op, uint64_t seq, size_t bytes, ao_stream *s);
 void ao_wait_end(int token);
 
