@@ -13,8 +13,10 @@
  * with comm_per_stream false all three share one communicator on the
  * allgather stream; with distributed.enable_overlap false every collective
  * runs on the compute stream (the serialized baseline). hybrid_shard splits
- * the ranks into sharding groups of fsdp.shard_group_size (color rank / size)
- * and replica groups across them (color rank % size).
+ * the ranks into shard groups and replica groups across them: with
+ * fsdp.shard_group_size 0 each node is a shard group (the ranks' nodes are
+ * gathered at set-up, launch/nodes.c), else consecutive ranks of that size
+ * (DESIGN §5).
  *
  * Precision (engine.c's apply_precision): parameters, gradients, optimizer
  * state and reductions are fp32. training.mixed_precision bf16/fp16 makes the

@@ -18,6 +18,8 @@
 #ifndef AORTA_LAUNCH_LAUNCH_H
 #define AORTA_LAUNCH_LAUNCH_H
 
+#include <stdint.h>
+
 #include "comm/comm.h"
 
 /* Fill *ri from the environment: our own spawner (AORTA_*), OpenMPI
@@ -51,6 +53,20 @@ int ao_launch_spawn(int argc, char **argv, const ao_launch_opts *o);
  * needed and *id is zeroed. Returns 0 or -1 after printing why. */
 int ao_launch_bootstrap_id(const ao_rank_info *ri, const char *comm_backend, const char *rdzv_file,
                            double timeout_s, ao_comm_id *id);
+
+/* The node this process is on, as a 64-bit key equal on the ranks of one
+ * node: NCCL's notion of a host (NCCL_HOSTID, else host name and boot id),
+ * since NCCL's transport between two ranks follows it (launch/nodes.c). */
+uint64_t ao_launch_node_key(void);
+/* AORTA_EMULATE_NODES: 0 when unset, N, or -1 when it is not a count. */
+int ao_launch_emulated_nodes(void);
+/* 0 when AORTA_EMULATE_NODES is unset or divides world_size, else -1 after
+ * printing why. */
+int ao_launch_check_emulation(int world_size);
+/* With AORTA_EMULATE_NODES=N, *ri becomes a rank of an N-node job of
+ * consecutive ranks on this one host (local rank and size, node), and
+ * NCCL_HOSTID names its node. 0, or -1 after printing why. */
+int ao_launch_emulate_nodes(ao_rank_info *ri);
 
 /* The device ordinal for a local rank: local_rank modulo ndevices, with a
  * warning when it wraps. */

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm/wait.h"
 #include "core/error.h"
 #include "core/jsonl.h"
 #include "core/rundir.h"
@@ -124,7 +125,7 @@ static int open_rundir(trainer *t)
         ao_copy_async(t->dev, buf, run_id, sizeof run_id, AO_H2D, s);
         ao_broadcast(t->root, buf, buf, sizeof run_id, AO_U8, 0);
         ao_copy_async(t->dev, run_id, buf, sizeof run_id, AO_D2H, s);
-        ao_stream_sync(s);
+        ao_wait_stream_sync(s, "the run id's broadcast from rank 0");
         ao_dev_free(t->dev, buf);
         run_id[sizeof run_id - 1] = '\0';
     }
@@ -324,6 +325,8 @@ static int setup(trainer *t)
 
 static void teardown(trainer *t)
 {
+    /* Destroying streams, communicators and the device waits for their work. */
+    int w = ao_wait_begin("teardown", NULL, NULL);
     ao_engine_destroy(t->engine);
     ao_rank_disconnect(&t->rank);
     ao_loader_destroy(t->loader);
@@ -337,6 +340,7 @@ static void teardown(trainer *t)
     if (t->log) fclose(t->log);
     if (t->have_rd) ao_rundir_free(&t->rd);
     free(t->queue);
+    ao_wait_end(w);
 }
 
 /* ---- records ------------------------------------------------------------- */
@@ -498,7 +502,10 @@ static int run_loop(trainer *t)
             break;
         }
     }
+    /* The last iterations' timings and scalars: waits inside it progress. */
+    int w = ao_wait_begin("the last iterations' timings", NULL, NULL);
     ao_timeline_collect(t->tl, 1, on_iteration, t);
+    ao_wait_end(w);
     if (t->progress_tty) {
         printf("\r\033[K");
         fflush(stdout);
@@ -552,6 +559,10 @@ static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const
     if (rc == 0 && ex) rc = ao_export_start(ex, t.rd.path);
     if (rc == 0) rc = run_loop(&t);
     if (rc == 0) {
+        if (ao_test_hang_at("device", ri->rank, -1)) {
+            static const char *const where = "device";
+            ao_launch_host(t.streams[AO_STREAM_COMPUTE], ao_test_block_fn, &where, sizeof where);
+        }
         ao_engine_finish(t.engine);
         if (ao_jsonl_close(t.w) != 0) rc = AO_EXIT_FAIL;
         t.w = NULL;
