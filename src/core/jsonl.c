@@ -652,6 +652,7 @@ int ao_jsonl_read(const char *path, ao_jsonl_record_fn fn, void *ctx, ao_jsonl_s
         ao_iter_record r;
         rc = ao_iter_record_parse(v, where, &r);
         if (rc == 0) {
+            r.line = st.lines;
             st.records++;
             rc = fn ? fn(ctx, &r, v) : 0;
             ao_iter_record_free(&r);

@@ -106,7 +106,9 @@ typedef struct ao_iter_record {
     /* Writer only: free-form "extra" object, written when extra != NULL. */
     ao_jsonl_extra_fn extra;
     void *extra_ctx;
-    /* Reader only: storage behind ops and their names. */
+    /* Reader only: the record's line in its file (for messages), and the
+     * storage behind ops and their names. */
+    size_t line;
     ao_op *ops_storage;
     char *names_storage;
 } ao_iter_record;

@@ -150,7 +150,8 @@ typedef struct rank_job {
     int expect_rank;
     long long skip;
     ao_rank_data *rd;
-    int world_size; /* of the first record, 0 before it */
+    int world_size;      /* of the first record, 0 before it */
+    long long last_step; /* of the last train record, -1 before it */
     int rc;
 } rank_job;
 
@@ -241,6 +242,16 @@ static int on_record(void *ctx, ao_iter_record *r, yajl_val line)
         rd->comm_only[rd->ncomm_only++] = r->m;
         return 0;
     }
+    /* A writer appends steps in order: anything else is not one run's file
+     * (two concatenated, or edited), and step-indexed readers assume it. */
+    if (r->step <= job->last_step) {
+        char *where = ao_asprintf("%s:%zu", job->path, r->line);
+        ao_error(where, "step %lld after step %lld: train records must be in ascending step order",
+                 r->step, job->last_step);
+        free(where);
+        return AO_EXIT_USAGE;
+    }
+    job->last_step = r->step;
     if ((long long)rd->skipped < job->skip) {
         rd->skipped++;
         return 0;
@@ -633,6 +644,7 @@ int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out)
         free(name);
         jobs[i].expect_rank = ranks[i];
         jobs[i].skip = out->skip_steps;
+        jobs[i].last_step = -1;
         jobs[i].rd = &out->ranks[i];
         out->ranks[i].rank = ranks[i];
     }
