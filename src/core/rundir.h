@@ -75,8 +75,8 @@ void ao_rundir_free(ao_rundir *d);
  * analyze`): a hidden output_dir/.run_id.partial-PID is made and returned in
  * out->path; ao_rundir_commit renames it to output_dir/run_id (which must not
  * exist: never a half-written or merged run) and updates `latest`;
- * ao_rundir_abandon removes it and its files. Return codes as
- * ao_rundir_create. */
+ * ao_rundir_abandon removes it and its files, and so does an exit() before
+ * either (ao_fatal: out of memory). Return codes as ao_rundir_create. */
 int ao_rundir_create_staged(const char *output_dir, const char *run_id, ao_rundir *out);
 int ao_rundir_commit(ao_rundir *d);
 void ao_rundir_abandon(ao_rundir *d);

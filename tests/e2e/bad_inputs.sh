@@ -12,7 +12,7 @@
 # `config validate --config {file}`. The fragment may hold placeholders too.
 # A case that exits 2 prints exactly one `aorta: error:` line and leaves its
 # working directory empty (nothing half-written), one that exits 0 none, and
-# no case a sanitizer report. A case that runs past 300 s is a hang (a guard,
+# no case a sanitizer report or an analyze staging directory. A case that runs past 300 s is a hang (a guard,
 # not a speed check: every case takes seconds).
 set -u
 aorta=${AORTA:?set by ctest}
@@ -96,6 +96,8 @@ for file in "$dir"/*; do
         sed 's/^/    /' "$log"
     fi
     ! grep -q 'Sanitizer' "$log" || fail "$name: a sanitizer report"
+    staged=$(find "$work" -name '.*.partial-*' | head -1)
+    [ -z "$staged" ] || fail "$name: left a staging directory: $staged"
 done
 [ "$ncases" -gt 0 ] || fail "no cases in $dir"
 echo "$ncases cases"
