@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/jsonl.h"
+#include "core/rundir.h"
 
 extern char **environ;
 
@@ -612,9 +613,8 @@ static int is_blank(const char *s, size_t n)
 int ao_jsonl_read(const char *path, ao_jsonl_record_fn fn, void *ctx, ao_jsonl_stats *stats)
 {
     ao_jsonl_stats st = {0};
-    FILE *f = fopen(path, "r");
+    FILE *f = ao_open_input_file(path, "metrics file");
     if (!f) {
-        ao_error(path, "cannot open the metrics file: %s", strerror(errno));
         if (stats) *stats = st;
         return AO_EXIT_USAGE;
     }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/rundir.h"
 #include "core/text.h"
 
@@ -55,18 +56,25 @@ int ao_rundir_validate_name(const char *name, const char *what)
 
 FILE *ao_open_input_file(const char *path, const char *kind)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = ao_open_input(path, kind);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (fd >= 0 && !f) {
         ao_error(path, "cannot read the %s: %s", kind, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
-        ao_error(path, "is a directory, not a %s", kind);
-        return NULL;
+        close(fd);
     }
     return f;
+}
+
+int ao_path_within(const char *dir, const char *path)
+{
+    char *d = realpath(dir, NULL), *p = realpath(path, NULL);
+    size_t n = d ? strlen(d) : 0;
+    /* "/" resolves to "/": every other path is inside it */
+    int in =
+        d && p && strncmp(p, d, n) == 0 && (p[n] == '/' || (n == 1 && p[1])) && strcmp(p, d) != 0;
+    free(d);
+    free(p);
+    return in;
 }
 
 int ao_check_output_file(const char *flag, const char *path)

@@ -53,10 +53,16 @@ int ao_rundir_validate_name(const char *name, const char *what);
  * after one error naming `flag` and the path. */
 int ao_check_output_file(const char *flag, const char *path);
 
-/* An input file opened for reading ("rb"); a directory is refused by name
- * (fopen opens one, and the reader would report a syntax error). NULL after
- * one error: "cannot read the KIND: why" or "is a directory, not a KIND". */
+/* An input file opened for reading ("rb") by ao_open_input (core/json.h):
+ * anything but a regular file is refused by name, without blocking (fopen
+ * opens a directory, and blocks on a FIFO). NULL after one error: "cannot
+ * read the KIND: why" or "is a FIFO, not a KIND". */
 FILE *ao_open_input_file(const char *path, const char *kind);
+
+/* Whether path, its symbolic links resolved, lies inside dir (not dir
+ * itself): a directory scan follows a link only when it stays inside the
+ * directory it was given. 0 also when either cannot be resolved. */
+int ao_path_within(const char *dir, const char *path);
 
 /* Creator: make output_dir (with parents), then output_dir/run_id, which
  * must not exist; then update output_dir/latest. Returns 0, AO_EXIT_USAGE

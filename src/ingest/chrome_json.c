@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <yajl/yajl_parse.h>
 #include <zlib.h>
 
 #include "core/error.h"
+#include "core/json.h"
 
 #define CHUNK     ((size_t)1 << 20)
 #define MAX_DEPTH 4 /* meta keys kept for depths 1..3 */
@@ -374,9 +376,12 @@ static void parse_error(const char *path, size_t offset, const char *unit, yajl_
 
 int ao_cj_read(const char *path, const ao_cj_callbacks *cb, void *ctx)
 {
-    gzFile f = gzopen(path, "rb");
+    int fd = ao_open_input(path, "trace");
+    if (fd < 0) return AO_EXIT_USAGE;
+    gzFile f = gzdopen(fd, "rb");
     if (!f) {
         ao_error(path, "cannot open: %s", strerror(errno ? errno : ENOMEM));
+        close(fd);
         return AO_EXIT_USAGE;
     }
     gzbuffer(f, 1u << 18);

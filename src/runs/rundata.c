@@ -439,28 +439,26 @@ void ao_run_dirs_free(char **dirs, size_t n)
     free(dirs);
 }
 
-/* The parsed JSON of path, NULL when it cannot be opened (*missing set) or
- * does not parse (err holds why). */
+/* The parsed JSON of path, NULL when it does not exist (*missing set), cannot
+ * be read or does not parse (err holds why). */
 static yajl_val read_json_file(const char *path, char *err, size_t errlen, int *missing)
 {
     *missing = 0;
     err[0] = '\0';
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *missing = 1;
+    char *buf = ao_file_read(path, NULL);
+    if (!buf) {
+        *missing = errno == ENOENT;
+        snprintf(err, errlen, "cannot read it: %s",
+                 errno == EISDIR   ? "a directory, not a file"
+                 : errno == EINVAL ? "not a regular file"
+                                   : strerror(errno));
         return NULL;
     }
-    size_t cap = 1 << 16, len = 0, got;
-    char *buf = ao_malloc(cap);
-    while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (len + 1 == cap) buf = ao_realloc(buf, cap *= 2);
-    }
-    fclose(f);
-    buf[len] = '\0';
-    yajl_val v = yajl_tree_parse(buf, err, errlen);
+    char why[256] = "";
+    yajl_val v = yajl_tree_parse(buf, why, sizeof why);
     free(buf);
-    err[strcspn(err, "\n")] = '\0';
+    why[strcspn(why, "\n")] = '\0';
+    if (!v) snprintf(err, errlen, "not a JSON object: %s", why);
     return v;
 }
 
@@ -477,7 +475,7 @@ static int load_run_json(const char *dir, yajl_val *out)
     }
     int rc = 0;
     if (!*out || !YAJL_IS_OBJECT(*out)) {
-        ao_error(path, "not a JSON object: %s", *out ? "another JSON value" : err);
+        ao_error(path, "%s", *out ? "not a JSON object: another JSON value" : err);
         rc = AO_EXIT_USAGE;
     } else {
         yajl_val sch = ao_json_member(*out, "schema");
@@ -503,7 +501,7 @@ static yajl_val load_analyze_summary(const char *dir)
     char err[256];
     int missing;
     yajl_val v = read_json_file(path, err, sizeof err, &missing);
-    if (!missing && !v) ao_warn("%s: not JSON (%s); its trace analysis is left out", path, err);
+    if (!missing && !v) ao_warn("%s: %s; its trace analysis is left out", path, err);
     free(path);
     if (v && !YAJL_IS_OBJECT(ao_json_member(v, "analyze"))) {
         yajl_tree_free(v);

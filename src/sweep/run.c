@@ -557,8 +557,15 @@ static char *csv_field(const char **s)
  * other file is refused (exit 2), never overwritten. */
 static int read_old_csv(const results *r, const char *path, old_row **rows, int *nrows)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0; /* nothing to resume from */
+    const char *what;
+    int fd = ao_open_regular(path, &what);
+    if (fd < 0 && !what && errno == ENOENT) return 0; /* nothing to resume from */
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
+    if (!f) {
+        if (fd >= 0) close(fd);
+        ao_error("--resume", "%s: %s", path, what ? what : strerror(errno));
+        return AO_EXIT_USAGE;
+    }
     char **head = NULL, line[1 << 14];
     int nhead = 0, lineno = 0, rc = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {
