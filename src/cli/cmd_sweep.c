@@ -146,6 +146,7 @@ int cmd_sweep(int argc, char **argv)
                                : ao_sweep_spec_add_skip(&s, "--skip", changes[k]);
     if (rc == 0) rc = ao_sweep_spec_check(&s);
     if (rc == 0) rc = ao_sweep_plan_make(&s, &p);
+    if (rc == 0) rc = ao_sweep_check_train_points(&p);
     if (rc == 0) {
         if (dry_run)
             ao_sweep_plan_print(&p, stdout);

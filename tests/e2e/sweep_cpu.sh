@@ -109,6 +109,25 @@ rm -f launches
     --skip SWEEP_B=y --format json --out f.json --resume 2>err || fail "resume of done points"
 [ -e launches ] && fail "--resume of finished points started a launch"
 
+# --- train: the run is read where the args' overridden output_dir put it ---------------
+# (every row once read artifacts/<run>/summary.json and showed N/A)
+src=${AORTA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+cat >"$tmp/t.yaml" <<EOF
+name: outdir
+command: train
+config: $src/config/tiny.yaml
+args: [--backend, cpu, --nproc, 1, --override, training.output_dir=$tmp/elsewhere, training.max_steps=8,
+       scheduler.total_steps=8]
+axes:
+  training.batch_size: [4]
+EOF
+"$aorta" sweep t.yaml --format csv --out t.csv 2>err || { fail "train sweep exited $?"; cat err; }
+[ -e artifacts ] && fail "the train sweep wrote artifacts/, not the overridden output_dir"
+awk -F, -v want="$tmp/elsewhere/" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i }
+    NR == 2 { ok = $c["step_ms"] > 0 && index($c["run_dir"], want) == 1 && $c["error"] == "" }
+    END { exit !ok }' t.csv || { fail "the train row has no step_ms from $tmp/elsewhere"; cat t.csv err; }
+rm -f launches
+
 # --- bad sweep files: one line with FILE:LINE, exit 2, nothing runs --------------
 check_bad() { # name, yaml, expected message
     printf '%s\n' "$2" >"$1.yaml"
