@@ -215,15 +215,18 @@ static int run_pool(job *jobs, size_t n, const ao_classifier *cls, int world_siz
 /* ---- ranks -------------------------------------------------------------------- */
 
 /* "rank<N>" (or rank_N, rank-N) in the path, the last one (a file name
- * before its folders: rocprofv3 keeps one folder a rank); -1 when none. */
+ * before its folders: rocprofv3 keeps one folder a rank); -1 when none. A
+ * number past 2^24 ranks is no rank (atoi would cut it to 32 bits). */
 static int rank_from_name(const char *path)
 {
     regex_t re;
     if (regcomp(&re, "rank[_-]?([0-9]+)", REG_EXTENDED | REG_ICASE)) return -1;
     regmatch_t g[2];
     int r = -1;
-    for (const char *p = path; regexec(&re, p, 2, g, 0) == 0; p += g[0].rm_eo)
-        r = atoi(p + g[1].rm_so);
+    for (const char *p = path; regexec(&re, p, 2, g, 0) == 0; p += g[0].rm_eo) {
+        long v = (g[1].rm_eo - g[1].rm_so) <= 8 ? strtol(p + g[1].rm_so, NULL, 10) : -1;
+        r = v >= 0 && v < (1L << 24) ? (int)v : -1;
+    }
     regfree(&re);
     return r;
 }
