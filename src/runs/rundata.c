@@ -702,6 +702,21 @@ void ao_run_free(ao_run_data *r)
     memset(r, 0, sizeof *r);
 }
 
+int ao_run_no_steps_error(const char *what, long long skip_steps)
+{
+    ao_error(what, "no train step is left after skipping %lld warm-up step(s) per rank",
+             skip_steps);
+    ao_hint("lower --skip-steps, or run more steps");
+    return AO_EXIT_USAGE;
+}
+
+int ao_run_require_steps(const ao_run_data *r, const char *what)
+{
+    for (int k = 0; k < r->nranks; k++)
+        if (r->ranks[k].n) return 0;
+    return ao_run_no_steps_error(what, r->skip_steps);
+}
+
 /* ---- the median profiled step ---------------------------------------------- */
 
 static int cmp_key(const void *a, const void *b)
