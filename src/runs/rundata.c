@@ -1,5 +1,6 @@
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -462,6 +463,77 @@ static yajl_val read_json_file(const char *path, char *err, size_t errlen, int *
     return v;
 }
 
+/* Why the member `key` of run.json is not what its readers take it for
+ * (kind: 's' string, 'b' boolean, 'n' integer >= lo), or NULL; absent is
+ * fine unless required. */
+static const char *member_problem(yajl_val obj, const char *key, char kind, long long lo,
+                                  int required)
+{
+    yajl_val v = ao_json_member(obj, key);
+    if (!v) return required ? "missing" : NULL;
+    switch (kind) {
+    case 's':
+        return YAJL_IS_STRING(v) ? NULL : "not a string";
+    case 'b':
+        return YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v) ? NULL : "not true or false";
+    default:
+        return YAJL_IS_INTEGER(v) && YAJL_GET_INTEGER(v) >= lo
+                   ? NULL
+                   : (lo > 0 ? "not a whole number >= 1" : "not a whole number >= 0");
+    }
+}
+
+/* The fields the readers of a run interpret, each of its type: a run.json
+ * that says otherwise is refused, never read as the defaults. 0, or
+ * AO_EXIT_USAGE after one error naming the file and the field. */
+static int check_run_json(const char *path, yajl_val run)
+{
+    static const struct {
+        const char *key;
+        char kind;
+        long long lo;
+        int required;
+    } fields[] = {
+        {"run_id", 's', 0, 0},    {"world_size", 'n', 1, 1}, {"planned_steps", 'n', 0, 0},
+        {"completed", 'b', 0, 0}, {"end", 's', 0, 0},
+    };
+    for (size_t i = 0; i < NELEM(fields); i++) {
+        const char *why =
+            member_problem(run, fields[i].key, fields[i].kind, fields[i].lo, fields[i].required);
+        if (why) {
+            ao_error(path, "\"%s\" is %s", fields[i].key, why);
+            return AO_EXIT_USAGE;
+        }
+    }
+    yajl_val anchor = ao_json_member(run, "anchor");
+    const char *why = YAJL_IS_OBJECT(anchor)
+                          ? member_problem(anchor, "realtime_ns", 'n', LLONG_MIN, 1)
+                          : "missing";
+    if (why) {
+        ao_error(path, "\"anchor%s\" is %s", YAJL_IS_OBJECT(anchor) ? ".realtime_ns" : "", why);
+        return AO_EXIT_USAGE;
+    }
+    yajl_val cfg = ao_json_member(run, "config");
+    if (cfg && !YAJL_IS_OBJECT(cfg)) {
+        ao_error(path, "\"config\" is not an object");
+        return AO_EXIT_USAGE;
+    }
+    for (size_t i = 0; cfg && i < cfg->u.object.len; i++) {
+        yajl_val e = cfg->u.object.values[i];
+        const char *key = cfg->u.object.keys[i];
+        why = !YAJL_IS_OBJECT(e) || !ao_json_member(e, "value") ? "not an object with a \"value\""
+              : strcmp(key, "training.summary_skip_steps") == 0
+                  ? member_problem(e, "value", 'n', 0, 1)
+                  : NULL;
+        if (why) {
+            ao_error(path, "\"config\".\"%s\"%s is %s", key, YAJL_IS_OBJECT(e) ? ".value" : "",
+                     why);
+            return AO_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
 static int load_run_json(const char *dir, yajl_val *out)
 {
     char *path = ao_asprintf("%s/%s", dir, AO_RUN_JSON);
@@ -483,6 +555,8 @@ static int load_run_json(const char *dir, yajl_val *out)
             ao_error(path, "run.json schema is not %d; this aorta cannot read it",
                      AO_RUN_JSON_SCHEMA);
             rc = AO_EXIT_USAGE;
+        } else {
+            rc = check_run_json(path, *out);
         }
     }
     if (rc) {
