@@ -328,6 +328,11 @@ static int read_top(const struct reader *r, const yaml_node_t *root)
             free(allowed);
             return AO_EXIT_USAGE;
         }
+        /* A second `command:` or `axes:` would silently replace or add to the first. */
+        for (yaml_node_pair_t *q = root->data.mapping.pairs.start; q < p; q++)
+            if (strcmp(scalar(node(r, q->key)), key) == 0)
+                return node_error(r, k, "'%s' is given twice (first at line %zu)", key,
+                                  node(r, q->key)->start_mark.line + 1);
         if (strcmp(key, "name") == 0) {
             if (want_scalar(r, v, "name")) return AO_EXIT_USAGE;
             free(s->name);
