@@ -539,6 +539,12 @@ static int parse_record(yajl_val obj, const char *where, ao_iter_record *r)
         if (get_dbl_opt(&c, obj, optional_overlap_fields[i].key,
                         dptr(m, &optional_overlap_fields[i])))
             return -1;
+    /* Overlap lies inside compute and communication, both inside the step: a
+     * record that says otherwise is warned about, as a negative duration is
+     * (rounding aside: the tolerance). */
+    if (m->overlap_ms > m->step_ms * (1 + 1e-9) + 1e-9)
+        ao_warn("%s: field \"overlap_ms\" (%g) is larger than \"step_ms\" (%g)", where,
+                m->overlap_ms, m->step_ms);
     char key[64];
     for (int k = 0; k < AO_NKINDS; k++) {
         snprintf(key, sizeof key, "compute_%s_ms", kind_name(k));
