@@ -105,6 +105,8 @@ _Noreturn static void fire(struct ao_watch *w, const char *why)
                 "larger distributed.timeout_s");
     else
         ao_hint("a rank that is slow on purpose needs a larger distributed.timeout_s");
+    /* The run's end, recorded by its driver (train: run.json) before _exit. */
+    ao_last_words(AO_END_TIMED_OUT, why);
     b->ops->abort(w->comm);
     for (struct ao_watch *o = wd.list; o; o = o->next)
         if (o != w) base_of(o->comm)->ops->abort(o->comm);

@@ -1,3 +1,4 @@
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -5,6 +6,15 @@
 #include "core/error.h"
 
 static int log_level = AO_LEVEL_INFO;
+static const char error_prefix[] = "aorta: error: ";
+
+/* Process-wide, as the log level is: the last error's text, and the last
+ * words' recorder (error.h). The text is written under no lock: ranks are
+ * processes, and within one the error that ends it is the last printed. */
+static char last_error[1024];
+static ao_last_words_fn last_words_fn;
+static void *last_words_ctx;
+static atomic_int last_words_said;
 
 /* s[0..n) with control characters written as escapes (\n, \x1b, ...): a
  * message quotes file names, keys and values from input, and a newline in
@@ -43,7 +53,9 @@ static void vprint(const char *prefix, const char *what, const char *fmt, va_lis
     if (n >= (int)sizeof buf) n = (int)sizeof buf - 1;
     size_t len = strlen(prefix);
     memcpy(line, prefix, len);
+    size_t text = len;
     len += sanitize(buf, (size_t)n, line + len);
+    if (prefix == error_prefix) snprintf(last_error, sizeof last_error, "%s", line + text);
     line[len++] = '\n';
     fflush(stdout);
     fwrite(line, 1, len, stderr);
@@ -54,8 +66,25 @@ void ao_error(const char *what, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vprint("aorta: error: ", what, fmt, ap);
+    vprint(error_prefix, what, fmt, ap);
     va_end(ap);
+}
+
+const char *ao_last_error(void)
+{
+    return last_error;
+}
+
+void ao_set_last_words(ao_last_words_fn fn, void *ctx)
+{
+    last_words_ctx = ctx;
+    last_words_fn = fn;
+}
+
+void ao_last_words(ao_end_kind kind, const char *text)
+{
+    if (!last_words_fn || atomic_exchange(&last_words_said, 1)) return;
+    last_words_fn(last_words_ctx, kind, text);
 }
 
 void ao_hint(const char *fmt, ...)
@@ -98,8 +127,9 @@ void ao_fatal(int code, const char *what, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vprint("aorta: error: ", what, fmt, ap);
+    vprint(error_prefix, what, fmt, ap);
     va_end(ap);
+    ao_last_words(AO_END_FAILED, last_error);
     exit(code);
 }
 

@@ -239,11 +239,35 @@ yajl_gen_status ao_json_gen_object(yajl_gen g, const ao_json_object *o)
     return s;
 }
 
+/* AORTA_TEST_ENOSPC_AFTER=BYTES (tests only, read once): a full disk after
+ * BYTES written through ao_write_all by this process: the write that
+ * crosses it is cut short there, the next fails with ENOSPC, as write(2)
+ * does on a full disk. Process-wide, as the disk is. */
+static long long disk_left = -2; /* -2: not read yet; -1: no limit */
+
+static ssize_t write_some(int fd, const void *p, size_t n)
+{
+    if (disk_left == -2) {
+        const char *v = getenv("AORTA_TEST_ENOSPC_AFTER");
+        disk_left = v && *v ? strtoll(v, NULL, 10) : -1;
+        if (disk_left < -1) disk_left = -1;
+    }
+    if (disk_left < 0) return write(fd, p, n);
+    if (disk_left == 0) {
+        errno = ENOSPC;
+        return -1;
+    }
+    if ((long long)n > disk_left) n = (size_t)disk_left;
+    ssize_t w = write(fd, p, n);
+    if (w > 0) disk_left -= w;
+    return w;
+}
+
 int ao_write_all(int fd, const void *buf, size_t n)
 {
     const char *p = buf;
     while (n > 0) {
-        ssize_t w = write(fd, p, n);
+        ssize_t w = write_some(fd, p, n);
         if (w < 0) {
             if (errno == EINTR) continue;
             return -1;
@@ -411,6 +435,33 @@ yajl_val ao_json_read_file(const char *path, char *err, size_t nerr)
     free(buf);
     if (!v) snprintf(err, nerr, "%s is not JSON: %s", path, why);
     return v;
+}
+
+yajl_gen_status ao_json_gen_tree(yajl_gen g, yajl_val v)
+{
+    yajl_gen_status st = yajl_gen_status_ok;
+    if (YAJL_IS_STRING(v)) {
+        st = ao_json_gen_str(g, v->u.string);
+    } else if (YAJL_IS_NUMBER(v)) {
+        st = yajl_gen_number(g, v->u.number.r, strlen(v->u.number.r));
+    } else if (YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v)) {
+        st = yajl_gen_bool(g, YAJL_IS_TRUE(v));
+    } else if (YAJL_IS_ARRAY(v)) {
+        st = yajl_gen_array_open(g);
+        for (size_t i = 0; i < v->u.array.len && st == yajl_gen_status_ok; i++)
+            st = ao_json_gen_tree(g, v->u.array.values[i]);
+        if (st == yajl_gen_status_ok) st = yajl_gen_array_close(g);
+    } else if (YAJL_IS_OBJECT(v)) {
+        st = yajl_gen_map_open(g);
+        for (size_t i = 0; i < v->u.object.len && st == yajl_gen_status_ok; i++) {
+            st = ao_json_gen_str(g, v->u.object.keys[i]);
+            if (st == yajl_gen_status_ok) st = ao_json_gen_tree(g, v->u.object.values[i]);
+        }
+        if (st == yajl_gen_status_ok) st = yajl_gen_map_close(g);
+    } else {
+        st = yajl_gen_null(g);
+    }
+    return st;
 }
 
 /* ---- writing with one sticky status ------------------------------------------ */

@@ -132,6 +132,10 @@ char *ao_input_read(const char *path, const char *kind, size_t *len);
 /* write(2) all n bytes, retrying short writes and EINTR. 0 or -1 (errno). */
 int ao_write_all(int fd, const void *buf, size_t n);
 
+/* A parsed tree (yajl_tree) back into g, in its order: for rewriting a
+ * document read with ao_json_read_file. Returns the yajl status. */
+yajl_gen_status ao_json_gen_tree(yajl_gen g, yajl_val v);
+
 /* ---- reading --------------------------------------------------------------- */
 
 /* The whole file at `path` as a tree (free with yajl_tree_free), or NULL with

@@ -505,10 +505,12 @@ static int check_run_json(const char *path, yajl_val run)
             return AO_EXIT_USAGE;
         }
     }
+    /* absent in a run that ended before its first event (the trace needs it) */
     yajl_val anchor = ao_json_member(run, "anchor");
-    const char *why = YAJL_IS_OBJECT(anchor)
+    const char *why = !anchor ? NULL
+                      : YAJL_IS_OBJECT(anchor)
                           ? member_problem(anchor, "realtime_ns", 'n', LLONG_MIN, 1)
-                          : "missing";
+                          : "not an object";
     if (why) {
         ao_error(path, "\"anchor%s\" is %s", YAJL_IS_OBJECT(anchor) ? ".realtime_ns" : "", why);
         return AO_EXIT_USAGE;
@@ -591,31 +593,6 @@ yajl_val ao_run_config_value(const ao_run_data *r, const char *key)
     return ao_json_member(ao_json_member(ao_json_member(r->run, "config"), key), "value");
 }
 
-/* Compact JSON text of v into g (yajl_tree values back to text). */
-static void gen_tree(yajl_gen g, yajl_val v)
-{
-    if (YAJL_IS_STRING(v)) {
-        ao_json_gen_str(g, v->u.string);
-    } else if (YAJL_IS_NUMBER(v)) {
-        yajl_gen_number(g, v->u.number.r, strlen(v->u.number.r));
-    } else if (YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v)) {
-        yajl_gen_bool(g, YAJL_IS_TRUE(v));
-    } else if (YAJL_IS_ARRAY(v)) {
-        yajl_gen_array_open(g);
-        for (size_t i = 0; i < v->u.array.len; i++) gen_tree(g, v->u.array.values[i]);
-        yajl_gen_array_close(g);
-    } else if (YAJL_IS_OBJECT(v)) {
-        yajl_gen_map_open(g);
-        for (size_t i = 0; i < v->u.object.len; i++) {
-            ao_json_gen_str(g, v->u.object.keys[i]);
-            gen_tree(g, v->u.object.values[i]);
-        }
-        yajl_gen_map_close(g);
-    } else {
-        yajl_gen_null(g);
-    }
-}
-
 void ao_json_value_text(yajl_val v, char *buf, size_t n)
 {
     if (n == 0) return;
@@ -626,7 +603,7 @@ void ao_json_value_text(yajl_val v, char *buf, size_t n)
         return;
     }
     yajl_gen g = ao_json_gen_new(0);
-    gen_tree(g, v);
+    ao_json_gen_tree(g, v);
     const unsigned char *out;
     size_t len;
     yajl_gen_get_buf(g, &out, &len);
@@ -742,6 +719,15 @@ int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out)
     out->world_size = YAJL_IS_INTEGER(w) ? (int)YAJL_GET_INTEGER(w) : ws;
     if (ws && out->world_size != ws) {
         ao_error(dir, "run.json says world_size %d, the metrics files %d", out->world_size, ws);
+        return AO_EXIT_USAGE;
+    }
+    /* A run.json without an anchor is one of a run that never ran a step. */
+    int records = 0;
+    for (int k = 0; k < out->nranks; k++)
+        records |= out->ranks[k].n || out->ranks[k].skipped || out->ranks[k].ncompute_only;
+    if (out->run && records && !ao_json_member(out->run, "anchor")) {
+        ao_error(dir, "run.json has no \"anchor\", but the metrics files have records (their times "
+                      "count from it)");
         return AO_EXIT_USAGE;
     }
     if (out->world_size > out->nranks)
