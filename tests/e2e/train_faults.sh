@@ -11,11 +11,11 @@
 #     and summary.json is written from the records there are.
 # (The collective timeout's end is checked by e2e/train_timeout.)
 set -u
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
 aorta=${AORTA:?set by ctest}
 src=${AORTA_SOURCE_DIR:?set by ctest}
 # shellcheck source=tests/e2e/lib/mpi.sh
 . "$(dirname "$0")/lib/mpi.sh"
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
 # shellcheck source=tests/e2e/lib/tally.sh
 . "$(dirname "$0")/lib/tally.sh"
 
