@@ -154,6 +154,7 @@ static void ptrmap_free(ptrmap *m)
 typedef struct step_range {
     double start, end;
     long long step;
+    const char *name; /* interned: equal names are equal pointers */
 } step_range;
 
 typedef struct launch_key {
@@ -224,7 +225,7 @@ static size_t collect_steps(const ao_trace *t, const ao_classifier *c, step_rang
             cap = cap ? 2 * cap : 64;
             v = ao_realloc(v, cap * sizeof *v);
         }
-        v[n++] = (step_range){r->start_us, r->end_us, (long long)val - 2};
+        v[n++] = (step_range){r->start_us, r->end_us, (long long)val - 2, r->name};
     }
     ptrmap_free(&names);
     if (n) qsort(v, n, sizeof *v, by_range_start);
@@ -232,6 +233,37 @@ static size_t collect_steps(const ao_trace *t, const ao_classifier *c, step_rang
         if (v[i].step < 0) v[i].step = (long long)ordinal++;
     *out = v;
     return n;
+}
+
+static int by_step_name(const void *a, const void *b)
+{
+    const step_range *x = a, *y = b;
+    if (x->step != y->step) return x->step < y->step ? -1 : 1;
+    if (x->name != y->name) return strcmp(x->name, y->name);
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+/* A numbered step range that occurs more than once (three ProfilerStep#1)
+ * would merge into one step: refused, naming the range. 0 or AO_EXIT_USAGE. */
+static int check_step_names(const ao_trace *t, const ao_classifier *c)
+{
+    step_range *v;
+    size_t n = collect_steps(t, c, &v), i = 0;
+    if (n) qsort(v, n, sizeof *v, by_step_name);
+    int rc = 0;
+    for (; i + 1 < n && rc == 0; i++) {
+        if (v[i].step != v[i + 1].step || v[i].name != v[i + 1].name) continue;
+        size_t k = i + 1;
+        while (k < n && v[k].step == v[i].step && v[k].name == v[i].name) k++;
+        ao_error(t->path,
+                 "the step range \"%.200s\" occurs %zu times (at ts %.3f and %.3f us, ...): one "
+                 "range a step, or the steps would merge",
+                 v[i].name, k - i, v[i].start, v[i + 1].start);
+        ao_hint("name each step once (ProfilerStep#N counts up), or pick the ranges with --step");
+        rc = AO_EXIT_USAGE;
+    }
+    free(v);
+    return rc;
 }
 
 /* The range holding time x (the last one starting at or before it), or -1. */
@@ -409,6 +441,7 @@ int ao_analyze_trace(const ao_trace *t, const ao_classifier *c, int world_size, 
     out->rank = t->rank;
     out->trace = t;
     size_t n = t->nacts;
+    if (!(n > 0 && t->acts[0].step >= 0) && check_step_names(t, c)) return AO_EXIT_USAGE;
     act_info *info = ao_malloc((n ? n : 1) * sizeof *info);
 
     /* Classes, and the kernel breakdown, one classification per name. */

@@ -32,13 +32,22 @@
  * "none". */
 int ao_launch_detect(ao_rank_info *ri, const char **launcher);
 
+/* How a job's ranks ended, as the parent saw it: the first rank that failed
+ * on its own (not stopped by the parent after it) and how. Under mpirun the
+ * rank and signal come from mpirun's own message, when it gives one. */
+typedef struct ao_launch_outcome {
+    int rank;      /* -1: none failed, or the launcher did not say which */
+    char how[128]; /* "killed by signal 9 (Killed)", "exited with code 1"; "" */
+} ao_launch_outcome;
+
 typedef struct ao_launch_opts {
-    int nproc;                /* ranks to start */
-    const char *backend;      /* device backend: "cpu" goes through mpirun */
-    const char *comm_backend; /* whose id the parent makes ("nccl"), or NULL */
-    int all_ranks_output;     /* show every rank's output (default: rank 0's) */
-    double grace_s;           /* SIGTERM -> SIGKILL, default 5 s */
-    char **extra_env;         /* NULL-terminated NAME=VALUE, set only in ranks */
+    int nproc;                  /* ranks to start */
+    const char *backend;        /* device backend: "cpu" goes through mpirun */
+    const char *comm_backend;   /* whose id the parent makes ("nccl"), or NULL */
+    int all_ranks_output;       /* show every rank's output (default: rank 0's) */
+    double grace_s;             /* SIGTERM -> SIGKILL, default 5 s */
+    char **extra_env;           /* NULL-terminated NAME=VALUE, set only in ranks */
+    ao_launch_outcome *outcome; /* filled when not NULL */
 } ao_launch_opts;
 
 /* Parent side: run `aorta argv[0] argv[1] ...` (this same binary) as

@@ -30,12 +30,16 @@ int ao_launch_ranks(int argc, char **argv, const ao_launch_req *req, ao_rank_inf
     int rc = req->check ? req->check(req->ctx, world, launched) : 0;
     if (rc) return rc;
     if (!launched && req->spawn && nproc > 1) {
+        ao_launch_outcome out = {.rank = -1};
         ao_launch_opts lo = {.nproc = nproc,
                              .backend = req->backend,
                              .comm_backend = ao_comm_backend_for(req->backend),
                              .all_ranks_output = req->all_ranks_output,
-                             .grace_s = 5.0};
-        return ao_launch_spawn(argc, argv, &lo);
+                             .grace_s = 5.0,
+                             .outcome = &out};
+        rc = ao_launch_spawn(argc, argv, &lo);
+        if (req->ended) req->ended(req->ctx, &out, rc);
+        return rc;
     }
     if (!launched)
         *ri = (ao_rank_info){.rank = 0, .world_size = 1, .local_rank = 0, .local_world_size = 1};

@@ -1,5 +1,6 @@
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -178,7 +179,8 @@ typedef struct rank_job {
     int expect_rank;
     long long skip;
     ao_rank_data *rd;
-    int world_size; /* of the first record, 0 before it */
+    int world_size;      /* of the first record, 0 before it */
+    long long last_step; /* of the last train record, -1 before it */
     int rc;
 } rank_job;
 
@@ -278,6 +280,16 @@ static int on_record(void *ctx, ao_iter_record *r, yajl_val line)
         rd->comm_only[rd->ncomm_only++] = r->m;
         return 0;
     }
+    /* A writer appends steps in order: anything else is not one run's file
+     * (two concatenated, or edited), and step-indexed readers assume it. */
+    if (r->step <= job->last_step) {
+        char *where = ao_asprintf("%s:%zu", job->path, r->line);
+        ao_error(where, "step %lld after step %lld: train records must be in ascending step order",
+                 r->step, job->last_step);
+        free(where);
+        return AO_EXIT_USAGE;
+    }
+    job->last_step = r->step;
     if ((long long)rd->skipped < job->skip) {
         rd->skipped++;
         return 0;
@@ -470,29 +482,100 @@ void ao_run_dirs_free(char **dirs, size_t n)
     free(dirs);
 }
 
-/* The parsed JSON of path, NULL when it cannot be opened (*missing set) or
- * does not parse (err holds why). */
+/* The parsed JSON of path, NULL when it does not exist (*missing set), cannot
+ * be read or does not parse (err holds why). */
 static yajl_val read_json_file(const char *path, char *err, size_t errlen, int *missing)
 {
     *missing = 0;
     err[0] = '\0';
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *missing = 1;
+    char *buf = ao_file_read(path, NULL);
+    if (!buf) {
+        *missing = errno == ENOENT;
+        snprintf(err, errlen, "cannot read it: %s",
+                 errno == EISDIR   ? "a directory, not a file"
+                 : errno == EINVAL ? "not a regular file"
+                                   : strerror(errno));
         return NULL;
     }
-    size_t cap = 1 << 16, len = 0, got;
-    char *buf = ao_malloc(cap);
-    while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (len + 1 == cap) buf = ao_realloc(buf, cap *= 2);
-    }
-    fclose(f);
-    buf[len] = '\0';
-    yajl_val v = yajl_tree_parse(buf, err, errlen);
+    char why[256] = "";
+    yajl_val v = yajl_tree_parse(buf, why, sizeof why);
     free(buf);
-    err[strcspn(err, "\n")] = '\0';
+    why[strcspn(why, "\n")] = '\0';
+    if (!v) snprintf(err, errlen, "not a JSON object: %s", why);
     return v;
+}
+
+/* Why the member `key` of run.json is not what its readers take it for
+ * (kind: 's' string, 'b' boolean, 'n' integer >= lo), or NULL; absent is
+ * fine unless required. */
+static const char *member_problem(yajl_val obj, const char *key, char kind, long long lo,
+                                  int required)
+{
+    yajl_val v = ao_json_member(obj, key);
+    if (!v) return required ? "missing" : NULL;
+    switch (kind) {
+    case 's':
+        return YAJL_IS_STRING(v) ? NULL : "not a string";
+    case 'b':
+        return YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v) ? NULL : "not true or false";
+    default:
+        return YAJL_IS_INTEGER(v) && YAJL_GET_INTEGER(v) >= lo
+                   ? NULL
+                   : (lo > 0 ? "not a whole number >= 1" : "not a whole number >= 0");
+    }
+}
+
+/* The fields the readers of a run interpret, each of its type: a run.json
+ * that says otherwise is refused, never read as the defaults. 0, or
+ * AO_EXIT_USAGE after one error naming the file and the field. */
+static int check_run_json(const char *path, yajl_val run)
+{
+    static const struct {
+        const char *key;
+        char kind;
+        long long lo;
+        int required;
+    } fields[] = {
+        {"run_id", 's', 0, 0},    {"world_size", 'n', 1, 1}, {"planned_steps", 'n', 0, 0},
+        {"completed", 'b', 0, 0}, {"end", 's', 0, 0},
+    };
+    for (size_t i = 0; i < NELEM(fields); i++) {
+        const char *why =
+            member_problem(run, fields[i].key, fields[i].kind, fields[i].lo, fields[i].required);
+        if (why) {
+            ao_error(path, "\"%s\" is %s", fields[i].key, why);
+            return AO_EXIT_USAGE;
+        }
+    }
+    /* absent in a run that ended before its first event (the trace needs it) */
+    yajl_val anchor = ao_json_member(run, "anchor");
+    const char *why = !anchor ? NULL
+                      : YAJL_IS_OBJECT(anchor)
+                          ? member_problem(anchor, "realtime_ns", 'n', LLONG_MIN, 1)
+                          : "not an object";
+    if (why) {
+        ao_error(path, "\"anchor%s\" is %s", YAJL_IS_OBJECT(anchor) ? ".realtime_ns" : "", why);
+        return AO_EXIT_USAGE;
+    }
+    yajl_val cfg = ao_json_member(run, "config");
+    if (cfg && !YAJL_IS_OBJECT(cfg)) {
+        ao_error(path, "\"config\" is not an object");
+        return AO_EXIT_USAGE;
+    }
+    for (size_t i = 0; cfg && i < cfg->u.object.len; i++) {
+        yajl_val e = cfg->u.object.values[i];
+        const char *key = cfg->u.object.keys[i];
+        why = !YAJL_IS_OBJECT(e) || !ao_json_member(e, "value") ? "not an object with a \"value\""
+              : strcmp(key, "training.summary_skip_steps") == 0
+                  ? member_problem(e, "value", 'n', 0, 1)
+                  : NULL;
+        if (why) {
+            ao_error(path, "\"config\".\"%s\"%s is %s", key, YAJL_IS_OBJECT(e) ? ".value" : "",
+                     why);
+            return AO_EXIT_USAGE;
+        }
+    }
+    return 0;
 }
 
 static int load_run_json(const char *dir, yajl_val *out)
@@ -508,7 +591,7 @@ static int load_run_json(const char *dir, yajl_val *out)
     }
     int rc = 0;
     if (!*out || !YAJL_IS_OBJECT(*out)) {
-        ao_error(path, "not a JSON object: %s", *out ? "another JSON value" : err);
+        ao_error(path, "%s", *out ? "not a JSON object: another JSON value" : err);
         rc = AO_EXIT_USAGE;
     } else {
         yajl_val sch = ao_json_member(*out, "schema");
@@ -516,6 +599,8 @@ static int load_run_json(const char *dir, yajl_val *out)
             ao_error(path, "run.json schema is not %d; this aorta cannot read it",
                      AO_RUN_JSON_SCHEMA);
             rc = AO_EXIT_USAGE;
+        } else {
+            rc = check_run_json(path, *out);
         }
     }
     if (rc) {
@@ -534,7 +619,7 @@ static yajl_val load_analyze_summary(const char *dir)
     char err[256];
     int missing;
     yajl_val v = read_json_file(path, err, sizeof err, &missing);
-    if (!missing && !v) ao_warn("%s: not JSON (%s); its trace analysis is left out", path, err);
+    if (!missing && !v) ao_warn("%s: %s; its trace analysis is left out", path, err);
     free(path);
     if (v && !YAJL_IS_OBJECT(ao_json_member(v, "analyze"))) {
         yajl_tree_free(v);
@@ -550,31 +635,6 @@ yajl_val ao_run_config_value(const ao_run_data *r, const char *key)
     return ao_json_member(ao_json_member(ao_json_member(r->run, "config"), key), "value");
 }
 
-/* Compact JSON text of v into g (yajl_tree values back to text). */
-static void gen_tree(yajl_gen g, yajl_val v)
-{
-    if (YAJL_IS_STRING(v)) {
-        ao_json_gen_str(g, v->u.string);
-    } else if (YAJL_IS_NUMBER(v)) {
-        yajl_gen_number(g, v->u.number.r, strlen(v->u.number.r));
-    } else if (YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v)) {
-        yajl_gen_bool(g, YAJL_IS_TRUE(v));
-    } else if (YAJL_IS_ARRAY(v)) {
-        yajl_gen_array_open(g);
-        for (size_t i = 0; i < v->u.array.len; i++) gen_tree(g, v->u.array.values[i]);
-        yajl_gen_array_close(g);
-    } else if (YAJL_IS_OBJECT(v)) {
-        yajl_gen_map_open(g);
-        for (size_t i = 0; i < v->u.object.len; i++) {
-            ao_json_gen_str(g, v->u.object.keys[i]);
-            gen_tree(g, v->u.object.values[i]);
-        }
-        yajl_gen_map_close(g);
-    } else {
-        yajl_gen_null(g);
-    }
-}
-
 void ao_json_value_text(yajl_val v, char *buf, size_t n)
 {
     if (n == 0) return;
@@ -585,7 +645,7 @@ void ao_json_value_text(yajl_val v, char *buf, size_t n)
         return;
     }
     yajl_gen g = ao_json_gen_new(0);
-    gen_tree(g, v);
+    ao_json_gen_tree(g, v);
     const unsigned char *out;
     size_t len;
     yajl_gen_get_buf(g, &out, &len);
@@ -675,6 +735,7 @@ int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out)
         free(name);
         jobs[i].expect_rank = ranks[i];
         jobs[i].skip = out->skip_steps;
+        jobs[i].last_step = -1;
         jobs[i].rd = &out->ranks[i];
         out->ranks[i].rank = ranks[i];
     }
@@ -700,6 +761,15 @@ int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out)
     out->world_size = YAJL_IS_INTEGER(w) ? (int)YAJL_GET_INTEGER(w) : ws;
     if (ws && out->world_size != ws) {
         ao_error(dir, "run.json says world_size %d, the metrics files %d", out->world_size, ws);
+        return AO_EXIT_USAGE;
+    }
+    /* A run.json without an anchor is one of a run that never ran a step. */
+    int records = 0;
+    for (int k = 0; k < out->nranks; k++)
+        records |= out->ranks[k].n || out->ranks[k].skipped || out->ranks[k].ncompute_only;
+    if (out->run && records && !ao_json_member(out->run, "anchor")) {
+        ao_error(dir, "run.json has no \"anchor\", but the metrics files have records (their times "
+                      "count from it)");
         return AO_EXIT_USAGE;
     }
     if (out->world_size > out->nranks)
@@ -735,6 +805,21 @@ void ao_run_free(ao_run_data *r)
     free(r->dir);
     free(r->run_id);
     memset(r, 0, sizeof *r);
+}
+
+int ao_run_no_steps_error(const char *what, long long skip_steps)
+{
+    ao_error(what, "no train step is left after skipping %lld warm-up step(s) per rank",
+             skip_steps);
+    ao_hint("lower --skip-steps, or run more steps");
+    return AO_EXIT_USAGE;
+}
+
+int ao_run_require_steps(const ao_run_data *r, const char *what)
+{
+    for (int k = 0; k < r->nranks; k++)
+        if (r->ranks[k].n) return 0;
+    return ao_run_no_steps_error(what, r->skip_steps);
 }
 
 /* ---- the median profiled step ---------------------------------------------- */

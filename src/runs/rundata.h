@@ -110,6 +110,12 @@ typedef struct ao_run_data {
  * schema mismatch, ranks that disagree on world_size). */
 int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out);
 void ao_run_free(ao_run_data *r);
+/* 0 when a rank of r kept a train record after the warm-up; else
+ * AO_EXIT_USAGE after "WHAT: no train step is left after skipping N warm-up
+ * step(s) per rank" (every reader of the numbers refuses such a run alike). */
+int ao_run_require_steps(const ao_run_data *r, const char *what);
+/* That error on its own, for a set of runs with none in all. */
+int ao_run_no_steps_error(const char *what, long long skip_steps);
 
 /* The profiled step (one every rank recorded ops for) whose slowest rank's
  * step time is the median of those steps: the step the report's timeline

@@ -205,12 +205,7 @@ int ao_summary_build(const char *label, const ao_run_data *runs, size_t nruns, a
             if (runs[0].ranks[k].contention.steps) out->contention_ranks = runs[0].ranks;
         if (out->contention_ranks) out->ncontention_ranks = runs[0].nranks;
     }
-    if (total == 0) {
-        ao_error(label, "no train step is left after skipping %lld warm-up step(s) per rank",
-                 out->skip_steps);
-        ao_hint("lower --skip-steps, or run more steps");
-        return AO_EXIT_USAGE;
-    }
+    if (total == 0) return ao_run_no_steps_error(label, out->skip_steps);
 
     size_t nm = ao_metric_count();
     out->metrics = ao_calloc(nm, sizeof *out->metrics);
