@@ -709,7 +709,7 @@ static void parent_ended(void *vctx, const ao_launch_outcome *o, int rc)
 
 int ao_train(const struct ao_config *cfg, ao_train_opts *o)
 {
-    struct parent_ctx pc = {cfg, o->run_name, NULL};
+    struct parent_ctx pc = {cfg, o->run_name, NULL, NULL};
     ao_launch_req req = {.backend = o->backend,
                          .nproc = o->nproc,
                          .cpu_nproc = 1,
