@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "attach/claim.h"
+#include "attach/gather.h"
 #include "attach/info.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -45,6 +46,8 @@ static void claim(proc *p, const char *dir, ao_attach_who who)
 
 static void finish(proc *p)
 {
+    static const ao_steps_stats ended = {0};
+    p->info.stats = &ended; /* "finished": true */
     assert_int_equal(
         ao_attach_claim_finish(p->info.dir, &p->info.claim, ao_attach_info_write, &p->info), 0);
     ao_jsonl_close(p->w);
@@ -262,6 +265,65 @@ static void test_wide_world(void **state)
     remove_temp_dir(dir);
 }
 
+/* The parent's gathering: every process by rank then pid, the pid-named
+ * one's rank unknown with its note, and notes for what is missing. */
+static void test_gather(void **state)
+{
+    (void)state;
+    char *dir = make_temp_dir();
+    proc parent, r0, r2, late;
+    claim(&parent, dir, unranked(900));
+    append_step(&parent, 0);
+    claim(&r2, dir, ranked(902, 2, 3));
+    claim(&r0, dir, ranked(901, 0, 3));
+    claim(&late, dir, ranked(903, 2, 3)); /* dies: never finishes */
+    append_step(&r0, 0);
+    append_step(&r0, 1);
+    append_step(&late, 0);
+    finish(&parent);
+    finish(&r0);
+    finish(&r2);
+    ao_jsonl_close(late.w);
+    free(late.warned);
+    ao_attach_gathered g;
+    stderr_capture c;
+    capture_begin(&c);
+    ao_attach_gather(dir, &g);
+    char *text = capture_end(&c);
+    assert_int_equal(g.nranks, 2);
+    assert_int_equal(g.npids, 2);
+    assert_int_equal(g.world_size, 3);
+    assert_int_equal(g.min_lines, 0);
+    assert_string_equal(g.used, "none"); /* no steps were cut: the info files say so */
+    assert_contains(text, "pid 900 wrote pid_900_metrics.jsonl (1 step): no launcher variables");
+    assert_contains(text, "pid 903 wrote pid_903_metrics.jsonl (1 step): rank 2's files");
+    assert_contains(text, "pid 903 (pid_903) did not finish");
+    assert_contains(text, "1 of 3 ranks have no rank files (1)");
+    free(text);
+    char err[256];
+    yajl_val v = yajl_tree_parse(g.processes, err, sizeof err);
+    assert_non_null(v);
+    assert_true(YAJL_IS_ARRAY(v) && v->u.array.len == 4);
+    const int pids[] = {901, 902, 900, 903}, ranks_[] = {0, 2, -1, 2}, steps[] = {2, 0, 1, 1};
+    for (int i = 0; i < 4; i++) {
+        yajl_val e = v->u.array.values[i];
+        assert_int_equal(YAJL_GET_INTEGER(ao_json_member(e, "pid")), pids[i]);
+        yajl_val r = ao_json_member(e, "rank");
+        if (ranks_[i] < 0)
+            assert_true(YAJL_IS_NULL(r));
+        else
+            assert_int_equal(YAJL_GET_INTEGER(r), ranks_[i]);
+        assert_int_equal(YAJL_GET_INTEGER(ao_json_member(e, "steps")), steps[i]);
+        assert_int_equal(YAJL_IS_TRUE(ao_json_member(e, "finished")), i != 3);
+        assert_true(YAJL_IS_OBJECT(ao_json_member(e, "info")));
+    }
+    assert_string_equal(YAJL_GET_STRING(ao_json_member(v->u.array.values[2], "note")),
+                        AO_ATTACH_NOTE_MOVED);
+    yajl_tree_free(v);
+    ao_attach_gathered_free(&g);
+    remove_temp_dir(dir);
+}
+
 /* A run directory that cannot be written: NULL and a warning, no crash. */
 static void test_unwritable(void **state)
 {
@@ -283,10 +345,15 @@ static void test_unwritable(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_launcher_ranks),    cmocka_unit_test(test_parent_then_rank0),
-        cmocka_unit_test(test_rank0_then_parent), cmocka_unit_test(test_plain_processes),
-        cmocka_unit_test(test_single_process),    cmocka_unit_test(test_duplicate_rank),
-        cmocka_unit_test(test_inconsistent),      cmocka_unit_test(test_wide_world),
+        cmocka_unit_test(test_launcher_ranks),
+        cmocka_unit_test(test_parent_then_rank0),
+        cmocka_unit_test(test_rank0_then_parent),
+        cmocka_unit_test(test_plain_processes),
+        cmocka_unit_test(test_single_process),
+        cmocka_unit_test(test_duplicate_rank),
+        cmocka_unit_test(test_inconsistent),
+        cmocka_unit_test(test_wide_world),
+        cmocka_unit_test(test_gather),
         cmocka_unit_test(test_unwritable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
