@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/stats.h"
+#include "core/text.h"
 #include "diagnose/internal.h"
 
 const char *ao_bound_name(ao_bound b)
@@ -23,14 +24,11 @@ const char *ao_bound_name(ao_bound b)
 
 const char *ao_finding_id(ao_finding_kind k)
 {
-    static const char *const ids[] = {"input_wait",
-                                      "host_launch",
-                                      "straggler",
-                                      "exposed_allgather",
-                                      "exposed_reducescatter",
-                                      "exposed_allreduce",
-                                      "exposed_broadcast",
-                                      "device_wait"};
+    static const char *const ids[] = {
+        "input_wait",        "host_launch",           "straggler",
+        "exposed_allgather", "exposed_reducescatter", "exposed_allreduce",
+        "exposed_broadcast", "device_wait",           "late_rank",
+        "collective_skew",   "slow_transfer"};
     return (unsigned)k < sizeof ids / sizeof ids[0] ? ids[k] : "unknown";
 }
 
@@ -115,6 +113,7 @@ static ao_finding *add_finding(ao_diagnosis *d, ao_finding_kind kind, double ms,
     f->ms = ms;
     f->share = d->step_ms > 0 ? ms / d->step_ms : NAN;
     f->rank = rank;
+    f->cause = -1;
     return f;
 }
 
@@ -124,16 +123,14 @@ static int by_cost(const void *a, const void *b)
     return (x->ms < y->ms) - (x->ms > y->ms);
 }
 
-/* The ranks: the critical one (most time of its own: compute and waiting
- * for its host) and how much it holds the others back: the smaller of how
- * much longer its own time is than the others' median and how much longer
- * the others wait in collectives than it does (both hold for a straggler;
- * one alone is noise between ranks). */
+/* The ranks: the critical one (the slowest, runs/rundata.h: the one the
+ * others wait for, else the most time of its own) and how much it holds the
+ * others back: the smaller of how much longer its own time is than the
+ * others' median and how much longer the others wait in collectives than it
+ * does (both hold for a straggler; one alone is noise between ranks). */
 static int critical_rank(const ao_run_data *run, const ao_diag_terms *t, double *straggle_ms)
 {
-    int c = 0;
-    for (int i = 1; i < run->nranks; i++)
-        if (t[i].own > t[c].own || isnan(t[c].own)) c = i;
+    int c = ao_run_slowest_rank(run, NULL);
     *straggle_ms = NAN;
     if (run->nranks < 2) return c;
     double *own = ao_malloc(2 * (size_t)run->nranks * sizeof *own), *wait = own + run->nranks;
@@ -237,10 +234,7 @@ static void input_and_host(ao_diagnosis *d, const ao_run_data *run, const ao_dia
         snprintf(f->evidence, sizeof f->evidence,
                  "idle_ms %.3g less host_wait_ms %.3g: every stream was waiting on an event",
                  tc->idle, tc->host_wait);
-        snprintf(f->knobs, sizeof f->knobs,
-                 "the op boundaries the idle time sits at (bench/idle_gaps.py on a profiled step); "
-                 "stream priorities (streams.*.priority); CUDA_DEVICE_MAX_CONNECTIONS=32 "
-                 "(bench/RESULTS.md session 10)");
+        ao_diag_knobs_device_wait(run, f->knobs, sizeof f->knobs);
         snprintf(f->gain, sizeof f->gain, "at most %.3g ms a step", w);
     }
 }
@@ -291,6 +285,15 @@ static void classify(ao_diagnosis *d)
         case AO_FIND_DEVICE_WAIT:
             d->bound = AO_BOUND_BALANCED;
             break;
+        case AO_FIND_LATE_RANK:
+            /* what held the rank the others wait for bounds them all */
+            d->bound = top->cause == AO_CAUSE_HOST_WAIT   ? AO_BOUND_HOST
+                       : top->cause == AO_CAUSE_DATA_WAIT ? AO_BOUND_INPUT
+                                                          : AO_BOUND_STRAGGLER;
+            break;
+        case AO_FIND_COLLECTIVE_SKEW:
+            d->bound = AO_BOUND_STRAGGLER;
+            break;
         default:
             d->bound = AO_BOUND_COMM;
         }
@@ -299,6 +302,10 @@ static void classify(ao_diagnosis *d)
                  "%.0f %%); compute fills %.0f %% of the step",
                  ao_finding_id(top->kind), top->ms, d->step_ms, 100 * top->share,
                  100 * AO_DIAG_BOUND_SHARE, 100 * cshare);
+        if (top->kind == AO_FIND_LATE_RANK)
+            ao_appendf(d->bound_why, sizeof d->bound_why,
+                       "; the others wait for rank %d, held by %s", top->rank,
+                       ao_late_cause_name((ao_late_cause)top->cause));
         if (d->bound != AO_BOUND_BALANCED) return;
     }
     if (cshare >= AO_DIAG_COMPUTE_SHARE) {
@@ -306,8 +313,8 @@ static void classify(ao_diagnosis *d)
         snprintf(d->bound_why, sizeof d->bound_why,
                  "compute fills %.0f %% of the %.3g ms median step (>= %.0f %%) and no finding "
                  "costs %.0f %% of it; the levers are the kernels: training.mixed_precision bf16, "
-                 "training.tf32 (seed 003 T9, T13); memory-bound kernels cannot be told from "
-                 "these records",
+                 "training.tf32 (docs/tuning.md, \"Compute-bound\"); memory-bound kernels cannot "
+                 "be told from these records",
                  100 * cshare, d->step_ms, 100 * AO_DIAG_COMPUTE_SHARE, 100 * AO_DIAG_BOUND_SHARE);
         return;
     }
@@ -319,6 +326,11 @@ static void classify(ao_diagnosis *d)
 }
 
 void ao_diagnose_run(const ao_run_data *run, ao_diagnosis *d)
+{
+    ao_diagnose_run_ref(run, NULL, d);
+}
+
+void ao_diagnose_run_ref(const ao_run_data *run, const ao_coll_ref *ref, ao_diagnosis *d)
 {
     memset(d, 0, sizeof *d);
     d->run_id = ao_strdup(run->run_id ? run->run_id : "?");
@@ -348,8 +360,13 @@ void ao_diagnose_run(const ao_run_data *run, ao_diagnosis *d)
     d->data_wait_ms = tc->data_wait;
     d->gap_ms = tc->gap;
 
+    /* Matched collectives say who waited for whom (late.c); the straggler
+     * estimate from medians is for runs without them. */
     int straggling = straggle > 0 && straggle >= AO_DIAG_FINDING_SHARE * tc->step;
-    if (straggle > 0) straggler_finding(d, run, t, c, straggle);
+    if (run->coll_sum)
+        ao_diag_late(d, run, ref);
+    else if (straggle > 0)
+        straggler_finding(d, run, t, c, straggle);
     input_and_host(d, run, tc, d->critical_rank);
     comm_findings(d, run, tc, c, straggling);
     qsort(d->findings, d->nfindings, sizeof *d->findings, by_cost);

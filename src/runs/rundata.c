@@ -571,6 +571,25 @@ static const char *base_name(const char *path)
     return p;
 }
 
+/* collectives.jsonl, when the run has one. */
+static int load_collectives(ao_run_data *r)
+{
+    char *path = ao_asprintf("%s/%s", r->dir, AO_COLLECTIVES_FILE);
+    int rc = 0;
+    if (file_exists(path)) {
+        r->coll = ao_calloc(1, sizeof *r->coll);
+        rc = ao_coll_read(path, r->coll);
+        if (rc == 0) {
+            int n = r->world_size > r->nranks ? r->world_size : r->nranks;
+            if (r->coll->nranks > n) n = r->coll->nranks;
+            r->coll_sum = ao_calloc(1, sizeof *r->coll_sum);
+            ao_coll_summarize(r->coll, n, r->coll_sum);
+        }
+    }
+    free(path);
+    return rc;
+}
+
 int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out)
 {
     memset(out, 0, sizeof *out);
@@ -663,7 +682,7 @@ int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out)
     if (out->world_size > out->nranks)
         ao_warn("%s: %d of %d ranks have a metrics file; the others are left out", dir, out->nranks,
                 out->world_size);
-    return 0;
+    return load_collectives(out);
 }
 
 void ao_run_free(ao_run_data *r)
@@ -685,6 +704,10 @@ void ao_run_free(ao_run_data *r)
         ao_kernel_table_free(&rd->kernels);
     }
     free(r->ranks);
+    if (r->coll) ao_coll_set_free(r->coll);
+    free(r->coll);
+    if (r->coll_sum) ao_coll_summary_free(r->coll_sum);
+    free(r->coll_sum);
     if (r->run) yajl_tree_free(r->run);
     if (r->summary) yajl_tree_free(r->summary);
     free(r->dir);

@@ -7,8 +7,9 @@
  *
  * Cross-rank statistics pool every kept (rank, step) record, except step_ms:
  * its statistics are over the per-step max over ranks (compare.h,
- * AO_STEP_MS_DEFINITION), one step time on every page. Per-rank medians
- * give the rank skew (slowest rank's median step_ms / fastest rank's). */
+ * AO_STEP_MS_DEFINITION), one step time on every page; and a metric on
+ * which the ranks disagree is the slowest rank's alone. Per-rank medians
+ * give the rank skew (largest median step_ms / smallest). */
 #ifndef AORTA_RUNS_SUMMARY_H
 #define AORTA_RUNS_SUMMARY_H
 
@@ -23,9 +24,18 @@
 #include "runs/rundata.h"
 
 typedef struct ao_metric_summary {
-    ao_stats_summary all; /* pooled over ranks and kept steps */
-    double *rank_median;  /* [nranks]; NAN where a rank has no value */
+    /* Pooled over ranks and kept steps, unless the ranks disagree
+     * (AO_RANKS_DISAGREE): then the slowest rank's alone (rank >= 0), since
+     * a median pooled over ranks that differ describes none of them. */
+    ao_stats_summary all;
+    int rank;            /* -1: pooled over every rank; else the rank `all` is of */
+    double *rank_median; /* [nranks]; NAN where a rank has no value */
 } ao_metric_summary;
+
+/* Ranks disagree on a metric when their medians spread by more than this
+ * share of the largest (and, for times, 2 % of the median step; for ratios,
+ * by more than 0.1). */
+#define AO_RANKS_DISAGREE 0.25
 
 typedef struct ao_knob {
     char *key;   /* "fsdp.sharding_strategy", "env.NCCL_ALGO" */
@@ -53,7 +63,11 @@ typedef struct ao_summary {
     size_t skipped;             /* warm-up records dropped, all ranks */
     size_t truncated;           /* incomplete last lines skipped, all ranks */
     ao_metric_summary *metrics; /* [ao_metric_count()] */
-    ao_stats_skew skew;         /* of per-rank median step_ms */
+    /* ratio: the largest per-rank median step_ms over the smallest;
+     * slowest_rank: the one definition (rundata.h: ao_run_slowest_rank, of
+     * the first run), fastest_rank: the smallest median step */
+    ao_stats_skew skew;
+    const char *slowest_by; /* "waited_for" or "own_time" */
     int have_decomposition;
     size_t ncompute_only, ncomm_only;
     ao_decomposition decomposition; /* from train and baseline medians */
@@ -84,6 +98,10 @@ typedef struct ao_summary {
      * kernel trace (their ao_rank_data.kernels), else NULL. */
     const ao_rank_data *kernel_ranks;
     int nkernel_ranks;
+    /* Borrowed from the first run: its collectives.jsonl and who waited for
+     * whom (NULL without). */
+    const ao_coll_set *coll;
+    const ao_coll_summary *coll_sum;
 } ao_summary;
 
 /* Sanity of a decomposition: NULL, or why its achieved overlap and comm
