@@ -140,17 +140,30 @@ static void waits(const ao_run_data *run, int late_rank, char *buf, size_t n)
     free(w);
 }
 
+/* A test-only hook (engine/test_hooks.h) run.json's environment names. */
+static const char *planted(const ao_run_data *run, const char *name)
+{
+    yajl_val v = ao_json_member(ao_run_config_value(run, "env"), name);
+    return YAJL_IS_STRING(v) ? v->u.string : NULL;
+}
+
 static void late_knobs(const ao_run_data *run, ao_late_cause c, ao_finding *f)
 {
-    const char *planted = NULL;
-    yajl_val env = ao_run_config_value(run, "env");
-    yajl_val v = ao_json_member(env, "AORTA_TEST_LATE_HOST");
-    if (YAJL_IS_STRING(v)) planted = v->u.string;
-    if (planted && c == AO_CAUSE_HOST_WAIT)
+    const char *late = planted(run, "AORTA_TEST_LATE_HOST"),
+               *slow = planted(run, "AORTA_TEST_SLOW_RANK");
+    if (late && c == AO_CAUSE_HOST_WAIT)
         ao_appendf(f->knobs, sizeof f->knobs,
                    "AORTA_TEST_LATE_HOST=%s is set: the test-only hook made that rank's host late "
                    "on purpose",
-                   planted);
+                   late);
+    if (slow && c == AO_CAUSE_COMPUTE)
+        ao_appendf(f->knobs, sizeof f->knobs,
+                   "AORTA_TEST_SLOW_RANK=%s is set: the test-only hook slowed that rank's compute "
+                   "on purpose",
+                   slow);
+    char *k = f->knobs;
+    size_t n = sizeof f->knobs;
+    const char *sep = k[0] ? "; " : "";
     switch (c) {
     case AO_CAUSE_HOST_WAIT:
         ao_diag_knobs_host(run, f);
@@ -159,23 +172,26 @@ static void late_knobs(const ao_run_data *run, ao_late_cause c, ao_finding *f)
         ao_diag_knobs_input(run, f);
         break;
     case AO_CAUSE_COMPUTE:
-        ao_appendf(f->knobs, sizeof f->knobs,
-                   "that rank's device runs more or slower kernels than the others': its extra "
+        ao_appendf(k, n,
+                   "%sthat rank's device runs more or slower kernels than the others': its extra "
                    "work (uneven data or shards), its clocks and throttling (telemetry.enabled), "
-                   "other jobs on it (docs/tuning.md, \"A late rank\")");
+                   "other jobs on it (docs/tuning.md, \"A late rank\")",
+                   sep);
         break;
     case AO_CAUSE_DEVICE_WAIT:
-        ao_diag_knobs_device_wait(run, f->knobs, sizeof f->knobs);
+        ao_diag_knobs_device_wait(run, k, n);
         break;
     case AO_CAUSE_COLLECTIVE:
-        ao_appendf(f->knobs, sizeof f->knobs,
-                   "it was itself waiting in an earlier collective: follow the chain to the rank "
+        ao_appendf(k, n,
+                   "%sit was itself waiting in an earlier collective: follow the chain to the rank "
                    "that one waited for (collectives.jsonl, late_rank of the collective before; "
-                   "docs/tuning.md, \"A late rank\")");
+                   "docs/tuning.md, \"A late rank\")",
+                   sep);
         break;
     default:
-        ao_appendf(f->knobs, sizeof f->knobs,
-                   "profile the steps before too (its late windows reach before its records)");
+        ao_appendf(k, n,
+                   "%sprofile the steps before too (its late windows reach before its records)",
+                   sep);
     }
 }
 
