@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/json.h"
@@ -144,11 +145,12 @@ int ao_coll_write(const char *path, const ao_coll_set *s)
         ao_error(path, "cannot write: %s", strerror(errno));
         rc = AO_EXIT_FAIL;
     }
-    if (rc == 0 && rename(tmp, path) != 0) {
-        ao_error(path, "cannot rename %s into place: %s", tmp, strerror(errno));
+    /* link(2) refuses an existing path: never over an older file */
+    if (rc == 0 && link(tmp, path) != 0) {
+        ao_error(path, "cannot put %s into place: %s", tmp, strerror(errno));
         rc = AO_EXIT_FAIL;
     }
-    if (rc) remove(tmp);
+    remove(tmp);
     free(tmp);
     return rc;
 }
