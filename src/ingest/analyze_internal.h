@@ -34,7 +34,7 @@ typedef struct job {
     /* the whole-trace numbers summary.json and the tables show */
     ao_step_result total; /* no ops */
     double class_us[3];
-    ao_kernel_stat *top; /* the longest kernels, names owned */
+    ao_kernel_stat *top; /* the longest kernels, names in the run's pool */
     size_t ntop;
     ao_hta_values hta;
     ao_coll_rank coll; /* its collectives, the trace's clock until the origin is known */

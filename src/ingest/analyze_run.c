@@ -24,6 +24,37 @@
 #include "ingest/analyze_internal.h"
 #include "ingest/xrank.h"
 
+/* Kernel names shared by the ranks' top-kernel lists: one copy each, so a
+ * thousand ranks of one job keep one set of names. */
+typedef struct name_pool {
+    pthread_mutex_t lock;
+    char **v;
+    size_t n, cap;
+} name_pool;
+
+static const char *pool_name(name_pool *p, const char *s)
+{
+    pthread_mutex_lock(&p->lock);
+    const char *r = NULL;
+    for (size_t i = p->n; i-- > 0 && !r;)
+        if (strcmp(p->v[i], s) == 0) r = p->v[i];
+    if (!r) {
+        if (p->n == p->cap) {
+            p->cap = p->cap ? 2 * p->cap : 64;
+            p->v = ao_realloc(p->v, p->cap * sizeof *p->v);
+        }
+        r = p->v[p->n++] = ao_strdup(s);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return r;
+}
+
+static void name_pool_free(name_pool *p)
+{
+    for (size_t i = 0; i < p->n; i++) free(p->v[i]);
+    free(p->v);
+}
+
 typedef struct pool {
     job *jobs;
     size_t njobs;
@@ -35,6 +66,7 @@ typedef struct pool {
     atomic_size_t kept_bytes; /* pass 1: the traces kept so far */
     size_t keep_bytes;        /* the budget */
     run_ctx *c;               /* pass 2 */
+    name_pool names;
 } pool;
 
 /* ---- finding the files -------------------------------------------------------- */
@@ -184,7 +216,7 @@ static void drop_job(job *j)
 }
 
 /* What the run keeps of a rank whatever happens to its trace. */
-static void keep_brief(job *j)
+static void keep_brief(job *j, name_pool *names)
 {
     const ao_trace *t = &j->trace;
     const ao_rank_result *r = &j->res;
@@ -213,7 +245,7 @@ static void keep_brief(job *j)
     j->top = ao_malloc((j->ntop ? j->ntop : 1) * sizeof *j->top);
     for (size_t k = 0; k < j->ntop; k++) {
         j->top[k] = r->kernels[k];
-        j->top[k].name = ao_strdup(r->kernels[k].name);
+        j->top[k].name = pool_name(names, r->kernels[k].name);
     }
     qsort(j->top, j->ntop, sizeof *j->top, by_total);
     ao_xrank_entries(t, r, -1, 0, &j->coll); /* the trace's clock; shifted once all are read */
@@ -233,7 +265,7 @@ static void *worker(void *arg)
         } else {
             j->rc = read_job(j, p->cls, p->world_size);
             if (j->rc == 0) {
-                keep_brief(j);
+                keep_brief(j, &p->names);
                 /* keep the trace for pass 2 while the budget allows */
                 size_t b = ao_trace_bytes(&j->trace) +
                            (j->res.total.nops * 2 + j->res.ncomms) * sizeof(ao_op);
@@ -402,7 +434,6 @@ static void free_job(job *j)
 {
     drop_job(j);
     ao_coll_rank_free(&j->coll);
-    for (size_t k = 0; k < j->ntop; k++) free((char *)j->top[k].name);
     free(j->top);
     free(j->steps);
     free(j->device);
@@ -444,7 +475,10 @@ int ao_analyze_run(const ao_analyze_run_opts *o)
     file_list l = {0};
     int rc = collect(o, &l);
     run_ctx c = {.o = o};
-    pool p = {.cls = &cls, .pass = 1, .keep_bytes = o->keep_bytes};
+    pool p = {.cls = &cls,
+              .pass = 1,
+              .keep_bytes = o->keep_bytes,
+              .names = {.lock = PTHREAD_MUTEX_INITIALIZER}};
     atomic_init(&p.kept_bytes, 0);
     if (rc == 0 && l.v[0].fmt == AO_TRACE_AORTA) {
         /* One file, every rank: rank 0 first says how many there are. */
@@ -514,6 +548,7 @@ int ao_analyze_run(const ao_analyze_run_opts *o)
     free(c.version_values);
     ao_coll_set_free(&c.coll);
     ao_coll_summary_free(&c.coll_sum);
+    name_pool_free(&p.names);
     ao_classifier_free(&cls);
     return rc;
 }

@@ -331,7 +331,7 @@ int ao_analyze_write_summary(run_ctx *c)
         free(path);
     }
     ao_run_data run;
-    if (rc == 0) rc = ao_run_load(c->dir.path, 0, &run);
+    if (rc == 0) rc = ao_run_load_summary(c->dir.path, 0, &run);
     if (rc) return rc;
     ao_summary s;
     rc = ao_summary_build(c->dir.run_id, &run, 1, &s);
@@ -355,18 +355,24 @@ int ao_analyze_write_summary(run_ctx *c)
 
 /* ---- the tables ------------------------------------------------------------------- */
 
+/* Per-rank tables show a screenful of ranks; summary.json has them all. */
+#define SHOWN_RANKS 16
+
 void ao_analyze_print_tables(FILE *out, const run_ctx *c)
 {
+    size_t shown = c->n > SHOWN_RANKS ? SHOWN_RANKS : c->n;
     fprintf(out, "\nper rank, whole trace (HTA's conventions: get_comm_comp_overlap, "
                  "get_temporal_breakdown)\n");
     fprintf(out, "%-5s %10s %12s %12s %14s %12s %10s %10s\n", "rank", "overlap%", "idle_us",
             "compute_us", "non_compute_us", "kernel_us", "host_wait", "steps");
-    for (size_t j = 0; j < c->n; j++) {
+    for (size_t j = 0; j < shown; j++) {
         const job *jb = &c->jobs[j];
         fprintf(out, "%-5d %10.2f %12.0f %12.0f %14.0f %12.0f %9.2fms %10zu\n", jb->rank,
                 jb->hta.overlap_pct, jb->hta.idle_us, jb->hta.compute_us, jb->hta.non_compute_us,
                 jb->hta.kernel_us, jb->total.m.host_wait_ms, jb->nsteps);
     }
+    if (shown < c->n)
+        fprintf(out, "(%zu more ranks: summary.json's analyze.ranks)\n", c->n - shown);
     if (c->n > 1 && c->ncmp) {
         fprintf(out,
                 "\nslowest rank per step (the rank the others waited for, else the most "
@@ -384,11 +390,27 @@ void ao_analyze_print_tables(FILE *out, const run_ctx *c)
                 c->coll.ninst, c->coll.partial, c->coll.inconsistent, c->coll.misaligned);
         fprintf(out, "%-5s %10s %16s %16s  %s\n", "rank", "late at", "others wait ms",
                 "it waits ms", "(a step, mean)");
-        for (int r = 0; r < cs->nranks; r++)
-            fprintf(out, "%-5d %10zu %16.3f %16.3f\n", r, cs->ranks[r].late, cs->ranks[r].cost_ms,
-                    cs->ranks[r].waited_ms);
+        /* the ranks the others wait for most, a screenful */
+        int *order = ao_malloc((size_t)(cs->nranks > 0 ? cs->nranks : 1) * sizeof *order);
+        for (int r = 0; r < cs->nranks; r++) order[r] = r;
+        for (int i = 1; i < cs->nranks; i++)
+            for (int k = i; k > 0 && cs->ranks[order[k]].cost_ms > cs->ranks[order[k - 1]].cost_ms;
+                 k--) {
+                int t = order[k];
+                order[k] = order[k - 1];
+                order[k - 1] = t;
+            }
+        int top = cs->nranks > SHOWN_RANKS ? SHOWN_RANKS : cs->nranks;
+        for (int i = 0; i < top; i++) {
+            const ao_coll_rank_stats *rs = &cs->ranks[order[i]];
+            fprintf(out, "%-5d %10zu %16.3f %16.3f\n", rs->rank, rs->late, rs->cost_ms,
+                    rs->waited_ms);
+        }
+        if (top < cs->nranks)
+            fprintf(out, "(%d more ranks: summary.json's collectives.ranks)\n", cs->nranks - top);
+        free(order);
     }
-    for (size_t j = 0; j < c->n; j++) {
+    for (size_t j = 0; j < shown; j++) {
         const job *jb = &c->jobs[j];
         fprintf(out, "\nrank %d: top kernels by total time\n", jb->rank);
         for (size_t k = 0; k < jb->ntop && k < 5; k++)

@@ -226,8 +226,8 @@ static void fill_instance(ao_coll_set *s, ao_coll_instance *in, const keyed *k, 
         if (e->end_us > in->last_end_us) in->last_end_us = e->end_us;
         if (e->end_us < min_end) min_end = e->end_us;
     }
-    if (n < 2) in->late_rank = -1;
     in->skew_us = in->last_start_us - in->first_start_us;
+    if (n < 2 || !(in->skew_us > 0)) in->late_rank = -1; /* nobody waited */
     in->transfer_us = in->last_end_us - in->last_start_us;
     if (in->transfer_us < 0) in->transfer_us = 0;
     int group = in->group_size > 0 ? in->group_size : (int)n;

@@ -103,7 +103,7 @@ typedef struct ao_coll_instance {
     uint64_t bytes;
     int64_t count;
     size_t first, n; /* members[first .. first + n), by rank */
-    int late_rank;   /* the last to start; -1 with one member */
+    int late_rank;   /* the last to start; -1 with one member or none later than another */
     double first_start_us, last_start_us, last_end_us;
     double skew_us;                /* last start - first start */
     double transfer_us;            /* last end - last start */

@@ -148,6 +148,7 @@ void ao_rank_column(const ao_rank_data *rd, size_t m, double *out)
 typedef struct rank_job {
     char *path;
     int expect_rank;
+    int keep_ops; /* keep the records' op lists (profiled) */
     long long skip;
     ao_rank_data *rd;
     int world_size; /* of the first record, 0 before it */
@@ -257,7 +258,9 @@ static int on_record(void *ctx, ao_iter_record *r, yajl_val line)
     double *row = &rd->rows[rd->n * nm];
     for (size_t m = 0; m < nm; m++) row[m] = ao_metric_value(m, r);
     rd->n++;
-    if (r->ops) {
+    if (r->ops && !job->keep_ops) {
+        rd->profiled_dropped++;
+    } else if (r->ops) {
         if (rd->nprofiled < AO_RUNDATA_MAX_PROFILED) {
             if (!rd->profiled)
                 rd->profiled = ao_calloc(AO_RUNDATA_MAX_PROFILED, sizeof *rd->profiled);
@@ -590,7 +593,19 @@ static int load_collectives(ao_run_data *r)
     return rc;
 }
 
+static int load(const char *dir, long long skip_steps, int keep_ops, ao_run_data *out);
+
 int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out)
+{
+    return load(dir, skip_steps, 1, out);
+}
+
+int ao_run_load_summary(const char *dir, long long skip_steps, ao_run_data *out)
+{
+    return load(dir, skip_steps, 0, out);
+}
+
+static int load(const char *dir, long long skip_steps, int keep_ops, ao_run_data *out)
 {
     memset(out, 0, sizeof *out);
     out->dir = ao_strdup(dir);
@@ -652,6 +667,7 @@ int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out)
         free(name);
         jobs[i].expect_rank = ranks[i];
         jobs[i].skip = out->skip_steps;
+        jobs[i].keep_ops = keep_ops;
         jobs[i].rd = &out->ranks[i];
         out->ranks[i].rank = ranks[i];
     }

@@ -99,6 +99,10 @@ typedef struct ao_run_data {
  * one error line (not a directory, no metrics files, a malformed line or
  * schema mismatch, ranks that disagree on world_size). */
 int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out);
+/* The same without the records' op lists (ranks' `profiled` empty, counted
+ * in profiled_dropped): what a summary needs, in memory that does not grow
+ * with the ops of thousands of ranks. */
+int ao_run_load_summary(const char *dir, long long skip_steps, ao_run_data *out);
 void ao_run_free(ao_run_data *r);
 
 /* The slowest rank, one definition for summary, report and diagnose (DESIGN
