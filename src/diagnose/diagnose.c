@@ -50,18 +50,6 @@ static double nz(double x)
 
 /* ---- the terms of a step, per rank ----------------------------------------- */
 
-/* Median of metric `name` over a rank's kept steps; NAN when absent. */
-static double rank_median(const ao_rank_data *rd, const char *name)
-{
-    int m = ao_metric_find(name);
-    if (m < 0 || rd->n == 0) return NAN;
-    double *col = ao_malloc(rd->n * sizeof *col);
-    ao_rank_column(rd, (size_t)m, col);
-    double v = ao_stats_count(col, rd->n) ? ao_stats_median(col, rd->n) : NAN;
-    free(col);
-    return v;
-}
-
 /* Time between one step's window and the next one's (consecutive steps):
  * the device ran nothing of either, the host was between iterations. From
  * wall_time (the window's start) and step_ms. */
@@ -84,19 +72,19 @@ static double rank_gap_median(const ao_rank_data *rd)
 
 void ao_diag_terms_of(const ao_rank_data *rd, ao_diag_terms *t)
 {
-    t->step = rank_median(rd, "step_ms");
-    t->compute = rank_median(rd, "compute_ms");
-    t->comm = rank_median(rd, "comm_ms");
-    t->exposed = rank_median(rd, "exposed_comm_ms");
-    t->idle = rank_median(rd, "idle_ms");
-    t->host_wait = rank_median(rd, "host_wait_ms");
-    t->data_wait = rank_median(rd, "data_wait_ms");
+    t->step = ao_rank_metric_median(rd, "step_ms");
+    t->compute = ao_rank_metric_median(rd, "compute_ms");
+    t->comm = ao_rank_metric_median(rd, "comm_ms");
+    t->exposed = ao_rank_metric_median(rd, "exposed_comm_ms");
+    t->idle = ao_rank_metric_median(rd, "idle_ms");
+    t->host_wait = ao_rank_metric_median(rd, "host_wait_ms");
+    t->data_wait = ao_rank_metric_median(rd, "data_wait_ms");
     /* the host's share of the gap when the records have it, else all of it */
-    t->gap = rank_median(rd, "host_gap_ms");
+    t->gap = ao_rank_metric_median(rd, "host_gap_ms");
     if (isnan(t->gap)) t->gap = rank_gap_median(rd);
     static const char *const kinds[AO_NKINDS] = {"exposed_allgather_ms", "exposed_reducescatter_ms",
                                                  "exposed_allreduce_ms", "exposed_broadcast_ms"};
-    for (int k = 0; k < AO_NKINDS; k++) t->exposed_kind[k] = rank_median(rd, kinds[k]);
+    for (int k = 0; k < AO_NKINDS; k++) t->exposed_kind[k] = ao_rank_metric_median(rd, kinds[k]);
     /* The rank's own time: its compute and its device waiting for its host
      * (what a slow device or host adds), not what it waits for the others. */
     t->own = t->compute + nz(t->host_wait);
@@ -104,7 +92,7 @@ void ao_diag_terms_of(const ao_rank_data *rd, ao_diag_terms *t)
 
 /* ---- findings ---------------------------------------------------------------- */
 
-static ao_finding *add_finding(ao_diagnosis *d, ao_finding_kind kind, double ms, int rank)
+ao_finding *ao_diag_add_finding(ao_diagnosis *d, ao_finding_kind kind, double ms, int rank)
 {
     d->findings = ao_realloc(d->findings, (d->nfindings + 1) * sizeof *d->findings);
     ao_finding *f = &d->findings[d->nfindings++];
@@ -164,7 +152,7 @@ static void straggler_finding(ao_diagnosis *d, const ao_run_data *run, const ao_
         }
     others_exposed = n ? others_exposed / n : NAN;
     med_own = n ? med_own / n : NAN; /* their mean, as the evidence states */
-    ao_finding *f = add_finding(d, AO_FIND_STRAGGLER, straggle, run->ranks[c].rank);
+    ao_finding *f = ao_diag_add_finding(d, AO_FIND_STRAGGLER, straggle, run->ranks[c].rank);
     snprintf(f->what, sizeof f->what, "rank %d is slower than the others by %.3g ms a step",
              run->ranks[c].rank, straggle);
     snprintf(f->where, sizeof f->where,
@@ -190,7 +178,7 @@ static void input_and_host(ao_diagnosis *d, const ao_run_data *run, const ao_dia
     double input = 0;
     if (isfinite(tc->data_wait) && tc->data_wait > 0) {
         input = tc->data_wait < device_dry ? tc->data_wait : device_dry;
-        ao_finding *f = add_finding(d, AO_FIND_INPUT, input, rank);
+        ao_finding *f = ao_diag_add_finding(d, AO_FIND_INPUT, input, rank);
         snprintf(f->what, sizeof f->what, "input wait: %.3g ms a step waiting for the data loader",
                  input);
         ao_diag_where_input(run, f);
@@ -206,7 +194,7 @@ static void input_and_host(ao_diagnosis *d, const ao_run_data *run, const ao_dia
     }
     double host = device_dry - input;
     if (host > 0) {
-        ao_finding *f = add_finding(d, AO_FIND_HOST, host, rank);
+        ao_finding *f = ao_diag_add_finding(d, AO_FIND_HOST, host, rank);
         snprintf(f->what, sizeof f->what,
                  "host launch: the device ran dry %.3g ms a step waiting for the host to enqueue",
                  host);
@@ -227,7 +215,7 @@ static void input_and_host(ao_diagnosis *d, const ao_run_data *run, const ao_dia
     /* Idle with work queued: a stream waiting on another's event. */
     if (isfinite(tc->host_wait) && tc->idle - tc->host_wait > 0) {
         double w = tc->idle - tc->host_wait;
-        ao_finding *f = add_finding(d, AO_FIND_DEVICE_WAIT, w, rank);
+        ao_finding *f = ao_diag_add_finding(d, AO_FIND_DEVICE_WAIT, w, rank);
         snprintf(f->what, sizeof f->what,
                  "device wait: %.3g ms a step idle with work enqueued (cross-stream waits)", w);
         snprintf(f->where, sizeof f->where, "rank %d, between ops of the step", rank);
@@ -249,7 +237,7 @@ static void comm_findings(ao_diagnosis *d, const ao_run_data *run, const ao_diag
     for (int k = 0; k < AO_NKINDS; k++) {
         double e = tc->exposed_kind[k];
         if (!(e > 0)) continue;
-        ao_finding *f = add_finding(d, fk[k], e, rd->rank);
+        ao_finding *f = ao_diag_add_finding(d, fk[k], e, rd->rank);
         snprintf(f->what, sizeof f->what, "exposed %s: %.3g ms a step that no compute hid",
                  ao_coll_kind_name((ao_coll_kind)k), e);
         ao_diag_where_comm(run, c, (ao_coll_kind)k, f);

@@ -12,6 +12,8 @@ typedef struct ao_diag_terms {
 } ao_diag_terms;
 
 void ao_diag_terms_of(const ao_rank_data *rd, ao_diag_terms *t);
+/* A new finding of d (share from d->step_ms, cause -1). */
+ao_finding *ao_diag_add_finding(ao_diagnosis *d, ao_finding_kind kind, double ms, int rank);
 void ao_diag_note_add(ao_diag_note **v, size_t *n, const char *id, const char *fmt, ...)
     AO_PRINTF(4, 5);
 

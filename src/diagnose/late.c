@@ -66,19 +66,6 @@ static const char *cause_words(ao_late_cause c)
     }
 }
 
-static ao_finding *add(ao_diagnosis *d, ao_finding_kind kind, double ms, int rank)
-{
-    d->findings = ao_realloc(d->findings, (d->nfindings + 1) * sizeof *d->findings);
-    ao_finding *f = &d->findings[d->nfindings++];
-    memset(f, 0, sizeof *f);
-    f->kind = kind;
-    f->ms = ms;
-    f->share = d->step_ms > 0 ? ms / d->step_ms : NAN;
-    f->rank = rank;
-    f->cause = -1;
-    return f;
-}
-
 /* The three instances with the largest skew among those keep() takes. */
 static void top_instances(const ao_coll_set *s, int late_rank, char *buf, size_t n)
 {
@@ -210,7 +197,7 @@ static void late_rank_findings(ao_diagnosis *d, const ao_run_data *run)
         const ao_coll_rank_stats *rs = &sum->ranks[r];
         if (!(rs->cost_ms > 0)) continue;
         ao_late_cause c = ao_late_cause_top(rs->cause_ms);
-        ao_finding *f = add(d, AO_FIND_LATE_RANK, rs->cost_ms, r);
+        ao_finding *f = ao_diag_add_finding(d, AO_FIND_LATE_RANK, rs->cost_ms, r);
         f->cause = (int)c;
         snprintf(f->what, sizeof f->what,
                  "rank %d is late at collectives: the others wait %.3g ms a step for it; held "
@@ -253,7 +240,7 @@ static void skew_finding(ao_diagnosis *d, const ao_run_data *run)
     }
     double ms = total - top;
     if (!(ms > 0)) return;
-    ao_finding *f = add(d, AO_FIND_COLLECTIVE_SKEW, ms, -1);
+    ao_finding *f = ao_diag_add_finding(d, AO_FIND_COLLECTIVE_SKEW, ms, -1);
     snprintf(f->what, sizeof f->what,
              "collective skew: %.3g ms a step of waiting at collectives for ranks that are late "
              "by turns",
@@ -304,7 +291,7 @@ static void slow_transfer_finding(ao_diagnosis *d, const ao_run_data *run, const
                          ref->path);
     if (!slow) return;
     double steps = run->coll_sum->nsteps ? (double)run->coll_sum->nsteps : 1;
-    ao_finding *f = add(d, AO_FIND_SLOW_TRANSFER, extra / 1e3 / steps, -1);
+    ao_finding *f = ao_diag_add_finding(d, AO_FIND_SLOW_TRANSFER, extra / 1e3 / steps, -1);
     snprintf(f->what, sizeof f->what,
              "slow transfers: %zu collectives moved their bytes at under %.0f %% of the bus "
              "bandwidth `aorta coll` measured at their size: %.3g ms a step",

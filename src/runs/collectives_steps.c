@@ -220,7 +220,7 @@ yajl_gen_status ao_coll_summary_gen(yajl_gen g, const ao_coll_set *s, const ao_c
 
 /* ---- the slowest rank --------------------------------------------------------------- */
 
-static double median_metric(const ao_rank_data *rd, const char *name)
+double ao_rank_metric_median(const ao_rank_data *rd, const char *name)
 {
     int m = ao_metric_find(name);
     if (m < 0 || rd->n == 0) return NAN;
@@ -233,7 +233,8 @@ static double median_metric(const ao_rank_data *rd, const char *name)
 
 double ao_rank_own_ms(const ao_rank_data *rd)
 {
-    double c = median_metric(rd, "compute_ms"), h = median_metric(rd, "host_wait_ms");
+    double c = ao_rank_metric_median(rd, "compute_ms"),
+           h = ao_rank_metric_median(rd, "host_wait_ms");
     return c + (isfinite(h) && h > 0 ? h : 0);
 }
 

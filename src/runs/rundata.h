@@ -113,6 +113,8 @@ void ao_run_free(ao_run_data *r);
  * run->ranks; *by (when not NULL) says which rule decided: "waited_for" or
  * "own_time". */
 int ao_run_slowest_rank(const ao_run_data *run, const char **by);
+/* The median of metric `name` over a rank's kept steps; NAN when absent. */
+double ao_rank_metric_median(const ao_rank_data *rd, const char *name);
 /* A rank's own time a step: median compute_ms plus median host_wait_ms
  * (0 when unknown). */
 double ao_rank_own_ms(const ao_rank_data *rd);
