@@ -7,6 +7,9 @@
 #include "ingest/analyze_run.h"
 
 #include <dirent.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <pthread.h>
 #include <regex.h>
@@ -213,6 +216,12 @@ static void drop_job(job *j)
     ao_rank_result_free(&j->res);
     ao_trace_free(&j->trace);
     j->kept = 0;
+#ifdef __GLIBC__
+    /* A trace's arrays freed between the small blocks the run keeps would
+     * stay resident: give their pages back, so that memory follows the
+     * ranks' collectives, not the traces read. */
+    malloc_trim(0);
+#endif
 }
 
 /* What the run keeps of a rank whatever happens to its trace. */

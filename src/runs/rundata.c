@@ -248,7 +248,7 @@ static int on_record(void *ctx, ao_iter_record *r, yajl_val line)
     }
     size_t nm = NELEM(metrics);
     if (rd->n == rd->cap) {
-        rd->cap = rd->cap ? 2 * rd->cap : 256;
+        rd->cap = rd->cap ? 2 * rd->cap : 16; /* thousands of ranks: small first */
         rd->steps = ao_realloc(rd->steps, rd->cap * sizeof *rd->steps);
         rd->wall = ao_realloc(rd->wall, rd->cap * sizeof *rd->wall);
         rd->rows = ao_realloc(rd->rows, rd->cap * nm * sizeof *rd->rows);
