@@ -107,11 +107,6 @@ ao_finding *ao_diag_add_finding(ao_diagnosis *d, ao_finding_kind kind, double ms
     return f;
 }
 
-ao_finding *ao_diag_add_finding(ao_diagnosis *d, ao_finding_kind kind, double ms, int rank)
-{
-    return add_finding(d, kind, ms, rank);
-}
-
 static int by_cost(const void *a, const void *b)
 {
     const ao_finding *x = a, *y = b;

@@ -18,8 +18,6 @@ ao_finding *ao_diag_add_finding(ao_diagnosis *d, ao_finding_kind kind, double ms
 void ao_diag_note_add(ao_diag_note **v, size_t *n, const char *id, const char *fmt, ...)
     AO_PRINTF(4, 5);
 
-ao_finding *ao_diag_add_finding(ao_diagnosis *d, ao_finding_kind kind, double ms, int rank);
-
 /* contention.c: the price of overlap on rank c, and which source the
  * decomposition used when it is not kernel time (a limitation). */
 void ao_diag_contention(const ao_run_data *run, const ao_diag_terms *t, int c, ao_diagnosis *d);
