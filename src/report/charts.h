@@ -1,7 +1,8 @@
 /* The report's charts, drawn with cairo as PNG and SVG (same drawing code
  * for both surfaces). Each function writes {dir}/{name}.png and
  * {dir}/{name}.svg and returns 0, or AO_EXIT_FAIL after printing why.
- * Built only with cairo (AORTA_HAVE_CAIRO).
+ * Built only with cairo (AORTA_HAVE_CAIRO), into libaorta_cairo.so: report.c
+ * reaches them through ao_report_charts_cairo (core/plugin.h).
  *
  * Every chart has axis labels with units, "nice" tick values (1, 2, 5 x 10^k),
  * a legend outside the plot area, and text placed after measuring its extents
@@ -55,5 +56,14 @@ int ao_chart_comparison(const char *dir, const ao_comparison *c);
  * value dashed through every row; the axis clipped like the time-per-step
  * chart's (ao_timeline_cap), a config beyond it cut with an arrow head. */
 int ao_chart_configs(const char *dir, size_t metric, const ao_config_value *v, size_t n);
+
+/* The charts report.c draws, as libaorta_cairo.so exports them. */
+struct ao_report_charts {
+    int (*timeline)(const char *dir, const char *label, const ao_run_data *runs, size_t nruns);
+    int (*streams)(const char *dir, const char *label, const ao_run_data *runs, size_t nruns);
+    int (*overlap_breakdown)(const char *dir, const ao_summary *sums, size_t n);
+    int (*comparison)(const char *dir, const ao_comparison *c);
+    int (*configs)(const char *dir, size_t metric, const ao_config_value *v, size_t n);
+};
 
 #endif

@@ -727,3 +727,11 @@ int ao_chart_configs(const char *dir, size_t metric, const ao_config_value *v, s
     free(name);
     return rc;
 }
+
+const struct ao_report_charts ao_report_charts_cairo = {
+    .timeline = ao_chart_timeline,
+    .streams = ao_chart_streams,
+    .overlap_breakdown = ao_chart_overlap_breakdown,
+    .comparison = ao_chart_comparison,
+    .configs = ao_chart_configs,
+};

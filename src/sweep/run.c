@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "core/plugin.h"
 #include "core/rundir.h"
 #include "launch/env.h"
 #include "sweep/chart.h"
@@ -753,7 +754,12 @@ static void chart(results *r, const ao_sweep_run_opts *o, const char *chart_dir,
     char *svg = first ? ao_asprintf("%s/%s.svg", chart_dir, stem)
                       : ao_asprintf("%s/%s_%s.svg", chart_dir, stem, metric);
 #ifdef AORTA_HAVE_CAIRO
-    if (ao_sweep_chart_write(&d, png, svg) == 0) fprintf(stderr, "sweep: chart %s, %s\n", png, svg);
+    const struct ao_sweep_chart *ch = ao_plugin_sym("cairo", "ao_sweep_chart_cairo", 1);
+    if (!ch)
+        ao_warn("sweep: no chart %s: cannot load libaorta_cairo.so: %s", png,
+                ao_plugin_why("cairo"));
+    else if (ch->write(&d, png, svg) == 0)
+        fprintf(stderr, "sweep: chart %s, %s\n", png, svg);
 #else
     ao_debug("sweep: no chart %s: this aorta was built without cairo", png);
 #endif
