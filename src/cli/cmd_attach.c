@@ -90,8 +90,8 @@ int cmd_attach(int argc, char **argv)
             if (r < 0 || ao_parse_long("--skip-steps", v, 0, 1L << 30, &long_v)) goto bad;
             o.skip_steps = long_v;
         } else {
-            return cli_usage_error("attach", usage,
-                                   "unknown option '%s' (the command goes after --)", argv[i]);
+            if (argv[i][0] == '-') return cli_unknown_option("attach", usage, help, argv[i]);
+            return cli_usage_error("attach", usage, "'%s': the command goes after --", argv[i]);
         }
 #undef VALUE
     }
