@@ -628,7 +628,7 @@ static int write_run(run_ctx *c)
         return AO_EXIT_USAGE;
     }
     ao_rundir d;
-    int rc = ao_rundir_create_staged(c->o->output_dir ? c->o->output_dir : "runs", run_id, &d);
+    int rc = ao_rundir_create_staged(c->o->output_dir ? c->o->output_dir : "artifacts", run_id, &d);
     if (rc) return rc;
     rc = write_run_json(c, &d);
     for (size_t j = 0; j < c->n && rc == 0; j++) rc = write_rank(c, &d, &c->jobs[j]);

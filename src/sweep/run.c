@@ -818,7 +818,8 @@ int ao_sweep_run(const ao_sweep_plan *p, const ao_sweep_run_opts *o)
     }
     char *self = o->exe ? NULL : ao_self_exe();
     const char *exe = o->exe ? o->exe : self;
-    char *work = o->work_dir ? ao_strdup(o->work_dir) : ao_asprintf("sweep_runs/%s", p->spec->name);
+    char *work =
+        o->work_dir ? ao_strdup(o->work_dir) : ao_asprintf("artifacts/sweeps/%s", p->spec->name);
     int failed = 0, ran = 0;
     if (!exe) rc = AO_EXIT_FAIL;
     for (int li = 0; rc == 0 && li < p->nlaunches; li++) {
