@@ -47,8 +47,13 @@ size_t ao_streams_shaded(const ao_iter_record *r, ao_ival **out);
 int ao_chart_overlap_breakdown(const char *dir, const ao_summary *sums, size_t n);
 
 /* comparison_{candidate}: per metric, the candidate's change relative to the reference
- * (percent) with the bootstrap CI as whiskers, coloured by verdict. */
+ * (percent) with the bootstrap CI as whiskers, coloured by verdict; the axis
+ * clipped at ao_comparison_cap, a row beyond cut with an arrow and its
+ * change written. */
 int ao_chart_comparison(const char *dir, const ao_comparison *c);
+/* The comparison axis' reach (percent) for rows whose CIs are [lo[i], hi[i]]:
+ * 4 x the median row's farthest end from zero, 10 at least; INFINITY for none. */
+double ao_comparison_cap(const double *lo, const double *hi, size_t n);
 
 /* configs_{metric}: one metric across configs (the matrix's column), one
  * horizontal bar per config from the metric's natural zero: its median with

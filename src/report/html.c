@@ -188,6 +188,19 @@ static const char *verdict_class(ao_verdict v)
     return v == AO_VERDICT_BETTER ? "better" : v == AO_VERDICT_WORSE ? "worse" : "same";
 }
 
+/* ---- 0. at a glance ------------------------------------------------------------ */
+
+/* The page's charts of every label at once (the median step's overlap
+ * breakdown): the answer in one picture, on the first screen. */
+static void glance_section(ao_hbuf *b, const ao_html_page *p)
+{
+    if (p->ncharts == 0) return;
+    ao_hputs(b, "<section id=\"glance\"><h2>At a glance</h2>\n");
+    for (size_t i = 0; i < p->ncharts; i++)
+        ao_html_figure(b, p, p->charts[i].name, p->charts[i].caption);
+    ao_hputs(b, "</section>\n");
+}
+
 /* ---- 1. findings --------------------------------------------------------------- */
 
 static void notes(ao_hbuf *b, const char *title, const ao_diag_note *v, size_t n)
@@ -497,6 +510,7 @@ int ao_html_write(const char *path, const ao_html_page *p)
     ao_hputs(&b, css);
     ao_hputs(&b, "</style></head><body>\n");
     header(&b, p);
+    glance_section(&b, p);
     findings_section(&b, p);
     verdicts_section(&b, p);
     timeline_section(&b, p);
