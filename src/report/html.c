@@ -82,7 +82,7 @@ static const char css[] =
     "h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}"
     "table{border-collapse:collapse;margin:.6em 0;font-size:.92em}"
     "th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right}"
-    "th{background:#f3f3f3}td.k,th.k{text-align:left}"
+    "th{background:#f3f3f3}td.k,th.k{text-align:left}td.k{overflow-wrap:anywhere}"
     ".better{color:#1d6b2c;font-weight:600}.worse{color:#b3261e;font-weight:600}"
     ".same{color:#666}.note{color:#666;font-size:.9em}"
     ".flag{border-left:4px solid #c77c00;background:#fff6e5;padding:.4em .8em}"
