@@ -67,7 +67,7 @@ best() {
 load=$(cut -d' ' -f1 /proc/loadavg)
 read -r hta_w hta_r hta_c < <(best hta "$VENV/bin/python" "$TMP/run_hta.py" "$TRACES")
 # a fresh run name each time: bash -c's pid
-read -r ao_w ao_r ao_c < <(best aorta bash -c "\"$AORTA\" analyze \"$TRACES\" --output \"$TMP/runs\" --run-name r\$\$ >/dev/null")
+read -r ao_w ao_r ao_c < <(best aorta bash -c "exec \"$AORTA\" analyze \"$TRACES\" --output \"$TMP/runs\" --run-name r\$\$ >/dev/null")
 
 speed=$(awk -v a="$hta_w" -v b="$ao_w" 'BEGIN { printf "%.1f", a / b }')
 mem=$(awk -v a="$hta_r" -v b="$ao_r" 'BEGIN { printf "%.1f", a / b }')
