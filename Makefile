@@ -8,12 +8,16 @@ CMAKE_ARGS ?=
 RUN_ARGS   ?=
 PREFIX     ?= /usr/local
 
-.PHONY: all build deps run test test-quick device-build install package format format-check clean
+.PHONY: all build deps test-deps run test test-quick device-build install package rocm-check format format-check clean
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
+
+# deps, and what only tests use (a Prometheus server for e2e/prometheus)
+test-deps:
+	@scripts/install-deps.sh --test
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
@@ -28,7 +32,7 @@ run:
 
 # -Werror, ASan and UBSan on the host code, then every test (GPU tests report
 # "skipped" where no GPU is visible).
-test: deps
+test: test-deps
 	cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=Debug -DAORTA_SANITIZE=ON -DAORTA_WERROR=ON $(CMAKE_ARGS)
 	cmake --build $(TEST_BUILD) -j $(JOBS)
 	ctest --test-dir $(TEST_BUILD) --output-on-failure -j $(JOBS)
@@ -52,6 +56,12 @@ device-build:
 	      -DCMAKE_CUDA_ARCHITECTURES=90 -DBUILD_TESTING=ON $(CMAKE_ARGS)
 	cmake --build $(DEV_BUILD) -j $(JOBS)
 
+# The HIP backend (HIP, RCCL, hipBLAS; gfx942 and gfx90a) built, linked and
+# unit-tested inside a cached Debian 13 root with its ROCm packages; no AMD
+# GPU needed (docs/rocm.md). Needs root and Debian's package mirror.
+rocm-check:
+	@JOBS=$(JOBS) scripts/rocm-check.sh
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
 
@@ -59,4 +69,4 @@ format-check:
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
 
 clean:
-	rm -rf $(BUILD) $(TEST_BUILD) $(DEV_BUILD)
+	rm -rf $(BUILD) $(TEST_BUILD) $(DEV_BUILD) build-rocm

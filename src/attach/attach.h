@@ -6,11 +6,13 @@
  * InitializeInjection) and LD_PRELOAD (so its CUPTI entry points stand in
  * front of libcupti's and it sees a second CUPTI client arrive), and with
  * its rocprofiler-sdk tool in ROCP_TOOL_LIBRARIES (the SDK loads it when a
- * ROCm runtime starts), each where this build has it. Every GPU process
- * writes rank_NN_metrics.jsonl, a line per step as it completes, and
- * at exit rank_NN_attach.json (its devices, CUPTI version, the step source
- * used, the steps it could not see). The parent passes the exit status
- * through, then folds the ranks' files into run.json and writes summary.json.
+ * ROCm runtime starts), each where this build has it. Every process that
+ * does GPU work writes STEM_metrics.jsonl, a line per step as it completes,
+ * and STEM_attach.json (its pid, rank, devices, CUPTI version, the step
+ * source used, the steps it could not see), STEM being rank_NN, or pid_N
+ * where its rank is unknown or taken (attach/claim.h). The parent passes the
+ * exit status through, then lists the processes in run.json (attach/gather.h)
+ * and writes summary.json.
  *
  * The parent talks to the library through these environment variables. */
 #ifndef AORTA_ATTACH_ATTACH_H
@@ -33,6 +35,9 @@ typedef struct ao_attach_opts {
     const char *step_nvtx, *step_kernel, *comm; /* NULL: defaults */
     double window_ms;                           /* 0: default */
     long long skip_steps;                       /* summary warm-up */
+    int prometheus;          /* --prometheus: serve the run directory while the job runs */
+    int prometheus_port;     /* 0: any free port */
+    const char *listen_addr; /* --listen; NULL: 127.0.0.1 */
 } ao_attach_opts;
 
 /* Run argv (argv[argc] == NULL) under attach. Returns the exit code to exit

@@ -8,14 +8,12 @@
 #include "attach/info.h"
 #include "core/error.h"
 #include "core/json.h"
-#include "core/rundir.h"
 
-void ao_attach_info_init(ao_attach_info *in, const char *dir, int rank, int world_size)
+void ao_attach_info_init(ao_attach_info *in, const char *dir, const ao_attach_who *who)
 {
     memset(in, 0, sizeof *in);
     snprintf(in->dir, sizeof in->dir, "%s", dir);
-    in->rank = rank;
-    in->world_size = world_size;
+    in->who = *who;
     in->foreign_key = "other_client";
 }
 
@@ -40,6 +38,11 @@ void ao_attach_info_step(ao_attach_info *in, const ao_step_out *s)
     in->steps++;
 }
 
+void ao_attach_info_used_device(ao_attach_info *in, int device)
+{
+    if (device >= 0 && device < 64) in->used |= 1ull << device;
+}
+
 #define S(x) ao_json_gen_str(g, x)
 
 static void gen_cmdline(yajl_gen g)
@@ -56,23 +59,32 @@ static void gen_cmdline(yajl_gen g)
     yajl_gen_array_close(g);
 }
 
-int ao_attach_info_write(const ao_attach_info *in, const ao_steps_stats *st)
+/* The process's identity and its files (attach/claim.h). */
+static void gen_claim(yajl_gen g, const ao_attach_info *in, const ao_attach_claim *c)
 {
-    yajl_gen g = ao_json_gen_new(1);
-    char host[256] = "unknown";
-    gethostname(host, sizeof host);
-    host[sizeof host - 1] = '\0';
-    yajl_gen_map_open(g);
-    S("rank");
-    yajl_gen_integer(g, in->rank);
-    S("world_size");
-    yajl_gen_integer(g, in->world_size);
     S("pid");
-    yajl_gen_integer(g, getpid());
-    S("host");
-    S(host);
-    S("argv");
-    gen_cmdline(g);
+    yajl_gen_integer(g, c->pid);
+    S("rank"); /* a duplicate keeps its launcher rank; no launcher, no claim on rank 0: null */
+    if (strncmp(c->stem, "rank_", 5) == 0 || in->who.ranked == 1)
+        yajl_gen_integer(g, strncmp(c->stem, "rank_", 5) == 0 ? c->rank : in->who.rank);
+    else
+        yajl_gen_null(g);
+    S("world_size");
+    yajl_gen_integer(g, c->world_size);
+    S("launcher");
+    S(in->who.launcher);
+    S("provisional");
+    yajl_gen_bool(g, c->provisional);
+    S("files");
+    S(c->stem);
+    S("note");
+    S(c->note[0] ? c->note : NULL);
+    S("finished");
+    yajl_gen_bool(g, in->stats != NULL);
+}
+
+static void gen_devices(yajl_gen g, const ao_attach_info *in)
+{
     S("devices");
     yajl_gen_array_open(g);
     for (int i = 0; i < in->ndevices; i++) {
@@ -84,6 +96,41 @@ int ao_attach_info_write(const ao_attach_info *in, const ao_steps_stats *st)
         yajl_gen_map_close(g);
     }
     yajl_gen_array_close(g);
+    /* the device its work ran on: the lowest, with every one in devices_used */
+    int first = -1;
+    S("devices_used");
+    yajl_gen_array_open(g);
+    for (int d = 0; d < 64; d++)
+        if (in->used >> d & 1) {
+            if (first < 0) first = d;
+            yajl_gen_integer(g, d);
+        }
+    yajl_gen_array_close(g);
+    S("device");
+    if (first >= 0)
+        yajl_gen_integer(g, first);
+    else
+        yajl_gen_null(g);
+    S("device_name");
+    S(first >= 0 && first < in->ndevices ? in->devices[first] : NULL);
+}
+
+int ao_attach_info_write(void *ctx, const ao_attach_claim *c)
+{
+    const ao_attach_info *in = ctx;
+    ao_steps_stats none = {0};
+    const ao_steps_stats *st = in->stats ? in->stats : &none;
+    yajl_gen g = ao_json_gen_new(1);
+    char host[256] = "unknown";
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = '\0';
+    yajl_gen_map_open(g);
+    gen_claim(g, in, c);
+    S("host");
+    S(host);
+    S("argv");
+    gen_cmdline(g);
+    gen_devices(g, in);
     S("versions");
     yajl_gen_map_open(g);
     S("aorta");
@@ -122,10 +169,8 @@ int ao_attach_info_write(const ao_attach_info *in, const ao_steps_stats *st)
     S(in->foreign[0] ? in->foreign : NULL);
     yajl_gen_map_close(g);
 
-    char *name = ao_rank_file_name(in->rank, in->world_size, AO_ATTACH_RANK_INFO);
-    char *path = ao_asprintf("%s/%s", in->dir, name);
+    char *path = ao_asprintf("%s/%s%s", in->dir, c->stem, AO_ATTACH_RANK_INFO);
     int rc = ao_json_write_atomic(path, g);
-    free(name);
     free(path);
     yajl_gen_free(g);
     return rc;

@@ -579,6 +579,7 @@ static int decode(void *buf, size_t valid, int k, int final)
     while (G.f.next_record(buf, valid, &a) == CUPTI_SUCCESS) {
         ao_cupti_record r;
         if (!ao_cupti_decode(a, &G.names, &r)) continue;
+        ao_attach_info_used_device(ao_tracer_info(), ao_cupti_device(a));
         r.start_ns = to_cupti_ns(k, r.start_ns, scale);
         r.end_ns = to_cupti_ns(k, r.end_ns, scale);
         ao_tracer_add(&r);

@@ -1,7 +1,6 @@
 /* The parent of aorta attach (attach/attach.h): run directory, run.json, the
  * command with the injection library, the exit status passed through, and
  * the ranks' files folded into run.json and summary.json afterwards. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -15,12 +14,14 @@
 #include <unistd.h>
 
 #include "attach/attach.h"
+#include "attach/gather.h"
 #include "attach/steps.h"
 #include "core/error.h"
 #include "core/jsonl.h"
 #include "core/plugin.h"
 #include "core/rundir.h"
 #include "core/version.h"
+#include "export/export.h"
 #include "launch/env.h"
 #include "launch/launch.h"
 #include "runs/summary.h"
@@ -112,7 +113,7 @@ static int run_command(char **argv, char **envp, int *exec_errno)
 typedef struct attach_config {
     const ao_attach_opts *o;
     const char *used; /* the ranks' step sources, "" before the run */
-    char *ranks;      /* JSON array of the rank files, or NULL */
+    char *procs;      /* JSON array of the processes (attach/gather.h), or NULL */
     long long skip;
 } attach_config;
 
@@ -135,8 +136,8 @@ static void visit(const void *cfg, ao_config_emit_fn emit, void *ctx)
         {"attach.comm", o->comm ? ao_json_str(o->comm) : ao_json_raw("null"), "string",
          o->comm ? "--comm" : "default (NCCL/RCCL kernel names)"},
         {"attach.step_source", ao_json_str(c->used), "string", "the ranks (rank_NN_attach.json)"},
-        {"attach.ranks", ao_json_raw(c->ranks ? c->ranks : "[]"), "list",
-         "the ranks (rank_NN_attach.json)"},
+        {"attach.processes", ao_json_raw(c->procs ? c->procs : "[]"), "list",
+         "every process that did GPU work (rank_NN_attach.json, pid_N_attach.json)"},
         {"training.summary_skip_steps", ao_json_int(c->skip), "int", "aorta attach"},
     };
     for (size_t i = 0; i < sizeof e / sizeof *e; i++) emit(ctx, &e[i]);
@@ -167,92 +168,6 @@ static int write_run_json(const ao_rundir *rd, int argc, char **argv, char **env
 }
 
 /* ---- after the command ------------------------------------------------------- */
-
-static int has_suffix(const char *s, const char *suf)
-{
-    size_t n = strlen(s), m = strlen(suf);
-    return n > m && strcmp(s + n - m, suf) == 0 && strncmp(s, "rank_", 5) == 0;
-}
-
-typedef struct gathered {
-    char *ranks; /* "[{...},{...}]" */
-    char used[256];
-    int world_size, nmetrics, ninfo;
-    long long min_lines; /* lines of the rank with the fewest; -1 when none */
-} gathered;
-
-static long long count_lines(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    long long n = 0;
-    int c;
-    while ((c = fgetc(f)) != EOF) n += c == '\n';
-    fclose(f);
-    return n;
-}
-
-/* A string member's value in a small JSON text we wrote (info.c): enough
- * for "step_source" without a parser. */
-static void gather(const char *dir, gathered *g)
-{
-    memset(g, 0, sizeof *g);
-    g->min_lines = -1;
-    DIR *d = opendir(dir);
-    if (!d) return;
-    size_t cap = 2, len = 1;
-    g->ranks = ao_malloc(cap + 1);
-    strcpy(g->ranks, "[");
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char *path = ao_asprintf("%s/%s", dir, e->d_name);
-        if (has_suffix(e->d_name, AO_RANK_METRICS)) {
-            long long n = count_lines(path);
-            if (g->min_lines < 0 || n < g->min_lines) g->min_lines = n;
-            g->nmetrics++;
-        } else if (has_suffix(e->d_name, AO_ATTACH_RANK_INFO)) {
-            char *text = ao_file_read(path, NULL);
-            yajl_val info = text ? yajl_tree_parse(text, NULL, 0) : NULL;
-            if (info) {
-                size_t tl = strlen(text);
-                while (len + tl + 3 > cap) cap *= 2;
-                g->ranks = ao_realloc(g->ranks, cap + 1);
-                if (g->ninfo++) g->ranks[len++] = ',';
-                memcpy(g->ranks + len, text, tl);
-                len += tl;
-                g->ranks[len] = '\0';
-                yajl_val sv = ao_json_member(info, "step_source");
-                const char *src = YAJL_IS_STRING(sv) ? YAJL_GET_STRING(sv) : "";
-                yajl_val rv = ao_json_member(info, "rank"), wv = ao_json_member(info, "world_size");
-                long rank = YAJL_IS_INTEGER(rv) ? (long)YAJL_GET_INTEGER(rv) : -1;
-                long ws = YAJL_IS_INTEGER(wv) ? (long)YAJL_GET_INTEGER(wv) : -1;
-                if (ws > g->world_size) g->world_size = (int)ws;
-                size_t ul = strlen(g->used);
-                snprintf(g->used + ul, sizeof g->used - ul, "%srank %ld: %s", ul ? ", " : "", rank,
-                         src);
-            }
-            yajl_tree_free(info);
-            free(text);
-        }
-        free(path);
-    }
-    closedir(d);
-    strcpy(g->ranks + len, "]");
-}
-
-/* One source for every rank: just its name. */
-static void simplify_used(char *used)
-{
-    const char *first = strstr(used, ": ");
-    if (!first) return;
-    char name[32];
-    snprintf(name, sizeof name, "%s", first + 2);
-    char *comma = strchr(name, ',');
-    if (comma) *comma = '\0';
-    for (const char *p = used; (p = strstr(p, ": ")); p += 2)
-        if (strncmp(p + 2, name, strlen(name)) != 0) return;
-    snprintf(used, 256, "%s", name);
-}
 
 static int exit_code(int status)
 {
@@ -301,6 +216,17 @@ int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &mono);
     ao_rank_info ri = {0, 1, 0, 1, 0};
     if (ao_launch_detect(&ri, NULL) < 0) ri.world_size = 1;
+    /* --prometheus: the run directory served while the job runs (a port
+     * that is taken stops attach before anything is made) */
+    ao_exporter *ex = NULL;
+    if (o->prometheus && !lib)
+        ao_warn("attach: --prometheus serves nothing: no run directory without an attach library");
+    else if (o->prometheus && !(ex = ao_export_open(o->listen_addr, o->prometheus_port, "--listen",
+                                                    "--prometheus"))) {
+        free(cuda);
+        free(rocm);
+        return AO_EXIT_USAGE;
+    }
     if (lib) {
         char id[AO_RUN_ID_MAX];
         if (o->run_name)
@@ -308,7 +234,12 @@ int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
         else
             ao_rundir_make_id(id, sizeof id);
         int rc = ao_rundir_create(o->output_dir, id, &rd);
+        if (rc == 0 && ex && ao_export_start(ex, rd.path) != 0) {
+            ao_rundir_free(&rd);
+            rc = AO_EXIT_FAIL;
+        }
         if (rc != 0) {
+            ao_export_close(ex);
             free(cuda);
             free(rocm);
             return rc;
@@ -336,6 +267,7 @@ int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
         if (write_run_json(&rd, argc, argv, environ, ri.world_size, &cfg, &rt, &mono) != 0) {
             for (size_t i = 0; i < k; i++) free(set[i]);
             free(envp);
+            ao_export_close(ex);
             ao_rundir_free(&rd);
             free(cuda);
             free(rocm);
@@ -345,6 +277,7 @@ int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
 
     int exec_errno = 0;
     int status = run_command(argv, envp ? envp : environ, &exec_errno);
+    ao_export_close(ex);
     int code;
     if (status < 0) {
         ao_error(argv[0], "cannot run the command: %s", strerror(exec_errno));
@@ -354,33 +287,36 @@ int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
     }
 
     if (lib && status >= 0) {
-        gathered g;
-        gather(rd.path, &g);
-        if (g.nmetrics == 0) {
+        ao_attach_gathered g;
+        ao_attach_gather(rd.path, &g);
+        if (g.nranks + g.npids == 0)
             fprintf(stderr,
-                    "aorta: note: attach: %s made no CUDA or ROCm context (not a GPU program, "
-                    "or it never used the GPU): no metrics\n",
+                    "aorta: note: attach: %s did no GPU work that attach saw (not a GPU program, "
+                    "or it never ran a kernel or copy): no metrics\n",
                     argv[0]);
-        } else {
-            simplify_used(g.used);
-            cfg.used = g.used;
-            cfg.ranks = g.ranks;
-            if (g.min_lines >= 0 && cfg.skip >= g.min_lines) cfg.skip = 0;
+        cfg.used = g.used;
+        cfg.procs = g.processes;
+        if (g.min_lines >= 0 && cfg.skip >= g.min_lines) cfg.skip = 0;
+        if (g.nranks + g.npids)
             write_run_json(&rd, argc, argv, environ,
                            g.world_size > 0 ? g.world_size : ri.world_size, &cfg, &rt, &mono);
-            if (g.min_lines > 0) {
-                if (ao_summary_for_run(rd.path, cfg.skip, NULL) == 0)
-                    fprintf(stderr, "aorta: attach: %d rank%s, steps from %s; %s/%s\n", g.nmetrics,
-                            g.nmetrics == 1 ? "" : "s", g.used[0] ? g.used : "none", rd.path,
-                            AO_RUN_SUMMARY);
-            } else {
-                fprintf(stderr,
-                        "aorta: note: attach: no complete step was seen (%s); the rank files "
-                        "are in %s\n",
-                        g.used[0] ? g.used : "no rank finished", rd.path);
-            }
+        if (g.min_lines > 0) {
+            if (ao_summary_for_run(rd.path, cfg.skip, NULL) == 0)
+                fprintf(stderr, "aorta: attach: %d rank%s, steps from %s; %s/%s\n", g.nranks,
+                        g.nranks == 1 ? "" : "s", g.used[0] ? g.used : "none", rd.path,
+                        AO_RUN_SUMMARY);
+        } else if (g.nranks) {
+            fprintf(stderr,
+                    "aorta: note: attach: no complete step was seen (%s); the rank files are in "
+                    "%s\n",
+                    g.used[0] ? g.used : "no rank finished", rd.path);
+        } else if (g.npids) {
+            fprintf(stderr,
+                    "aorta: note: attach: every process's files are pid-named (above): no "
+                    "summary; the files are in %s\n",
+                    rd.path);
         }
-        free(g.ranks);
+        ao_attach_gathered_free(&g);
     }
     for (size_t i = 0; i < sizeof set / sizeof *set; i++) free(set[i]);
     free(envp);

@@ -7,12 +7,11 @@
 #include <unistd.h>
 
 #include "attach/attach.h"
+#include "attach/claim.h"
 #include "attach/steps.h"
 #include "attach/tracer.h"
 #include "core/error.h"
 #include "core/jsonl.h"
-#include "core/rundir.h"
-#include "launch/launch.h"
 
 #define FLUSH_MS  100
 #define SETTLE_NS 500000000ull
@@ -60,6 +59,8 @@ static struct {
     pthread_t worker;
     ao_steps *steps;
     ao_jsonl_writer *w;
+    int claimed; /* 1: its files are made; -1: they could not be */
+    int active;  /* it saw GPU work: an activity, or another client stepping in */
     ao_attach_info info;
     uint64_t now;       /* of the current drain */
     double anchor_wall; /* UNIX seconds at the anchor */
@@ -102,8 +103,11 @@ int ao_tracer_open(const ao_tracer_backend *b)
     const char *dir = ao_tracer_dir();
     if (!dir) return -1;
     T.b = b;
-    ao_rank_info ri = {0, 1, 0, 1, 0};
-    if (ao_launch_detect(&ri, NULL) < 0) ri = (ao_rank_info){0, 1, 0, 1, 0};
+    /* the launcher's variables now, on the thread CUDA started on: the
+     * worker that claims the files later must not read the environment
+     * while the job may be changing it */
+    ao_attach_who who;
+    ao_attach_who_detect(&who);
     const char *w = getenv(AO_ATTACH_ENV_WINDOW_MS);
     ao_steps_opts so = {.forced = source_from_env(),
                         .nvtx_regex = getenv(AO_ATTACH_ENV_STEP_NVTX),
@@ -111,7 +115,7 @@ int ao_tracer_open(const ao_tracer_backend *b)
                         .window_ms = w ? atof(w) : 0,
                         .comm_regex = getenv(AO_ATTACH_ENV_COMM),
                         .settle_ns = SETTLE_NS,
-                        .world_size = ri.world_size};
+                        .world_size = who.world_size};
     uint64_t anchor = b->now_ns();
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
@@ -122,19 +126,21 @@ int ao_tracer_open(const ao_tracer_backend *b)
                 (int)getpid());
         return -1;
     }
-    ao_attach_info_init(&T.info, dir, ri.rank, ri.world_size);
-    char *name = ao_rank_file_name(ri.rank, ri.world_size, AO_RANK_METRICS);
-    char *path = ao_asprintf("%s/%s", dir, name);
-    free(name);
-    if (access(path, F_OK) == 0) {
-        ao_warn("attach: %s exists (a second GPU process of rank %d); pid %d runs untraced", path,
-                ri.rank, (int)getpid());
-        free(path);
-        return -1;
-    }
-    T.w = ao_jsonl_open(path, 1); /* a line per step, whole: tail -f and crashes */
-    free(path);
-    return T.w ? 0 : -1;
+    /* the files wait for GPU work (claim below): a launcher that only
+     * initializes the GPU writes nothing */
+    ao_attach_info_init(&T.info, dir, &who);
+    return 0;
+}
+
+/* On the worker, at the first GPU work: this process's files (attach/claim.h). */
+static void claim(void)
+{
+    T.w = ao_attach_claim_files(T.info.dir, &T.info.who, &T.info.claim, ao_attach_info_write,
+                                &T.info);
+    T.claimed = T.w ? 1 : -1;
+    if (!T.w)
+        ao_warn("attach: pid %d cannot make its files in %s; it runs untraced", (int)getpid(),
+                T.info.dir);
 }
 
 ao_attach_info *ao_tracer_info(void)
@@ -234,6 +240,7 @@ void ao_tracer_event(int on, int64_t corr, uint64_t t_ns)
 
 void ao_tracer_add(const ao_cupti_record *r)
 {
+    T.active = 1;
     ao_steps_add(T.steps, r, T.now);
 }
 
@@ -246,8 +253,8 @@ static void write_step(void *ctx, const ao_step_out *s)
     if (!T.w) return;
     ao_iter_record r;
     ao_iter_record_init(&r);
-    r.rank = T.info.rank;
-    r.world_size = T.info.world_size;
+    r.rank = T.info.claim.rank;
+    r.world_size = T.info.claim.world_size;
     r.step = s->step;
     r.wall_time = T.anchor_wall + s->m.window_start_us / 1e6;
     r.m = s->m;
@@ -306,6 +313,8 @@ static void drain(int final)
         ao_steps_add_mark(T.steps, marks[i].name, marks[i].begin, marks[i].end);
     free(marks);
     free(events);
+    if (nevents) T.active = 1; /* another client traces: GPU work, unseen or not */
+    if (T.active && !T.claimed) claim();
     ao_steps_advance(T.steps, T.now, final, write_step, NULL);
 }
 
@@ -359,10 +368,14 @@ void ao_tracer_finish(void)
     pthread_join(T.worker, NULL);
     T.pid = 0;
     drain(1);
-    ao_steps_stats st;
-    ao_steps_get_stats(T.steps, &st);
-    T.info.dropped = T.dropped;
-    ao_attach_info_write(&T.info, &st);
+    if (T.claimed == 1) {
+        ao_steps_stats st;
+        ao_steps_get_stats(T.steps, &st);
+        T.info.dropped = T.dropped;
+        T.info.stats = &st;
+        ao_attach_claim_finish(T.info.dir, &T.info.claim, ao_attach_info_write, &T.info);
+        T.info.stats = NULL;
+    }
     ao_jsonl_close(T.w);
     T.w = NULL;
     /* the names outlive nothing now; the tables stay until exit */

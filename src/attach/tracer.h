@@ -1,7 +1,7 @@
 /* The vendor-neutral half of an attached process (DESIGN §15): the queue of
  * trace buffers, the step marks, the worker thread that cuts steps
- * (attach/steps.h) and writes rank_NN_metrics.jsonl, and the rank file at
- * the end. The CUPTI library (inject_cuda.c) and the rocprofiler-sdk tool
+ * (attach/steps.h) and writes STEM_metrics.jsonl (attach/claim.h), and the
+ * info file at the end. The CUPTI library (inject_cuda.c) and the rocprofiler-sdk tool
  * (inject_rocm.c) each supply the calls below their API; both reach the
  * same steps, analysis and files.
  *
@@ -33,10 +33,13 @@ typedef struct ao_tracer_backend {
  * started by aorta attach (then the backend stays out of the way). */
 const char *ao_tracer_dir(void);
 
-/* Rank, step options from the environment, anchor (now_ns()), the rank's
- * JSONL file. -1 after one `attach:` warning: the process runs untraced. */
+/* The launcher's variables and the step options from the environment,
+ * anchor (now_ns()). No file yet: the worker claims the process's files
+ * (attach/claim.h) when the first activity (or another tracing client)
+ * shows GPU work; a process that never does any writes nothing. -1 after
+ * one `attach:` warning: the process runs untraced. */
 int ao_tracer_open(const ao_tracer_backend *b);
-/* The rank file's facts the backend knows (versions, devices, the other
+/* The info file's facts the backend knows (versions, devices, the other
  * client); valid after ao_tracer_open. */
 ao_attach_info *ao_tracer_info(void);
 /* Whether an NVTX/roctx range of this name is a step. */
@@ -46,7 +49,8 @@ int ao_tracer_run(void);
 /* Close what ao_tracer_open made without writing anything more. */
 void ao_tracer_abandon(void);
 /* The backend's tracing has stopped and its buffers are pushed: stop the
- * worker, take every step, write the rank file, close. Only in the process
+ * worker, take every step, write the info file where it claimed files,
+ * close. Only in the process
  * that ran ao_tracer_run (not in a child forked since). */
 void ao_tracer_finish(void);
 

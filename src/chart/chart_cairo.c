@@ -4,8 +4,11 @@
 #include <cairo-svg.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
+#include "core/json.h"
 
 void ao_set_rgb(cairo_t *cr, ao_rgb c, double alpha)
 {
@@ -180,13 +183,34 @@ void ao_draw_legend(cairo_t *cr, double x, double y, const ao_legend_item *it, s
     }
 }
 
+/* A file's bytes as cairo writes them, kept in memory. */
+typedef struct bytes {
+    unsigned char *p;
+    size_t n, cap;
+} bytes;
+
+static cairo_status_t to_bytes(void *closure, const unsigned char *data, unsigned int n)
+{
+    bytes *b = closure;
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2;
+        b->p = ao_realloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, data, n);
+    b->n += n;
+    return CAIRO_STATUS_SUCCESS;
+}
+
+/* Both files are drawn in memory and written through a temporary file and
+ * rename (ao_file_write_atomic): a full disk leaves no truncated chart. */
 int ao_chart_render(const char *png, const char *svg, double w, double h, ao_draw_fn fn,
                     const void *ctx)
 {
     int rc = 0;
+    bytes out[2] = {{0}, {0}};
     cairo_surface_t *s[2] = {
         cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)w, (int)h),
-        cairo_svg_surface_create(svg, w, h),
+        cairo_svg_surface_create_for_stream(to_bytes, &out[1], w, h),
     };
     for (int i = 0; i < 2; i++) {
         cairo_t *cr = cairo_create(s[i]);
@@ -195,14 +219,19 @@ int ao_chart_render(const char *png, const char *svg, double w, double h, ao_dra
         fn(cr, w, h, ctx);
         cairo_status_t st = cairo_status(cr);
         cairo_destroy(cr);
-        if (i == 0 && st == CAIRO_STATUS_SUCCESS) st = cairo_surface_write_to_png(s[i], png);
+        if (i == 0 && st == CAIRO_STATUS_SUCCESS)
+            st = cairo_surface_write_to_png_stream(s[i], to_bytes, &out[0]);
         cairo_surface_finish(s[i]);
         if (st == CAIRO_STATUS_SUCCESS) st = cairo_surface_status(s[i]);
+        const char *path = i == 0 ? png : svg;
         if (st != CAIRO_STATUS_SUCCESS && rc == 0) {
-            ao_error(i == 0 ? png : svg, "cannot draw the chart: %s", cairo_status_to_string(st));
+            ao_error(path, "cannot draw the chart: %s", cairo_status_to_string(st));
+            rc = AO_EXIT_FAIL;
+        } else if (rc == 0 && ao_file_write_atomic(path, out[i].p, out[i].n) != 0) {
             rc = AO_EXIT_FAIL;
         }
         cairo_surface_destroy(s[i]);
+        free(out[i].p);
     }
     return rc;
 }

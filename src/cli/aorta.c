@@ -80,6 +80,12 @@ int cli_usage_error(const char *cmd, const char *usage_line, const char *fmt, ..
     return AO_EXIT_USAGE;
 }
 
+int cli_usage_line(const char *usage_line)
+{
+    fprintf(stderr, "%s\n", usage_line);
+    return AO_EXIT_USAGE;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {

@@ -15,6 +15,10 @@ void cli_print_help(FILE *out, const char *usage, const char *body);
  * "aorta: error: <cmd>: ..." plus the usage line; returns AO_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The usage line alone, after an error already printed (a flag's missing
+ * value, which cli_take_value reports): one error line, never two. Returns
+ * AO_EXIT_USAGE. */
+int cli_usage_line(const char *usage);
 
 /* An unknown flag: "aorta: error: <cmd>: unknown option '--nprocs'; did you
  * mean '--nproc'?" when one of the flags `usage` and `help` name is close

@@ -68,24 +68,23 @@ int cmd_analyze(int argc, char **argv)
         int r;
 #define VALUE(...) ((r = cli_take_value(argc, argv, &i, NAMES(__VA_ARGS__), &v)) != 0)
         if (VALUE("--output", "-o")) {
-            if (r < 0) return cli_usage_error("analyze", usage, "--output needs a directory");
+            if (r < 0) return cli_usage_line(usage);
             o.output_dir = v;
         } else if (VALUE("--run-name")) {
-            if (r < 0) return cli_usage_error("analyze", usage, "--run-name needs a name");
+            if (r < 0) return cli_usage_line(usage);
             o.run_name = v;
         } else if (VALUE("--format")) {
-            int f = r < 0 ? -1 : ao_trace_format_parse(v);
+            if (r < 0) return cli_usage_line(usage);
+            int f = ao_trace_format_parse(v);
             if (f < 0)
                 return cli_usage_error(
                     "analyze", usage, "--format needs auto, kineto, rocprof, rocpd, nsys or aorta");
             o.format = (ao_trace_format)f;
         } else if (VALUE("--step")) {
-            if (r < 0)
-                return cli_usage_error("analyze", usage, "--step needs a regular expression");
+            if (r < 0) return cli_usage_line(usage);
             o.step_regex = v;
         } else if (VALUE("--comm")) {
-            if (r < 0)
-                return cli_usage_error("analyze", usage, "--comm needs a regular expression");
+            if (r < 0) return cli_usage_line(usage);
             o.comm_regex = v;
         } else if (VALUE("--threads")) {
             if (r < 0 || ao_parse_int("--threads", v, 1, 4096, &o.threads)) return AO_EXIT_USAGE;

@@ -9,10 +9,12 @@
 #include "core/error.h"
 #include "core/rundir.h"
 #include "core/units.h"
+#include "export/export.h"
 
 static const char usage[] =
     "usage: aorta attach [--output DIR] [--run-name N] [--step-nvtx REGEX | --step-kernel REGEX |\n"
-    "                    --window-ms N] [--comm REGEX] [--skip-steps N] -- COMMAND [ARGS...]";
+    "                    --window-ms N] [--comm REGEX] [--skip-steps N]\n"
+    "                    [--prometheus PORT [--listen ADDR]] -- COMMAND [ARGS...]";
 
 static const char help[] =
     "Per-step overlap metrics (DESIGN §7) of an unmodified CUDA job: runs COMMAND (a plain\n"
@@ -36,6 +38,10 @@ static const char help[] =
     "  --output DIR         where the run directory goes (default artifacts)\n"
     "  --run-name N         the run directory's name (default: UTC time, host, pid)\n"
     "  --skip-steps N       warm-up steps summary.json leaves out (default 1)\n"
+    "  --prometheus PORT    while the job runs, serve every rank's latest step on\n"
+    "                       http://127.0.0.1:PORT/metrics for Prometheus (docs/prometheus.md;\n"
+    "                       0: any free port, named on stderr)\n"
+    "  --listen ADDR        the address --prometheus listens on (default 127.0.0.1)\n"
     "  -h, --help           this help\n"
     "\n"
     "The job comes first: its exit code and signals pass through; a crash leaves every\n"
@@ -47,7 +53,7 @@ static const char help[] =
 
 int cmd_attach(int argc, char **argv)
 {
-    ao_attach_opts o = {"artifacts", NULL, "auto", NULL, NULL, NULL, 0, 1};
+    ao_attach_opts o = {"artifacts", NULL, "auto", NULL, NULL, NULL, 0, 1, 0, 0, NULL};
     int forced = 0, i = 1;
     for (; i < argc; i++) {
         const char *v = NULL;
@@ -89,6 +95,12 @@ int cmd_attach(int argc, char **argv)
         } else if (VALUE("--skip-steps")) {
             if (r < 0 || ao_parse_long("--skip-steps", v, 0, 1L << 30, &long_v)) goto bad;
             o.skip_steps = long_v;
+        } else if (VALUE("--prometheus")) {
+            if (r < 0 || ao_export_parse_port("--prometheus", v, 0, &o.prometheus_port)) goto bad;
+            o.prometheus = 1;
+        } else if (VALUE("--listen")) {
+            if (r < 0) goto bad;
+            o.listen_addr = v;
         } else {
             if (argv[i][0] == '-') return cli_unknown_option("attach", usage, help, argv[i]);
             return cli_usage_error("attach", usage, "'%s': the command goes after --", argv[i]);
@@ -98,6 +110,8 @@ int cmd_attach(int argc, char **argv)
     if (forced > 1)
         return cli_usage_error("attach", usage,
                                "--step-nvtx, --step-kernel and --window-ms exclude each other");
+    if (o.listen_addr && !o.prometheus)
+        return cli_usage_error("attach", usage, "--listen needs --prometheus PORT");
     if (i >= argc) return cli_usage_error("attach", usage, "no command after --");
     return ao_attach_run(&o, argc - i, argv + i);
 bad:

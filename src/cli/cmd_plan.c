@@ -54,14 +54,16 @@ int cmd_plan(int argc, char **argv)
         } else if (cli_is_flag(argv[i], NAMES("--json"))) {
             o.json = 1;
         } else if ((r = cli_take_value(argc, argv, &i, NAMES("--config"), &v)) != 0) {
-            if (r < 0) rc = cli_usage_error("plan", usage, "--config needs a FILE");
+            if (r < 0) rc = cli_usage_line(usage);
             path = v;
         } else if ((r = cli_take_value(argc, argv, &i, NAMES("--nproc"), &v)) != 0) {
             if (r < 0 || ao_parse_int("--nproc", v, 1, 1 << 20, &o.world)) rc = AO_EXIT_USAGE;
         } else if ((r = cli_take_value(argc, argv, &i, NAMES("--local"), &v)) != 0) {
             if (r < 0 || ao_parse_int("--local", v, 1, 1 << 20, &local)) rc = AO_EXIT_USAGE;
         } else if ((r = cli_take_value(argc, argv, &i, NAMES("--backend"), &v)) != 0) {
-            if (r < 0 || (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0))
+            if (r < 0)
+                rc = cli_usage_line(usage);
+            else if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0)
                 rc = cli_usage_error("plan", usage, "--backend is cpu or cuda");
             else
                 o.cuda = strcmp(v, "cuda") == 0;

@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "core/error.h"
+#include "core/rundir.h"
 #include "core/units.h"
 #include "queues/queues.h"
 
@@ -134,6 +135,7 @@ static int compare(int argc, char **argv)
     }
     if (nfiles != 2)
         return cli_usage_error("queues compare", usage, "give two records: A.json B.json");
+    if (json && ao_check_output_file("--json", json)) return AO_EXIT_USAGE;
     return ao_queues_compare(files[0], files[1], json);
 }
 
@@ -151,5 +153,9 @@ int cmd_queues(int argc, char **argv)
         fprintf(stderr, "%s\n", usage);
         return AO_EXIT_USAGE;
     }
+    /* before the work: a typo must not cost the whole measurement */
+    if ((o.json_path && ao_check_output_file("--json", o.json_path)) ||
+        (o.csv_path && ao_check_output_file("--csv", o.csv_path)))
+        return AO_EXIT_USAGE;
     return ao_queues_run(&o);
 }

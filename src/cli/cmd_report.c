@@ -54,28 +54,28 @@ int cmd_report(int argc, char **argv)
         const char *v = NULL;
         int r;
         if (CLI_VALUE("--log-dir")) {
-            if (r < 0) return cli_usage_error("report", usage, "--log-dir needs a directory");
+            if (r < 0) return cli_usage_line(usage);
             if (ndirs == MAX_LABELS)
                 return cli_usage_error("report", usage, "at most %d --log-dir", MAX_LABELS);
             dirs[ndirs++] = v;
         } else if (CLI_VALUE("--sweep")) {
-            if (r < 0) return cli_usage_error("report", usage, "--sweep needs a directory");
+            if (r < 0) return cli_usage_line(usage);
             if (nsweeps == MAX_LABELS)
                 return cli_usage_error("report", usage, "at most %d --sweep", MAX_LABELS);
             sweeps[nsweeps++] = v;
         } else if (CLI_VALUE("--label")) {
-            if (r < 0) return cli_usage_error("report", usage, "--label needs a name");
+            if (r < 0) return cli_usage_line(usage);
             if (nlabels == MAX_LABELS)
                 return cli_usage_error("report", usage, "at most %d --label", MAX_LABELS);
             labels[nlabels++] = v;
         } else if (CLI_VALUE("--output", "-o")) {
-            if (r < 0) return cli_usage_error("report", usage, "--output needs a directory");
+            if (r < 0) return cli_usage_line(usage);
             o.output = v;
         } else if (CLI_VALUE("--reference")) {
-            if (r < 0) return cli_usage_error("report", usage, "--reference needs a label");
+            if (r < 0) return cli_usage_line(usage);
             o.reference = v;
         } else if (CLI_VALUE("--candidate")) {
-            if (r < 0) return cli_usage_error("report", usage, "--candidate needs a label");
+            if (r < 0) return cli_usage_line(usage);
             if (ncands == MAX_LABELS)
                 return cli_usage_error("report", usage, "at most %d --candidate", MAX_LABELS);
             cands[ncands++] = v;

@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "core/error.h"
+#include "core/rundir.h"
 #include "core/units.h"
 #include "sweep/plan.h"
 #include "sweep/run.h"
@@ -120,6 +121,8 @@ int cmd_sweep(int argc, char **argv)
     const char *exe = getenv("AORTA_SWEEP_EXE");
     if (exe && *exe) o.exe = exe;
     if (rc == 0 && !file) rc = cli_usage_error("sweep", usage, "no sweep file given");
+    /* before the work: the results are written after every launch */
+    if (rc == 0 && o.out && ao_check_output_file("--out", o.out)) rc = AO_EXIT_USAGE;
     if (rc == 0 && !format) {
         /* No --format: the --out file's extension says it, else a table. */
         const char *dot = o.out ? strrchr(o.out, '.') : NULL;
@@ -146,6 +149,7 @@ int cmd_sweep(int argc, char **argv)
                                : ao_sweep_spec_add_skip(&s, "--skip", changes[k]);
     if (rc == 0) rc = ao_sweep_spec_check(&s);
     if (rc == 0) rc = ao_sweep_plan_make(&s, &p);
+    if (rc == 0) rc = ao_sweep_check_train_points(&p);
     if (rc == 0) {
         if (dry_run)
             ao_sweep_plan_print(&p, stdout);

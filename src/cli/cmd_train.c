@@ -62,19 +62,19 @@ static int parse(int argc, char **argv, train_args *a)
         } else if (cli_is_flag(arg, CLI_NAMES("--all-ranks"))) {
             a->all_ranks = 1;
         } else if (CLI_VALUE("--config", "-c")) {
-            if (r < 0) return cli_usage_error("train", usage, "--config needs a file");
+            if (r < 0) return cli_usage_line(usage);
             a->config = v;
         } else if (CLI_VALUE("--nproc")) {
             if (r < 0 || ao_parse_int("--nproc", v, 1, 4096, &a->nproc)) return AO_EXIT_USAGE;
         } else if (CLI_VALUE("--backend")) {
-            if (r < 0) return cli_usage_error("train", usage, "--backend needs a value");
+            if (r < 0) return cli_usage_line(usage);
             a->backend = v;
         } else if (CLI_VALUE("--run-name")) {
-            if (r < 0) return cli_usage_error("train", usage, "--run-name needs a value");
+            if (r < 0) return cli_usage_line(usage);
             if (ao_rundir_validate_name(v, "--run-name")) return AO_EXIT_USAGE;
             a->run_name = v;
         } else if (CLI_VALUE("--rdzv-file")) {
-            if (r < 0) return cli_usage_error("train", usage, "--rdzv-file needs a path");
+            if (r < 0) return cli_usage_line(usage);
             a->rdzv_file = v;
         } else {
             return cli_unknown_option("train", usage, help, arg);

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "comm/comm.h"
+#include "comm/nccl_compat.h"
 #include "core/error.h"
 #include "runtime/device_cuda.h"
 
@@ -232,6 +233,9 @@ static ao_comm *nccl_split(ao_comm *parent, ao_stream *s, int color, int key)
     if (r != ncclSuccess || !comm) {
         ao_error("ncclCommSplit", "rank %d (color %d, key %d): %s", parent->base.rank, color, key,
                  r == ncclInProgress ? "timed out" : ncclGetErrorString(r));
+        if (!AO_NCCL_HAS_SPLIT)
+            ao_hint("%s %d.%d has no ncclCommSplit (NCCL 2.18, RCCL of ROCm 6.0 and later)",
+                    AO_GPU_COMM, NCCL_MAJOR, NCCL_MINOR);
         if (comm) (void)ncclCommAbort(comm);
         return NULL;
     }

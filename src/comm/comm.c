@@ -4,9 +4,11 @@
 #include <ctype.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm/comm.h"
+#include "comm/wait.h"
 #include "comm/watchdog.h"
 #include "core/error.h"
 #include "core/plugin.h"
@@ -121,7 +123,9 @@ double ao_coll_busbw_factor(ao_coll c, int nranks)
 static const struct backend {
     const char *name, *device_backend, *plugin, *symbol;
 } backends[] = {
-#ifdef AORTA_HAVE_NCCL
+#if defined(AORTA_HIP)
+    {"rccl", "hip", "hip", "ao_nccl_comm_ops"},
+#elif defined(AORTA_HAVE_NCCL)
     {"nccl", "cuda", "cuda", "ao_nccl_comm_ops"},
 #endif
 #ifdef AORTA_HAVE_MPI
@@ -266,13 +270,26 @@ ao_comm *ao_comm_create(ao_device *dev, ao_stream *s, const ao_rank_info *ri, co
     if (!ops) return NULL;
     ao_comm_opts none = {0};
     if (!opts) opts = &none;
-    return watched(ops->create(dev, s, ri, id, opts), opts->timeout_s);
+    if (ao_test_hang_at("init", ri->rank, -1)) ao_test_block("init");
+    /* Collective over every rank: it waits for the slowest to arrive. */
+    int w = ao_wait_begin("communicator init", s,
+                          "every rank must reach it: look for a rank that failed or has not "
+                          "started (its [rank K] lines); a slow cluster needs a larger "
+                          "distributed.timeout_s");
+    ao_comm *c = watched(ops->create(dev, s, ri, id, opts), opts->timeout_s);
+    ao_wait_end(w);
+    return c;
 }
 
 ao_comm *ao_comm_split(ao_comm *parent, ao_stream *s, int color, int key)
 {
     struct ao_comm_base *p = base_of(parent);
-    return watched(p->ops->split(parent, s, color, key), p->timeout_s);
+    int w = ao_wait_begin("communicator split", s,
+                          "every rank of the parent communicator must reach it: look for a rank "
+                          "that failed (its [rank K] lines)");
+    ao_comm *c = watched(p->ops->split(parent, s, color, key), p->timeout_s);
+    ao_wait_end(w);
+    return c;
 }
 
 void ao_comm_destroy(ao_comm *c)
@@ -281,10 +298,13 @@ void ao_comm_destroy(ao_comm *c)
     struct ao_comm_base *b = base_of(c);
     /* Let outstanding ops finish while the watchdog still guards them. */
     if (b->watch) ao_watch_mark(b->watch);
-    ao_stream_sync(b->stream);
+    ao_wait_stream_sync(b->stream, "a communicator's last ops before its teardown");
     if (b->watch) ao_watch_remove(b->watch);
     b->watch = NULL;
+    int w = ao_wait_begin("communicator teardown", b->stream, NULL);
+    free(b->seen);
     b->ops->destroy(c);
+    ao_wait_end(w);
 }
 
 void ao_comm_abort(ao_comm *c)
@@ -323,6 +343,46 @@ static void check_args(struct ao_comm_base *b, ao_coll op, ao_dtype t, ao_redop 
                  recv_peer, b->size);
 }
 
+/* ---- calls made before ---------------------------------------------------- */
+
+/* A call's signature: what a library's set-up on first use can depend on. */
+static uint64_t signature(ao_coll op, size_t count, ao_dtype t, ao_redop r)
+{
+    uint64_t k = (uint64_t)count * 0x9e3779b97f4a7c15ull;
+    k ^= ((uint64_t)op << 56) ^ ((uint64_t)t << 48) ^ ((uint64_t)r << 40);
+    return k ? k : 1; /* 0 marks an empty slot */
+}
+
+static size_t seen_slot(const struct ao_comm_base *b, uint64_t k)
+{
+    size_t i = (size_t)(k ^ k >> 29) & (b->seen_cap - 1);
+    while (b->seen[i] && b->seen[i] != k) i = (i + 1) & (b->seen_cap - 1);
+    return i;
+}
+
+int ao_comm_seen(ao_comm *c, ao_coll op, size_t count, ao_dtype t, ao_redop r)
+{
+    const struct ao_comm_base *b = base_of(c);
+    uint64_t k = signature(op, count, t, r);
+    return b->seen_cap && b->seen[seen_slot(b, k)] == k;
+}
+
+static void remember(struct ao_comm_base *b, uint64_t k)
+{
+    if (2 * (b->seen_n + 1) > b->seen_cap) { /* at most half full */
+        uint64_t *old = b->seen;
+        size_t cap = b->seen_cap;
+        b->seen_cap = cap ? 2 * cap : 64;
+        b->seen = ao_calloc(b->seen_cap, sizeof *b->seen);
+        for (size_t i = 0; i < cap; i++)
+            if (old[i]) b->seen[seen_slot(b, old[i])] = old[i];
+        free(old);
+    }
+    size_t i = seen_slot(b, k);
+    if (!b->seen[i]) b->seen_n++;
+    b->seen[i] = k;
+}
+
 static void enqueue(ao_comm *c, ao_coll op, const void *send, void *recv, size_t count, ao_dtype t,
                     ao_redop r, int peer, int recv_peer)
 {
@@ -331,8 +391,14 @@ static void enqueue(ao_comm *c, ao_coll op, const void *send, void *recv, size_t
     int defer = b->defer_mark;
     b->defer_mark = 0;
     if (b->watch) ao_watch_mark(b->watch); /* a deferred mark nobody made */
+    const size_t bytes = ao_coll_bytes(op, count, t, b->size);
+    /* The host inside the library: a first call may connect, and wait. */
+    int w = ao_wait_begin_coll(op, b->watch ? ao_watch_next_seq(b->watch) : 0, bytes, b->stream);
+    if (ao_test_hang_at("enqueue", b->rank, ao_comm_step())) ao_test_block("enqueue");
     b->ops->coll(c, op, send, recv, count, t, r, peer, recv_peer);
-    if (b->watch) ao_watch_op(b->watch, op, ao_coll_bytes(op, count, t, b->size), !defer);
+    if (b->watch) ao_watch_op(b->watch, op, bytes, !defer);
+    ao_wait_end(w);
+    remember(b, signature(op, count, t, r));
 }
 
 static _Atomic int64_t current_step = -1;

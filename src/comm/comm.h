@@ -108,6 +108,14 @@ ao_stream *ao_comm_stream(ao_comm *c);
 void ao_comm_defer_mark(ao_comm *c);
 void ao_comm_mark(ao_comm *c);
 
+/* Whether c has enqueued this collective (kind, count, dtype, reduction)
+ * before. A library's first call of a kind on a communicator may set up
+ * connections and wait for the device meanwhile (NCCL connects lazily, and
+ * its network transport allocates pinned host memory then, an implicit
+ * synchronisation of the device): nothing may hold a stream that such a wait
+ * waits for across that call (DESIGN §4). */
+int ao_comm_seen(ao_comm *c, ao_coll op, size_t count, ao_dtype t, ao_redop r);
+
 /* The step (a metrics record's "step") that ops enqueued from now on belong
  * to, process-wide, for the watchdog's message; -1 (the start) for none. */
 void ao_comm_set_step(int64_t step);
@@ -162,6 +170,8 @@ struct ao_comm_base {
     double timeout_s;
     struct ao_watch *watch; /* set and cleared by comm.c (the watchdog), not by backends */
     int defer_mark;         /* ao_comm_defer_mark: the next op is marked by ao_comm_mark */
+    uint64_t *seen;         /* ao_comm_seen's signatures (comm.c): open addressing */
+    size_t seen_cap, seen_n;
 };
 
 #ifdef AORTA_HAVE_MPI

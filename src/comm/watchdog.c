@@ -17,6 +17,7 @@
  * 1), the number the backend's `stalled` uses to tell which ranks have not
  * reached the op. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,36 +89,84 @@ static void grow(struct ao_watch *w)
     w->head = 0;
 }
 
-/* Print what hung, abort every communicator, exit. Called with wd.mu held. */
+static _Atomic int64_t busy_since;
+static _Atomic size_t pending_ops; /* at the thread's last poll */
+
+int64_t ao_watch_busy_since(void)
+{
+    return atomic_load(&busy_since);
+}
+
+size_t ao_watch_pending(void)
+{
+    return atomic_load(&pending_ops);
+}
+
+static void *exit_later(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {AO_WATCH_ABORT_GRACE_S, 0};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    _exit(AO_EXIT_FAIL);
+}
+
+_Noreturn void ao_watch_die(const char *who, const char *msg, const char *hint, int locked,
+                            ao_comm *first)
+{
+    static atomic_flag dying = ATOMIC_FLAG_INIT;
+    if (atomic_flag_test_and_set(&dying)) /* another thread is ending the rank */
+        for (;;) pause();
+    ao_error(who, "%s", msg);
+    if (hint) ao_hint("%s", hint);
+    /* The run's end, recorded by its driver (train: run.json) before _exit. */
+    ao_last_words(AO_END_TIMED_OUT, msg);
+    pthread_t t;
+    if (pthread_create(&t, NULL, exit_later, NULL) == 0) pthread_detach(t);
+    if (!locked) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until); /* pthread_mutex_timedlock's clock */
+        until.tv_sec += 2;
+        locked = pthread_mutex_timedlock(&wd.mu, &until) == 0;
+    }
+    if (first) base_of(first)->ops->abort(first);
+    if (locked)
+        for (struct ao_watch *o = wd.list; o; o = o->next)
+            if (o->comm != first) base_of(o->comm)->ops->abort(o->comm);
+    _exit(AO_EXIT_FAIL);
+}
+
+/* Name what hung and end the rank. Called with wd.mu held. */
 _Noreturn static void fire(struct ao_watch *w, const char *why)
 {
     struct ao_comm_base *b = base_of(w->comm);
     char what[32];
     snprintf(what, sizeof what, "rank %d", b->rank);
-    ao_error(what, "%s", why);
     /* Advice for the backend in use: NCCL's debug log means nothing to MPI. */
+    const char *hint = "a rank that is slow on purpose needs a larger distributed.timeout_s";
     if (strcmp(b->ops->name, "nccl") == 0)
-        ao_hint("set NCCL_DEBUG=INFO to see where the collective stalls; a rank that is slow on "
-                "purpose needs a larger distributed.timeout_s");
+        hint = "set NCCL_DEBUG=INFO to see where the collective stalls; a rank that is slow on "
+               "purpose needs a larger distributed.timeout_s";
     else if (strcmp(b->ops->name, "mpi") == 0)
-        ao_hint("an MPI collective waits for every rank: look for a rank that stopped, hangs or "
-                "runs another step (its [rank K] lines); a rank that is slow on purpose needs a "
-                "larger distributed.timeout_s");
-    else
-        ao_hint("a rank that is slow on purpose needs a larger distributed.timeout_s");
-    b->ops->abort(w->comm);
-    for (struct ao_watch *o = wd.list; o; o = o->next)
-        if (o != w) base_of(o->comm)->ops->abort(o->comm);
-    _exit(AO_EXIT_FAIL);
+        hint = "an MPI collective waits for every rank: look for a rank that stopped, hangs or "
+               "runs another step (its [rank K] lines); a rank that is slow on purpose needs a "
+               "larger distributed.timeout_s";
+    ao_watch_die(what, why, hint, 1, w->comm);
 }
 
-/* `allgather #12 (step 3) of 4096 bytes on stream "comm0"` */
+void ao_watch_name_op(ao_coll op, uint64_t seq, int64_t step, size_t bytes, ao_stream *s, char *buf,
+                      size_t n)
+{
+    char num[32] = "", at[32] = "";
+    if (seq) snprintf(num, sizeof num, " #%llu", (unsigned long long)seq);
+    if (step >= 0) snprintf(at, sizeof at, " (step %lld)", (long long)step);
+    snprintf(buf, n, "%s%s%s of %zu bytes on stream \"%s\"", ao_coll_name(op), num, at, bytes,
+             ao_stream_name(s));
+}
+
 static void name_op(const struct ao_watch *w, const struct pending_op *p, char *buf, size_t n)
 {
-    char step[32] = "";
-    if (p->step >= 0) snprintf(step, sizeof step, " (step %lld)", (long long)p->step);
-    snprintf(buf, n, "%s #%llu%s of %zu bytes on stream \"%s\"", ao_coll_name(p->op),
-             (unsigned long long)p->seq, step, p->bytes, ao_stream_name(base_of(w->comm)->stream));
+    ao_watch_name_op(p->op, p->seq, p->step, p->bytes, base_of(w->comm)->stream, buf, n);
 }
 
 /* "; rank 1 has not reached it; ..." where the backend can tell (else "").
@@ -178,26 +227,43 @@ static void *watchdog_main(void *arg)
     pthread_mutex_lock(&wd.mu);
     while (wd.epoch == epoch) {
         int64_t now = now_ns();
-        for (struct ao_watch *w = wd.list; w; w = w->next) check_one(w, now);
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += AO_WATCH_POLL_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&wd.wake, &wd.mu, &until);
+        atomic_store(&busy_since, now);
+        size_t pending = 0;
+        for (struct ao_watch *w = wd.list; w; w = w->next) {
+            check_one(w, now);
+            pending += w->count;
+        }
+        atomic_store(&busy_since, 0);
+        atomic_store(&pending_ops, pending);
+        ao_watch_poll_wait(&wd.wake, &wd.mu);
     }
     pthread_mutex_unlock(&wd.mu);
     return NULL;
 }
 
-/* The thread's timed wait is on the monotonic clock, like every time here. */
-static void init_wake(void)
+/* The threads' timed waits are on the monotonic clock, like every time here. */
+void ao_watch_cond_init(pthread_cond_t *c)
 {
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&wd.wake, &attr);
+    pthread_cond_init(c, &attr);
     pthread_condattr_destroy(&attr);
+}
+
+void ao_watch_poll_wait(pthread_cond_t *c, pthread_mutex_t *m)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += AO_WATCH_POLL_MS * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(c, m, &until);
+}
+
+static void init_wake(void)
+{
+    ao_watch_cond_init(&wd.wake);
 }
 
 static void start_thread_locked(void)
@@ -259,6 +325,11 @@ void ao_watch_op(struct ao_watch *w, ao_coll op, size_t bytes, int mark)
     pthread_mutex_unlock(&wd.mu);
 }
 
+uint64_t ao_watch_next_seq(const struct ao_watch *w)
+{
+    return w->issued + 1;
+}
+
 void ao_watch_remove(struct ao_watch *w)
 {
     int join = 0;
@@ -271,6 +342,7 @@ void ao_watch_remove(struct ao_watch *w)
         }
     }
     if (!wd.list && wd.running) {
+        atomic_store(&pending_ops, 0);
         wd.epoch++;
         wd.running = 0;
         thread = wd.thread;

@@ -168,6 +168,8 @@ struct ao_config {
         int timing;
         int kernel_trace;
         int nvtx;
+        int prometheus_port;     /* 0: off; else /metrics served live (export/export.h) */
+        char *prometheus_listen; /* the address it listens on */
     } profiling;
 
     /* Bookkeeping, one entry per schema row; use the functions below. */

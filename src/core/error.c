@@ -1,3 +1,4 @@
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -5,19 +6,59 @@
 #include "core/error.h"
 
 static int log_level = AO_LEVEL_INFO;
+static const char error_prefix[] = "aorta: error: ";
+
+/* Process-wide, as the log level is: the last error's text, and the last
+ * words' recorder (error.h). The text is written under no lock: ranks are
+ * processes, and within one the error that ends it is the last printed. */
+static char last_error[1024];
+static ao_last_words_fn last_words_fn;
+static void *last_words_ctx;
+static atomic_int last_words_said;
+
+/* s[0..n) with control characters written as escapes (\n, \x1b, ...): a
+ * message quotes file names, keys and values from input, and a newline in
+ * one would split the line, a terminal escape would act on the terminal.
+ * UTF-8 text passes, its C1 controls (U+0080..U+009F) escaped too. Returns
+ * the length written into out (at most 4n + 1 bytes with the NUL). */
+static size_t sanitize(const char *s, size_t n, char *out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
+            (unsigned char)s[i + 1] <= 0x9f) {
+            k += (size_t)sprintf(out + k, "\\u%04x", (unsigned char)s[++i]);
+        } else if (c == '\n' || c == '\r' || c == '\t') {
+            out[k++] = '\\';
+            out[k++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        } else if (c < 0x20 || c == 0x7f) {
+            k += (size_t)sprintf(out + k, "\\x%02x", c);
+        } else {
+            out[k++] = (char)c;
+        }
+    }
+    out[k] = '\0';
+    return k;
+}
 
 static void vprint(const char *prefix, const char *what, const char *fmt, va_list ap)
 {
     /* Build the whole line first: ranks share a terminal, and one write keeps
      * lines from interleaving mid-line. */
-    char buf[4096];
-    int n = snprintf(buf, sizeof buf, "%s", prefix);
-    if (what && n < (int)sizeof buf) n += snprintf(buf + n, sizeof buf - n, "%s: ", what);
+    char buf[4096], line[4 * sizeof buf + 2];
+    int n = 0;
+    if (what) n = snprintf(buf, sizeof buf, "%s: ", what);
     if (n < (int)sizeof buf) n += vsnprintf(buf + n, sizeof buf - n, fmt, ap);
-    if (n >= (int)sizeof buf - 1) n = (int)sizeof buf - 2;
-    buf[n++] = '\n';
+    if (n >= (int)sizeof buf) n = (int)sizeof buf - 1;
+    size_t len = strlen(prefix);
+    memcpy(line, prefix, len);
+    size_t text = len;
+    len += sanitize(buf, (size_t)n, line + len);
+    if (prefix == error_prefix) snprintf(last_error, sizeof last_error, "%s", line + text);
+    line[len++] = '\n';
     fflush(stdout);
-    fwrite(buf, 1, (size_t)n, stderr);
+    fwrite(line, 1, len, stderr);
     fflush(stderr);
 }
 
@@ -25,8 +66,25 @@ void ao_error(const char *what, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vprint("aorta: error: ", what, fmt, ap);
+    vprint(error_prefix, what, fmt, ap);
     va_end(ap);
+}
+
+const char *ao_last_error(void)
+{
+    return last_error;
+}
+
+void ao_set_last_words(ao_last_words_fn fn, void *ctx)
+{
+    last_words_ctx = ctx;
+    last_words_fn = fn;
+}
+
+void ao_last_words(ao_end_kind kind, const char *text)
+{
+    if (!last_words_fn || atomic_exchange(&last_words_said, 1)) return;
+    last_words_fn(last_words_ctx, kind, text);
 }
 
 void ao_hint(const char *fmt, ...)
@@ -69,8 +127,9 @@ void ao_fatal(int code, const char *what, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vprint("aorta: error: ", what, fmt, ap);
+    vprint(error_prefix, what, fmt, ap);
     va_end(ap);
+    ao_last_words(AO_END_FAILED, last_error);
     exit(code);
 }
 

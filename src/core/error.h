@@ -44,6 +44,20 @@ int ao_log_level(void);
  * backends (a failed CUDA call inside a stream thread, say). */
 _Noreturn void ao_fatal(int code, const char *what, const char *fmt, ...) AO_PRINTF(3, 4);
 
+/* The last error line's text (WHAT: WHY, escaped as printed; "" before the
+ * first): what a run's end records when it fails after printing why. */
+const char *ao_last_error(void);
+
+/* A process's last words: how it ends when it ends on a path that exits at
+ * once (ao_fatal; the collective watchdog before its _exit). A run's driver
+ * registers `fn` to record them (train: run.json's "end"); it is called at
+ * most once a process, with the kind and the error text. */
+typedef enum ao_end_kind { AO_END_FAILED, AO_END_TIMED_OUT, AO_END_NO_SPACE } ao_end_kind;
+typedef void (*ao_last_words_fn)(void *ctx, ao_end_kind kind, const char *text);
+void ao_set_last_words(ao_last_words_fn fn, void *ctx);
+/* Call the registered fn (if any, and only the first time). */
+void ao_last_words(ao_end_kind kind, const char *text);
+
 /* Out-of-memory is never recoverable here: these abort with a message. */
 void *ao_malloc(size_t n);
 void *ao_calloc(size_t n, size_t size);

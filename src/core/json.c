@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <yajl/yajl_parse.h>
@@ -238,11 +239,35 @@ yajl_gen_status ao_json_gen_object(yajl_gen g, const ao_json_object *o)
     return s;
 }
 
+/* AORTA_TEST_ENOSPC_AFTER=BYTES (tests only, read once): a full disk after
+ * BYTES written through ao_write_all by this process: the write that
+ * crosses it is cut short there, the next fails with ENOSPC, as write(2)
+ * does on a full disk. Process-wide, as the disk is. */
+static long long disk_left = -2; /* -2: not read yet; -1: no limit */
+
+static ssize_t write_some(int fd, const void *p, size_t n)
+{
+    if (disk_left == -2) {
+        const char *v = getenv("AORTA_TEST_ENOSPC_AFTER");
+        disk_left = v && *v ? strtoll(v, NULL, 10) : -1;
+        if (disk_left < -1) disk_left = -1;
+    }
+    if (disk_left < 0) return write(fd, p, n);
+    if (disk_left == 0) {
+        errno = ENOSPC;
+        return -1;
+    }
+    if ((long long)n > disk_left) n = (size_t)disk_left;
+    ssize_t w = write(fd, p, n);
+    if (w > 0) disk_left -= w;
+    return w;
+}
+
 int ao_write_all(int fd, const void *buf, size_t n)
 {
     const char *p = buf;
     while (n > 0) {
-        ssize_t w = write(fd, p, n);
+        ssize_t w = write_some(fd, p, n);
         if (w < 0) {
             if (errno == EINTR) continue;
             return -1;
@@ -313,33 +338,96 @@ double ao_json_number(yajl_val v)
     return strtod(v->u.number.r, NULL);
 }
 
-char *ao_file_read(const char *path, size_t *len)
+int ao_open_regular(const char *path, const char **what)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0, got;
+    *what = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        *what = S_ISDIR(st.st_mode)    ? "a directory"
+                : S_ISFIFO(st.st_mode) ? "a FIFO"
+                : S_ISSOCK(st.st_mode) ? "a socket"
+                : S_ISCHR(st.st_mode)  ? "a character device"
+                : S_ISBLK(st.st_mode)  ? "a block device"
+                                       : "no regular file";
+        close(fd);
+        errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+int ao_open_input(const char *path, const char *kind)
+{
+    const char *what;
+    int fd = ao_open_regular(path, &what);
+    if (fd >= 0) return fd;
+    if (what)
+        ao_error(path, "is %s, not a %s", what, kind);
+    else
+        ao_error(path, "cannot read the %s: %s", kind, strerror(errno));
+    return -1;
+}
+
+/* All of fd (closed) as a NUL-terminated heap string, or NULL with errno. */
+static char *read_all(int fd, size_t *len)
+{
+    size_t cap = 1 << 16, n = 0;
     char *buf = ao_malloc(cap);
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
+    for (;;) {
+        ssize_t got = read(fd, buf + n, cap - n - 1);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            int err = errno;
+            free(buf);
+            close(fd);
+            errno = err;
+            return NULL;
+        }
+        if (got == 0) break;
+        n += (size_t)got;
         if (n + 1 == cap) buf = ao_realloc(buf, cap *= 2);
     }
-    int failed = ferror(f);
-    fclose(f);
-    if (failed) {
-        free(buf);
-        errno = EIO;
-        return NULL;
-    }
+    close(fd);
     buf[n] = 0;
     if (len) *len = n;
     return buf;
 }
 
+char *ao_file_read(const char *path, size_t *len)
+{
+    const char *what;
+    int fd = ao_open_regular(path, &what);
+    return fd < 0 ? NULL : read_all(fd, len);
+}
+
+char *ao_input_read(const char *path, const char *kind, size_t *len)
+{
+    int fd = ao_open_input(path, kind);
+    char *buf = fd < 0 ? NULL : read_all(fd, len);
+    if (fd >= 0 && !buf) ao_error(path, "cannot read the %s: %s", kind, strerror(errno));
+    return buf;
+}
+
 yajl_val ao_json_read_file(const char *path, char *err, size_t nerr)
 {
-    char *buf = ao_file_read(path, NULL);
+    const char *what;
+    int fd = ao_open_regular(path, &what);
+    char *buf = fd < 0 ? NULL : read_all(fd, NULL);
     if (!buf) {
-        snprintf(err, nerr, "cannot read %s: %s", path, strerror(errno));
+        if (what)
+            snprintf(err, nerr, "cannot read %s: it is %s, not a file", path, what);
+        else
+            snprintf(err, nerr, "cannot read %s: %s", path, strerror(errno));
         return NULL;
     }
     char why[256] = "";
@@ -347,6 +435,33 @@ yajl_val ao_json_read_file(const char *path, char *err, size_t nerr)
     free(buf);
     if (!v) snprintf(err, nerr, "%s is not JSON: %s", path, why);
     return v;
+}
+
+yajl_gen_status ao_json_gen_tree(yajl_gen g, yajl_val v)
+{
+    yajl_gen_status st = yajl_gen_status_ok;
+    if (YAJL_IS_STRING(v)) {
+        st = ao_json_gen_str(g, v->u.string);
+    } else if (YAJL_IS_NUMBER(v)) {
+        st = yajl_gen_number(g, v->u.number.r, strlen(v->u.number.r));
+    } else if (YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v)) {
+        st = yajl_gen_bool(g, YAJL_IS_TRUE(v));
+    } else if (YAJL_IS_ARRAY(v)) {
+        st = yajl_gen_array_open(g);
+        for (size_t i = 0; i < v->u.array.len && st == yajl_gen_status_ok; i++)
+            st = ao_json_gen_tree(g, v->u.array.values[i]);
+        if (st == yajl_gen_status_ok) st = yajl_gen_array_close(g);
+    } else if (YAJL_IS_OBJECT(v)) {
+        st = yajl_gen_map_open(g);
+        for (size_t i = 0; i < v->u.object.len && st == yajl_gen_status_ok; i++) {
+            st = ao_json_gen_str(g, v->u.object.keys[i]);
+            if (st == yajl_gen_status_ok) st = ao_json_gen_tree(g, v->u.object.values[i]);
+        }
+        if (st == yajl_gen_status_ok) st = yajl_gen_map_close(g);
+    } else {
+        st = yajl_gen_null(g);
+    }
+    return st;
 }
 
 /* ---- writing with one sticky status ------------------------------------------ */

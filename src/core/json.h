@@ -113,11 +113,28 @@ void ao_jw_aclose(ao_json_writer *w);
 int ao_json_write_atomic(const char *path, yajl_gen g);
 /* The same for any bytes. */
 int ao_file_write_atomic(const char *path, const void *buf, size_t n);
-/* The whole file as a NUL-terminated heap string (its length in *len when
- * len is not NULL), or NULL with errno set. */
+/* Open path read-only only when it is a regular file: with O_NONBLOCK, so
+ * that opening a FIFO or a device never blocks, then fstat. Returns the
+ * descriptor (blocking again, close-on-exec), or -1 with errno set and *what
+ * saying what the path is instead ("a directory", "a FIFO", ...; NULL when
+ * it could not be opened at all). Every reader of a user-given file opens it
+ * here: a reader blocks on nothing but a regular file. */
+int ao_open_regular(const char *path, const char **what);
+/* The same, printing the one error: "PATH: cannot read the KIND: why" or
+ * "PATH: is a FIFO, not a KIND". */
+int ao_open_input(const char *path, const char *kind);
+/* The whole (regular) file as a NUL-terminated heap string (its length in
+ * *len when len is not NULL), or NULL with errno set (EISDIR, EINVAL: not a
+ * regular file). */
 char *ao_file_read(const char *path, size_t *len);
+/* The same, printing the one error as ao_open_input does. */
+char *ao_input_read(const char *path, const char *kind, size_t *len);
 /* write(2) all n bytes, retrying short writes and EINTR. 0 or -1 (errno). */
 int ao_write_all(int fd, const void *buf, size_t n);
+
+/* A parsed tree (yajl_tree) back into g, in its order: for rewriting a
+ * document read with ao_json_read_file. Returns the yajl status. */
+yajl_gen_status ao_json_gen_tree(yajl_gen g, yajl_val v);
 
 /* ---- reading --------------------------------------------------------------- */
 

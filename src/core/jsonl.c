@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "core/jsonl.h"
+#include "core/rundir.h"
 
 extern char **environ;
 
@@ -256,6 +258,8 @@ struct ao_jsonl_writer {
     char *buf; /* complete lines not yet written */
     size_t len, cap;
     int pending, flush_every;
+    off_t written; /* the file's length: whole lines only */
+    int err;       /* errno of the write that failed (sticky), 0 while none did */
 };
 
 ao_jsonl_writer *ao_jsonl_open(const char *path, int flush_every)
@@ -281,6 +285,7 @@ ao_jsonl_writer *ao_jsonl_open(const char *path, int flush_every)
 
 int ao_jsonl_append(ao_jsonl_writer *w, const ao_iter_record *r)
 {
+    if (w->err) return -1;
     yajl_gen_reset(w->g, NULL);
     yajl_gen_clear(w->g);
     if (gen_record(w->g, r) != 0) return -1;
@@ -300,15 +305,26 @@ int ao_jsonl_append(ao_jsonl_writer *w, const ao_iter_record *r)
 
 int ao_jsonl_flush(ao_jsonl_writer *w)
 {
+    if (w->err) return -1;
     /* Whole lines in one write(2): a killed run leaves only complete lines
-     * (ao_write_all finishes a short write). */
+     * (ao_write_all finishes a short write). One that fails (a full disk)
+     * is cut back to the last whole line, and said once. */
     if (w->len > 0 && ao_write_all(w->fd, w->buf, w->len) != 0) {
-        ao_error(w->path, "cannot write metrics: %s", strerror(errno));
+        w->err = errno;
+        if (ftruncate(w->fd, w->written) != 0)
+            ao_warn("%s: cannot cut the partial line off: %s", w->path, strerror(errno));
+        ao_error(w->path, "cannot write metrics: %s", strerror(w->err));
         return -1;
     }
+    w->written += (off_t)w->len;
     w->len = 0;
     w->pending = 0;
     return 0;
+}
+
+int ao_jsonl_error(const ao_jsonl_writer *w)
+{
+    return w ? w->err : 0;
 }
 
 int ao_jsonl_close(ao_jsonl_writer *w)
@@ -316,6 +332,7 @@ int ao_jsonl_close(ao_jsonl_writer *w)
     if (!w) return 0;
     int rc = ao_jsonl_flush(w);
     if (close(w->fd) != 0 && rc == 0) {
+        w->err = errno;
         ao_error(w->path, "cannot close the metrics file: %s", strerror(errno));
         rc = -1;
     }
@@ -538,6 +555,12 @@ static int parse_record(yajl_val obj, const char *where, ao_iter_record *r)
         if (get_dbl_opt(&c, obj, optional_overlap_fields[i].key,
                         dptr(m, &optional_overlap_fields[i])))
             return -1;
+    /* Overlap lies inside compute and communication, both inside the step: a
+     * record that says otherwise is warned about, as a negative duration is
+     * (rounding aside: the tolerance). */
+    if (m->overlap_ms > m->step_ms * (1 + 1e-9) + 1e-9)
+        ao_warn("%s: field \"overlap_ms\" (%g) is larger than \"step_ms\" (%g)", where,
+                m->overlap_ms, m->step_ms);
     char key[64];
     for (int k = 0; k < AO_NKINDS; k++) {
         snprintf(key, sizeof key, "compute_%s_ms", kind_name(k));
@@ -612,9 +635,8 @@ static int is_blank(const char *s, size_t n)
 int ao_jsonl_read(const char *path, ao_jsonl_record_fn fn, void *ctx, ao_jsonl_stats *stats)
 {
     ao_jsonl_stats st = {0};
-    FILE *f = fopen(path, "r");
+    FILE *f = ao_open_input_file(path, "metrics file");
     if (!f) {
-        ao_error(path, "cannot open the metrics file: %s", strerror(errno));
         if (stats) *stats = st;
         return AO_EXIT_USAGE;
     }
@@ -652,6 +674,7 @@ int ao_jsonl_read(const char *path, ao_jsonl_record_fn fn, void *ctx, ao_jsonl_s
         ao_iter_record r;
         rc = ao_iter_record_parse(v, where, &r);
         if (rc == 0) {
+            r.line = st.lines;
             st.records++;
             rc = fn ? fn(ctx, &r, v) : 0;
             ao_iter_record_free(&r);
@@ -797,10 +820,12 @@ int ao_run_json_write(const char *path, const ao_run_header *h)
         ao_jw_value(&o, "completed", &done);
         if (*h->end) ao_jw_str(&o, "end", h->end);
     }
-    ao_jw_open(&o, "anchor");
-    gen_timespec(&o, "realtime", &h->anchor_realtime, 1);
-    gen_timespec(&o, "monotonic", &h->anchor_monotonic, 0);
-    ao_jw_close(&o);
+    if (!h->unanchored) {
+        ao_jw_open(&o, "anchor");
+        gen_timespec(&o, "realtime", &h->anchor_realtime, 1);
+        gen_timespec(&o, "monotonic", &h->anchor_monotonic, 0);
+        ao_jw_close(&o);
+    }
     ao_jw_key(&o, "versions");
     if (o.st == yajl_gen_status_ok)
         o.st = ao_json_gen_object(g, &(ao_json_object){h->versions, h->nversions});
@@ -834,10 +859,116 @@ int ao_run_json_write(const char *path, const ao_run_header *h)
     } else if (o.st != yajl_gen_status_ok) {
         ao_error(path, "JSON generation failed (yajl status %d)", (int)o.st);
         rc = AO_EXIT_FAIL;
-    } else if (ao_json_write_atomic(path, g) != 0) {
-        rc = AO_EXIT_FAIL;
+    } else {
+        const unsigned char *buf;
+        size_t len;
+        yajl_gen_get_buf(g, &buf, &len);
+        int room = h->end && strcmp(h->end, AO_RUN_END_UNRECORDED) == 0;
+        char *text = ao_malloc(len + AO_RUN_END_ROOM + 2);
+        memcpy(text, buf, len);
+        if (room) memset(text + len, ' ', AO_RUN_END_ROOM), len += AO_RUN_END_ROOM;
+        text[len++] = '\n';
+        if (ao_file_write_atomic(path, text, len) != 0) rc = AO_EXIT_FAIL;
+        free(text);
     }
     free(ce.bad_key);
     yajl_gen_free(g);
+    return rc;
+}
+
+/* The run.json tree with "completed": false and "end": why. */
+static int gen_ended(yajl_gen g, yajl_val run, const char *why)
+{
+    yajl_gen_status st = yajl_gen_map_open(g);
+    int done = 0;
+    for (size_t i = 0; i < run->u.object.len && st == yajl_gen_status_ok; i++) {
+        const char *k = run->u.object.keys[i];
+        if (strcmp(k, "end") == 0) continue;
+        st = ao_json_gen_str(g, k);
+        if (st != yajl_gen_status_ok) break;
+        if (strcmp(k, "completed") == 0) {
+            st = yajl_gen_bool(g, 0);
+            if (st == yajl_gen_status_ok) st = ao_json_gen_str(g, "end");
+            if (st == yajl_gen_status_ok) st = ao_json_gen_str(g, why);
+            done = 1;
+        } else {
+            st = ao_json_gen_tree(g, run->u.object.values[i]);
+        }
+    }
+    if (!done && st == yajl_gen_status_ok) {
+        st = ao_json_gen_str(g, "completed");
+        if (st == yajl_gen_status_ok) st = yajl_gen_bool(g, 0);
+        if (st == yajl_gen_status_ok) st = ao_json_gen_str(g, "end");
+        if (st == yajl_gen_status_ok) st = ao_json_gen_str(g, why);
+    }
+    if (st == yajl_gen_status_ok) st = yajl_gen_map_close(g);
+    return st == yajl_gen_status_ok ? 0 : -1;
+}
+
+/* The new text over the old file's bytes, padded with spaces to its length:
+ * blocks the file already has, so a full disk does not stop it. */
+static int rewrite_in_place(const char *path, const unsigned char *buf, size_t len, size_t old)
+{
+    if (len + 1 > old) return -1;
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char *text = ao_malloc(old);
+    memcpy(text, buf, len);
+    memset(text + len, ' ', old - len - 1);
+    text[old - 1] = '\n';
+    ssize_t w = pwrite(fd, text, old, 0);
+    free(text);
+    int rc = w == (ssize_t)old && fsync(fd) == 0 ? 0 : -1;
+    close(fd);
+    return rc;
+}
+
+int ao_run_json_record_end(const char *run_dir, const char *why)
+{
+    int dfd = open(run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return 0;
+    while (flock(dfd, LOCK_EX) != 0 && errno == EINTR) {
+    }
+    char *path = ao_asprintf("%s/%s", run_dir, AO_RUN_JSON);
+    size_t old = 0;
+    char *text = ao_file_read(path, &old);
+    yajl_val run = text ? yajl_tree_parse(text, NULL, 0) : NULL;
+    free(text);
+    int rc = 0;
+    if (YAJL_IS_OBJECT(run)) {
+        yajl_val done = ao_json_member(run, "completed"), end = ao_json_member(run, "end");
+        int open_end = !done || (YAJL_IS_FALSE(done) && YAJL_IS_STRING(end) &&
+                                 strcmp(end->u.string, AO_RUN_END_UNRECORDED) == 0);
+        if (open_end) {
+            yajl_gen g = ao_json_gen_new(1);
+            rc = gen_ended(g, run, why);
+            if (rc == 0) {
+                const unsigned char *buf;
+                size_t len;
+                yajl_gen_get_buf(g, &buf, &len);
+                /* Atomic where there is room; in place where there is not. */
+                char *tmp = ao_asprintf("%s.tmp.%ld", path, (long)getpid());
+                int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                int nl = len && buf[len - 1] == '\n';
+                int ok = fd >= 0 && ao_write_all(fd, buf, len) == 0 &&
+                         (nl || ao_write_all(fd, "\n", 1) == 0);
+                if (fd >= 0 && close(fd) != 0) ok = 0;
+                ok = ok && rename(tmp, path) == 0;
+                int err = errno;
+                if (!ok) unlink(tmp);
+                free(tmp);
+                if (!ok && rewrite_in_place(path, buf, len, old) != 0) {
+                    ao_error(path, "cannot record the run's end (%s): %s", why, strerror(err));
+                    rc = -1;
+                }
+                rc = rc == 0 ? 1 : rc;
+            }
+            yajl_gen_free(g);
+        }
+    }
+    if (run) yajl_tree_free(run);
+    free(path);
+    flock(dfd, LOCK_UN);
+    close(dfd);
     return rc;
 }

@@ -56,8 +56,11 @@ typedef struct ao_run_header {
     const ao_json_object *devices; /* one object per device, fields as the caller likes */
     size_t ndevices;
     /* Host clocks read right after the anchor event was recorded; device
-     * times in the metrics files are microseconds from that event. */
+     * times in the metrics files are microseconds from that event. With
+     * unanchored set (run.json written at set-up, before the anchor event)
+     * no "anchor" is written. */
     struct timespec anchor_realtime, anchor_monotonic;
+    int unanchored;
     /* How the run ends, when the command knows: planned_steps > 0 writes
      * "planned_steps"; end NULL writes nothing, "" writes "completed": true,
      * other text "completed": false and "end": the reason. */
@@ -65,10 +68,25 @@ typedef struct ao_run_header {
     const char *end;
 } ao_run_header;
 
+/* The end a run.json says until the run's end is known: a run killed
+ * outright (SIGKILL of every process) keeps it. */
+#define AO_RUN_END_UNRECORDED "not recorded: the run was killed, or is still running"
+
 /* Write run.json (pretty, through a temporary file and rename). Returns 0,
  * AO_EXIT_USAGE when a config value is not valid JSON text, AO_EXIT_FAIL
- * on I/O errors, after printing why. */
+ * on I/O errors, after printing why. With the unrecorded end, the file ends
+ * in AO_RUN_END_ROOM spaces: room to record the end in place on a full disk. */
 int ao_run_json_write(const char *path, const ao_run_header *h);
+#define AO_RUN_END_ROOM 512
+
+/* Record how a run ended in run_dir/run.json ("completed": false, "end":
+ * why), unless an end is recorded there already: the first failure is the
+ * cause, what follows it its consequences. Any process of the run may call
+ * it (a rank, the launcher parent); a lock on the directory orders them. On
+ * a full disk the file is rewritten in place within its room. Returns 1
+ * recorded, 0 when an end was there or there is no run.json, -1 after
+ * printing why it could not be written. */
+int ao_run_json_record_end(const char *run_dir, const char *why);
 
 /* The variables worth recording (NCCL_*, RCCL_*, CUDA_*, HIP_*, HSA_*,
  * OMPI_*, SLURM_*, AORTA_*, TORCH_*), sorted by name: a heap array of pointers into
@@ -106,7 +124,9 @@ typedef struct ao_iter_record {
     /* Writer only: free-form "extra" object, written when extra != NULL. */
     ao_jsonl_extra_fn extra;
     void *extra_ctx;
-    /* Reader only: storage behind ops and their names. */
+    /* Reader only: the record's line in its file (for messages), and the
+     * storage behind ops and their names. */
+    size_t line;
     ao_op *ops_storage;
     char *names_storage;
 } ao_iter_record;
@@ -143,6 +163,9 @@ ao_jsonl_writer *ao_jsonl_open(const char *path, int flush_every);
 /* Returns 0, or -1 after printing why. */
 int ao_jsonl_append(ao_jsonl_writer *w, const ao_iter_record *r);
 int ao_jsonl_flush(ao_jsonl_writer *w);
+/* The errno of the write that failed (0: none): after one, the file holds
+ * whole lines only and every later append or flush returns -1 silently. */
+int ao_jsonl_error(const ao_jsonl_writer *w);
 /* Flushes and closes; NULL is a no-op. 0 or -1 after printing why. */
 int ao_jsonl_close(ao_jsonl_writer *w);
 

@@ -19,6 +19,7 @@ static struct plugin {
     char why[2 * PATH_MAX + 64];
 } plugins[] = {
     {"cuda", "the CUDA runtime, cuBLASLt and NCCL", 0, NULL, ""},
+    {"hip", "HIP, RCCL and hipBLAS", 0, NULL, ""},
     {"mpi", "MPI", 0, NULL, ""},
     {"cairo", "cairo", 0, NULL, ""},
 };

@@ -5,6 +5,8 @@
  *   libaorta_cuda.so   the cuda device, model, engine and loader backends, the
  *                      nccl comm backend, the CUPTI session, the queues' spin
  *                      kernel (CUDA runtime, cuBLASLt, NCCL)
+ *   libaorta_hip.so    the same sources compiled for AMD (runtime/gpu_compat.h;
+ *                      HIP, RCCL, hipBLAS): the hip backend
  *   libaorta_mpi.so    the mpi comm backend and the MPI bootstrap (libmpi)
  *   libaorta_cairo.so  the report's and the sweep's charts (cairo)
  *
@@ -18,6 +20,15 @@
 #define AORTA_CORE_PLUGIN_H
 
 #include <stddef.h>
+
+/* The GPU plugin of this build and its device backend's name: "cuda", or
+ * "hip" for AMD. Either way its tables keep the CUDA names of the sources
+ * (ao_cuda_device_ops, ao_X_cuda_backend, ao_nccl_comm_ops). */
+#if defined(AORTA_HIP)
+#define AO_GPU_PLUGIN "hip"
+#elif defined(AORTA_HAVE_CUDA)
+#define AO_GPU_PLUGIN "cuda"
+#endif
 
 /* The object named `symbol` in plugin `name` ("cuda", "mpi", "cairo"),
  * loading the plugin on first use (never unloaded). When the plugin, or a

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/rundir.h"
 #include "core/text.h"
 
@@ -55,18 +56,25 @@ int ao_rundir_validate_name(const char *name, const char *what)
 
 FILE *ao_open_input_file(const char *path, const char *kind)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = ao_open_input(path, kind);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (fd >= 0 && !f) {
         ao_error(path, "cannot read the %s: %s", kind, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
-        ao_error(path, "is a directory, not a %s", kind);
-        return NULL;
+        close(fd);
     }
     return f;
+}
+
+int ao_path_within(const char *dir, const char *path)
+{
+    char *d = realpath(dir, NULL), *p = realpath(path, NULL);
+    size_t n = d ? strlen(d) : 0;
+    /* "/" resolves to "/": every other path is inside it */
+    int in =
+        d && p && strncmp(p, d, n) == 0 && (p[n] == '/' || (n == 1 && p[1])) && strcmp(p, d) != 0;
+    free(d);
+    free(p);
+    return in;
 }
 
 int ao_check_output_file(const char *flag, const char *path)
@@ -234,6 +242,44 @@ char *ao_rundir_rank_path(const ao_rundir *d, int rank, int world_size, const ch
     return path;
 }
 
+/* Its files, then the directory (a staging directory holds no subdirectory). */
+static void remove_stage(const char *path)
+{
+    DIR *dir = opendir(path);
+    if (dir) {
+        struct dirent *e;
+        while ((e = readdir(dir)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            char *f = ao_asprintf("%s/%s", path, e->d_name);
+            unlink(f);
+            free(f);
+        }
+        closedir(dir);
+    }
+    rmdir(path);
+}
+
+/* The staging directory not yet committed or abandoned: an exit on the way
+ * (ao_fatal: out of memory) removes it too. One a process (analyze stages
+ * one run); process-wide because exit() is. */
+static char *pending_stage;
+
+static void remove_pending_stage(void)
+{
+    if (!pending_stage) return;
+    remove_stage(pending_stage);
+    free(pending_stage);
+    pending_stage = NULL;
+}
+
+static void set_pending_stage(const char *path)
+{
+    static int registered;
+    if (!registered) registered = atexit(remove_pending_stage) == 0;
+    free(pending_stage);
+    pending_stage = path ? ao_strdup(path) : NULL;
+}
+
 int ao_rundir_create_staged(const char *output_dir, const char *run_id, ao_rundir *out)
 {
     memset(out, 0, sizeof *out);
@@ -263,6 +309,7 @@ int ao_rundir_create_staged(const char *output_dir, const char *run_id, ao_rundi
     out->output_dir = ao_strdup(output_dir);
     out->run_id = ao_strdup(run_id);
     out->path = path;
+    set_pending_stage(path);
     return 0;
 }
 
@@ -277,6 +324,7 @@ int ao_rundir_commit(ao_rundir *d)
         ao_rundir_abandon(d);
         return err == EEXIST ? AO_EXIT_USAGE : AO_EXIT_FAIL;
     }
+    set_pending_stage(NULL);
     free(d->path);
     d->path = final;
     ao_rundir_update_latest(d->output_dir, d->run_id);
@@ -286,16 +334,6 @@ int ao_rundir_commit(ao_rundir *d)
 void ao_rundir_abandon(ao_rundir *d)
 {
     if (!d->path) return;
-    DIR *dir = opendir(d->path);
-    if (dir) {
-        struct dirent *e;
-        while ((e = readdir(dir)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-            char *f = ao_asprintf("%s/%s", d->path, e->d_name);
-            unlink(f);
-            free(f);
-        }
-        closedir(dir);
-    }
-    rmdir(d->path);
+    remove_stage(d->path);
+    set_pending_stage(NULL);
 }

@@ -53,10 +53,16 @@ int ao_rundir_validate_name(const char *name, const char *what);
  * after one error naming `flag` and the path. */
 int ao_check_output_file(const char *flag, const char *path);
 
-/* An input file opened for reading ("rb"); a directory is refused by name
- * (fopen opens one, and the reader would report a syntax error). NULL after
- * one error: "cannot read the KIND: why" or "is a directory, not a KIND". */
+/* An input file opened for reading ("rb") by ao_open_input (core/json.h):
+ * anything but a regular file is refused by name, without blocking (fopen
+ * opens a directory, and blocks on a FIFO). NULL after one error: "cannot
+ * read the KIND: why" or "is a FIFO, not a KIND". */
 FILE *ao_open_input_file(const char *path, const char *kind);
+
+/* Whether path, its symbolic links resolved, lies inside dir (not dir
+ * itself): a directory scan follows a link only when it stays inside the
+ * directory it was given. 0 also when either cannot be resolved. */
+int ao_path_within(const char *dir, const char *path);
 
 /* Creator: make output_dir (with parents), then output_dir/run_id, which
  * must not exist; then update output_dir/latest. Returns 0, AO_EXIT_USAGE
@@ -75,8 +81,8 @@ void ao_rundir_free(ao_rundir *d);
  * analyze`): a hidden output_dir/.run_id.partial-PID is made and returned in
  * out->path; ao_rundir_commit renames it to output_dir/run_id (which must not
  * exist: never a half-written or merged run) and updates `latest`;
- * ao_rundir_abandon removes it and its files. Return codes as
- * ao_rundir_create. */
+ * ao_rundir_abandon removes it and its files, and so does an exit() before
+ * either (ao_fatal: out of memory). Return codes as ao_rundir_create. */
 int ao_rundir_create_staged(const char *output_dir, const char *run_id, ao_rundir *out);
 int ao_rundir_commit(ao_rundir *d);
 void ao_rundir_abandon(ao_rundir *d);

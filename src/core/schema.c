@@ -314,6 +314,12 @@ const struct ao_key ao_schema[] = {
          "Also record a CUPTI kernel trace to check the event timeline (CUDA); drains the "
          "device after each iteration."),
     BOOL(profiling.nvtx, "true", "NVTX / roctx ranges around steps and ops for nsys or rocprof."),
+    INT(profiling.prometheus_port, "0", 0, 65535,
+        "Serve every rank's latest step on http://prometheus_listen:PORT/metrics for "
+        "Prometheus while the run lasts (docs/prometheus.md); 0 = off."),
+    STRING(profiling.prometheus_listen, "127.0.0.1",
+           "Numeric address prometheus_port listens on: 127.0.0.1 this host only, 0.0.0.0 or "
+           ":: every interface."),
 };
 
 const int ao_schema_count = (int)(sizeof ao_schema / sizeof ao_schema[0]);

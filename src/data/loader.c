@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -77,7 +78,24 @@ struct ao_loader {
     /* ao_loader_prepare's slot, taken by the next ao_loader_next of its ordinal */
     host_slot *prepared;
     int64_t prepared_q;
+    int test_slow_ms; /* AORTA_TEST_SLOW_INPUT, 0: none */
 };
+
+/* AORTA_TEST_SLOW_INPUT=MS (tests only, never a tuning knob; as the engine's
+ * test_hooks.h plants a slow rank): every host batch fill takes MS ms more,
+ * so that an input-bound run is planted, whatever this machine's data
+ * generator makes of its compute (tests/e2e/diagnose_cpu.sh). */
+static int test_slow_input_ms(void)
+{
+    const char *v = getenv("AORTA_TEST_SLOW_INPUT");
+    long ms = v && *v ? strtol(v, NULL, 10) : 0;
+    if (ms <= 0) return 0;
+    if (ms > 10000) ms = 10000;
+    ao_warn("AORTA_TEST_SLOW_INPUT: every host batch fill takes %ld ms more (a planted fault for "
+            "tests)",
+            ms);
+    return (int)ms;
+}
 
 int64_t ao_loader_first_sample(const ao_loader_config *cfg, int64_t step, int micro)
 {
@@ -168,6 +186,11 @@ static void fill_claimed(ao_loader *l, host_slot *h)
     int64_t q = h->ordinal;
     pthread_mutex_unlock(&l->mu);
     fill_positions(&l->cfg, first_of_ordinal(&l->cfg, q), &h->arr);
+    if (l->test_slow_ms) {
+        struct timespec ts = {l->test_slow_ms / 1000, (long)(l->test_slow_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0) {
+        }
+    }
     pthread_mutex_lock(&l->mu);
     h->state = h->generation == l->generation ? SLOT_FILLED : SLOT_FREE;
     pthread_cond_broadcast(&l->cv);
@@ -395,6 +418,7 @@ ao_loader *ao_loader_create(ao_device *dev, ao_stream *h2d, const ao_loader_conf
     l->h2d = h2d;
     l->cfg = *cfg;
     l->gen = cfg->placement == AO_PLACEMENT_DEVICE ? loader_backend_for(dev) : NULL;
+    if (!l->gen) l->test_slow_ms = test_slow_input_ms();
     l->bytes = ao_loader_slot_bytes(cfg);
     l->dev_slots = ao_calloc((size_t)cfg->depth, sizeof *l->dev_slots);
     for (int i = 0; i < cfg->depth; i++) {

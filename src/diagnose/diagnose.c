@@ -16,21 +16,18 @@
 const char *ao_bound_name(ao_bound b)
 {
     static const char *const names[] = {
-        "compute-bound", "communication-exposed", "input-bound", "host-bound",
-        "memory-bound",  "straggler-bound",       "balanced",    "unknown"};
+        "compute-bound",   "communication-exposed", "input-bound", "host-bound",
+        "memory-bound",    "straggler-bound",       "balanced",    "unknown",
+        "contention-bound"};
     return (unsigned)b < sizeof names / sizeof names[0] ? names[b] : "unknown";
 }
 
 const char *ao_finding_id(ao_finding_kind k)
 {
-    static const char *const ids[] = {"input_wait",
-                                      "host_launch",
-                                      "straggler",
-                                      "exposed_allgather",
-                                      "exposed_reducescatter",
-                                      "exposed_allreduce",
-                                      "exposed_broadcast",
-                                      "device_wait"};
+    static const char *const ids[] = {
+        "input_wait",        "host_launch",           "straggler",
+        "exposed_allgather", "exposed_reducescatter", "exposed_allreduce",
+        "exposed_broadcast", "device_wait",           "contention"};
     return (unsigned)k < sizeof ids / sizeof ids[0] ? ids[k] : "unknown";
 }
 
@@ -99,6 +96,7 @@ void ao_diag_terms_of(const ao_rank_data *rd, ao_diag_terms *t)
     static const char *const kinds[AO_NKINDS] = {"exposed_allgather_ms", "exposed_reducescatter_ms",
                                                  "exposed_allreduce_ms", "exposed_broadcast_ms"};
     for (int k = 0; k < AO_NKINDS; k++) t->exposed_kind[k] = rank_median(rd, kinds[k]);
+    t->contention = rank_median(rd, "contention_ms");
     /* The rank's own time: its compute and its device waiting for its host
      * (what a slow device or host adds), not what it waits for the others. */
     t->own = t->compute + nz(t->host_wait);
@@ -116,6 +114,11 @@ static ao_finding *add_finding(ao_diagnosis *d, ao_finding_kind kind, double ms,
     f->share = d->step_ms > 0 ? ms / d->step_ms : NAN;
     f->rank = rank;
     return f;
+}
+
+ao_finding *ao_diag_add_finding(ao_diagnosis *d, ao_finding_kind kind, double ms, int rank)
+{
+    return add_finding(d, kind, ms, rank);
 }
 
 static int by_cost(const void *a, const void *b)
@@ -291,6 +294,9 @@ static void classify(ao_diagnosis *d)
         case AO_FIND_DEVICE_WAIT:
             d->bound = AO_BOUND_BALANCED;
             break;
+        case AO_FIND_CONTENTION:
+            d->bound = AO_BOUND_CONTENTION;
+            break;
         default:
             d->bound = AO_BOUND_COMM;
         }
@@ -352,6 +358,7 @@ void ao_diagnose_run(const ao_run_data *run, ao_diagnosis *d)
     if (straggle > 0) straggler_finding(d, run, t, c, straggle);
     input_and_host(d, run, tc, d->critical_rank);
     comm_findings(d, run, tc, c, straggling);
+    ao_diag_contention(run, t, c, d);
     qsort(d->findings, d->nfindings, sizeof *d->findings, by_cost);
     /* Findings below the share are noise at this resolution: dropped. */
     size_t keep = 0;

@@ -28,7 +28,8 @@ typedef enum ao_bound {
     AO_BOUND_MEMORY,    /* needs kernel-level counters: never concluded from records */
     AO_BOUND_STRAGGLER, /* one rank is slower; the others wait in collectives */
     AO_BOUND_BALANCED,
-    AO_BOUND_UNKNOWN, /* no step with the ops' breakdown */
+    AO_BOUND_UNKNOWN,    /* no step with the ops' breakdown */
+    AO_BOUND_CONTENTION, /* compute slowed by the collectives beside it */
 } ao_bound;
 /* "compute-bound", "communication-exposed", "input-bound", ... */
 const char *ao_bound_name(ao_bound b);
@@ -50,6 +51,7 @@ typedef enum ao_finding_kind {
     AO_FIND_EXPOSED_ALLREDUCE,
     AO_FIND_EXPOSED_BROADCAST,
     AO_FIND_DEVICE_WAIT, /* idle with work queued: a cross-stream dependency */
+    AO_FIND_CONTENTION,  /* compute kernels slower beside collectives than alone */
 } ao_finding_kind;
 /* "input_wait", "host_launch", "straggler", "exposed_allgather", ... */
 const char *ao_finding_id(ao_finding_kind k);

@@ -8,12 +8,19 @@
 /* Medians over one rank's kept steps, ms per step; NAN when unknown. */
 typedef struct ao_diag_terms {
     double step, compute, comm, exposed, idle, host_wait, data_wait, gap, own;
+    double contention; /* contention_ms: the same kernels beside a collective against alone */
     double exposed_kind[AO_NKINDS];
 } ao_diag_terms;
 
 void ao_diag_terms_of(const ao_rank_data *rd, ao_diag_terms *t);
 void ao_diag_note_add(ao_diag_note **v, size_t *n, const char *id, const char *fmt, ...)
     AO_PRINTF(4, 5);
+
+ao_finding *ao_diag_add_finding(ao_diagnosis *d, ao_finding_kind kind, double ms, int rank);
+
+/* contention.c: the price of overlap on rank c, and which source the
+ * decomposition used when it is not kernel time (a limitation). */
+void ao_diag_contention(const ao_run_data *run, const ao_diag_terms *t, int c, ao_diagnosis *d);
 
 /* knobs.c: where a finding sits and the knobs that move it. */
 void ao_diag_where_input(const ao_run_data *run, ao_finding *f);

@@ -153,8 +153,10 @@ int ao_diagnose_dirs(const ao_diagnose_opts *o)
     ao_run_data *runs = ao_calloc(n ? n : 1, sizeof *runs);
     ao_diagnosis *ds = ao_calloc(n ? n : 1, sizeof *ds);
     size_t loaded = 0;
-    for (size_t i = 0; i < n && rc == 0; i++, loaded++)
+    for (size_t i = 0; i < n && rc == 0; i++, loaded++) {
         rc = ao_run_load(all[i], o->skip_steps, &runs[i]);
+        if (rc == 0) rc = ao_run_require_steps(&runs[i], all[i]);
+    }
     for (size_t i = 0; rc == 0 && i < n; i++) {
         ao_diagnose_run(&runs[i], &ds[i]);
         if (strcmp(source_of(&runs[i]), source_of(&runs[0])) != 0)

@@ -8,6 +8,7 @@
 
 #include "core/stats.h"
 #include "diagnose/internal.h"
+#include "runs/decompose.h"
 
 static double col_at(const ao_rank_data *rd, size_t i, const char *name)
 {
@@ -42,19 +43,12 @@ static void check_terms(const ao_rank_data *rd, ao_diagnosis *d)
             bad, rd->rank, first);
 }
 
-static double median_of(const ao_overlap *v, size_t n, size_t off)
-{
-    double *x = ao_malloc((n ? n : 1) * sizeof *x);
-    for (size_t i = 0; i < n; i++) x[i] = *(const double *)((const char *)&v[i] + off);
-    double m = n ? ao_stats_median(x, n) : NAN;
-    free(x);
-    return m;
-}
-
 /* The baselines against the steps: the decomposition is shown only when it
- * is in range and its isolated times are of the size of the steps' own. */
-static void check_baselines(const ao_rank_data *rd, const ao_diag_terms *t, ao_diagnosis *d)
+ * is in range and its isolated times are of the size of the steps' own
+ * (both in the source the decomposition uses: kernel time with the trace). */
+static void check_baselines(const ao_run_data *run, int c, ao_diagnosis *d)
 {
+    const ao_rank_data *rd = &run->ranks[c];
     if (!rd->ncompute_only || !rd->ncomm_only) {
         ao_diag_note_add(&d->limits, &d->nlimits, "no_baselines",
                          "no compute-only and comm-only baselines (training.baseline_steps 0, or "
@@ -62,24 +56,25 @@ static void check_baselines(const ao_rank_data *rd, const ao_diag_terms *t, ao_d
                          "time");
         return;
     }
-    double ci = median_of(rd->compute_only, rd->ncompute_only, offsetof(ao_overlap, compute_ms));
-    double mi = median_of(rd->comm_only, rd->ncomm_only, offsetof(ao_overlap, comm_ms));
-    ao_decomposition dec;
-    ao_decompose(ci, mi, t->step, t->compute, t->comm, &dec);
-    if (isfinite(dec.achieved) && (dec.achieved < -0.05 || dec.achieved > 1.05))
+    ao_decomp x;
+    ao_decomp_of(run, 1, c, &x);
+    const ao_decomposition *dec = &x.d;
+    const char *src = x.kernels ? "kernel time" : "events";
+    if (isfinite(dec->achieved) && (dec->achieved < -0.05 || dec->achieved > 1.05))
         ao_diag_note_add(&d->flags, &d->nflags, "decomposition_out_of_range",
-                         "achieved overlap %.3g is outside [0, 1] on rank %d (serial %.3g ms, "
+                         "achieved overlap %.3g is outside [0, 1] on rank %d (%s: serial %.3g ms, "
                          "ideal %.3g ms, step %.3g ms): the decomposition is not meaningful for "
                          "this run",
-                         dec.achieved, rd->rank, dec.serial_ms, dec.ideal_ms, t->step);
-    double rc = t->compute / ci, rm = t->comm / mi;
+                         dec->achieved, rd->rank, src, dec->serial_ms, dec->ideal_ms, x.step_ms);
+    double ci = dec->compute_isolated_ms, mi = dec->comm_isolated_ms;
+    double rc = x.compute_ms / ci, rm = x.comm_ms / mi;
     if ((isfinite(rm) && (rm < 0.5 || rm > 2)) || (isfinite(rc) && (rc < 0.5 || rc > 2)))
         ao_diag_note_add(&d->flags, &d->nflags, "baselines_disagree",
-                         "the baselines disagree with the steps on rank %d: comm-only %.3g ms "
+                         "the baselines disagree with the steps on rank %d (%s): comm-only %.3g ms "
                          "against %.3g ms of communication in a step (%.3gx), compute-only %.3g "
                          "ms against %.3g ms (%.3gx); outside 0.5x-2x the isolated times do not "
                          "describe the steps",
-                         rd->rank, mi, t->comm, rm, ci, t->compute, rc);
+                         rd->rank, src, mi, x.comm_ms, rm, ci, x.compute_ms, rc);
 }
 
 /* Clocks that move during the run, or a throttle reason (telemetry). */
@@ -124,7 +119,7 @@ void ao_diag_sanity(const ao_run_data *run, const ao_diag_terms *t, int c, ao_di
         check_terms(&run->ranks[i], d);
         check_telemetry(&run->ranks[i], d);
     }
-    check_baselines(rd, &t[c], d);
+    check_baselines(run, c, d);
     if (run->world_size > run->nranks)
         ao_diag_note_add(&d->limits, &d->nlimits, "missing_ranks",
                          "%d of %d ranks have a metrics file: the critical rank and straggler "

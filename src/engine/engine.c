@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "comm/wait.h"
 #include "core/error.h"
 #include "engine/test_hooks.h"
 #include "model/ops_ref.h"
@@ -64,11 +65,28 @@ static int op_begin(ao_engine *e, ao_stream_id sid, ao_op_class cls, ao_coll_kin
     return ao_timeline_op_begin(e->tl, sid, cls, kind, name, unit, bytes);
 }
 
+/* A collective's call, as its communicator sees it (ao_comm_seen). */
+typedef struct coll_call {
+    ao_coll op;
+    size_t count;
+    ao_dtype t;
+    ao_redop r;
+} coll_call;
+
 /* A collective's event pair: the watchdog's completion record goes after the
- * pair's end event, not inside it (ao_comm_defer_mark). */
+ * pair's end event, not inside it (ao_comm_defer_mark). With timing on, the
+ * stream is held until the call has returned (ao_stream_hold), so that the
+ * pair brackets the kernel, not the library's launch path; but only where
+ * the communicator has made this call before. A first call may set up
+ * connections, and NCCL's network transport allocates pinned host memory
+ * then, which waits for the device: for the held stream too, which waits for
+ * the host to return from that very call. That was issue 52's hang (DESIGN
+ * §4). The first call's pair includes its launch path; it is a warm-up step's. */
 static int coll_begin(ao_engine *e, ao_comm *c, ao_stream_id sid, ao_coll_kind kind,
-                      const char *name, int unit, uint64_t bytes)
+                      const char *name, int unit, uint64_t bytes, coll_call k)
 {
+    e->coll_held = e->timing && ao_comm_seen(c, k.op, k.count, k.t, k.r);
+    if (e->coll_held) ao_stream_hold(ao_comm_stream(c));
     int op = op_begin(e, sid, AO_CLASS_COMM, kind, name, unit, bytes);
     ao_comm_defer_mark(c);
     return op;
@@ -77,6 +95,8 @@ static int coll_begin(ao_engine *e, ao_comm *c, ao_stream_id sid, ao_coll_kind k
 static void coll_end(ao_engine *e, ao_comm *c, int op)
 {
     ao_timeline_op_end(e->tl, op);
+    if (e->coll_held) ao_stream_release(ao_comm_stream(c));
+    e->coll_held = 0;
     ao_comm_mark(c);
 }
 
@@ -140,7 +160,7 @@ static ao_comm *shard_comm(ao_engine *e, int l)
 void ao_engine_finish(ao_engine *e)
 {
     for (int i = 0; i < AO_NSTREAMS; i++)
-        if (e->streams[i]) ao_stream_sync(e->streams[i]);
+        if (e->streams[i]) ao_wait_stream_sync(e->streams[i], "device synchronisation");
 }
 
 /* One micro-batch's pass (run_micro): what it runs, and on what. */
@@ -190,7 +210,8 @@ static int try_gather(ao_engine *e, int u, const micro_ctx *x)
     ao_stream_wait_event(ln->s, compute_point(e, e->gather_go));
     ao_comm *c = shard_comm(e, LANE_AG);
     uint64_t bytes = ao_coll_bytes(AO_ALLGATHER, sp->shard, e->gather_type, ao_comm_size(c));
-    int op = coll_begin(e, c, ln->sid, AO_KIND_ALLGATHER, "allgather", u, bytes);
+    int op = coll_begin(e, c, ln->sid, AO_KIND_ALLGATHER, "allgather", u, bytes,
+                        (coll_call){AO_ALLGATHER, sp->shard, e->gather_type, AO_SUM});
     /* comm_only: no op follows to wait. A one-rank gather is a copy on a
      * copy engine, which needs no SMs: nothing to make room for, and waiting
      * for its start would hold each layer's compute until the copy has
@@ -266,11 +287,50 @@ static void release(ao_engine *e, int u)
 
 /* ---- reductions ---------------------------------------------------------- */
 
+/* The end of group g's chain on `last`, the stream its reduction ended on:
+ * the squared sum of its final gradients (an op: compute, as the kernel
+ * trace counts it), `done`, then GFULL := 0 and `zeroed`. */
+static void finish_group(ao_engine *e, int g, ao_stream *last, ao_stream_id last_sid,
+                         ao_phase phase, int final)
+{
+    rgroup *G = &e->groups[g];
+    if (phase != AO_PHASE_COMM_ONLY && final) {
+        int sq = op_begin(e, last_sid, AO_CLASS_COMPUTE, AO_KIND_NONE, "grad_sq", G->first_unit, 0);
+        e->backend->sum_squares(last, &e->group_sq[g], e->ACC + G->shard_off, G->shard_len,
+                                e->red_workspace);
+        ao_timeline_op_end(e->tl, sq);
+    }
+    ao_event_record(G->done, last);
+    /* solo: zeroed after the update (zero_solo) */
+    if (e->solo && phase != AO_PHASE_COMM_ONLY) return;
+    /* After `done`, so that the optimizer does not wait for it; timed, so
+     * that the step's idle time is not this memset's. */
+    size_t bytes = G->full_len * sizeof *e->GFULL;
+    int op = op_begin(e, last_sid, AO_CLASS_COPY, AO_KIND_NONE, "zero_grad", G->first_unit, bytes);
+    ao_memset_async(e->dev, e->GFULL + G->full_off, 0, bytes, last);
+    ao_timeline_op_end(e->tl, op);
+    ao_event_record(G->zeroed, last);
+}
+
+/* compute_only: no reduction, but the rest of the group's chain where a
+ * train step runs it, on the stream its reduction would end on: beside the
+ * backward, so that the baseline's compute and copies are the train step's
+ * (DESIGN §7, baselines). */
+static void alone_group(ao_engine *e, int g, int final)
+{
+    const lane *ln = &e->lanes[!e->sharded || (e->hybrid && e->replicas > 1) ? LANE_AR : LANE_RS];
+    ao_stream_wait_event(ln->s, compute_point(e, e->groups[g].grad_ready));
+    finish_group(e, g, ln->s, ln->sid, AO_PHASE_COMPUTE_ONLY, final);
+}
+
 /* final: the step's last reduction of the group (its ACC then complete). */
 static void reduce_group(ao_engine *e, int g, ao_phase phase, int final)
 {
     rgroup *G = &e->groups[g];
-    if (phase == AO_PHASE_COMPUTE_ONLY) return;
+    if (phase == AO_PHASE_COMPUTE_ONLY) {
+        alone_group(e, g, final);
+        return;
+    }
     ao_event *ready = compute_point(e, G->grad_ready);
     int first = G->reductions++ == 0;
     float *gfull = e->GFULL + G->full_off, *red = e->RED + G->shard_off;
@@ -284,8 +344,8 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase, int final)
         ao_stream_wait_event(rs->s, G->done); /* RED is free again */
         ao_comm *c = shard_comm(e, LANE_RS);
         uint64_t bytes = ao_coll_bytes(AO_REDUCESCATTER, G->shard_len, AO_F32, ao_comm_size(c));
-        int op =
-            coll_begin(e, c, rs->sid, AO_KIND_REDUCESCATTER, "reducescatter", G->first_unit, bytes);
+        int op = coll_begin(e, c, rs->sid, AO_KIND_REDUCESCATTER, "reducescatter", G->first_unit,
+                            bytes, (coll_call){AO_REDUCESCATTER, G->shard_len, AO_F32, AO_SUM});
         ao_reducescatter(c, gfull, out, G->shard_len, AO_F32, AO_SUM);
         coll_end(e, c, op);
         last = rs->s;
@@ -296,7 +356,7 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase, int final)
             ao_stream_wait_event(ar->s, G->mid);
             uint64_t b2 = ao_coll_bytes(AO_ALLREDUCE, G->shard_len, AO_F32, e->replicas);
             op = coll_begin(e, ar->group, ar->sid, AO_KIND_ALLREDUCE, "allreduce", G->first_unit,
-                            b2);
+                            b2, (coll_call){AO_ALLREDUCE, G->shard_len, AO_F32, AO_SUM});
             ao_allreduce(ar->group, out, out, G->shard_len, AO_F32, AO_SUM);
             coll_end(e, ar->group, op);
             last = ar->s;
@@ -306,7 +366,8 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase, int final)
         lane *ar = &e->lanes[LANE_AR];
         ao_stream_wait_event(ar->s, ready);
         uint64_t bytes = ao_coll_bytes(AO_ALLREDUCE, G->full_len, AO_F32, e->world);
-        int op = coll_begin(e, ar->world, ar->sid, AO_KIND_ALLREDUCE, "allreduce", g, bytes);
+        int op = coll_begin(e, ar->world, ar->sid, AO_KIND_ALLREDUCE, "allreduce", g, bytes,
+                            (coll_call){AO_ALLREDUCE, G->full_len, AO_F32, AO_SUM});
         ao_allreduce(ar->world, gfull, out, G->full_len, AO_F32, AO_SUM);
         coll_end(e, ar->world, op);
         last = ar->s;
@@ -314,21 +375,7 @@ static void reduce_group(ao_engine *e, int g, ao_phase phase, int final)
     }
     if (phase == AO_PHASE_TRAIN && !first)
         e->backend->accumulate(last, e->ACC + G->shard_off, red, G->shard_len);
-    if (phase == AO_PHASE_TRAIN && final) { /* an op: compute, as the kernel trace counts it */
-        int sq = op_begin(e, last_sid, AO_CLASS_COMPUTE, AO_KIND_NONE, "grad_sq", G->first_unit, 0);
-        e->backend->sum_squares(last, &e->group_sq[g], e->ACC + G->shard_off, G->shard_len,
-                                e->red_workspace);
-        ao_timeline_op_end(e->tl, sq);
-    }
-    ao_event_record(G->done, last);
-    if (e->solo && phase == AO_PHASE_TRAIN) return; /* zeroed after the update (zero_solo) */
-    /* After `done`, so that the optimizer does not wait for it; timed, so
-     * that the step's idle time is not this memset's. */
-    size_t bytes = G->full_len * sizeof *gfull;
-    int op = op_begin(e, last_sid, AO_CLASS_COPY, AO_KIND_NONE, "zero_grad", G->first_unit, bytes);
-    ao_memset_async(e->dev, gfull, 0, bytes, last);
-    ao_timeline_op_end(e->tl, op);
-    ao_event_record(G->zeroed, last);
+    finish_group(e, g, last, last_sid, phase, final);
 }
 
 /* ---- data ---------------------------------------------------------------- */
@@ -344,6 +391,10 @@ static void fetch(ao_engine *e, int64_t step, int micro)
      * outside the copy's event pair: the h2d op times the copy only. */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    int w = ao_wait_begin("data loader", NULL,
+                          "the loader's workers did not fill the batch (dataloader.num_workers, "
+                          "dataset.placement)");
+    if (ao_test_hang_at("loader", e->rank, ao_comm_step())) ao_test_block("loader");
     ao_loader_prepare(e->loader, step, micro);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     e->data_wait_ms +=
@@ -351,6 +402,7 @@ static void fetch(ao_engine *e, int64_t step, int micro)
     int op = op_begin(e, AO_STREAM_H2D, AO_CLASS_COPY, AO_KIND_NONE, "h2d", -1, e->batch_bytes);
     e->pend_batch = ao_loader_next(e->loader, step, micro, &e->pend_ready);
     ao_timeline_op_end(e->tl, op);
+    ao_wait_end(w);
     e->pend_step = step;
     e->pend_micro = micro;
 }
@@ -482,13 +534,10 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
     if (phase != AO_PHASE_COMM_ONLY) {
         for (int g = 0; g < e->ngroups; g++) compute_wait(e, e->groups[g].done);
         int op = compute_begin(e, "clip", -1);
-        /* the squared norm of the unscaled gradients, summed over replicas */
+        /* the squared norm of the unscaled gradients, summed over replicas
+         * (each group's share summed by finish_group, compute_only too) */
         double unscale = 1.0 / ((double)loss_scale * loss_scale);
-        /* compute_only (no reductions): the sum over ACC here, as one group */
-        if (phase != AO_PHASE_TRAIN)
-            e->backend->sum_squares(cs, e->group_sq, e->ACC, S, e->workspace);
-        e->backend->step_scalars(cs, sd->local, e->group_sq,
-                                 phase == AO_PHASE_TRAIN ? e->ngroups : 1, unscale / e->replicas,
+        e->backend->step_scalars(cs, sd->local, e->group_sq, e->ngroups, unscale / e->replicas,
                                  e->loss_dev + (size_t)slot * G, G, stop_vote ? 1.0 : 0.0);
         compute_end(e, op);
     }
@@ -496,7 +545,8 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
         lane *ar = &e->lanes[LANE_AR];
         ao_stream_wait_event(ar->s, compute_point(e, e->sq_ready));
         uint64_t bytes = ao_coll_bytes(AO_ALLREDUCE, 3, AO_F64, e->world);
-        int op = coll_begin(e, ar->world, ar->sid, AO_KIND_ALLREDUCE, "allreduce", -1, bytes);
+        int op = coll_begin(e, ar->world, ar->sid, AO_KIND_ALLREDUCE, "allreduce", -1, bytes,
+                            (coll_call){AO_ALLREDUCE, 3, AO_F64, AO_SUM});
         ao_allreduce(ar->world, sd->local, sd->global, 3, AO_F64, AO_SUM);
         coll_end(e, ar->world, op);
         ao_event_record(e->sum_ready, ar->s);
@@ -505,14 +555,14 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
     if (phase == AO_PHASE_COMM_ONLY) return;
     float *p = e->P, *m = e->M, *v = e->V;
     const double *global = sd->global;
-    if (phase == AO_PHASE_COMPUTE_ONLY) { /* the same update on copies */
+    /* compute_only: the same update on the scratch copies (made from P, M and
+     * V once, at set-up: a copy per step would be device work the train step
+     * does not have, on the compute stream, where the kernel trace counts it
+     * as compute) */
+    if (phase == AO_PHASE_COMPUTE_ONLY) {
         p = e->scratch[0];
         m = e->scratch[1];
         v = e->scratch[2];
-        ao_copy_async(e->dev, p, e->P, S * sizeof *p, AO_D2D, cs);
-        ao_copy_async(e->dev, m, e->M, S * sizeof *m, AO_D2D, cs);
-        ao_copy_async(e->dev, v, e->V, S * sizeof *v, AO_D2D, cs);
-        compute_moved(e);
         global = sd->local;
     }
     if (phase == AO_PHASE_TRAIN) predraw(e);
@@ -522,15 +572,11 @@ static void optimizer(ao_engine *e, ao_phase phase, int slot, int64_t data_step,
                       S, &e->hp, lr, (float)cfg->training.grad_clip_norm, 1.0f / loss_scale,
                       data_step + 1, global, sd->result, e->workspace);
     compute_end(e, op);
-    if (phase == AO_PHASE_COMPUTE_ONLY) {
-        ao_memset_async(e->dev, e->GFULL, 0, e->lay.full_total * sizeof(float), cs);
-        compute_moved(e);
-    }
 }
 
 /* solo: GFULL (= ACC) := 0 once the previous update has read it, first in a
- * training iteration (so that the op is this step's, not a tail of the
- * previous one), on the reduction stream beside the forward; each group's
+ * training or compute-only iteration (so that the op is this step's, not a
+ * tail of the previous one), on the reduction stream beside the forward; each group's
  * `zeroed` marks it for the backward that writes the gradients. */
 static void zero_solo(ao_engine *e)
 {
@@ -552,7 +598,8 @@ static void learn_scale(ao_engine *e, int64_t iter)
     for (int64_t j = e->scaler_iter + 1; j <= iter - 2; j++) {
         int slot = (int)(j % AO_ENGINE_SCALAR_SLOTS);
         if (e->slot_iter[slot] != j || !e->slot_train[slot]) continue;
-        ao_event_sync(e->slot_ev[slot]);
+        ao_wait_event_sync(e->slot_ev[slot], e->compute, "readback of a step's grad norm",
+                           e->slot_step[slot]);
         ao_loss_scaler_update(&e->scaler, !isfinite(e->scal_host[slot].result[0]));
     }
     if (iter - 2 > e->scaler_iter) e->scaler_iter = iter - 2;
@@ -572,7 +619,7 @@ void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t dat
     compute_moved(e);            /* whatever ran before */
     /* Gathers read the shards the previous update wrote. */
     ao_stream_wait_event(e->lanes[LANE_AG].s, e->opt_done);
-    if (e->solo && phase == AO_PHASE_TRAIN) zero_solo(e);
+    if (e->solo && phase != AO_PHASE_COMM_ONLY) zero_solo(e);
     micro_ctx x = {.phase = phase,
                    .do_comm = phase != AO_PHASE_COMPUTE_ONLY,
                    .do_compute = phase != AO_PHASE_COMM_ONLY,
@@ -593,10 +640,15 @@ void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t dat
     ao_event_record(e->opt_done, e->compute);
     compute_moved(e);
     e->slot_iter[slot] = iter;
+    e->slot_step[slot] = data_step;
     e->slot_train[slot] = phase == AO_PHASE_TRAIN;
     e->slot_lr[slot] = lr;
     e->slot_scale[slot] = scale;
     if (phase == AO_PHASE_TRAIN) {
+        if (ao_test_hang_at("readback", e->rank, data_step)) {
+            static const char *const where = "readback";
+            ao_launch_host(e->compute, ao_test_block_fn, &where, sizeof where);
+        }
         ao_copy_async(e->dev, &e->scal_host[slot], &e->scal_dev[slot], sizeof(scal), AO_D2H,
                       e->compute);
         ao_event_record(e->slot_ev[slot], e->compute);
@@ -609,7 +661,8 @@ void ao_engine_scalars(ao_engine *e, int64_t iter, ao_step_scalars *out)
     if (e->slot_iter[slot] != iter)
         ao_fatal(AO_EXIT_FAIL, "engine", "the scalars of iteration %lld are gone (slot reused)",
                  (long long)iter);
-    ao_event_sync(e->slot_ev[slot]);
+    ao_wait_event_sync(e->slot_ev[slot], e->compute, "readback of a step's loss and grad norm",
+                       e->slot_step[slot]);
     const scal *h = &e->scal_host[slot];
     out->loss = h->global[1];
     out->loss_local = h->local[1] * e->world;
@@ -627,7 +680,7 @@ void ao_engine_barrier(ao_engine *e)
     double *d = ao_dev_alloc(e->dev, 2 * sizeof *d);
     ao_memset_async(e->dev, d, 0, 2 * sizeof *d, ar->s);
     ao_allreduce(ar->world, d, d + 1, 1, AO_F64, AO_SUM);
-    ao_stream_sync(ar->s);
+    ao_wait_stream_sync(ar->s, "the barrier at the end of the run");
     ao_dev_free(e->dev, d);
 }
 
@@ -663,8 +716,8 @@ void ao_engine_describe(const ao_engine *e, char *buf, size_t n)
                                                             : "allgather/reducescatter/allreduce";
     snprintf(buf, n,
              "%s over %d ranks (shard group %d): %d units, %zu parameters%s, shard %zu of %zu "
-             "elements, %d gathered buffers, %d reduction groups; collectives: %s",
+             "elements, %d gathered buffers, %d reduction groups; collectives: %s%s",
              strategy, e->world, e->sharded ? e->group_size : 1, e->nunits, params,
              e->synced ? " broadcast from rank 0" : "", e->lay.shard_total, e->lay.full_total,
-             e->nbufs, e->ngroups, lanes);
+             e->nbufs, e->ngroups, lanes, e->groups_desc);
 }

@@ -13,8 +13,10 @@
  * with comm_per_stream false all three share one communicator on the
  * allgather stream; with distributed.enable_overlap false every collective
  * runs on the compute stream (the serialized baseline). hybrid_shard splits
- * the ranks into sharding groups of fsdp.shard_group_size (color rank / size)
- * and replica groups across them (color rank % size).
+ * the ranks into shard groups and replica groups across them: with
+ * fsdp.shard_group_size 0 each node is a shard group (the ranks' nodes are
+ * gathered at set-up, launch/nodes.c), else consecutive ranks of that size
+ * (DESIGN §5).
  *
  * Precision (engine.c's apply_precision): parameters, gradients, optimizer
  * state and reductions are fp32. training.mixed_precision bf16/fp16 makes the
@@ -84,9 +86,10 @@ void ao_engine_destroy(ao_engine *e);
  * whose samples, dropout masks and learning rate it uses; next_data_step the
  * step whose first micro-batch is prefetched at the end (-1: none).
  * - AO_PHASE_TRAIN: forward, backward, reductions, clipping, AdamW.
- * - AO_PHASE_COMPUTE_ONLY: the same compute, every collective skipped
- *   (gathered buffers reused as they are); the AdamW update runs on scratch
- *   copies, so the model does not change.
+ * - AO_PHASE_COMPUTE_ONLY: the same compute on the same streams, every
+ *   collective skipped (gathered buffers reused as they are; each group's
+ *   squared sum and gradient zeroing where its reduction would have ended);
+ *   the AdamW update runs on scratch copies, so the model does not change.
  * - AO_PHASE_COMM_ONLY: the same collectives in the same order, no compute,
  *   no data; the model does not change.
  * stop_vote: this rank asks to stop (a signal); summed over ranks in the

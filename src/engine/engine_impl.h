@@ -69,6 +69,10 @@ struct ao_engine {
     int synced;    /* fsdp.sync_module_states over more than one rank: rank 0's init broadcast */
     int reshard_after_forward;
     int hybrid, group_size, replicas;
+    int shard_index;       /* this rank's shard: its place in its shard group */
+    char groups_desc[256]; /* hybrid: its groups' ranks, for ao_engine_describe */
+    int timing;            /* profiling.timing: collectives' event pairs (and holds) */
+    int coll_held;         /* the collective being issued holds its stream (coll_begin) */
     int nunits, nlayers;
     lane lanes[NLANES];
     ao_comm *comms[8]; /* every distinct communicator, for destroy */
@@ -122,7 +126,8 @@ struct ao_engine {
     ao_loss_scaler scaler;
     int64_t scaler_iter; /* the last train iteration the scaler has seen */
     int64_t slot_iter[AO_ENGINE_SCALAR_SLOTS];
-    int slot_train[AO_ENGINE_SCALAR_SLOTS]; /* whether the slot's iteration was a train step */
+    int64_t slot_step[AO_ENGINE_SCALAR_SLOTS]; /* its data step, what a wait for it names */
+    int slot_train[AO_ENGINE_SCALAR_SLOTS];    /* whether the slot's iteration was a train step */
     ao_adamw_hparams hp;
     /* data */
     int64_t pend_step;

@@ -4,11 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/wait.h"
 #include "core/error.h"
 #include "core/text.h"
 #include "engine/engine_impl.h"
 #include "engine/memory.h"
 #include "engine/test_hooks.h"
+#include "launch/launch.h"
 #include "runtime/backend_table.h"
 
 /* ---- configuration ------------------------------------------------------- */
@@ -43,6 +45,104 @@ int ao_engine_check_config(const struct ao_config *cfg, int world, int local_wor
     return 0;
 }
 
+/* ---- hybrid groups ------------------------------------------------------- */
+
+/* Each rank's node (launch/nodes.c: NCCL's host), gathered over the root
+ * communicator: node_of[r] numbers the nodes in the order of their lowest
+ * rank. Returns the number of nodes. */
+static int gather_nodes(ao_engine *e, ao_comm *root, int *node_of)
+{
+    const int W = e->world;
+    uint64_t *dev = ao_dev_alloc(e->dev, (size_t)(W + 1) * sizeof *dev);
+    uint64_t *host = ao_host_alloc(e->dev, (size_t)(W + 1) * sizeof *host);
+    host[W] = ao_launch_node_key();
+    ao_stream *s = ao_comm_stream(root);
+    ao_copy_async(e->dev, dev + W, host + W, sizeof *dev, AO_H2D, s);
+    ao_allgather(root, dev + W, dev, 1, AO_U64);
+    ao_copy_async(e->dev, host, dev, (size_t)W * sizeof *host, AO_D2H, s);
+    ao_wait_stream_sync(s, "gathering each rank's node");
+    int nodes = 0;
+    for (int r = 0; r < W; r++) {
+        node_of[r] = -1;
+        for (int q = 0; q < r && node_of[r] < 0; q++)
+            if (host[q] == host[r]) node_of[r] = node_of[q];
+        if (node_of[r] < 0) node_of[r] = nodes++;
+    }
+    ao_host_free(e->dev, host);
+    ao_dev_free(e->dev, dev);
+    return nodes;
+}
+
+/* "0,1" into buf: the ranks r with in(r) (at most n bytes). */
+static void list_ranks(const int *color, int W, int want, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    for (int r = 0; r < W; r++)
+        if (color[r] == want) ao_appendf(buf, n, "%s%d", buf[0] ? "," : "", r);
+}
+
+/* The colors of hybrid_shard's splits. fsdp.shard_group_size 0 (the ranks of
+ * one node) makes each node a shard group and the ranks at the same place
+ * in every node a replica group, so that only the replica all-reduce crosses
+ * the link between nodes, whatever order the launcher numbered the ranks in.
+ * An explicit size groups consecutive ranks. Fills e->group_size, replicas,
+ * shard_index and groups_desc; AO_EXIT_USAGE when the nodes differ in size. */
+static int hybrid_colors(ao_engine *e, const ao_engine_setup *s, int *shard, int *replica)
+{
+    const int W = e->world;
+    int *node_of = ao_calloc((size_t)W, sizeof *node_of);
+    int nodes = gather_nodes(e, s->root, node_of);
+    int *place = ao_calloc((size_t)W, sizeof *place),
+        *size = ao_calloc((size_t)nodes, sizeof *size);
+    for (int r = 0; r < W; r++) place[r] = size[node_of[r]]++;
+    int rc = 0, g = e->cfg->fsdp.shard_group_size;
+    if (g == 0) {
+        for (int n = 1; n < nodes && !rc; n++)
+            if (size[n] != size[0]) {
+                ao_error("fsdp.shard_group_size",
+                         "0 (the ranks of one node) needs as many ranks on every node: node 0 "
+                         "has %d, node %d has %d",
+                         size[0], n, size[n]);
+                rc = AO_EXIT_USAGE;
+            }
+        g = size[0];
+        if (!rc && g != s->ri->local_world_size && e->rank == 0)
+            ao_warn("the launcher puts %d ranks on a node, their hosts %d: hybrid_shard's groups "
+                    "follow the hosts (NCCL_HOSTID, else the host name)",
+                    s->ri->local_world_size, g);
+        for (int r = 0; r < W; r++) {
+            shard[r] = node_of[r];
+            replica[r] = place[r];
+        }
+        e->shard_index = place[e->rank];
+    } else {
+        int spans = 0;
+        for (int r = 0; r < W; r++) {
+            shard[r] = r / g;
+            replica[r] = r % g;
+            spans |= node_of[r] != node_of[r / g * g];
+        }
+        e->shard_index = e->rank % g;
+        if (spans && e->rank == 0)
+            ao_warn("fsdp.shard_group_size %d puts ranks of different nodes in one shard group: "
+                    "its all-gathers and reduce-scatters cross the link between nodes (0: the "
+                    "ranks of one node)",
+                    g);
+    }
+    e->group_size = g;
+    e->replicas = W / g;
+    char sg[64], rg[64];
+    list_ranks(shard, W, shard[e->rank], sg, sizeof sg);
+    list_ranks(replica, W, replica[e->rank], rg, sizeof rg);
+    snprintf(e->groups_desc, sizeof e->groups_desc,
+             "; shard group ranks %s (node %d of %d), replica group ranks %s", sg, node_of[e->rank],
+             nodes, rg);
+    free(node_of);
+    free(place);
+    free(size);
+    return rc;
+}
+
 /* ---- communicators ------------------------------------------------------- */
 
 static ao_comm *keep_comm(ao_engine *e, ao_comm *c)
@@ -69,21 +169,25 @@ static int make_comms(ao_engine *e, const ao_engine_setup *s)
         if (!ln->world) ln->world = keep_comm(e, ao_comm_split(s->root, ln->s, 0, e->rank));
         if (!ln->world) return AO_EXIT_FAIL;
     }
+    e->shard_index = e->sharded ? e->rank : 0;
     if (!e->hybrid) return 0;
+    int *colors = ao_calloc(2 * (size_t)e->world, sizeof *colors);
+    int rc = hybrid_colors(e, s, colors, colors + e->world);
     /* Splits are collective over the world: every rank makes them in the same
      * order (shard groups of AG then RS, then the replica group of AR). */
-    for (int l = 0; l < NLANES; l++) {
+    for (int l = 0; l < NLANES && !rc; l++) {
         lane *ln = &e->lanes[l];
         int replica = l == LANE_AR;
         for (int k = 0; k < l; k++)
             if (e->lanes[k].sid == ln->sid && (k == LANE_AR) == replica)
                 ln->group = e->lanes[k].group;
         if (ln->group) continue;
-        int color = replica ? e->rank % e->group_size : e->rank / e->group_size;
+        int color = colors[(replica ? e->world : 0) + e->rank];
         ln->group = keep_comm(e, ao_comm_split(ln->world, ln->s, color, e->rank));
-        if (!ln->group) return AO_EXIT_FAIL;
+        if (!ln->group) rc = AO_EXIT_FAIL;
     }
-    return 0;
+    free(colors);
+    return rc;
 }
 
 /* ---- layout and buffers -------------------------------------------------- */
@@ -166,16 +270,21 @@ static void make_buffers(ao_engine *e)
             ao_copy_async(e->dev, full_dev, full, bytes, AO_H2D, ar->s);
             ao_broadcast(ar->world, full_dev, full_dev, sp->padded, AO_F32, 0);
             ao_copy_async(e->dev, full, full_dev, bytes, AO_D2H, ar->s);
-            ao_stream_sync(ar->s);
+            ao_wait_stream_sync(ar->s, "fsdp.sync_module_states: rank 0's initial weights");
         }
         ao_shard_extract(&e->lay, u, full, shard);
         ao_copy_async(e->dev, e->P + sp->shard_offset, shard, sp->shard * sizeof *shard, AO_H2D,
                       e->compute);
-        ao_stream_sync(e->compute); /* the staging buffer is reused */
+        /* the staging buffer is reused */
+        ao_wait_stream_sync(e->compute, "device synchronisation (initial weights)");
     }
     ao_host_free(e->dev, full);
     ao_host_free(e->dev, shard);
     if (full_dev) ao_dev_free(e->dev, full_dev);
+    /* compute_only's update runs on copies of P, M and V (zero here), made
+     * once: engine.c, optimizer */
+    if (e->scratch[0])
+        ao_copy_async(e->dev, e->scratch[0], e->P, (S ? S : 1) * sizeof *e->P, AO_D2D, e->compute);
 
     for (int u = 0; u < e->nunits; u++) {
         e->units[u].own_buf = -1;
@@ -326,6 +435,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     e->nunits = ao_model_units(&e->shape);
     e->nlayers = e->nunits - 1;
     e->pend_step = -1;
+    e->timing = cfg->profiling.timing;
     e->test_slow_ms = ao_test_slow_rank_ms(e->rank);
     e->test_hang_step = ao_test_hang_rank_step(e->rank);
     if (e->backend->set_dependent_launch)
@@ -350,8 +460,8 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     for (int u = 0; u < e->nunits; u++) numel[u] = ao_model_unit_params(&e->shape, u);
     for (int i = 0; i < e->nunits; i++) order[i] = i < e->nlayers ? e->nlayers - i : 0;
     int nshards = e->sharded ? e->group_size : 1;
-    int index = e->sharded ? e->rank % e->group_size : 0;
-    *rc = ao_shard_layout_init(&e->lay, numel, order, e->nunits, nshards, index, AO_SHARD_ALIGN);
+    *rc = ao_shard_layout_init(&e->lay, numel, order, e->nunits, nshards, e->shard_index,
+                               AO_SHARD_ALIGN);
     free(numel);
     free(order);
     if (*rc) {
@@ -381,7 +491,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
         e->slot_iter[i] = -1;
     }
     e->batch_bytes = ao_loader_batch_bytes(e->loader);
-    ao_stream_sync(e->compute);
+    ao_wait_stream_sync(e->compute, "device synchronisation (the engine's set-up)");
     *rc = 0;
     return e;
 }

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/intervals.h"
 #include "core/json.h"
+#include "timeline/cupti.h"
 
 #define DEFAULT_STEP "^ProfilerStep#([0-9]+)"
 
@@ -153,6 +154,7 @@ static void ptrmap_free(ptrmap *m)
 typedef struct step_range {
     double start, end;
     long long step;
+    const char *name; /* interned: equal names are equal pointers */
 } step_range;
 
 typedef struct launch_key {
@@ -223,7 +225,7 @@ static size_t collect_steps(const ao_trace *t, const ao_classifier *c, step_rang
             cap = cap ? 2 * cap : 64;
             v = ao_realloc(v, cap * sizeof *v);
         }
-        v[n++] = (step_range){r->start_us, r->end_us, (long long)val - 2};
+        v[n++] = (step_range){r->start_us, r->end_us, (long long)val - 2, r->name};
     }
     ptrmap_free(&names);
     if (n) qsort(v, n, sizeof *v, by_range_start);
@@ -231,6 +233,37 @@ static size_t collect_steps(const ao_trace *t, const ao_classifier *c, step_rang
         if (v[i].step < 0) v[i].step = (long long)ordinal++;
     *out = v;
     return n;
+}
+
+static int by_step_name(const void *a, const void *b)
+{
+    const step_range *x = a, *y = b;
+    if (x->step != y->step) return x->step < y->step ? -1 : 1;
+    if (x->name != y->name) return strcmp(x->name, y->name);
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+/* A numbered step range that occurs more than once (three ProfilerStep#1)
+ * would merge into one step: refused, naming the range. 0 or AO_EXIT_USAGE. */
+static int check_step_names(const ao_trace *t, const ao_classifier *c)
+{
+    step_range *v;
+    size_t n = collect_steps(t, c, &v), i = 0;
+    if (n) qsort(v, n, sizeof *v, by_step_name);
+    int rc = 0;
+    for (; i + 1 < n && rc == 0; i++) {
+        if (v[i].step != v[i + 1].step || v[i].name != v[i + 1].name) continue;
+        size_t k = i + 1;
+        while (k < n && v[k].step == v[i].step && v[k].name == v[i].name) k++;
+        ao_error(t->path,
+                 "the step range \"%.200s\" occurs %zu times (at ts %.3f and %.3f us, ...): one "
+                 "range a step, or the steps would merge",
+                 v[i].name, k - i, v[i].start, v[i + 1].start);
+        ao_hint("name each step once (ProfilerStep#N counts up), or pick the ranges with --step");
+        rc = AO_EXIT_USAGE;
+    }
+    free(v);
+    return rc;
 }
 
 /* The range holding time x (the last one starting at or before it), or -1. */
@@ -356,6 +389,45 @@ static void window_stats(const ao_trace *t, const act_info *info, size_t *idx, s
     }
 }
 
+/* The steps' ops with each op's own stream as its lane (the role streams
+ * lump every compute stream together, and the same name on two streams is
+ * two launches); idx is the step's activities in its ops' order
+ * (window_stats sorted them). Heap array of r->nops ops. */
+static ao_op *launch_ops(const ao_trace *t, const size_t *idx, const ao_step_result *r,
+                         ao_cupti_lanes *lanes)
+{
+    ao_op *ops = ao_malloc((r->nops ? r->nops : 1) * sizeof *ops);
+    for (size_t i = 0; i < r->nops; i++) {
+        ops[i] = r->ops[i];
+        ops[i].stream = (uint8_t)ao_cupti_lane(lanes, t->acts[idx[i]].stream);
+    }
+    return ops;
+}
+
+/* Every step's contention against the alone kernels of all steps. */
+static void step_contention(const ao_trace *t, const size_t *idx, const size_t *count,
+                            size_t nsteps, ao_rank_result *out)
+{
+    ao_contention *c = ao_contention_create();
+    ao_cupti_lanes lanes = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        size_t k = 0;
+        for (size_t s = 0; s < nsteps; s++) {
+            if (count[s + 1] == count[s]) continue; /* no result for an empty step */
+            ao_step_result *r = &out->steps[k++];
+            ao_op *ops = launch_ops(t, idx + count[s], r, &lanes);
+            if (pass == 0) {
+                ao_contention_learn(c, ops, r->nops);
+            } else {
+                ao_contention_price(c, ops, r->nops, &r->contention);
+                r->has_contention = isfinite(r->contention.ms);
+            }
+            free(ops);
+        }
+    }
+    ao_contention_destroy(c);
+}
+
 static int by_total_desc(const void *a, const void *b)
 {
     const ao_kernel_stat *x = a, *y = b;
@@ -369,6 +441,7 @@ int ao_analyze_trace(const ao_trace *t, const ao_classifier *c, int world_size, 
     out->rank = t->rank;
     out->trace = t;
     size_t n = t->nacts;
+    if (!(n > 0 && t->acts[0].step >= 0) && check_step_names(t, c)) return AO_EXIT_USAGE;
     act_info *info = ao_malloc((n ? n : 1) * sizeof *info);
 
     /* Classes, and the kernel breakdown, one classification per name. */
@@ -488,6 +561,7 @@ int ao_analyze_trace(const ao_trace *t, const ao_classifier *c, int world_size, 
         r->step = numbers[s];
         window_stats(t, info, idx + count[s], m, world_size, 1, r);
     }
+    step_contention(t, idx, count, nsteps, out);
     for (size_t i = 0; i < n; i++) idx[i] = i;
     window_stats(t, info, idx, n, world_size, 0, &out->total);
     free(count);
@@ -525,5 +599,7 @@ yajl_gen_status ao_step_result_gen_extra(yajl_gen g, const ao_step_result *r)
     if (st == yajl_gen_status_ok) st = ao_json_gen_double(g, r->idle_other_ms);
     if (st == yajl_gen_status_ok) st = gen_kinds(g, "comm_by_kind_ms", r->comm_kind_ms);
     if (st == yajl_gen_status_ok) st = gen_kinds(g, "exposed_by_kind_ms", r->exposed_kind_ms);
+    if (st == yajl_gen_status_ok && r->has_contention)
+        st = ao_contention_step_gen(g, &r->contention);
     return st;
 }

@@ -29,6 +29,7 @@
 
 #include "core/metrics.h"
 #include "ingest/trace.h"
+#include "timeline/contention.h"
 
 /* Collective kinds for exposure, finer than ao_coll_kind (whose first four
  * they repeat in order). */
@@ -72,6 +73,11 @@ typedef struct ao_step_result {
     double exposed_kind_ms[AO_NXKINDS]; /* |M_k \ C| */
     ao_op *ops;                         /* the step's activities as ops (names in the trace) */
     size_t nops;
+    /* The price of overlap (timeline/contention.h) against the whole trace's
+     * alone kernels, each launch by its own stream; set when the step ran a
+     * collective. */
+    int has_contention;
+    ao_contention_step contention;
 } ao_step_result;
 
 typedef struct ao_kernel_stat {
@@ -113,8 +119,9 @@ int ao_analyze_trace(const ao_trace *t, const ao_classifier *c, int world_size,
 void ao_rank_result_free(ao_rank_result *r);
 
 /* The numbers beside §7 that every step record's "extra" has (host wait,
- * idle otherwise, communication and exposure by collective kind), as
- * key/value pairs into an open map; `aorta attach` writes them too. */
+ * idle otherwise, communication and exposure by collective kind, and the
+ * contention when the step has it), as key/value pairs into an open map;
+ * `aorta attach` writes them too. */
 yajl_gen_status ao_step_result_gen_extra(yajl_gen g, const ao_step_result *r);
 
 /* HTA's numbers for t (exposed for tests). */

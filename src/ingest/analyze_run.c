@@ -70,8 +70,12 @@ static int ends_with(const char *s, const char *suffix)
 }
 
 /* The traces in dir and, a few levels down, its subdirectories (rocprofv3
- * writes HOST/PID/PID_kernel_trace.csv; a job may keep one folder a rank). */
-static int scan_tree(file_list *l, const char *dir, ao_trace_format forced, int depth)
+ * writes HOST/PID/PID_kernel_trace.csv; a job may keep one folder a rank).
+ * A symbolic link is followed only to a file inside root, the directory
+ * given: never out of it (a link to .. or /etc), never into a directory
+ * twice. FIFOs and devices are skipped: opening one could block. */
+static int scan_tree(file_list *l, const char *root, const char *dir, ao_trace_format forced,
+                     int depth)
 {
     struct dirent **names;
     int n = scandir(dir, &names, NULL, alphasort);
@@ -84,7 +88,14 @@ static int scan_tree(file_list *l, const char *dir, ao_trace_format forced, int 
         if (nm[0] != '.') {
             char *p = ao_asprintf("%s/%s", dir, nm);
             struct stat st;
-            if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+            int ok = lstat(p, &st) == 0;
+            if (ok && S_ISLNK(st.st_mode)) {
+                ok = ao_path_within(root, p) && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+                if (!ok)
+                    ao_warn("%s: a symbolic link out of %s or to a directory; not followed", p,
+                            root);
+            }
+            if (ok && S_ISREG(st.st_mode)) {
                 ao_trace_format f = forced != AO_TRACE_AUTO ? forced : ao_trace_detect(p);
                 /* rocprofv3 writes several CSVs a rank; its reader starts at
                  * the kernel trace and reads the siblings. */
@@ -94,8 +105,8 @@ static int scan_tree(file_list *l, const char *dir, ao_trace_format forced, int 
                     add_file(l, p, f);
                 else if (!ends_with(nm, ".csv"))
                     ao_debug("%s: not a trace, skipped", p);
-            } else if (depth < 3 && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-                scan_tree(l, p, forced, depth + 1);
+            } else if (ok && depth < 3 && S_ISDIR(st.st_mode)) {
+                scan_tree(l, root, p, forced, depth + 1);
             }
             free(p);
         }
@@ -108,7 +119,7 @@ static int scan_tree(file_list *l, const char *dir, ao_trace_format forced, int 
 static int scan_dir(file_list *l, const char *dir, ao_trace_format forced)
 {
     size_t before = l->n;
-    if (scan_tree(l, dir, forced, 0)) return AO_EXIT_USAGE;
+    if (scan_tree(l, dir, dir, forced, 0)) return AO_EXIT_USAGE;
     if (l->n == before) {
         ao_error(dir, "no trace files in the directory (Kineto .json/.json.gz, rocprofv3 "
                       "*kernel_trace.csv or .db, nsys .sqlite, aorta trace.json)");
@@ -127,6 +138,10 @@ static int collect(const ao_analyze_run_opts *o, file_list *l)
         }
         if (S_ISDIR(st.st_mode)) {
             if (scan_dir(l, o->paths[i], o->format)) return AO_EXIT_USAGE;
+        } else if (!S_ISREG(st.st_mode)) {
+            /* a FIFO would block the reader's open */
+            ao_error(o->paths[i], "not a regular file or a directory; give a trace file");
+            return AO_EXIT_USAGE;
         } else {
             ao_trace_format f =
                 o->format != AO_TRACE_AUTO ? o->format : ao_trace_detect(o->paths[i]);
@@ -200,15 +215,18 @@ static int run_pool(job *jobs, size_t n, const ao_classifier *cls, int world_siz
 /* ---- ranks -------------------------------------------------------------------- */
 
 /* "rank<N>" (or rank_N, rank-N) in the path, the last one (a file name
- * before its folders: rocprofv3 keeps one folder a rank); -1 when none. */
+ * before its folders: rocprofv3 keeps one folder a rank); -1 when none. A
+ * number past 2^24 ranks is no rank (atoi would cut it to 32 bits). */
 static int rank_from_name(const char *path)
 {
     regex_t re;
     if (regcomp(&re, "rank[_-]?([0-9]+)", REG_EXTENDED | REG_ICASE)) return -1;
     regmatch_t g[2];
     int r = -1;
-    for (const char *p = path; regexec(&re, p, 2, g, 0) == 0; p += g[0].rm_eo)
-        r = atoi(p + g[1].rm_so);
+    for (const char *p = path; regexec(&re, p, 2, g, 0) == 0; p += g[0].rm_eo) {
+        long v = (g[1].rm_eo - g[1].rm_so) <= 8 ? strtol(p + g[1].rm_so, NULL, 10) : -1;
+        r = v >= 0 && v < (1L << 24) ? (int)v : -1;
+    }
     regfree(&re);
     return r;
 }

@@ -5,15 +5,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <yajl/yajl_parse.h>
 #include <zlib.h>
 
 #include "core/error.h"
+#include "core/json.h"
 
-#define CHUNK     ((size_t)1 << 20)
-#define MAX_DEPTH 4 /* meta keys kept for depths 1..3 */
-#define KEY_MAX   64
+#define CHUNK ((size_t)1 << 20)
+/* Bounds on what a file can make the reader hold or do: a name longer than
+ * any kernel's (C++ templates run to a few KiB), a single JSON token without
+ * an end (yajl buffers it whole: a 512 MiB name in a 522 KB .gz took 3.3 GB),
+ * and a .gz that expands far beyond a trace's ratio (JSON traces compress
+ * about 10:1; deflate reaches 1032:1) once it is past a size worth checking. */
+#define NAME_MAX_BYTES  ((size_t)64 << 10)
+#define TOKEN_MAX_BYTES ((size_t)4 << 20)
+#define GZ_MAX_RATIO    100
+#define GZ_RATIO_FLOOR  ((size_t)64 << 20)
+#define MAX_DEPTH       4 /* meta keys kept for depths 1..3 */
+#define KEY_MAX         64
 
 typedef enum key_id {
     K_OTHER,
@@ -48,6 +60,7 @@ typedef struct parser {
     char keys[MAX_DEPTH][KEY_MAX]; /* meta: the key open at each depth ("" in arrays) */
     int is_map[MAX_DEPTH + 1];
     ao_cj_event ev;
+    size_t tokens; /* callbacks so far: a chunk that adds none is inside one token */
     text cat, name;
     char kind[32];
     int has_kind;
@@ -127,10 +140,33 @@ static int wrong_type(parser *p, const char *what)
     return 0;
 }
 
-/* A scalar outside traceEvents, for meta. */
-static void meta_scalar(parser *p, const char *value)
+/* Whether the open key of args holds a count (correlation, bytes, step): a
+ * whole number >= 0, else the read stops. */
+static int count_key(const parser *p)
 {
-    if (!p->cb->meta || p->in_events || p->depth < 1 || p->depth >= MAX_DEPTH) return;
+    return at_args(p) && (p->key == A_CORRELATION || p->key == A_BYTES || p->key == A_STEP);
+}
+
+/* The number text s[0..n) as a whole number in *out; 0 when it is none
+ * (a fraction, an exponent, out of 64 bits). */
+static int whole_number(const char *s, size_t n, int64_t *out)
+{
+    char buf[32];
+    if (n == 0 || n >= sizeof buf || memchr(s, '.', n) || memchr(s, 'e', n) || memchr(s, 'E', n))
+        return 0;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    errno = 0;
+    long long v = strtoll(buf, NULL, 10);
+    if (errno) return 0;
+    *out = v;
+    return 1;
+}
+
+/* A scalar outside traceEvents, for meta. Returns the callback's verdict. */
+static int meta_scalar(parser *p, const char *value)
+{
+    if (!p->cb->meta || p->in_events || p->depth < 1 || p->depth >= MAX_DEPTH) return 1;
     char path[KEY_MAX * MAX_DEPTH];
     size_t n = 0;
     path[0] = '\0';
@@ -138,59 +174,69 @@ static void meta_scalar(parser *p, const char *value)
         if (!p->is_map[d] || !p->keys[d][0]) continue;
         n += (size_t)snprintf(path + n, sizeof path - n, "%s%s", n ? "." : "", p->keys[d]);
     }
-    if (n) p->cb->meta(p->ctx, path, value);
+    return !n || p->cb->meta(p->ctx, path, value, p->err, sizeof p->err) == 0;
 }
 
 static int cb_null(void *ctx)
 {
     parser *p = ctx;
+    p->tokens++;
     if (at_event(p) && (p->key == K_TS || p->key == K_DUR)) return wrong_type(p, "null");
-    meta_scalar(p, "null");
-    return 1;
+    if (count_key(p)) return wrong_type(p, "null, not a number");
+    return meta_scalar(p, "null");
 }
 
 static int cb_boolean(void *ctx, int b)
 {
     parser *p = ctx;
+    p->tokens++;
     if (at_event(p) && p->key != K_OTHER) return wrong_type(p, "a boolean");
     if (at_args(p) && p->key != K_OTHER) return wrong_type(p, "a boolean");
-    meta_scalar(p, b ? "true" : "false");
-    return 1;
+    return meta_scalar(p, b ? "true" : "false");
 }
 
 static int cb_number(void *ctx, const char *s, size_t n)
 {
     parser *p = ctx;
+    p->tokens++;
     char buf[64];
     if (!at_event(p) && !at_args(p)) {
-        if (n < sizeof buf) {
-            memcpy(buf, s, n);
-            buf[n] = '\0';
-            meta_scalar(p, buf);
-        }
-        return 1;
+        if (n >= sizeof buf) return 1;
+        memcpy(buf, s, n);
+        buf[n] = '\0';
+        return meta_scalar(p, buf);
     }
     if (p->key == K_OTHER) return 1;
     if (n >= sizeof buf) return wrong_type(p, "a number too long to read");
     memcpy(buf, s, n);
     buf[n] = '\0';
     double v = strtod(buf, NULL);
+    /* ids and counts as whole numbers (a cast of 1e30 is undefined); a
+     * count that is none stops the read, an id that is none reads as unknown */
+    int64_t w = -1;
+    int whole = whole_number(s, n, &w);
+    if (count_key(p) && (!whole || w < 0)) {
+        char what[96];
+        snprintf(what, sizeof what, "%s, not a whole number >= 0", buf);
+        return wrong_type(p, what);
+    }
+    if (!whole) w = -1;
     if (at_args(p)) {
         switch (p->key) {
         case A_CORRELATION:
-            p->ev.correlation = (int64_t)v;
+            p->ev.correlation = w;
             break;
         case A_STREAM:
-            p->ev.stream = (int64_t)v;
+            p->ev.stream = w;
             break;
         case A_DEVICE:
-            p->ev.device = (int64_t)v;
+            p->ev.device = w;
             break;
         case A_STEP:
-            p->ev.step = (int64_t)v;
+            p->ev.step = w;
             break;
         case A_BYTES:
-            p->ev.bytes = (int64_t)v;
+            p->ev.bytes = w;
             break;
         case A_KIND:
             return wrong_type(p, "a number, not a string");
@@ -209,15 +255,17 @@ static int cb_number(void *ctx, const char *s, size_t n)
         p->ev.has_dur = 1;
         break;
     case K_PID:
-        p->ev.pid = (int64_t)v;
+        p->ev.pid = w;
         break;
     case K_TID:
-        p->ev.tid = (int64_t)v;
+        p->ev.tid = w;
         break;
     case K_PH:
     case K_CAT:
     case K_NAME:
         return wrong_type(p, "a number, not a string");
+    case K_ARGS:
+        return wrong_type(p, "a number, not an object");
     default:
         break;
     }
@@ -227,6 +275,7 @@ static int cb_number(void *ctx, const char *s, size_t n)
 static int cb_string(void *ctx, const unsigned char *s, size_t n)
 {
     parser *p = ctx;
+    p->tokens++;
     if (at_args(p)) {
         if (p->key == A_KIND) {
             size_t m = n < sizeof p->kind - 1 ? n : sizeof p->kind - 1;
@@ -244,9 +293,15 @@ static int cb_string(void *ctx, const unsigned char *s, size_t n)
             char buf[512];
             memcpy(buf, s, n);
             buf[n] = '\0';
-            meta_scalar(p, buf);
+            return meta_scalar(p, buf);
         }
         return 1;
+    }
+    if ((p->key == K_CAT || p->key == K_NAME) && n > NAME_MAX_BYTES) {
+        char what[96];
+        snprintf(what, sizeof what, "%zu bytes long; names of more than %zu KiB are refused", n,
+                 NAME_MAX_BYTES >> 10);
+        return wrong_type(p, what);
     }
     switch (p->key) {
     case K_PH:
@@ -261,6 +316,8 @@ static int cb_string(void *ctx, const unsigned char *s, size_t n)
     case K_TS:
     case K_DUR:
         return wrong_type(p, "a string, not a number");
+    case K_ARGS:
+        return wrong_type(p, "a string, not an object");
     default:
         break; /* string pid/tid ("Spans"): unknown */
     }
@@ -270,6 +327,7 @@ static int cb_string(void *ctx, const unsigned char *s, size_t n)
 static int cb_map_key(void *ctx, const unsigned char *k, size_t n)
 {
     parser *p = ctx;
+    p->tokens++;
     if (at_event(p))
         p->key = event_key(k, n);
     else if (at_args(p))
@@ -298,6 +356,7 @@ static int open_container(parser *p, int map)
 static int cb_start_map(void *ctx)
 {
     parser *p = ctx;
+    p->tokens++;
     if (p->depth == 1 && p->events_next) {
         snprintf(p->err, sizeof p->err, "\"traceEvents\" is an object, not an array");
         return 0;
@@ -307,6 +366,8 @@ static int cb_start_map(void *ctx)
         reset_event(p);
     } else if (at_event(p) && p->key == K_ARGS) {
         p->in_args = 1;
+    } else if (count_key(p)) {
+        return wrong_type(p, "an object, not a number");
     }
     return open_container(p, 1);
 }
@@ -314,6 +375,7 @@ static int cb_start_map(void *ctx)
 static int cb_end_map(void *ctx)
 {
     parser *p = ctx;
+    p->tokens++;
     if (at_args(p)) {
         p->in_args = 0;
     } else if (at_event(p)) {
@@ -334,16 +396,20 @@ static int cb_end_map(void *ctx)
 static int cb_start_array(void *ctx)
 {
     parser *p = ctx;
+    p->tokens++;
     if (p->depth == 1 && p->events_next) {
         p->in_events = p->saw_events = 1;
         p->events_next = 0;
     }
+    if (at_event(p) && p->key == K_ARGS) return wrong_type(p, "an array, not an object");
+    if (count_key(p)) return wrong_type(p, "an array, not a number");
     return open_container(p, 0);
 }
 
 static int cb_end_array(void *ctx)
 {
     parser *p = ctx;
+    p->tokens++;
     if (p->in_events && p->depth == 2) p->in_events = 0;
     p->depth--;
     p->key = K_OTHER;
@@ -374,9 +440,14 @@ static void parse_error(const char *path, size_t offset, const char *unit, yajl_
 
 int ao_cj_read(const char *path, const ao_cj_callbacks *cb, void *ctx)
 {
-    gzFile f = gzopen(path, "rb");
+    int fd = ao_open_input(path, "trace");
+    if (fd < 0) return AO_EXIT_USAGE;
+    struct stat fst;
+    size_t file_bytes = fstat(fd, &fst) == 0 && fst.st_size > 0 ? (size_t)fst.st_size : 0;
+    gzFile f = gzdopen(fd, "rb");
     if (!f) {
         ao_error(path, "cannot open: %s", strerror(errno ? errno : ENOMEM));
+        close(fd);
         return AO_EXIT_USAGE;
     }
     gzbuffer(f, 1u << 18);
@@ -384,7 +455,7 @@ int ao_cj_read(const char *path, const ao_cj_callbacks *cb, void *ctx)
     reset_event(&p);
     yajl_handle h = yajl_alloc(&callbacks, NULL, &p);
     unsigned char *buf = ao_malloc(CHUNK);
-    size_t base = 0;
+    size_t base = 0, quiet = 0; /* quiet: bytes fed since a chunk with a token's end */
     int rc = 0;
     /* Offsets count the JSON text: a .gz file's uncompressed bytes. */
     const char *unit = gzdirect(f) ? "" : " (uncompressed)";
@@ -399,6 +470,7 @@ int ao_cj_read(const char *path, const ao_cj_callbacks *cb, void *ctx)
             break;
         }
         if (n == 0) break;
+        size_t tokens = p.tokens;
         yajl_status st = yajl_parse(h, buf, (size_t)n);
         if (st != yajl_status_ok) {
             size_t off = base + yajl_get_bytes_consumed(h);
@@ -410,6 +482,23 @@ int ao_cj_read(const char *path, const ao_cj_callbacks *cb, void *ctx)
             break;
         }
         base += (size_t)n;
+        quiet = p.tokens == tokens ? quiet + (size_t)n : 0;
+        if (quiet > TOKEN_MAX_BYTES) {
+            ao_error(path,
+                     "byte %zu%s: one JSON value runs on for more than %zu MiB; no field of a "
+                     "trace is that long (a name of that size is not a kernel's)",
+                     base, unit, TOKEN_MAX_BYTES >> 20);
+            rc = AO_EXIT_USAGE;
+            break;
+        }
+        if (!gzdirect(f) && base > GZ_RATIO_FLOOR && base / GZ_MAX_RATIO > file_bytes) {
+            ao_error(path,
+                     "byte %zu%s: the .gz expands more than %d times its %zu bytes; not a "
+                     "profiler's trace (they compress about 10:1)",
+                     base, unit, GZ_MAX_RATIO, file_bytes);
+            rc = AO_EXIT_USAGE;
+            break;
+        }
     }
     if (rc == 0) {
         yajl_status st = yajl_complete_parse(h);

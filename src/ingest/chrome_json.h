@@ -6,7 +6,11 @@
  * Each element of "traceEvents" reaches `event` with the fields analysis
  * needs; every other scalar outside traceEvents (up to three levels deep:
  * "distributedInfo.rank", "deviceProperties.name") reaches `meta` as text.
- * A wrong type of a field it decodes (a string "ts") stops the read. */
+ * A wrong type of a field it decodes (a string "ts", an "args" that is no
+ * object, a correlation, byte count or step that is no whole number >= 0)
+ * stops the read, and so do a name over 64 KiB, one JSON token running past
+ * 4 MiB, and a .gz expanding more than 100 times its size (past 64 MiB):
+ * memory stays bounded whatever the file holds. */
 #ifndef AORTA_INGEST_CHROME_JSON_H
 #define AORTA_INGEST_CHROME_JSON_H
 
@@ -31,7 +35,8 @@ typedef struct ao_cj_callbacks {
     /* Return 0 to go on; nonzero stops the read after writing one line of
      * why into err (the reader adds file and byte offset). */
     int (*event)(void *ctx, const ao_cj_event *e, char *err, size_t errlen);
-    void (*meta)(void *ctx, const char *path, const char *value);
+    /* The same contract: nonzero (a rank that is no rank) stops the read. */
+    int (*meta)(void *ctx, const char *path, const char *value, char *err, size_t errlen);
 } ao_cj_callbacks;
 
 /* Read `path`. Returns 0, or AO_EXIT_USAGE after one error line naming the

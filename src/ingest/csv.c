@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/rundir.h"
 #include "ingest/csv.h"
 
 static void rec_append(ao_csv *c, const char *s, size_t n)
@@ -118,11 +119,8 @@ int ao_csv_open(ao_csv *c, const char *path)
 {
     memset(c, 0, sizeof *c);
     c->path = path;
-    c->f = fopen(path, "r");
-    if (!c->f) {
-        ao_error(path, "cannot open: %s", strerror(errno));
-        return AO_EXIT_USAGE;
-    }
+    c->f = ao_open_input_file(path, "CSV file");
+    if (!c->f) return AO_EXIT_USAGE;
     int r = ao_csv_next(c);
     if (r == 0) ao_error(path, "empty file: no CSV header");
     if (r <= 0) {

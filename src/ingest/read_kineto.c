@@ -4,6 +4,7 @@
  * ids the ac2g flows draw), host ranges from "user_annotation" events
  * (ProfilerStep#N, record_function), and the device copies of
  * annotations ("gpu_user_annotation"). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,11 +30,17 @@ static int cat_ends(const ao_cj_event *e, const char *suffix)
     return e->cat_len >= n && memcmp(e->cat + e->cat_len - n, suffix, n) == 0;
 }
 
+/* ts and a dur >= 0: a negative one would end the event before it starts
+ * (the rocprofv3 and nsys readers refuse that too). */
 static int need_times(const ao_cj_event *e, char *err, size_t errlen)
 {
-    if (e->has_ts && e->has_dur) return 0;
-    snprintf(err, errlen, "traceEvents[%zu] (%s \"%.60s\") has no \"%s\"", e->index, e->cat,
-             e->name, e->has_ts ? "dur" : "ts");
+    if (e->has_ts && e->has_dur && e->dur >= 0) return 0;
+    if (e->has_ts && e->has_dur)
+        snprintf(err, errlen, "traceEvents[%zu] (%s \"%.60s\") has a negative \"dur\" (%g)",
+                 e->index, e->cat, e->name, e->dur);
+    else
+        snprintf(err, errlen, "traceEvents[%zu] (%s \"%.60s\") has no \"%s\"", e->index, e->cat,
+                 e->name, e->has_ts ? "dur" : "ts");
     return 1;
 }
 
@@ -48,7 +55,7 @@ static int on_event(void *vctx, const ao_cj_event *e, char *err, size_t errlen)
         if (need_times(e, err, errlen)) return 1;
         ao_activity *a = ao_trace_add_activity(t);
         a->start_us = e->ts;
-        a->end_us = e->ts + (e->dur > 0 ? e->dur : 0);
+        a->end_us = e->ts + e->dur;
         a->name = ao_trace_intern(t, e->name, e->name_len);
         a->kind = kernel ? AO_ACT_KERNEL : memcpy_ ? AO_ACT_MEMCPY : AO_ACT_MEMSET;
         a->bytes = e->bytes > 0 ? (uint64_t)e->bytes : 0;
@@ -82,14 +89,30 @@ static int on_event(void *vctx, const ao_cj_event *e, char *err, size_t errlen)
     return 0;
 }
 
-static void on_meta(void *vctx, const char *path, const char *value)
+/* A rank or world size: a whole number in [lo, hi] (the metrics files' bound
+ * is 2^24 ranks), never cut to 32 bits. */
+static int rank_number(const char *path, const char *value, long lo, long hi, int *out, char *err,
+                       size_t errlen)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (!*value || *end || errno || v < lo || v > hi) {
+        snprintf(err, errlen, "%s is %.40s, not a whole number %ld..%ld", path, value, lo, hi);
+        return 1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int on_meta(void *vctx, const char *path, const char *value, char *err, size_t errlen)
 {
     kineto_ctx *c = vctx;
     ao_trace *t = c->t;
     if (strcmp(path, "distributedInfo.rank") == 0) {
-        t->rank = atoi(value);
+        return rank_number(path, value, 0, (1L << 24) - 1, &t->rank, err, errlen);
     } else if (strcmp(path, "distributedInfo.world_size") == 0) {
-        t->world_size = atoi(value);
+        return rank_number(path, value, 1, 1L << 24, &t->world_size, err, errlen);
     } else if (strcmp(path, "deviceProperties.name") == 0) {
         if (!strstr(c->devices, value)) {
             size_t n = strlen(c->devices);
@@ -103,6 +126,7 @@ static void on_meta(void *vctx, const char *path, const char *value)
                strcmp(path, "trace_id") != 0 && strcmp(path, "displayTimeUnit") != 0) {
         ao_trace_set_meta(t, path, value); /* cuda_runtime_version, hip_version, ... */
     }
+    return 0;
 }
 
 int ao_read_kineto(const char *path, ao_trace *out)

@@ -11,16 +11,28 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/rundir.h"
 #include "ingest/csv.h"
 #include "ingest/reader_common.h"
 #include "ingest/trace.h"
 
 #define KERNEL_SUFFIX "kernel_trace.csv"
 
+/* A regular file; a sibling that is a symbolic link counts only when it
+ * stays inside its directory (a reader never follows one out of it). */
 static int is_file(const char *p)
 {
     struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    if (lstat(p, &st) != 0) return 0;
+    if (S_ISLNK(st.st_mode)) {
+        const char *slash = strrchr(p, '/');
+        char *dir =
+            slash ? ao_asprintf("%.*s", (int)(slash - p) + (slash == p), p) : ao_strdup(".");
+        int in = ao_path_within(dir, p);
+        free(dir);
+        if (!in || stat(p, &st) != 0) return 0;
+    }
+    return S_ISREG(st.st_mode);
 }
 
 static int ends_with(const char *s, const char *suffix)

@@ -1,6 +1,8 @@
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "ingest/reader_common.h"
 #include "ingest/sqlite_read.h"
 
@@ -8,6 +10,11 @@ int ao_sql_open(ao_sql *q, const char *path)
 {
     q->path = path;
     q->db = NULL;
+    /* SQLite opens the file itself: check first that it is one (a FIFO would
+     * block it). */
+    int fd = ao_open_input(path, "database");
+    if (fd < 0) return AO_EXIT_USAGE;
+    close(fd);
     int rc = sqlite3_open_v2(path, &q->db, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
         ao_error(path, "cannot open as an SQLite database: %s",

@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "core/error.h"
+#include "core/json.h"
 
 /* ---- string pool: open addressing over an arena ------------------------------ */
 
@@ -203,8 +205,13 @@ static int ends_with(const char *s, const char *suffix)
 
 ao_trace_format ao_trace_detect(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return AO_TRACE_AUTO;
+    const char *what;
+    int fd = ao_open_regular(path, &what);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return AO_TRACE_AUTO;
+    }
     /* The first 64 KiB: enough for a Kineto header, aorta's first metadata
      * events, a CSV header, and an SQLite file's schema page. */
     static const size_t cap = 65536;

@@ -11,18 +11,22 @@
 struct launcher {
     const char *name;
     const char *rank, *size, *local_rank, *local_size;
+    const char *marker; /* set too, or the entry does not apply; NULL: rank alone */
 };
 
-/* In order of precedence: our own spawner first (its ranks may run inside an
- * allocation whose SLURM_* variables they inherit), torchrun's generic names
- * last. */
+/* In order of precedence: the launchers that start processes inside another
+ * one's allocation first, since their ranks inherit the outer variables: our
+ * own spawner, then torchrun's workers (TORCHELASTIC_RUN_ID is set in them
+ * alone, not in its agent), whose SLURM_PROCID or OMPI_* are their agent's;
+ * the generic RANK/WORLD_SIZE names last. */
 static const struct launcher launchers[] = {
-    {"aorta", "AORTA_RANK", "AORTA_WORLD_SIZE", "AORTA_LOCAL_RANK", "AORTA_LOCAL_WORLD_SIZE"},
+    {"aorta", "AORTA_RANK", "AORTA_WORLD_SIZE", "AORTA_LOCAL_RANK", "AORTA_LOCAL_WORLD_SIZE", NULL},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID"},
     {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-     "OMPI_COMM_WORLD_LOCAL_SIZE"},
-    {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
-    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+     "OMPI_COMM_WORLD_LOCAL_SIZE", NULL},
+    {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", NULL},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", NULL},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", NULL},
 };
 
 /* A non-negative int, the whole string. */
@@ -95,7 +99,8 @@ int ao_launch_detect(ao_rank_info *ri, const char **launcher)
     if (launcher) *launcher = "none";
     const struct launcher *l = NULL;
     for (size_t i = 0; i < sizeof launchers / sizeof launchers[0] && !l; i++)
-        if (getenv(launchers[i].rank)) l = &launchers[i];
+        if (getenv(launchers[i].rank) && (!launchers[i].marker || getenv(launchers[i].marker)))
+            l = &launchers[i];
     if (!l) return 0;
 
     ao_rank_info r;

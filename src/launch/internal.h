@@ -19,6 +19,10 @@
 typedef struct ao_prefixer {
     int fd;   /* where lines go (1 or 2) */
     int show; /* 0: read and drop */
+    /* Also given every whole line (without its newline), when set: the
+     * parent reads mpirun's own messages so. */
+    void (*tap)(void *ctx, const char *line, size_t n);
+    void *tap_ctx;
     char prefix[32];
     char *buf;
     size_t len;
@@ -74,6 +78,7 @@ typedef struct ao_supervisor {
     void (*output)(void *ctx, int proc, int stream, const char *data, size_t n);
     void *ctx;
     int interrupts; /* out: the Ctrl-Cs ao_supervisor_run saw */
+    int failed;     /* out: the proc that failed first on its own, -1: none */
     /* private */
     sigset_t old_mask;
     struct sigaction old_pipe, old_chld;

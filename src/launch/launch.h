@@ -18,24 +18,36 @@
 #ifndef AORTA_LAUNCH_LAUNCH_H
 #define AORTA_LAUNCH_LAUNCH_H
 
+#include <stdint.h>
+
 #include "comm/comm.h"
 
 /* Fill *ri from the environment: our own spawner (AORTA_*), OpenMPI
  * (OMPI_COMM_WORLD_*), MPICH/Intel MPI (PMI_RANK/PMI_SIZE, MPI_LOCALRANKID),
  * Slurm (SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID), torchrun
- * (RANK/WORLD_SIZE/LOCAL_RANK). Returns 1 when a launcher was found (this
- * process is one rank of a job), 0 when none (rank 0 of 1), -1 after printing
- * why when the variables are inconsistent. *launcher gets "aorta", "openmpi",
- * "pmi", "slurm", "torchrun" or "none". */
+ * (RANK/WORLD_SIZE/LOCAL_RANK; ahead of MPI's and Slurm's where
+ * TORCHELASTIC_RUN_ID says a torchrun worker inherited theirs). Returns 1 when a launcher was found
+ * (this process is one rank of a job), 0 when none (rank 0 of 1), -1 after printing why when the
+ * variables are inconsistent. *launcher gets "aorta", "openmpi", "pmi", "slurm", "torchrun" or
+ * "none". */
 int ao_launch_detect(ao_rank_info *ri, const char **launcher);
 
+/* How a job's ranks ended, as the parent saw it: the first rank that failed
+ * on its own (not stopped by the parent after it) and how. Under mpirun the
+ * rank and signal come from mpirun's own message, when it gives one. */
+typedef struct ao_launch_outcome {
+    int rank;      /* -1: none failed, or the launcher did not say which */
+    char how[128]; /* "killed by signal 9 (Killed)", "exited with code 1"; "" */
+} ao_launch_outcome;
+
 typedef struct ao_launch_opts {
-    int nproc;                /* ranks to start */
-    const char *backend;      /* device backend: "cpu" goes through mpirun */
-    const char *comm_backend; /* whose id the parent makes ("nccl"), or NULL */
-    int all_ranks_output;     /* show every rank's output (default: rank 0's) */
-    double grace_s;           /* SIGTERM -> SIGKILL, default 5 s */
-    char **extra_env;         /* NULL-terminated NAME=VALUE, set only in ranks */
+    int nproc;                  /* ranks to start */
+    const char *backend;        /* device backend: "cpu" goes through mpirun */
+    const char *comm_backend;   /* whose id the parent makes ("nccl"), or NULL */
+    int all_ranks_output;       /* show every rank's output (default: rank 0's) */
+    double grace_s;             /* SIGTERM -> SIGKILL, default 5 s */
+    char **extra_env;           /* NULL-terminated NAME=VALUE, set only in ranks */
+    ao_launch_outcome *outcome; /* filled when not NULL */
 } ao_launch_opts;
 
 /* Parent side: run `aorta argv[0] argv[1] ...` (this same binary) as
@@ -50,6 +62,20 @@ int ao_launch_spawn(int argc, char **argv, const ao_launch_opts *o);
  * needed and *id is zeroed. Returns 0 or -1 after printing why. */
 int ao_launch_bootstrap_id(const ao_rank_info *ri, const char *comm_backend, const char *rdzv_file,
                            double timeout_s, ao_comm_id *id);
+
+/* The node this process is on, as a 64-bit key equal on the ranks of one
+ * node: NCCL's notion of a host (NCCL_HOSTID, else host name and boot id),
+ * since NCCL's transport between two ranks follows it (launch/nodes.c). */
+uint64_t ao_launch_node_key(void);
+/* AORTA_EMULATE_NODES: 0 when unset, N, or -1 when it is not a count. */
+int ao_launch_emulated_nodes(void);
+/* 0 when AORTA_EMULATE_NODES is unset or divides world_size, else -1 after
+ * printing why. */
+int ao_launch_check_emulation(int world_size);
+/* With AORTA_EMULATE_NODES=N, *ri becomes a rank of an N-node job of
+ * consecutive ranks on this one host (local rank and size, node), and
+ * NCCL_HOSTID names its node. 0, or -1 after printing why. */
+int ao_launch_emulate_nodes(ao_rank_info *ri);
 
 /* The device ordinal for a local rank: local_rank modulo ndevices, with a
  * warning when it wraps. */

@@ -42,7 +42,30 @@ struct mpirun_output {
     ao_prefixer untagged[2];
     ao_mpirun_demux demux[2]; /* mpirun's stdout and stderr */
     int closed[2];
+    ao_launch_outcome *outcome;
 };
+
+/* OpenMPI's word on a rank that died of a signal ("mpirun noticed that
+ * process rank 1 with PID 0 on node vm exited on signal 9 (Killed)."): the
+ * rank and how, for the outcome. A rank that failed on its own says why
+ * itself. */
+static void mpirun_line(void *ctx, const char *line, size_t n)
+{
+    struct mpirun_output *mo = ctx;
+    if (!mo->outcome || mo->outcome->rank >= 0 || n > 512) return;
+    char text[513];
+    memcpy(text, line, n);
+    text[n] = '\0';
+    const char *at = strstr(text, "process rank ");
+    int rank, sig, end = 0;
+    char name[64] = "";
+    if (at && sscanf(at, "process rank %d with PID %*d on node %*s exited on signal %d (%63[^)])%n",
+                     &rank, &sig, name, &end) >= 2) {
+        mo->outcome->rank = rank;
+        snprintf(mo->outcome->how, sizeof mo->outcome->how, "killed by signal %d%s%s%s", sig,
+                 name[0] ? " (" : "", name, name[0] ? ")" : "");
+    }
+}
 
 static void mpirun_output(void *ctx, int proc, int stream, const char *data, size_t n)
 {
@@ -128,8 +151,11 @@ int ao_launch_mpirun(int argc, char **argv, const ao_launch_opts *o)
             ao_prefixer_init(&mo.ranks[2 * r + k], k ? STDERR_FILENO : STDOUT_FILENO,
                              ao_output_shown(r, k, o->all_ranks_output), prefix);
     }
+    mo.outcome = o->outcome;
     for (int k = 0; k < 2; k++) {
         ao_prefixer_init(&mo.untagged[k], k ? STDERR_FILENO : STDOUT_FILENO, 1, "");
+        mo.untagged[k].tap = mpirun_line;
+        mo.untagged[k].tap_ctx = &mo;
         ao_mpirun_demux_init(&mo.demux[k], mo.ranks, o->nproc, &mo.untagged[k]);
     }
 

@@ -76,6 +76,7 @@ void ao_prefixer_feed(ao_prefixer *p, const char *data, size_t n)
         const char *nl;
         while ((nl = memchr(p->buf + start, '\n', p->len - start))) {
             size_t end = (size_t)(nl - p->buf) + 1;
+            if (p->tap) p->tap(p->tap_ctx, p->buf + start, end - start - 1);
             emit(p, p->buf + start, end - start, 0);
             start = end;
         }

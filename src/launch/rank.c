@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "comm/wait.h"
 #include "core/error.h"
 #include "launch/launch.h"
 
@@ -26,18 +27,25 @@ int ao_launch_ranks(int argc, char **argv, const ao_launch_req *req, ao_rank_inf
         }
     }
     int world = launched ? ri->world_size : nproc > 1 ? nproc : 1;
+    if (ao_launch_check_emulation(world) != 0) return AO_EXIT_USAGE;
     int rc = req->check ? req->check(req->ctx, world, launched) : 0;
     if (rc) return rc;
     if (!launched && req->spawn && nproc > 1) {
+        ao_launch_outcome out = {.rank = -1};
         ao_launch_opts lo = {.nproc = nproc,
                              .backend = req->backend,
                              .comm_backend = ao_comm_backend_for(req->backend),
                              .all_ranks_output = req->all_ranks_output,
-                             .grace_s = 5.0};
-        return ao_launch_spawn(argc, argv, &lo);
+                             .grace_s = 5.0,
+                             .outcome = &out};
+        rc = ao_launch_spawn(argc, argv, &lo);
+        if (req->ended) req->ended(req->ctx, &out, rc);
+        return rc;
     }
     if (!launched)
         *ri = (ao_rank_info){.rank = 0, .world_size = 1, .local_rank = 0, .local_world_size = 1};
+    else if (ao_launch_emulate_nodes(ri) != 0)
+        return AO_EXIT_USAGE;
     if (req->stop_handler) ao_launch_install_stop_handler();
     *role = launched ? AO_ROLE_RANK : AO_ROLE_SOLO;
     return 0;
@@ -47,6 +55,8 @@ int ao_rank_open(ao_rank *r, const ao_rank_info *ri, const ao_rank_opts *o)
 {
     memset(r, 0, sizeof *r);
     r->ri = *ri;
+    /* From here on every host wait of the rank is watched. */
+    ao_wait_configure(ri->rank, o->comm.timeout_s);
     r->ndevices = ao_device_count(o->backend);
     if (r->ndevices < 0) return AO_EXIT_FAIL; /* its plugin did not load: said */
     if (r->ndevices == 0) {
@@ -61,9 +71,11 @@ int ao_rank_open(ao_rank *r, const ao_rank_info *ri, const ao_rank_opts *o)
     }
     /* The cpu backend's one device is shared by every rank by design: no
      * wrap-around warning. */
+    /* Emulated nodes share one host: a rank's device is its slot there. */
     if (ordinal < 0)
-        ordinal = strcmp(o->backend, "cpu") == 0
-                      ? 0
+        ordinal = strcmp(o->backend, "cpu") == 0 ? 0
+                  : ao_launch_emulated_nodes()
+                      ? ao_launch_device_ordinal(ri->rank, r->ndevices)
                       : ao_launch_device_ordinal(ri->local_rank, r->ndevices);
     r->dev = ao_device_open(o->backend, ordinal);
     if (!r->dev) return AO_EXIT_USAGE;
@@ -81,10 +93,14 @@ int ao_rank_connect(ao_rank *r, ao_stream *s, const ao_rank_opts *o)
     }
     ao_comm_id id;
     memset(&id, 0, sizeof id);
-    if ((r->ri.world_size == 1
-             ? ao_comm_make_id(cb, &id)
-             : ao_launch_bootstrap_id(&r->ri, cb, o->rdzv_file, o->bootstrap_timeout_s, &id)) != 0)
-        return AO_EXIT_FAIL;
+    int w = ao_wait_begin("bootstrap: the comm id from rank 0", NULL,
+                          "rank 0 shares the id (MPI broadcast or --rdzv-file): look for a rank 0 "
+                          "that failed or has not started");
+    int rc = r->ri.world_size == 1
+                 ? ao_comm_make_id(cb, &id)
+                 : ao_launch_bootstrap_id(&r->ri, cb, o->rdzv_file, o->bootstrap_timeout_s, &id);
+    ao_wait_end(w);
+    if (rc != 0) return AO_EXIT_FAIL;
     r->comm = ao_comm_create(r->dev, s, &r->ri, &id, &o->comm);
     return r->comm ? 0 : AO_EXIT_FAIL;
 }
@@ -98,6 +114,9 @@ void ao_rank_disconnect(ao_rank *r)
 void ao_rank_close(ao_rank *r)
 {
     ao_rank_disconnect(r);
+    int w = ao_wait_begin_device("device synchronisation at close", NULL, NULL, AO_WAIT_STEP_NOW);
     if (r->dev) ao_device_close(r->dev);
+    ao_wait_end(w);
     r->dev = NULL;
+    ao_wait_shutdown();
 }

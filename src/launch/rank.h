@@ -21,6 +21,7 @@
 #define AORTA_LAUNCH_RANK_H
 
 #include "comm/comm.h"
+#include "launch/launch.h"
 #include "runtime/device.h"
 
 /* ---- parent side -------------------------------------------------------------- */
@@ -41,6 +42,9 @@ typedef struct ao_launch_req {
     /* Before any rank starts, with the job's rank count and whether a
      * launcher started it: 0 to go on, else the exit code. May be NULL. */
     int (*check)(void *ctx, int world_size, int launched);
+    /* In the parent, after its ranks ended: how (launch.h), and the exit code
+     * it will return. May be NULL. */
+    void (*ended)(void *ctx, const ao_launch_outcome *o, int rc);
     void *ctx;
 } ao_launch_req;
 

@@ -92,6 +92,10 @@ static int spawn_local(int argc, char **argv, const ao_launch_opts *o)
             free(set);
         }
         if (started) rc = ao_supervisor_run(&s);
+        if (started && o->outcome && s.failed >= 0) {
+            o->outcome->rank = s.failed;
+            ao_describe_status(procs[s.failed].status, o->outcome->how, sizeof o->outcome->how);
+        }
         ao_supervisor_end(&s);
     }
 

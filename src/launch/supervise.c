@@ -290,6 +290,7 @@ int ao_supervisor_run(ao_supervisor *s)
         close_stream(s, i, 1);
     }
     s->interrupts = st.interrupts;
+    s->failed = st.first_failure;
     free(pfd);
     free(who);
     free(buf);

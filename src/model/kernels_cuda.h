@@ -252,7 +252,7 @@ ao_gemm_desc ao_cuda_flash_dq_gemm(void *dqkv, const void *scratch, const void *
  * h is not modified: ao_cuda_gelu_forward, ao_cuda_dropout, ao_cuda_cast.
  * h_type: AO_F32, or out_type (a 16-bit h, widened exactly: the chain over
  * ao_cuda_cast(h, AO_F32)); others: cudaErrorInvalidValue. mask_in: NULL
- * (drawn), or the mask ao_cuda_dropout_mask drew under key; mask_out
+ * (drawn), or the mask ao_cuda_draw_masks drew under key; mask_out
  * (without mask_in): NULL, or where the drawn mask goes
  * (ao_cuda_dropout_mask_bytes(batch, per_row)). */
 cudaError_t ao_cuda_gelu_dropout(void *out, ao_dtype out_type, const void *h, ao_dtype h_type,

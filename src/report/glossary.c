@@ -66,11 +66,81 @@ static const entry entries[] = {
      "_ms",
      {"time this stream had an op running (more can mean more work or slower work)",
       "|union of the stream's ops|"}},
+    {"kernel_step_ms",
+     NULL,
+     {"the step's window by the kernel trace (profiling.kernel_trace): what the GPU ran, "
+      "without the event pairs' own edges",
+      "|W| over the step's kernels, memcpys and memsets (CUPTI)"}},
+    {"kernel_compute_ms",
+     NULL,
+     {"time some compute kernel was running, by the kernel trace", "|C|"}},
+    {"kernel_comm_ms",
+     NULL,
+     {"time some collective kernel was running, by the kernel trace", "|M|"}},
+    {"contention_ms",
+     NULL,
+     {"the price of overlap: how much longer the step's compute kernels ran beside a collective "
+      "than the same kernels alone (the same launch in the compute-only baselines or in steps "
+      "where no collective ran; else the same name). The step pays it only where compute is on "
+      "the critical path; to lower it, run fewer kernels beside the collectives (fewer, larger "
+      "collectives; collectives timed to the compute's memory-light kernels) or give the "
+      "collectives fewer SMs (the knobs diagnose lists, and what each measurably did)",
+      "Σ over compute kernels k overlapping M of (|k| − mean |k'| over the alone instances k' of "
+      "the same kernel)"}},
     {"loss", NULL, {"training loss (global mean)", "the model's loss"}},
     {"grad_norm", NULL, {"gradient norm before clipping", "global L2 norm of the gradients"}},
     /* the per-kind busy times ("allgather_ms") after the prefixed families */
     {"", "_ms", {"time this collective kind was running", "|Mₖ|"}},
 };
+
+/* The decomposition's terms (DESIGN §7), each with what to do about it. */
+static const ao_glossary_term terms[] = {
+    {"source",
+     "what the decomposition was measured with: kernel time when the run has the kernel trace "
+     "(profiling.kernel_trace), else the op events; events also count what an op's event pair "
+     "holds besides kernels (launch gaps, waits for SMs, a library's own work), which differs "
+     "between baseline and train steps",
+     "\"kernels\" or \"events\" (summary.json decomposition.source)",
+     "turn profiling.kernel_trace on for the decomposition to trust"},
+    {"compute alone",
+     "compute of the compute-only baseline steps: the train step's compute with no collective "
+     "beside it",
+     "median |C| of the compute_only records",
+     "the floor of the step: lower it with the kernels (precision, fusion)"},
+    {"comm alone",
+     "communication of the comm-only baseline steps: the step's collectives with no compute",
+     "median |M| of the comm_only records",
+     "what no overlap can hide below: larger messages, fewer collectives, faster links"},
+    {"ideal", "the step if the shorter of compute and communication were hidden entirely",
+     "max(compute alone, comm alone)", "the target"},
+    {"serial", "the step if nothing overlapped", "compute alone + comm alone",
+     "the worst a step without waits should be"},
+    {"over ideal",
+     "what overlap has not won back: when compute alone is the ideal, it is the contention plus "
+     "the exposed communication, the idle time and the copies nothing ran beside",
+     "step − ideal",
+     "take the largest of contention_ms, exposed_comm_ms and idle_ms and follow its finding"},
+    {"achieved",
+     "the share of the possible gain of overlap the step got: 1 = the step is the ideal, 0 = as "
+     "slow as running one after the other, below 0 = slower than that (contention or waits cost "
+     "more than overlap saved)",
+     "(serial − step) / (serial − ideal)",
+     "below 1, the missing share is (1 − achieved) × (serial − ideal) ms: see over ideal"},
+    {"contention (decomposition)",
+     "how much longer compute ran in the train steps than alone: the union of compute grew",
+     "compute_ms − compute alone",
+     "compare with contention_ms (the same kernels, one by one); where they differ, compute "
+     "moved, not slowed"},
+    {"comm slowdown", "how much longer communication ran beside compute than alone",
+     "comm_ms / comm alone",
+     "above 1: collectives wait for SMs or memory bandwidth: stream priorities, NCCL channels"},
+};
+
+const ao_glossary_term *ao_glossary_terms(size_t *n)
+{
+    *n = sizeof terms / sizeof terms[0];
+    return terms;
+}
 
 static int matches(const entry *e, const char *name)
 {

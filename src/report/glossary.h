@@ -14,4 +14,10 @@ typedef struct ao_glossary_entry {
  * written entry is a defect the unit test catches (plain is then ""). */
 ao_glossary_entry ao_glossary(size_t metric);
 
+/* A term of the decomposition (DESIGN §7) and what a user does about it. */
+typedef struct ao_glossary_term {
+    const char *name, *plain, *definition, *act;
+} ao_glossary_term;
+const ao_glossary_term *ao_glossary_terms(size_t *n);
+
 #endif

@@ -64,34 +64,41 @@ static void kind_table(ao_hbuf *b, const ao_summary *s, size_t idx)
 
 static void decomposition(ao_hbuf *b, const ao_summary *s, size_t idx)
 {
-    if (!s->have_decomposition) {
+    const ao_decomp *x = &s->dec;
+    const ao_decomposition *d = &x->d;
+    if (!x->have) {
         ao_hputs(b, "<p class=\"note\">No decomposition: the run had no compute-only and "
                     "comm-only baseline steps (training.baseline_steps).</p>\n");
         return;
     }
-    const ao_decomposition *d = &s->decomposition;
-    if (s->decomposition_flag) {
+    if (x->flag) {
         ao_hprintf(b,
                    "<p class=\"flag\" id=\"decomposition-%zu\">Sanity flag: decomposition not "
-                   "shown (compute alone ",
-                   idx);
+                   "shown (%s; compute alone ",
+                   idx, ao_decomp_source(x));
         ao_hnum(b, d->compute_isolated_ms);
         ao_hputs(b, " ms, comm alone ");
         ao_hnum(b, d->comm_isolated_ms);
         ao_hputs(b, " ms): ");
-        ao_hesc(b, s->decomposition_flag);
+        ao_hesc(b, x->flag);
         ao_hputs(b, ".</p>\n");
         return;
     }
     ao_hprintf(b,
-               "<table id=\"decomposition-%zu\"><thead><tr><th class=\"k\">decomposition</th>"
-               "<th>value</th></tr></thead><tbody>\n",
-               idx);
+               "<table id=\"decomposition-%zu\"><thead><tr><th class=\"k\">decomposition (%s)"
+               "</th><th>value</th></tr></thead><tbody>\n",
+               idx, ao_decomp_source(x));
     const char *names[] = {"compute alone (ms)", "comm alone (ms)", "ideal (ms)",
-                           "serial (ms)",        "achieved (0..1)", "contention (ms)",
-                           "comm slowdown (x)"};
-    const double v[] = {d->compute_isolated_ms, d->comm_isolated_ms, d->ideal_ms,
-                        d->serial_ms,           d->achieved,         d->contention_ms,
+                           "serial (ms)",        "step (ms)",       "over ideal (ms)",
+                           "achieved (0..1)",    "contention (ms)", "comm slowdown (x)"};
+    const double v[] = {d->compute_isolated_ms,
+                        d->comm_isolated_ms,
+                        d->ideal_ms,
+                        d->serial_ms,
+                        x->step_ms,
+                        x->gap_ms,
+                        d->achieved,
+                        d->contention_ms,
                         d->comm_slowdown};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         ao_hprintf(b, "<tr><td class=\"k\">%s</td>", names[i]);
@@ -532,6 +539,19 @@ void ao_html_glossary(ao_hbuf *b)
                    d->better == AO_BETTER_LOWER    ? "Lower is better."
                    : d->better == AO_BETTER_HIGHER ? "Higher is better."
                                                    : "Neither direction is better.");
+    }
+    size_t nt;
+    const ao_glossary_term *t = ao_glossary_terms(&nt);
+    for (size_t i = 0; i < nt; i++) {
+        ao_hputs(b, "<dt>decomposition: ");
+        ao_hesc(b, t[i].name);
+        ao_hputs(b, "</dt><dd>");
+        ao_hesc(b, t[i].plain);
+        ao_hputs(b, ". <code>");
+        ao_hesc(b, t[i].definition);
+        ao_hputs(b, "</code>. What to do: ");
+        ao_hesc(b, t[i].act);
+        ao_hputs(b, ".</dd>\n");
     }
     ao_hputs(b, "</dl>\n</section>\n");
 }

@@ -237,21 +237,25 @@ static int pick(const ao_report_opts *o, int *ref, int *cand, size_t *ncand)
     return 0;
 }
 
-/* {label}_trace.json of the label's first run, for Perfetto and HTA. */
-static char *write_trace(const ao_report_opts *o, size_t i, const label_runs *lr)
+/* {label}_trace.json of the label's first run, for Perfetto and HTA: its
+ * file name in *name (NULL without run.json). A failure fails the report
+ * (its error was printed): never an error line and exit 0. */
+static int write_trace(const ao_report_opts *o, size_t i, const label_runs *lr, char **name)
 {
+    *name = NULL;
     if (!lr[i].runs[0].run) { /* the trace needs run.json; its absence was already said */
         ao_warn("%s: no run.json, so no trace; the report goes on without it", o->labels[i]);
-        return NULL;
+        return 0;
     }
-    char *name = ao_asprintf("%s_trace.json", o->labels[i]);
-    char *path = ao_asprintf("%s/%s", o->output, name);
+    char *file = ao_asprintf("%s_trace.json", o->labels[i]);
+    char *path = ao_asprintf("%s/%s", o->output, file);
     int rc = ao_trace_from_run(lr[i].runs[0].dir, path);
     free(path);
-    if (rc == 0) return name;
-    ao_warn("%s: no trace written; the report goes on without it", o->labels[i]);
-    free(name);
-    return NULL;
+    if (rc == 0)
+        *name = file;
+    else
+        free(file);
+    return rc;
 }
 
 static int generate(const ao_report_opts *o);
@@ -368,7 +372,7 @@ static int generate(const ao_report_opts *o)
     char **traces = ao_calloc(o->nlabels, sizeof *traces);
     for (size_t i = 0; rc == 0 && i < o->nlabels; i++) {
         ao_diagnose_run(&lr[i].runs[0], &diags[i]);
-        if (o->traces) traces[i] = write_trace(o, i, lr);
+        if (o->traces) rc = write_trace(o, i, lr, &traces[i]);
         hl[i] = (ao_html_label){&sums[i], &diags[i], lr[i].runs,
                                 lr[i].n,  traces[i], ao_run_median_profiled_step(&lr[i].runs[0])};
     }

@@ -39,56 +39,51 @@ ao_verdict ao_compare_verdict(ao_better better, double ref_median, double cand_m
     return (diff < 0) == (better == AO_BETTER_LOWER) ? AO_VERDICT_BETTER : AO_VERDICT_WORSE;
 }
 
-/* The first and last kept step over the ranks of a run (hi < lo: none). */
-static void step_range(const ao_run_data *run, long long *lo, long long *hi)
+typedef struct step_value {
+    long long step;
+    double v;
+} step_value;
+
+static int by_step(const void *a, const void *b)
 {
-    *lo = 0;
-    *hi = -1;
-    for (int k = 0; k < run->nranks; k++) {
-        const ao_rank_data *rd = &run->ranks[k];
-        if (rd->n == 0) continue;
-        if (*hi < *lo || rd->steps[0] < *lo) *lo = rd->steps[0];
-        if (rd->steps[rd->n - 1] > *hi) *hi = rd->steps[rd->n - 1];
-    }
+    long long x = ((const step_value *)a)->step, y = ((const step_value *)b)->step;
+    return (x > y) - (x < y);
 }
 
+/* Each run's (step, value) pairs over its ranks, sorted by step and reduced
+ * per step: sized by the records read, never by the step numbers (a step
+ * 10^12 must not allocate 10^12 slots), and blind to their order. */
 double *ao_step_samples(const ao_run_data *runs, size_t nruns, size_t m, size_t *n)
 {
     size_t total = 0;
-    for (size_t r = 0; r < nruns; r++) {
-        long long lo, hi;
-        step_range(&runs[r], &lo, &hi);
-        if (hi >= lo) total += (size_t)(hi - lo + 1);
-    }
+    for (size_t r = 0; r < nruns; r++)
+        for (int k = 0; k < runs[r].nranks; k++) total += runs[r].ranks[k].n;
     double *out = ao_malloc((total ? total : 1) * sizeof *out);
+    step_value *sv = ao_malloc((total ? total : 1) * sizeof *sv);
     *n = 0;
     size_t nm = ao_metric_count();
+    int use_max =
+        (int)m == ao_metric_find("step_ms") || (int)m == ao_metric_find("kernel_step_ms");
     for (size_t r = 0; r < nruns; r++) {
-        long long lo, hi;
-        step_range(&runs[r], &lo, &hi);
-        if (hi < lo) continue;
-        size_t span = (size_t)(hi - lo + 1);
-        double *sum = ao_calloc(span, sizeof *sum);
-        int *cnt = ao_calloc(span, sizeof *cnt);
-        int use_max = (int)m == ao_metric_find("step_ms");
+        size_t ns = 0;
         for (int k = 0; k < runs[r].nranks; k++) {
             const ao_rank_data *rd = &runs[r].ranks[k];
             for (size_t i = 0; i < rd->n; i++) {
                 double v = rd->rows[i * nm + m];
-                if (isnan(v)) continue;
-                size_t j = (size_t)(rd->steps[i] - lo);
-                if (!use_max)
-                    sum[j] += v;
-                else if (cnt[j] == 0 || v > sum[j])
-                    sum[j] = v;
-                cnt[j]++;
+                if (!isnan(v)) sv[ns++] = (step_value){rd->steps[i], v};
             }
         }
-        for (size_t j = 0; j < span; j++)
-            if (cnt[j]) out[(*n)++] = use_max ? sum[j] : sum[j] / cnt[j];
-        free(sum);
-        free(cnt);
+        qsort(sv, ns, sizeof *sv, by_step);
+        for (size_t i = 0; i < ns;) {
+            size_t j = i;
+            double acc = sv[i].v;
+            while (++j < ns && sv[j].step == sv[i].step)
+                acc = use_max ? fmax(acc, sv[j].v) : acc + sv[j].v;
+            out[(*n)++] = use_max ? acc : acc / (double)(j - i);
+            i = j;
+        }
     }
+    free(sv);
     return out;
 }
 

@@ -1,5 +1,6 @@
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@ typedef enum msrc {
     SRC_COLL_BUSY,    /* kinds[idx].busy_ms, NAN when the kind ran no op */
     SRC_STREAM_BUSY,  /* streams[idx].busy_ms */
     SRC_RECORD,       /* a double field of ao_iter_record at `off` */
+    SRC_EXTRA,        /* extra[obj][key] of the record's line, read by the loader */
 } msrc;
 
 typedef struct metric {
@@ -33,19 +35,24 @@ typedef struct metric {
     msrc src;
     size_t off;
     int idx;
+    const char *obj, *key; /* SRC_EXTRA */
 } metric;
 
 #define OVF(name, unit, better, head)                                                              \
     {                                                                                              \
-        {#name, unit, better, head}, SRC_OVERLAP, offsetof(ao_overlap, name), 0                    \
+        {#name, unit, better, head}, SRC_OVERLAP, offsetof(ao_overlap, name), 0, NULL, NULL        \
     }
 #define RECF(name, unit, better, head)                                                             \
     {                                                                                              \
-        {#name, unit, better, head}, SRC_RECORD, offsetof(ao_iter_record, name), 0                 \
+        {#name, unit, better, head}, SRC_RECORD, offsetof(ao_iter_record, name), 0, NULL, NULL     \
     }
 #define IDX(name, unit, better, head, src, i)                                                      \
     {                                                                                              \
-        {name, unit, better, head}, src, 0, i                                                      \
+        {name, unit, better, head}, src, 0, i, NULL, NULL                                          \
+    }
+#define EXTRA(name, unit, better, obj, key)                                                        \
+    {                                                                                              \
+        {name, unit, better, 0}, SRC_EXTRA, 0, 0, obj, key                                         \
     }
 
 /* Direction: less time waiting or exposed is better, more overlap and
@@ -93,6 +100,12 @@ static const metric metrics[] = {
     IDX("busy_h2d_ms", "ms", AO_BETTER_NEITHER, 0, SRC_STREAM_BUSY, AO_STREAM_H2D),
     RECF(loss, "", AO_BETTER_NEITHER, 0),
     RECF(grad_norm, "", AO_BETTER_NEITHER, 0),
+    /* aorta train's kernel trace (profiling.kernel_trace) */
+    EXTRA("kernel_step_ms", "ms", AO_BETTER_LOWER, "overlap_kernels", "step_ms"),
+    EXTRA("kernel_compute_ms", "ms", AO_BETTER_LOWER, "overlap_kernels", "compute_ms"),
+    EXTRA("kernel_comm_ms", "ms", AO_BETTER_LOWER, "overlap_kernels", "comm_ms"),
+    /* any kernel-level source: train's kernel trace, analyze, attach */
+    EXTRA("contention_ms", "ms", AO_BETTER_LOWER, "contention", "ms"),
 };
 
 size_t ao_metric_count(void)
@@ -133,8 +146,24 @@ double ao_metric_value(size_t i, const ao_iter_record *r)
         return r->m.kinds[m->idx].ops > 0 ? r->m.kinds[m->idx].busy_ms : NAN;
     case SRC_STREAM_BUSY:
         return r->m.streams[m->idx].busy_ms;
+    case SRC_EXTRA:
+        return NAN; /* not in the struct: extra_value */
     }
     return NAN;
+}
+
+/* extra[obj][key] of a record's line as a number, NAN when absent or null. */
+static double extra_value(yajl_val line, const char *obj, const char *key)
+{
+    yajl_val v = ao_json_member(ao_json_member(ao_json_member(line, "extra"), obj), key);
+    return YAJL_IS_NUMBER(v) ? ao_json_number(v) : NAN;
+}
+
+static ao_kernel_view kernel_view(yajl_val line)
+{
+    return (ao_kernel_view){extra_value(line, "overlap_kernels", "step_ms"),
+                            extra_value(line, "overlap_kernels", "compute_ms"),
+                            extra_value(line, "overlap_kernels", "comm_ms")};
 }
 
 void ao_rank_column(const ao_rank_data *rd, size_t m, double *out)
@@ -150,7 +179,8 @@ typedef struct rank_job {
     int expect_rank;
     long long skip;
     ao_rank_data *rd;
-    int world_size; /* of the first record, 0 before it */
+    int world_size;      /* of the first record, 0 before it */
+    long long last_step; /* of the last train record, -1 before it */
     int rc;
 } rank_job;
 
@@ -229,18 +259,37 @@ static int on_record(void *ctx, ao_iter_record *r, yajl_val line)
                  r->world_size, job->world_size);
         return AO_EXIT_USAGE;
     }
+    /* a baseline's kernel view grows in step with its §7 fields (the same
+     * capacity before and after) */
     if (strcmp(r->phase, "compute_only") == 0) {
+        size_t cap = rd->cap_compute_only;
         rd->compute_only = grow(rd->compute_only, &rd->cap_compute_only, rd->ncompute_only + 1,
                                 sizeof *rd->compute_only);
+        rd->compute_only_k =
+            grow(rd->compute_only_k, &cap, rd->ncompute_only + 1, sizeof *rd->compute_only_k);
+        rd->compute_only_k[rd->ncompute_only] = kernel_view(line);
         rd->compute_only[rd->ncompute_only++] = r->m;
         return 0;
     }
     if (strcmp(r->phase, "comm_only") == 0) {
+        size_t cap = rd->cap_comm_only;
         rd->comm_only =
             grow(rd->comm_only, &rd->cap_comm_only, rd->ncomm_only + 1, sizeof *rd->comm_only);
+        rd->comm_only_k = grow(rd->comm_only_k, &cap, rd->ncomm_only + 1, sizeof *rd->comm_only_k);
+        rd->comm_only_k[rd->ncomm_only] = kernel_view(line);
         rd->comm_only[rd->ncomm_only++] = r->m;
         return 0;
     }
+    /* A writer appends steps in order: anything else is not one run's file
+     * (two concatenated, or edited), and step-indexed readers assume it. */
+    if (r->step <= job->last_step) {
+        char *where = ao_asprintf("%s:%zu", job->path, r->line);
+        ao_error(where, "step %lld after step %lld: train records must be in ascending step order",
+                 r->step, job->last_step);
+        free(where);
+        return AO_EXIT_USAGE;
+    }
+    job->last_step = r->step;
     if ((long long)rd->skipped < job->skip) {
         rd->skipped++;
         return 0;
@@ -255,8 +304,12 @@ static int on_record(void *ctx, ao_iter_record *r, yajl_val line)
     rd->steps[rd->n] = r->step;
     rd->wall[rd->n] = r->wall_time;
     double *row = &rd->rows[rd->n * nm];
-    for (size_t m = 0; m < nm; m++) row[m] = ao_metric_value(m, r);
+    for (size_t m = 0; m < nm; m++)
+        row[m] = metrics[m].src == SRC_EXTRA ? extra_value(line, metrics[m].obj, metrics[m].key)
+                                             : ao_metric_value(m, r);
     rd->n++;
+    ao_contention_evidence_add(&rd->contention,
+                               ao_json_member(ao_json_member(line, "extra"), "contention"));
     if (r->ops) {
         if (rd->nprofiled < AO_RUNDATA_MAX_PROFILED) {
             if (!rd->profiled)
@@ -277,6 +330,7 @@ static void *read_rank(void *arg)
     job->rc = ao_jsonl_read(job->path, on_record, job, &st);
     job->rd->truncated = st.truncated;
     ao_kernel_table_sort(&job->rd->kernels);
+    ao_contention_evidence_sort(&job->rd->contention);
     return NULL;
 }
 
@@ -428,29 +482,100 @@ void ao_run_dirs_free(char **dirs, size_t n)
     free(dirs);
 }
 
-/* The parsed JSON of path, NULL when it cannot be opened (*missing set) or
- * does not parse (err holds why). */
+/* The parsed JSON of path, NULL when it does not exist (*missing set), cannot
+ * be read or does not parse (err holds why). */
 static yajl_val read_json_file(const char *path, char *err, size_t errlen, int *missing)
 {
     *missing = 0;
     err[0] = '\0';
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *missing = 1;
+    char *buf = ao_file_read(path, NULL);
+    if (!buf) {
+        *missing = errno == ENOENT;
+        snprintf(err, errlen, "cannot read it: %s",
+                 errno == EISDIR   ? "a directory, not a file"
+                 : errno == EINVAL ? "not a regular file"
+                                   : strerror(errno));
         return NULL;
     }
-    size_t cap = 1 << 16, len = 0, got;
-    char *buf = ao_malloc(cap);
-    while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (len + 1 == cap) buf = ao_realloc(buf, cap *= 2);
-    }
-    fclose(f);
-    buf[len] = '\0';
-    yajl_val v = yajl_tree_parse(buf, err, errlen);
+    char why[256] = "";
+    yajl_val v = yajl_tree_parse(buf, why, sizeof why);
     free(buf);
-    err[strcspn(err, "\n")] = '\0';
+    why[strcspn(why, "\n")] = '\0';
+    if (!v) snprintf(err, errlen, "not a JSON object: %s", why);
     return v;
+}
+
+/* Why the member `key` of run.json is not what its readers take it for
+ * (kind: 's' string, 'b' boolean, 'n' integer >= lo), or NULL; absent is
+ * fine unless required. */
+static const char *member_problem(yajl_val obj, const char *key, char kind, long long lo,
+                                  int required)
+{
+    yajl_val v = ao_json_member(obj, key);
+    if (!v) return required ? "missing" : NULL;
+    switch (kind) {
+    case 's':
+        return YAJL_IS_STRING(v) ? NULL : "not a string";
+    case 'b':
+        return YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v) ? NULL : "not true or false";
+    default:
+        return YAJL_IS_INTEGER(v) && YAJL_GET_INTEGER(v) >= lo
+                   ? NULL
+                   : (lo > 0 ? "not a whole number >= 1" : "not a whole number >= 0");
+    }
+}
+
+/* The fields the readers of a run interpret, each of its type: a run.json
+ * that says otherwise is refused, never read as the defaults. 0, or
+ * AO_EXIT_USAGE after one error naming the file and the field. */
+static int check_run_json(const char *path, yajl_val run)
+{
+    static const struct {
+        const char *key;
+        char kind;
+        long long lo;
+        int required;
+    } fields[] = {
+        {"run_id", 's', 0, 0},    {"world_size", 'n', 1, 1}, {"planned_steps", 'n', 0, 0},
+        {"completed", 'b', 0, 0}, {"end", 's', 0, 0},
+    };
+    for (size_t i = 0; i < NELEM(fields); i++) {
+        const char *why =
+            member_problem(run, fields[i].key, fields[i].kind, fields[i].lo, fields[i].required);
+        if (why) {
+            ao_error(path, "\"%s\" is %s", fields[i].key, why);
+            return AO_EXIT_USAGE;
+        }
+    }
+    /* absent in a run that ended before its first event (the trace needs it) */
+    yajl_val anchor = ao_json_member(run, "anchor");
+    const char *why = !anchor ? NULL
+                      : YAJL_IS_OBJECT(anchor)
+                          ? member_problem(anchor, "realtime_ns", 'n', LLONG_MIN, 1)
+                          : "not an object";
+    if (why) {
+        ao_error(path, "\"anchor%s\" is %s", YAJL_IS_OBJECT(anchor) ? ".realtime_ns" : "", why);
+        return AO_EXIT_USAGE;
+    }
+    yajl_val cfg = ao_json_member(run, "config");
+    if (cfg && !YAJL_IS_OBJECT(cfg)) {
+        ao_error(path, "\"config\" is not an object");
+        return AO_EXIT_USAGE;
+    }
+    for (size_t i = 0; cfg && i < cfg->u.object.len; i++) {
+        yajl_val e = cfg->u.object.values[i];
+        const char *key = cfg->u.object.keys[i];
+        why = !YAJL_IS_OBJECT(e) || !ao_json_member(e, "value") ? "not an object with a \"value\""
+              : strcmp(key, "training.summary_skip_steps") == 0
+                  ? member_problem(e, "value", 'n', 0, 1)
+                  : NULL;
+        if (why) {
+            ao_error(path, "\"config\".\"%s\"%s is %s", key, YAJL_IS_OBJECT(e) ? ".value" : "",
+                     why);
+            return AO_EXIT_USAGE;
+        }
+    }
+    return 0;
 }
 
 static int load_run_json(const char *dir, yajl_val *out)
@@ -466,7 +591,7 @@ static int load_run_json(const char *dir, yajl_val *out)
     }
     int rc = 0;
     if (!*out || !YAJL_IS_OBJECT(*out)) {
-        ao_error(path, "not a JSON object: %s", *out ? "another JSON value" : err);
+        ao_error(path, "%s", *out ? "not a JSON object: another JSON value" : err);
         rc = AO_EXIT_USAGE;
     } else {
         yajl_val sch = ao_json_member(*out, "schema");
@@ -474,6 +599,8 @@ static int load_run_json(const char *dir, yajl_val *out)
             ao_error(path, "run.json schema is not %d; this aorta cannot read it",
                      AO_RUN_JSON_SCHEMA);
             rc = AO_EXIT_USAGE;
+        } else {
+            rc = check_run_json(path, *out);
         }
     }
     if (rc) {
@@ -492,7 +619,7 @@ static yajl_val load_analyze_summary(const char *dir)
     char err[256];
     int missing;
     yajl_val v = read_json_file(path, err, sizeof err, &missing);
-    if (!missing && !v) ao_warn("%s: not JSON (%s); its trace analysis is left out", path, err);
+    if (!missing && !v) ao_warn("%s: %s; its trace analysis is left out", path, err);
     free(path);
     if (v && !YAJL_IS_OBJECT(ao_json_member(v, "analyze"))) {
         yajl_tree_free(v);
@@ -508,31 +635,6 @@ yajl_val ao_run_config_value(const ao_run_data *r, const char *key)
     return ao_json_member(ao_json_member(ao_json_member(r->run, "config"), key), "value");
 }
 
-/* Compact JSON text of v into g (yajl_tree values back to text). */
-static void gen_tree(yajl_gen g, yajl_val v)
-{
-    if (YAJL_IS_STRING(v)) {
-        ao_json_gen_str(g, v->u.string);
-    } else if (YAJL_IS_NUMBER(v)) {
-        yajl_gen_number(g, v->u.number.r, strlen(v->u.number.r));
-    } else if (YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v)) {
-        yajl_gen_bool(g, YAJL_IS_TRUE(v));
-    } else if (YAJL_IS_ARRAY(v)) {
-        yajl_gen_array_open(g);
-        for (size_t i = 0; i < v->u.array.len; i++) gen_tree(g, v->u.array.values[i]);
-        yajl_gen_array_close(g);
-    } else if (YAJL_IS_OBJECT(v)) {
-        yajl_gen_map_open(g);
-        for (size_t i = 0; i < v->u.object.len; i++) {
-            ao_json_gen_str(g, v->u.object.keys[i]);
-            gen_tree(g, v->u.object.values[i]);
-        }
-        yajl_gen_map_close(g);
-    } else {
-        yajl_gen_null(g);
-    }
-}
-
 void ao_json_value_text(yajl_val v, char *buf, size_t n)
 {
     if (n == 0) return;
@@ -543,7 +645,7 @@ void ao_json_value_text(yajl_val v, char *buf, size_t n)
         return;
     }
     yajl_gen g = ao_json_gen_new(0);
-    gen_tree(g, v);
+    ao_json_gen_tree(g, v);
     const unsigned char *out;
     size_t len;
     yajl_gen_get_buf(g, &out, &len);
@@ -633,6 +735,7 @@ int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out)
         free(name);
         jobs[i].expect_rank = ranks[i];
         jobs[i].skip = out->skip_steps;
+        jobs[i].last_step = -1;
         jobs[i].rd = &out->ranks[i];
         out->ranks[i].rank = ranks[i];
     }
@@ -660,6 +763,15 @@ int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out)
         ao_error(dir, "run.json says world_size %d, the metrics files %d", out->world_size, ws);
         return AO_EXIT_USAGE;
     }
+    /* A run.json without an anchor is one of a run that never ran a step. */
+    int records = 0;
+    for (int k = 0; k < out->nranks; k++)
+        records |= out->ranks[k].n || out->ranks[k].skipped || out->ranks[k].ncompute_only;
+    if (out->run && records && !ao_json_member(out->run, "anchor")) {
+        ao_error(dir, "run.json has no \"anchor\", but the metrics files have records (their times "
+                      "count from it)");
+        return AO_EXIT_USAGE;
+    }
     if (out->world_size > out->nranks)
         ao_warn("%s: %d of %d ranks have a metrics file; the others are left out", dir, out->nranks,
                 out->world_size);
@@ -675,6 +787,9 @@ void ao_run_free(ao_run_data *r)
         free(rd->wall);
         free(rd->compute_only);
         free(rd->comm_only);
+        free(rd->compute_only_k);
+        free(rd->comm_only_k);
+        ao_contention_evidence_free(&rd->contention);
         for (size_t p = 0; p < rd->nprofiled; p++) ao_iter_record_free(&rd->profiled[p]);
         free(rd->profiled);
         for (size_t t = 0; t < rd->ntelemetry; t++) {
@@ -690,6 +805,21 @@ void ao_run_free(ao_run_data *r)
     free(r->dir);
     free(r->run_id);
     memset(r, 0, sizeof *r);
+}
+
+int ao_run_no_steps_error(const char *what, long long skip_steps)
+{
+    ao_error(what, "no train step is left after skipping %lld warm-up step(s) per rank",
+             skip_steps);
+    ao_hint("lower --skip-steps, or run more steps");
+    return AO_EXIT_USAGE;
+}
+
+int ao_run_require_steps(const ao_run_data *r, const char *what)
+{
+    for (int k = 0; k < r->nranks; k++)
+        if (r->ranks[k].n) return 0;
+    return ao_run_no_steps_error(what, r->skip_steps);
 }
 
 /* ---- the median profiled step ---------------------------------------------- */

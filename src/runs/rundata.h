@@ -8,7 +8,11 @@
  * "extra.telemetry" when records carry it, and the per-op intervals of up to
  * AO_RUNDATA_MAX_PROFILED records that have an "ops" array (profiling
  * windows; the stream chart needs one), and the kernels of those with
- * "extra.kernels" aggregated by name (runs/kernels.h). Ranks are read in parallel (one
+ * "extra.kernels" aggregated by name (runs/kernels.h); with aorta train's
+ * kernel trace, the kernel-level view of every record ("extra.overlap_kernels":
+ * metrics kernel_*_ms, and the baselines' own) and the price of overlap
+ * ("extra.contention": metric contention_ms and its evidence,
+ * runs/contention.h). Ranks are read in parallel (one
  * thread per core): the files are independent. */
 #ifndef AORTA_RUNS_RUNDATA_H
 #define AORTA_RUNS_RUNDATA_H
@@ -18,6 +22,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "core/jsonl.h"
+#include "runs/contention.h"
 #include "runs/kernels.h"
 
 /* ---- the metrics a summary reports ---------------------------------------- */
@@ -38,12 +43,19 @@ const ao_metric_def *ao_metric(size_t i);
 /* Index of the metric named `name`, or -1. */
 int ao_metric_find(const char *name);
 /* The value of metric i in record r (NAN when undefined: busbw of a
- * collective kind the step did not run). */
+ * collective kind the step did not run; and for the metrics a record keeps
+ * in its "extra", which the loader reads from the line: kernel_*_ms,
+ * contention_ms). */
 double ao_metric_value(size_t i, const ao_iter_record *r);
 
 /* ---- one rank, one run ---------------------------------------------------- */
 
 #define AO_RUNDATA_MAX_PROFILED 256
+
+/* A record's kernel-level view (extra.overlap_kernels), NAN when absent. */
+typedef struct ao_kernel_view {
+    double step_ms, compute_ms, comm_ms;
+} ao_kernel_view;
 
 typedef struct ao_telemetry_series {
     char *key;      /* "gpu_util", "power_w" (a nested member: "gpu0.power_w") */
@@ -60,8 +72,10 @@ typedef struct ao_rank_data {
     size_t cap;
     size_t skipped;   /* train records dropped as warm-up */
     size_t truncated; /* unterminated last line skipped by the reader */
-    /* Baseline phases: the §7 fields of each record. */
+    /* Baseline phases: the §7 fields of each record, and the same record's
+     * kernel-level view (NAN fields without profiling.kernel_trace). */
     ao_overlap *compute_only, *comm_only;
+    ao_kernel_view *compute_only_k, *comm_only_k;
     size_t ncompute_only, ncomm_only, cap_compute_only, cap_comm_only;
     /* Kept train records with per-op intervals (ops owned here). */
     ao_iter_record *profiled;
@@ -71,6 +85,8 @@ typedef struct ao_rank_data {
     /* aorta train's kernel trace (profiling.kernel_trace): the kernels of
      * the kept records that carry "extra.kernels", sorted; empty without. */
     ao_kernel_table kernels;
+    /* The kept train records' contention evidence (extra.contention). */
+    ao_contention_evidence contention;
 } ao_rank_data;
 
 /* A rank's column of metric m into out[0..rd->n). */
@@ -94,6 +110,12 @@ typedef struct ao_run_data {
  * schema mismatch, ranks that disagree on world_size). */
 int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out);
 void ao_run_free(ao_run_data *r);
+/* 0 when a rank of r kept a train record after the warm-up; else
+ * AO_EXIT_USAGE after "WHAT: no train step is left after skipping N warm-up
+ * step(s) per rank" (every reader of the numbers refuses such a run alike). */
+int ao_run_require_steps(const ao_run_data *r, const char *what);
+/* That error on its own, for a set of runs with none in all. */
+int ao_run_no_steps_error(const char *what, long long skip_steps);
 
 /* The profiled step (one every rank recorded ops for) whose slowest rank's
  * step time is the median of those steps: the step the report's timeline

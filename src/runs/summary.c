@@ -106,32 +106,6 @@ static void summarize_telemetry(ao_summary *s, const ao_run_data *runs, size_t n
     }
 }
 
-/* Median of an ao_overlap field over the baseline records of all runs. */
-static double baseline_median(const ao_run_data *runs, size_t nruns, int comm, size_t *count)
-{
-    size_t n = 0;
-    for (size_t r = 0; r < nruns; r++)
-        for (int k = 0; k < runs[r].nranks; k++)
-            n += comm ? runs[r].ranks[k].ncomm_only : runs[r].ranks[k].ncompute_only;
-    *count = n;
-    if (n == 0) return NAN;
-    double *v = ao_malloc(n * sizeof *v);
-    size_t i = 0;
-    for (size_t r = 0; r < nruns; r++) {
-        for (int k = 0; k < runs[r].nranks; k++) {
-            const ao_rank_data *rd = &runs[r].ranks[k];
-            if (comm)
-                for (size_t j = 0; j < rd->ncomm_only; j++) v[i++] = rd->comm_only[j].comm_ms;
-            else
-                for (size_t j = 0; j < rd->ncompute_only; j++)
-                    v[i++] = rd->compute_only[j].compute_ms;
-        }
-    }
-    double med = ao_stats_median(v, n);
-    free(v);
-    return med;
-}
-
 const char *const ao_breakdown_names[AO_BREAKDOWN_PARTS] = {"overlapped (compute and comm)",
                                                             "exposed comm", "compute alone", "idle",
                                                             "copies alone, other"};
@@ -227,13 +201,11 @@ int ao_summary_build(const char *label, const ao_run_data *runs, size_t nruns, a
         for (int k = 0; k < runs[0].nranks && !out->kernel_ranks; k++)
             if (runs[0].ranks[k].kernels.steps) out->kernel_ranks = runs[0].ranks;
         if (out->kernel_ranks) out->nkernel_ranks = runs[0].nranks;
+        for (int k = 0; k < runs[0].nranks && !out->contention_ranks; k++)
+            if (runs[0].ranks[k].contention.steps) out->contention_ranks = runs[0].ranks;
+        if (out->contention_ranks) out->ncontention_ranks = runs[0].nranks;
     }
-    if (total == 0) {
-        ao_error(label, "no train step is left after skipping %lld warm-up step(s) per rank",
-                 out->skip_steps);
-        ao_hint("lower --skip-steps, or run more steps");
-        return AO_EXIT_USAGE;
-    }
+    if (total == 0) return ao_run_no_steps_error(label, out->skip_steps);
 
     size_t nm = ao_metric_count();
     out->metrics = ao_calloc(nm, sizeof *out->metrics);
@@ -249,7 +221,7 @@ int ao_summary_build(const char *label, const ao_run_data *runs, size_t nruns, a
                 n += runs[r].ranks[k].n;
             }
         }
-        if ((int)m == ao_metric_find("step_ms")) {
+        if ((int)m == ao_metric_find("step_ms") || (int)m == ao_metric_find("kernel_step_ms")) {
             /* One step time everywhere: the per-step max over ranks, as the
              * comparison samples it (compare.h). */
             double *st = ao_step_samples(runs, nruns, m, &n);
@@ -275,13 +247,7 @@ int ao_summary_build(const char *label, const ao_run_data *runs, size_t nruns, a
     const ao_metric_summary *step = &out->metrics[ao_metric_find("step_ms")];
     ao_stats_rank_skew(step->rank_median, (size_t)out->nranks, &out->skew);
 
-    double comp_iso = baseline_median(runs, nruns, 0, &out->ncompute_only);
-    double comm_iso = baseline_median(runs, nruns, 1, &out->ncomm_only);
-    out->have_decomposition = out->ncompute_only > 0 && out->ncomm_only > 0;
-    ao_decompose(comp_iso, comm_iso, step->all.p50,
-                 out->metrics[ao_metric_find("compute_ms")].all.p50,
-                 out->metrics[ao_metric_find("comm_ms")].all.p50, &out->decomposition);
-    out->decomposition_flag = ao_decomposition_flag(&out->decomposition);
+    ao_decomp_of(runs, nruns, -1, &out->dec);
     breakdown(out, runs, nruns);
     summarize_telemetry(out, runs, nruns);
     return 0;
@@ -370,24 +336,40 @@ yajl_gen_status ao_summary_gen(yajl_gen g, const ao_summary *s)
     ao_jw_int(&o, "fastest_rank", s->skew.fastest_rank);
     ao_jw_close(&o);
     ao_jw_key(&o, "decomposition");
-    if (!s->have_decomposition) {
+    if (!s->dec.have) {
         ao_jw_null(&o, NULL);
     } else {
-        const ao_decomposition *d = &s->decomposition;
+        const ao_decomp *x = &s->dec;
+        const ao_decomposition *d = &x->d;
         ao_jw_open(&o, NULL);
-        ao_jw_int(&o, "compute_only_records", (long long)s->ncompute_only);
-        ao_jw_int(&o, "comm_only_records", (long long)s->ncomm_only);
+        ao_jw_str(&o, "source", x->kernels ? "kernels" : "events");
+        ao_jw_int(&o, "compute_only_records", (long long)x->ncompute_only);
+        ao_jw_int(&o, "comm_only_records", (long long)x->ncomm_only);
         ao_jw_double(&o, "compute_isolated_ms", d->compute_isolated_ms);
         ao_jw_double(&o, "comm_isolated_ms", d->comm_isolated_ms);
+        ao_jw_double(&o, "compute_only_step_ms", x->compute_only_step_ms);
+        ao_jw_double(&o, "comm_only_step_ms", x->comm_only_step_ms);
+        ao_jw_double(&o, "step_ms", x->step_ms);
+        ao_jw_double(&o, "compute_ms", x->compute_ms);
+        ao_jw_double(&o, "comm_ms", x->comm_ms);
         ao_jw_double(&o, "ideal_ms", d->ideal_ms);
         ao_jw_double(&o, "serial_ms", d->serial_ms);
+        ao_jw_double(&o, "gap_ms", x->gap_ms);
         ao_jw_double(&o, "achieved", d->achieved);
         ao_jw_double(&o, "contention_ms", d->contention_ms);
         ao_jw_double(&o, "comm_slowdown", d->comm_slowdown);
-        if (s->decomposition_flag)
-            ao_jw_str(&o, "flag", s->decomposition_flag);
+        if (x->flag)
+            ao_jw_str(&o, "flag", x->flag);
         else
             ao_jw_null(&o, "flag");
+        ao_jw_open(&o, "events_vs_kernels");
+        for (int i = 0; i < AO_DECOMP_NCHECKS; i++) {
+            ao_jw_open(&o, ao_decomp_check_names[i]);
+            ao_jw_double(&o, "events", x->events_ms[i]);
+            ao_jw_double(&o, "kernels", x->kernels_ms[i]);
+            ao_jw_close(&o);
+        }
+        ao_jw_close(&o);
         ao_jw_close(&o);
     }
     ao_jw_open(&o, "breakdown_ms");
@@ -414,6 +396,23 @@ yajl_gen_status ao_summary_gen(yajl_gen g, const ao_summary *s)
         ao_jw_aopen(&o, NULL);
         for (int k = 0; k < s->nkernel_ranks; k++)
             ao_kernel_table_gen(&o, NULL, s->kernel_ranks[k].rank, &s->kernel_ranks[k].kernels);
+        ao_jw_aclose(&o);
+    }
+    /* the price of overlap per rank (runs/contention.h) */
+    ao_jw_key(&o, "contention");
+    if (!s->contention_ranks) {
+        ao_jw_null(&o, NULL);
+    } else {
+        int m = ao_metric_find("contention_ms");
+        ao_jw_aopen(&o, NULL);
+        for (int k = 0; k < s->ncontention_ranks; k++) {
+            const ao_rank_data *rd = &s->contention_ranks[k];
+            ao_jw_open(&o, NULL);
+            ao_jw_int(&o, "rank", rd->rank);
+            ao_jw_double(&o, "ms_median", k < s->nranks ? s->metrics[m].rank_median[k] : NAN);
+            ao_contention_evidence_gen(&o, "evidence", &rd->contention, AO_CONTENTION_EVIDENCE_TOP);
+            ao_jw_close(&o);
+        }
         ao_jw_aclose(&o);
     }
     ao_jw_close(&o);
@@ -472,21 +471,44 @@ void ao_summary_print(FILE *out, const ao_summary *s)
     if (!isnan(s->skew.ratio))
         fprintf(out, "  rank skew %.3f (slowest rank %d, fastest rank %d)\n", s->skew.ratio,
                 s->skew.slowest_rank, s->skew.fastest_rank);
-    if (s->have_decomposition && s->decomposition_flag) {
-        const ao_decomposition *d = &s->decomposition;
+    const ao_decomp *x = &s->dec;
+    const ao_decomposition *d = &x->d;
+    if (x->have && x->flag) {
         fprintf(out,
-                "  decomposition: compute alone %.3f ms, comm alone %.3f ms; achieved and comm "
-                "slowdown not shown: %s\n",
-                d->compute_isolated_ms, d->comm_isolated_ms, s->decomposition_flag);
-    } else if (s->have_decomposition) {
-        const ao_decomposition *d = &s->decomposition;
+                "  decomposition (%s): compute alone %.3f ms, comm alone %.3f ms; achieved and "
+                "comm slowdown not shown: %s\n",
+                ao_decomp_source(x), d->compute_isolated_ms, d->comm_isolated_ms, x->flag);
+    } else if (x->have) {
         char a[32];
         fmt(a, sizeof a, d->achieved);
         fprintf(out,
-                "  decomposition: compute alone %.3f ms, comm alone %.3f ms, ideal %.3f ms, "
-                "serial %.3f ms, achieved %s, contention %.3f ms, comm slowdown %.3fx\n",
-                d->compute_isolated_ms, d->comm_isolated_ms, d->ideal_ms, d->serial_ms, a,
-                d->contention_ms, d->comm_slowdown);
+                "  decomposition (%s): compute alone %.3f ms, comm alone %.3f ms, ideal %.3f ms, "
+                "serial %.3f ms, step %.3f ms (%.3f over ideal), achieved %s, contention %.3f ms, "
+                "comm slowdown %.3fx\n",
+                ao_decomp_source(x), d->compute_isolated_ms, d->comm_isolated_ms, d->ideal_ms,
+                d->serial_ms, x->step_ms, x->gap_ms, a, d->contention_ms, d->comm_slowdown);
+    }
+    if (x->have && isfinite(x->kernels_ms[AO_DECOMP_CHECK_COMPUTE_ONLY])) {
+        fprintf(out, "  baselines, events against kernels:");
+        static const char *const what[AO_DECOMP_NCHECKS] = {
+            "compute-only compute", "comm-only comm", "train compute", "train comm"};
+        for (int i = 0; i < AO_DECOMP_NCHECKS; i++) {
+            double e = x->events_ms[i], k = x->kernels_ms[i];
+            fprintf(out, "%s %s %.3f vs %.3f ms (%+.1f %%)", i ? "," : "", what[i], e, k,
+                    k > 0 ? 100 * (e - k) / k : NAN);
+        }
+        fprintf(out, "\n");
+    }
+    if (s->contention_ranks) {
+        int m = ao_metric_find("contention_ms");
+        fprintf(out,
+                "  contention (the same kernels beside a collective against alone), ms a step:");
+        for (int k = 0; k < s->ncontention_ranks && k < s->nranks; k++) {
+            char v[32];
+            fmt(v, sizeof v, s->metrics[m].rank_median[k]);
+            fprintf(out, "%s rank %d %s", k ? "," : "", s->contention_ranks[k].rank, v);
+        }
+        fprintf(out, "\n");
     }
     if (s->truncated)
         fprintf(out, "  %zu incomplete last line(s) skipped (a stopped run)\n", s->truncated);

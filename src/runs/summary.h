@@ -19,6 +19,7 @@
 
 #include "core/metrics.h"
 #include "core/stats.h"
+#include "runs/decompose.h"
 #include "runs/run_end.h"
 #include "runs/rundata.h"
 
@@ -54,13 +55,11 @@ typedef struct ao_summary {
     size_t truncated;           /* incomplete last lines skipped, all ranks */
     ao_metric_summary *metrics; /* [ao_metric_count()] */
     ao_stats_skew skew;         /* of per-rank median step_ms */
-    int have_decomposition;
-    size_t ncompute_only, ncomm_only;
-    ao_decomposition decomposition; /* from train and baseline medians */
-    /* Why the decomposition cannot be taken as measured (achieved outside
-     * 0..1, communication faster under contention than alone): printed
-     * instead of those numbers. NULL when it is plausible. */
-    const char *decomposition_flag;
+    /* From train and baseline medians, in kernel time when the kernel trace
+     * is on (runs/decompose.h). dec.flag: why it cannot be taken as measured
+     * (achieved outside 0..1, communication faster under contention than
+     * alone), printed instead of those numbers; NULL when plausible. */
+    ao_decomp dec;
     /* The median step (AO_STEP_MS_DEFINITION) split into overlapped,
      * exposed comm, compute alone, idle, and the rest (copies alone): each
      * part's share of the pooled step time times the median step, so the
@@ -84,11 +83,18 @@ typedef struct ao_summary {
      * kernel trace (their ao_rank_data.kernels), else NULL. */
     const ao_rank_data *kernel_ranks;
     int nkernel_ranks;
+    /* Borrowed from the first run: its ranks when one has contention
+     * evidence (ao_rank_data.contention), else NULL. */
+    const ao_rank_data *contention_ranks;
+    int ncontention_ranks;
 } ao_summary;
 
 /* Sanity of a decomposition: NULL, or why its achieved overlap and comm
  * slowdown are impossible (achieved outside [-tol, 1 + tol], slowdown
  * below 1 - slowdown tol). */
+/* Kernels summary.json names per rank as contention evidence. */
+#define AO_CONTENTION_EVIDENCE_TOP 5
+
 #define AO_DECOMP_TOL          0.05
 #define AO_DECOMP_SLOWDOWN_TOL 0.5
 const char *ao_decomposition_flag(const ao_decomposition *d);
@@ -105,7 +111,8 @@ yajl_gen_status ao_summary_gen(yajl_gen g, const ao_summary *s);
 int ao_summary_write(const char *path, const ao_summary *s);
 
 /* A compact table: steps, step ms, tokens/s, the §7 fields, busbw, skew,
- * decomposition. */
+ * decomposition (with its source and the baselines' events against
+ * kernels), contention. */
 void ao_summary_print(FILE *out, const ao_summary *s);
 
 /* For `aorta train`, ao_summary_for_run: declared in runs/run_end.h. */

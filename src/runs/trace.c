@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/rundir.h"
 #include "runs/trace.h"
 
@@ -562,21 +563,11 @@ static int add_record(void *ctx, ao_iter_record *r, yajl_val line)
 
 static yajl_val read_run_json(const char *path)
 {
-    char *text = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        ao_error(path, "cannot read: %s", strerror(errno));
+    char *text = ao_input_read(path, "run file", NULL);
+    if (!text) {
         ao_hint("give the directory of one run (it holds run.json and rank_NN_metrics.jsonl)");
         return NULL;
     }
-    size_t cap = 1 << 16, n = 0, got;
-    text = ao_malloc(cap);
-    while ((got = fread(text + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap) text = ao_realloc(text, cap *= 2);
-    }
-    fclose(f);
-    text[n] = '\0';
     char err[256] = "";
     yajl_val v = yajl_tree_parse(text, err, sizeof err);
     free(text);

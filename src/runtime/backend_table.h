@@ -6,17 +6,17 @@
  *
  *     const struct ao_X_backend *b = AO_BACKEND_FIND(ao_X, dev);
  *
- * The cpu table is linked in; a GPU backend's tables are in its plugin,
- * libaorta_<backend>.so (core/plugin.h), found by the same name, so a new
- * device backend is a plugin that defines the tables once. A layer without
+ * The cpu table is linked in; the GPU backend's tables are in its plugin,
+ * libaorta_<backend>.so (core/plugin.h: cuda, or hip for AMD), under their
+ * CUDA names, ao_X_cuda_backend, whichever vendor they were compiled for. A layer without
  * a table for the device gets NULL and says so in its own words. */
 #ifndef AORTA_RUNTIME_BACKEND_TABLE_H
 #define AORTA_RUNTIME_BACKEND_TABLE_H
 
 #include "runtime/device.h"
 
-/* cpu_table when dev is a cpu device, else the object
- * "<prefix>_<backend>_backend" of dev's backend's plugin, or NULL. */
+/* cpu_table when dev is a cpu device, else the object "<prefix>_cuda_backend"
+ * of dev's backend's plugin when it serves dev's backend, or NULL. */
 const void *ao_backend_find(const void *cpu_table, const char *prefix, ao_device *dev);
 
 #define AO_BACKEND_FIND(prefix, dev)                                                               \

@@ -4,6 +4,7 @@
  * so each call below finds its backend's ops through the object it is given;
  * nothing here keeps state. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -70,8 +71,8 @@ int ao_dtype_parse(const char *s, ao_dtype *out)
  * plugin, libaorta_<name>.so (core/plugin.h), loaded when first asked for,
  * so commands that never open a device never load a GPU runtime. */
 static const char *const backends[] = {
-#ifdef AORTA_HAVE_CUDA
-    "cuda",
+#ifdef AO_GPU_PLUGIN
+    AO_GPU_PLUGIN,
 #endif
     "cpu",
 };
@@ -81,9 +82,7 @@ enum { NBACKENDS = sizeof backends / sizeof backends[0] };
 static const struct ao_device_ops *backend_ops(const char *name, int quiet)
 {
     if (strcmp(name, ao_cpu_device_ops.name) == 0) return &ao_cpu_device_ops;
-    char symbol[64];
-    snprintf(symbol, sizeof symbol, "ao_%s_device_ops", name);
-    return ao_plugin_sym(name, symbol, quiet);
+    return ao_plugin_sym(name, "ao_cuda_device_ops", quiet); /* the GPU plugin's (plugin.h) */
 }
 
 int ao_device_backend_count(void)
@@ -203,8 +202,26 @@ void ao_device_sync(ao_device *dev)
     OPS(dev)->sync(dev);
 }
 
+/* AORTA_TEST_DEV_MEM_LIMIT=BYTES (tests only, never a tuning knob): an
+ * allocation that would take this process's device memory past BYTES fails
+ * as a real one does (a fatal error), so that a run out of device memory can
+ * be planted on any backend (tests/e2e/train_faults.sh). */
+static void test_mem_limit(ao_device *dev, size_t bytes)
+{
+    const char *v = getenv("AORTA_TEST_DEV_MEM_LIMIT");
+    size_t in_use, peak;
+    if (!v || !*v || ao_dev_mem_usage(dev, &in_use, &peak) != 0) return;
+    unsigned long long limit = strtoull(v, NULL, 10);
+    if (in_use + bytes > limit)
+        ao_fatal(AO_EXIT_FAIL, "device memory",
+                 "%zu bytes more than the %zu in use: out of memory (AORTA_TEST_DEV_MEM_LIMIT "
+                 "%llu, a planted fault for tests)",
+                 bytes, in_use, limit);
+}
+
 void *ao_dev_alloc(ao_device *dev, size_t bytes)
 {
+    test_mem_limit(dev, bytes);
     return OPS(dev)->dev_alloc(dev, bytes);
 }
 

@@ -142,6 +142,9 @@ double ao_event_elapsed_us(ao_event *start, ao_event *end);
  * host is still inside the library launching the kernel, and the event pair
  * counts that launch path as the op's time. Release as soon as the op is
  * enqueued: anything waiting on the stream waits for the host meanwhile.
+ * Never hold across a call that can wait for the device (an allocation of
+ * pinned or device memory, a library's set-up on first use): it waits for
+ * the held stream too, which waits for that call to return (DESIGN §4).
  * No-op on backends that run stream work on the host (cpu) and where the
  * runtime cannot wait on memory (one warning). AORTA_STREAM_HOLD=0 in the
  * environment turns holds off, to measure what they cost and what they fix. */

@@ -1,6 +1,7 @@
 /* The CUDA device backend: runtime API streams/events/memory, NVTX ranges and
- * the ops table; its cuBLASLt GEMMs are in gemm_cuda.c, the state both share in
- * device_cuda_impl.h. Written against CUDA names; gpu_compat.h maps them for HIP.
+ * the ops table; its GEMMs are in gemm_cuda.c (over gemm_lt_cuda.c or
+ * gemm_hipblas_hip.c), the state they share in device_cuda_impl.h. Written against CUDA names;
+ * gpu_compat.h maps them for HIP.
  *
  * Every runtime call is checked: a failure is a device failure, fatal with the
  * call, file:line and the runtime's message. A process may open two devices
@@ -27,13 +28,6 @@ void ao_cuda_check(cudaError_t err, const char *call, const char *file, int line
 {
     if (err != cudaSuccess)
         ao_fatal(AO_EXIT_FAIL, call, "%s (%s:%d)", cudaGetErrorString(err), file, line);
-}
-
-void ao_cuda_blas_check(cublasStatus_t st, const char *call, const char *file, int line)
-{
-    if (st != CUBLAS_STATUS_SUCCESS)
-        ao_fatal(AO_EXIT_FAIL, call, "%s (status %d, %s:%d)", ao_blas_status_string(st), (int)st,
-                 file, line);
 }
 
 int ao_cuda_is_device(ao_device *dev)
@@ -88,13 +82,18 @@ static int cuda_count(void)
     return n;
 }
 
-/* CUDA encodes versions as 1000 * major + 10 * minor. */
+/* CUDA encodes versions as 1000 * major + 10 * minor, HIP as 10^7 * major +
+ * 10^5 * minor + patch. */
 static void format_version(int v, char *buf, size_t n)
 {
-    if (v <= 0)
-        snprintf(buf, n, "none");
+    if (v <= 0) snprintf(buf, n, "none");
+#ifdef AO_GPU_HIP
+    else
+        snprintf(buf, n, "%d.%d.%d", v / 10000000, v / 100000 % 100, v % 100000);
+#else
     else
         snprintf(buf, n, "%d.%d", v / 1000, (v % 1000) / 10);
+#endif
 }
 
 static void runtime_and_driver(char *rt, size_t rn, char *drv, size_t dn)
@@ -135,7 +134,7 @@ static ao_device *cuda_open(int ordinal)
     AO_CUDA_CHECK(
         cudaDeviceGetAttribute(&dev->cc_minor, cudaDevAttrComputeCapabilityMinor, ordinal));
     AO_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&dev->prio_least, &dev->prio_greatest));
-    BLAS_CHECK(cublasLtCreate(&dev->lt));
+    ao_blas_open(dev);
     pthread_mutex_init(&dev->lock, NULL);
     ao_memtrack_init(&dev->mem);
     return dev;
@@ -147,7 +146,6 @@ static void cuda_close(ao_device *dev)
     use_device(dev);
     AO_CUDA_CHECK(cudaDeviceSynchronize());
     ao_cuda_gemm_release(dev);
-    BLAS_CHECK(cublasLtDestroy(dev->lt));
     pthread_mutex_destroy(&dev->lock);
     ao_memtrack_destroy(&dev->mem);
     free(dev);
@@ -336,6 +334,7 @@ static void cuda_stream_destroy(ao_stream *s)
     cuda_stream_release(s); /* a held stream would never drain */
     use_device(s->dev);
     AO_CUDA_CHECK(cudaStreamSynchronize(s->s)); /* its GEMMs may still use the workspace */
+    ao_blas_stream_close(s);
     if (s->workspace) AO_CUDA_CHECK(cudaFree(s->workspace));
     AO_CUDA_CHECK(cudaStreamDestroy(s->s));
     if (s->gate) AO_CUDA_CHECK(cudaFreeHost(s->gate));

@@ -1,8 +1,10 @@
-/* The CUDA device backend's GEMMs: cuBLASLt plans (descriptors, layouts and
- * the heuristic's algorithm), found or made once per shape, dtypes, alignment
- * and policy, and kept per device; per-stream workspaces; the device pointer
- * arrays of two-level batches. Written against CUDA names; gpu_compat.h maps
- * them for HIP (hipBLASLt). The state is in device_cuda_impl.h. */
+/* The GPU device backend's GEMMs, above the BLAS library: the policy
+ * (chunks, SM target), checks, each product's key (shape, dtypes, alignment),
+ * the split into chunks and groups, per-stream workspaces and the device
+ * pointer arrays of two-level batches. The library's half is gemm_lt_cuda.c
+ * (cuBLASLt, hipBLASLt) or gemm_hipblas_hip.c (hipBLAS). Written against
+ * CUDA names; gpu_compat.h maps them for HIP. The state is in
+ * device_cuda_impl.h. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,10 +14,6 @@
 #include "runtime/device.h"
 #include "runtime/device_cuda.h"
 #include "runtime/device_cuda_impl.h"
-
-/* Per-stream cuBLASLt workspace (device.h): one per stream, not per device,
- * so that two GEMMs on two streams never share scratch memory while they run. */
-#define GEMM_WORKSPACE_BYTES AO_GEMM_WORKSPACE_BYTES
 
 /* ---- GEMM --------------------------------------------------------------------- */
 
@@ -41,23 +39,6 @@ void ao_cuda_gemm_set_policy(ao_device *dev, int chunks, int sm_count_target, in
     unlock(dev);
 }
 
-static int blas_type(ao_dtype t, cudaDataType_t *out)
-{
-    switch (t) {
-    case AO_F32:
-        *out = CUDA_R_32F;
-        return 0;
-    case AO_F16:
-        *out = CUDA_R_16F;
-        return 0;
-    case AO_BF16:
-        *out = CUDA_R_16BF;
-        return 0;
-    default:
-        return -1;
-    }
-}
-
 static int pointer_alignment(const void *p)
 {
     const uintptr_t a = (uintptr_t)p;
@@ -79,28 +60,7 @@ static int batch_alignment(const void *p, long long stride, size_t esz, int batc
     return align;
 }
 
-/* pointers: the batch's matrices are found through a pointer array. */
-static void set_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int rows, int cols, int ld,
-                       int batch, long long stride, int pointers)
-{
-    BLAS_CHECK(cublasLtMatrixLayoutCreate(l, t, (uint64_t)rows, (uint64_t)cols, (int64_t)ld));
-    if (batch > 1) {
-        int32_t b = batch;
-        BLAS_CHECK(
-            cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b));
-    }
-    if (pointers) {
-        const uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
-        BLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode,
-                                                    sizeof mode));
-    } else if (batch > 1) {
-        int64_t st = stride;
-        BLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                    &st, sizeof st));
-    }
-}
-
-static const char *gemm_shape_text(const struct gemm_key *k, char *buf, size_t n)
+const char *ao_cuda_gemm_shape_text(const struct gemm_key *k, char *buf, size_t n)
 {
     snprintf(buf, n,
              "m=%d n=%d k=%d trans_a=%d trans_b=%d lda=%d ldb=%d ldc=%d A/B %s C %s batch=%d "
@@ -111,123 +71,12 @@ static const char *gemm_shape_text(const struct gemm_key *k, char *buf, size_t n
     return buf;
 }
 
-/* Row-major C (m x n) is column-major C^T (n x m) at the same address, so the
- * GEMM is computed as C^T = op(B)^T op(A)^T: cuBLASLt's A is our B, its B our
- * A, with m and n swapped. A row-major X (r x c, ld) is a column-major c x r
- * matrix, hence the layouts below. Called with the device lock held. */
-static struct gemm_plan *find_plan(ao_device *dev, const struct gemm_key *key, int optional)
-{
-    for (int i = 0; i < dev->nplans; i++)
-        if (memcmp(&dev->plans[i].key, key, sizeof *key) == 0)
-            return dev->plans[i].none ? NULL : &dev->plans[i];
-
-    cudaDataType_t ab, c;
-    if (blas_type((ao_dtype)key->ab_type, &ab) || blas_type((ao_dtype)key->c_type, &c))
-        ao_fatal(AO_EXIT_USAGE, "gemm", "dtype %s x %s is not supported on " AO_GPU_BACKEND,
-                 ao_dtype_name((ao_dtype)key->ab_type), ao_dtype_name((ao_dtype)key->c_type));
-
-    struct gemm_plan p;
-    memset(&p, 0, sizeof p);
-    p.key = *key;
-    cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-    if (key->ab_type == AO_F32 && key->compute == AO_COMPUTE_TF32)
-        compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-    else if (key->ab_type == AO_F32 && key->compute == AO_COMPUTE_BF16)
-        compute = CUBLAS_COMPUTE_32F_FAST_16BF;
-    else if (key->ab_type == AO_F32 && key->compute == AO_COMPUTE_F16)
-        compute = CUBLAS_COMPUTE_32F_FAST_16F;
-    BLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F));
-    const cublasOperation_t op_a = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* our B */
-    const cublasOperation_t op_b = key->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N; /* our A */
-    BLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
-    BLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
-    if (key->bias) {
-        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        BLAS_CHECK(
-            cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-        /* the output's type, cuBLASLt's default, said so for hipBLASLt */
-        const int32_t bias_type = (int32_t)c;
-        BLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                  &bias_type, sizeof bias_type));
-        /* The heuristic reads only the pointer's alignment (cublasLt.h), so a
-         * stand-in address of the key's alignment; each call sets the real
-         * one. */
-        const void *stand_in = (const void *)(uintptr_t)key->bias;
-        BLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                  &stand_in, sizeof stand_in));
-    }
-#if AO_GPU_HAS_SM_COUNT_TARGET
-    if (key->sm_target > 0) {
-        int32_t sms = key->sm_target;
-        BLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms,
-                                                  sizeof sms));
-    }
-#endif
-    /* cuBLASLt's A = our B: stored row-major k x n (n x k when transposed). */
-    set_layout(&p.la, ab, key->trans_b ? key->k : key->n, key->trans_b ? key->n : key->k, key->ldb,
-               key->batch_count, key->stride_b, key->pointers);
-    /* cuBLASLt's B = our A: stored row-major m x k (k x m when transposed). */
-    set_layout(&p.lb, ab, key->trans_a ? key->m : key->k, key->trans_a ? key->k : key->m, key->lda,
-               key->batch_count, key->stride_a, key->pointers);
-    set_layout(&p.lc, c, key->n, key->m, key->ldc, key->batch_count, key->stride_c, key->pointers);
-
-    cublasLtMatmulPreference_t pref;
-    BLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    /* Alone, no workspace: cuBLASLt then picks among kernels that need none,
-     * on Hopper its static-schedule ones (ao_gemm_set_policy). */
-    uint64_t ws = key->alone ? 0 : GEMM_WORKSPACE_BYTES;
-    BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &ws, sizeof ws));
-#if AO_GPU_HAS_ALIGNMENT_PREFS
-    uint32_t al_a = (uint32_t)key->align_b, al_b = (uint32_t)key->align_a;
-    uint32_t al_c = (uint32_t)key->align_c;
-    BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
-    BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
-    BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
-    BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
-#endif
-    cublasLtMatmulHeuristicResult_t res;
-    memset(&res, 0, sizeof res);
-    int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(dev->lt, p.op, p.la, p.lb, p.lc, p.lc, pref,
-                                                       1, &res, &found);
-    BLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    if ((st != CUBLAS_STATUS_SUCCESS || found < 1) && optional) {
-        p.none = 1; /* remembered, so the heuristic is not asked again */
-    } else if (st != CUBLAS_STATUS_SUCCESS || found < 1) {
-        char shape[256];
-        ao_fatal(AO_EXIT_FAIL, "cuBLASLt", "no GEMM algorithm for %s on " AO_GPU_BACKEND ":%d (%s)",
-                 gemm_shape_text(key, shape, sizeof shape), dev->ordinal,
-                 st != CUBLAS_STATUS_SUCCESS ? ao_blas_status_string(st) : "heuristic found none");
-    }
-    p.algo = res.algo;
-    p.workspace = res.workspaceSize;
-
-    if (dev->nplans == dev->cap_plans) {
-        dev->cap_plans = dev->cap_plans ? 2 * dev->cap_plans : 16;
-        dev->plans = ao_realloc(dev->plans, (size_t)dev->cap_plans * sizeof *dev->plans);
-    }
-    dev->plans[dev->nplans] = p;
-    dev->nplans++;
-    if (ao_log_level() <= AO_LEVEL_DEBUG) {
-        char shape[256];
-        ao_debug("cuBLASLt plan %d: %s align %d/%d/%d bias %d pointers %d%s", dev->nplans,
-                 gemm_shape_text(key, shape, sizeof shape), key->align_a, key->align_b,
-                 key->align_c, key->bias, key->pointers, p.none ? " (none)" : "");
-    }
-    return p.none ? NULL : &dev->plans[dev->nplans - 1];
-}
-
-static void *stream_workspace(ao_device *dev, ao_stream *s)
+/* One per stream, not per device, so that two GEMMs on two streams never
+ * share scratch memory while they run. */
+void *ao_cuda_gemm_workspace(ao_device *dev, ao_stream *s)
 {
     void **ws = s ? &s->workspace : &dev->null_stream_workspace;
-    if (!*ws) *ws = ao_cuda_dev_alloc(dev, GEMM_WORKSPACE_BYTES);
+    if (!*ws) *ws = ao_cuda_dev_alloc(dev, AO_GEMM_WORKSPACE_BYTES);
     return *ws;
 }
 
@@ -294,7 +143,7 @@ static int min_int(int a, int b)
 
 /* Outer group o of a batch (the whole GEMM when single-level): one strided
  * batch, split into compute.gemm_chunks launches along m. */
-static void gemm_group(ao_device *dev, ao_stream *s, const ao_gemm_desc *d, int o, void *ws)
+static void gemm_group(ao_device *dev, ao_stream *s, const ao_gemm_desc *d, int o)
 {
     const size_t asz = ao_dtype_size(d->ab_type), csz = ao_dtype_size(d->c_type);
     const unsigned char *a0 = (const unsigned char *)d->a + (size_t)o * d->outer_stride_a * asz;
@@ -311,18 +160,13 @@ static void gemm_group(ao_device *dev, ao_stream *s, const ao_gemm_desc *d, int 
         unsigned char *dd = d0 + (size_t)row * (size_t)d->ldc * csz;
         struct gemm_key key = gemm_key_of(dev, d, rows, a, b, c);
         if (d->d) key.align_c = min_int(key.align_c, pointer_alignment(dd)); /* C's and D's */
-        struct gemm_plan *p = find_plan(dev, &key, 0);
-        if (d->bias)
-            BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                      &d->bias, sizeof d->bias));
-        BLAS_CHECK(cublasLtMatmul(dev->lt, p->op, &d->alpha, b, p->la, a, p->lb, &d->beta, c, p->lc,
-                                  dd, p->lc, &p->algo, ws, p->workspace, ao_cuda_stream(s)));
+        ao_blas_matmul(dev, s, &key, d, a, b, c, dd);
         row += rows;
     }
 }
 
 /* The device pointer arrays of a two-level batch, built on first use. */
-static void **pointer_arrays(ao_device *dev, const ao_gemm_desc *d)
+void **ao_cuda_gemm_pointer_arrays(ao_device *dev, const ao_gemm_desc *d)
 {
     struct ptr_key k;
     memset(&k, 0, sizeof k);
@@ -360,9 +204,9 @@ static void **pointer_arrays(ao_device *dev, const ao_gemm_desc *d)
     return arrays;
 }
 
-/* A two-level batch in one launch through cuBLASLt's pointer-array mode.
- * Returns 0 (nothing enqueued) where cuBLASLt has no such algorithm. */
-static int gemm_pointer_array(ao_device *dev, ao_stream *s, const ao_gemm_desc *d, void *ws)
+/* A two-level batch in one launch through the library's pointer-array mode.
+ * Returns 0 (nothing enqueued) where it has no such algorithm. */
+static int gemm_pointer_array(ao_device *dev, ao_stream *s, const ao_gemm_desc *d)
 {
     const size_t asz = ao_dtype_size(d->ab_type), csz = ao_dtype_size(d->c_type);
     ao_gemm_desc all = *d;
@@ -374,14 +218,7 @@ static int gemm_pointer_array(ao_device *dev, ao_stream *s, const ao_gemm_desc *
     key.align_c = min_int(key.align_c, batch_alignment(d->c, d->outer_stride_c, csz, 2));
     key.stride_a = key.stride_b = key.stride_c = 0;
     key.pointers = 1;
-    struct gemm_plan *p = find_plan(dev, &key, 1);
-    if (!p) return 0;
-    void **arrays = pointer_arrays(dev, d);
-    const size_t count = (size_t)all.batch_count;
-    BLAS_CHECK(cublasLtMatmul(dev->lt, p->op, &d->alpha, arrays + count, p->la, arrays, p->lb,
-                              &d->beta, arrays + 2 * count, p->lc, arrays + 2 * count, p->lc,
-                              &p->algo, ws, p->workspace, ao_cuda_stream(s)));
-    return 1;
+    return ao_blas_matmul_pointers(dev, s, &key, d);
 }
 
 void ao_cuda_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d)
@@ -390,27 +227,17 @@ void ao_cuda_gemm(ao_device *dev, ao_stream *s, const ao_gemm_desc *d)
     if (d->m == 0 || d->n == 0) return;
     use_device(dev);
     lock(dev);
-    void *ws = stream_workspace(dev, s);
     const int outer = d->batch_outer > 1 ? d->batch_outer : 1;
     /* a two-level batch is one launch unless chunked (the chunks would need
-     * arrays of their own) or cuBLASLt cannot: then one launch per group */
-    if (outer == 1 || dev->gemm_chunks > 1 || !gemm_pointer_array(dev, s, d, ws))
-        for (int o = 0; o < outer; o++) gemm_group(dev, s, d, o, ws);
+     * arrays of their own) or the library cannot: then one launch per group */
+    if (outer == 1 || dev->gemm_chunks > 1 || !gemm_pointer_array(dev, s, d))
+        for (int o = 0; o < outer; o++) gemm_group(dev, s, d, o);
     unlock(dev);
-}
-
-static void destroy_plan(struct gemm_plan *p)
-{
-    BLAS_CHECK(cublasLtMatrixLayoutDestroy(p->la));
-    BLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lb));
-    BLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lc));
-    BLAS_CHECK(cublasLtMatmulDescDestroy(p->op));
 }
 
 void ao_cuda_gemm_release(ao_device *dev)
 {
-    for (int i = 0; i < dev->nplans; i++) destroy_plan(&dev->plans[i]);
-    free(dev->plans);
+    ao_blas_close(dev);
     for (int i = 0; i < dev->nptrs; i++) AO_CUDA_CHECK(cudaFree(dev->ptrs[i].dev));
     if (dev->null_stream_workspace) AO_CUDA_CHECK(cudaFree(dev->null_stream_workspace));
 }

@@ -1,14 +1,17 @@
 /* The one portability header of the GPU backends (device_cuda.c, the .cu
  * kernel files, coll_nccl.c): they are written against CUDA names, and
- * this header maps exactly the names they use to HIP/hipBLASLt/RCCL/roctx when
- * AORTA_HIP or __HIP_PLATFORM_AMD__ is defined (the names follow hipify's
+ * this header maps exactly the names they use to HIP/RCCL/hipBLAS(Lt)/roctx
+ * when AORTA_HIP or __HIP_PLATFORM_AMD__ is defined (the names follow hipify's
  * tables). Only backend files include it; the engine never does.
  *
- * Honesty note: of the HIP branch only the kernels (kernels_cuda.cu) have been
- * compiled, with Debian's hipcc for gfx90a; the host backends need hipBLASLt
- * and RCCL, which Debian lacks, and must be built and fixed where ROCm is. Features
- * hipBLASLt lacks are switched off by the AO_GPU_HAS_* flags below rather than
- * emulated. NCCL and RCCL share their API names, so rccl.h needs no mapping. */
+ * What CUDA names cannot say lives in *_hip.c files beside the CUDA ones
+ * (DESIGN §4): hipBLAS's GEMMs (gemm_hipblas_hip.c; hipBLASLt's names are
+ * mapped here, for AORTA_HIPBLASLT), roctx through dlopen (roctx_hip.c).
+ * The whole HIP build is compiled and linked by `make rocm-check` against
+ * Debian 13's ROCm 5.7 packages for gfx942 and gfx90a, and has never run on an
+ * AMD GPU (docs/rocm.md). Features the AMD libraries lack are switched off by
+ * the AO_GPU_HAS_* flags below rather than emulated. NCCL and RCCL share
+ * their API names, so rccl.h needs no mapping. */
 #ifndef AORTA_RUNTIME_GPU_COMPAT_H
 #define AORTA_RUNTIME_GPU_COMPAT_H
 
@@ -18,18 +21,23 @@
 #define AO_GPU_BACKEND "hip"
 #define AO_GPU_RUNTIME "HIP"
 #define AO_GPU_COMM    "rccl"
-/* hipBLASLt has no SM-count target nor minimum-alignment preferences. */
+/* hipBLAS and hipBLASLt have no SM-count target; hipBLASLt no
+ * minimum-alignment preferences. */
 #define AO_GPU_HAS_SM_COUNT_TARGET 0
 #define AO_GPU_HAS_ALIGNMENT_PREFS 0
+/* nor pointer-array batches in hipBLASLt: two-level batches run per group */
+#define AO_GPU_HAS_LT_POINTER_ARRAYS 0
 
 #include <hip/hip_runtime.h>
 /* Kernel-only translation units (the .cu files) define AO_GPU_KERNELS_ONLY
- * and need the runtime alone: Debian's hipcc has no hipBLASLt or RCCL, and
- * that is how the kernels are compile-checked for AMD (see README). */
+ * and need the runtime alone. */
 #ifndef AO_GPU_KERNELS_ONLY
+#ifdef AORTA_HIPBLASLT
 #include <hipblaslt/hipblaslt.h>
+#else
+#include <hipblas/hipblas.h>
+#endif
 #include <rccl/rccl.h>
-#include <roctracer/roctx.h>
 #endif
 
 /* runtime */
@@ -45,7 +53,7 @@
 #define cudaSetDevice                     hipSetDevice
 #define cudaFree                          hipFree
 #define cudaMalloc                        hipMalloc
-#define cudaMallocHost                    hipHostMalloc
+#define cudaMallocHost(p, n)              hipHostMalloc((p), (n), hipHostMallocDefault)
 #define cudaFreeHost                      hipHostFree
 #define cudaDeviceSynchronize             hipDeviceSynchronize
 #define cudaDeviceGetAttribute            hipDeviceGetAttribute
@@ -84,8 +92,13 @@
 #define cudaMemcpyDeviceToHost            hipMemcpyDeviceToHost
 #define cudaMemcpyDeviceToDevice          hipMemcpyDeviceToDevice
 #define cudaMemcpyHostToHost              hipMemcpyHostToHost
+#define cudaMemcpy                        hipMemcpy
+#define cudaMemcpy2DAsync                 hipMemcpy2DAsync
+#define cudaStreamQuery                   hipStreamQuery
+#define cudaPeekAtLastError               hipPeekAtLastError
 
-/* BLAS-Lt */
+/* BLAS-Lt (AORTA_HIPBLASLT; gemm_hipblas_hip.c speaks hipBLAS itself) */
+#ifdef AORTA_HIPBLASLT
 #define cublasStatus_t                              hipblasStatus_t
 #define CUBLAS_STATUS_SUCCESS                       HIPBLAS_STATUS_SUCCESS
 #define cublasOperation_t                           hipblasOperation_t
@@ -129,28 +142,28 @@
 #define cublasLtMatmulHeuristicResult_t             hipblasLtMatmulHeuristicResult_t
 #define cublasLtMatmulAlgoGetHeuristic              hipblasLtMatmulAlgoGetHeuristic
 #define cublasLtMatmul                              hipblasLtMatmul
-#ifndef AO_GPU_KERNELS_ONLY
-/* hipBLASLt has no status-string function of its own; the number is printed. */
-static inline const char *ao_blas_status_string(hipblasStatus_t st)
-{
-    (void)st;
-    return "hipBLASLt error (see the status code)";
-}
+#define ao_blas_status_string                       hipblasStatusToString
 #endif
 
-/* profiler ranges */
-#define nvtxRangePushA    roctxRangePushA
-#define nvtxRangePop      roctxRangePop
-#define cudaProfilerStart hipProfilerStart
-#define cudaProfilerStop  hipProfilerStop
+/* profiler ranges and the capture range (roctxProfilerResume/Pause, which
+ * rocprofv3 honours; hipProfilerStart/Stop are deprecated): roctx, found at
+ * run time (roctx_hip.c) */
+void ao_roctx_range_push(const char *name);
+void ao_roctx_range_pop(void);
+hipError_t ao_roctx_profiler(int on);
+#define nvtxRangePushA      ao_roctx_range_push
+#define nvtxRangePop        ao_roctx_range_pop
+#define cudaProfilerStart() ao_roctx_profiler(1)
+#define cudaProfilerStop()  ao_roctx_profiler(0)
 
 #else /* CUDA */
 
-#define AO_GPU_BACKEND             "cuda"
-#define AO_GPU_RUNTIME             "CUDA"
-#define AO_GPU_COMM                "nccl"
-#define AO_GPU_HAS_SM_COUNT_TARGET 1
-#define AO_GPU_HAS_ALIGNMENT_PREFS 1
+#define AO_GPU_BACKEND               "cuda"
+#define AO_GPU_RUNTIME               "CUDA"
+#define AO_GPU_COMM                  "nccl"
+#define AO_GPU_HAS_SM_COUNT_TARGET   1
+#define AO_GPU_HAS_ALIGNMENT_PREFS   1
+#define AO_GPU_HAS_LT_POINTER_ARRAYS 1
 
 #include <cuda_runtime.h>
 #ifndef AO_GPU_KERNELS_ONLY

@@ -169,6 +169,17 @@ void ao_sweep_argv_free(char **argv);
 int ao_sweep_point_size_index(const ao_sweep_plan *p, int point);
 
 /* The groups, launches and points, for --dry-run. */
+/* train: the configuration a point's launch gives `aorta train`: the config
+ * file in *config (the sweep's `config:`, or a --config among its args; NULL:
+ * the defaults) and the overrides, heap strings (*n; free each and the
+ * array): the args' --override KEY=VALUE words, then the point's axes. */
+char **ao_sweep_train_config(const ao_sweep_plan *p, int point, int *n, const char **config);
+/* train: every point's whole configuration through train's own checks (the
+ * schema, the cross-key rules, and the rank count's where the point names
+ * it), before anything runs. 0, or AO_EXIT_USAGE after the error and a hint
+ * naming the point. Other commands: 0. */
+int ao_sweep_check_train_points(const ao_sweep_plan *p);
+
 void ao_sweep_plan_print(const ao_sweep_plan *p, FILE *out);
 
 #endif

@@ -424,15 +424,12 @@ static double now_s(void)
 /* train: where the run writes summary.json (output_dir of the point's config). */
 static char *train_run_dir(const ao_sweep_plan *p, int point, const char *run_name)
 {
-    const ao_sweep_spec *s = p->spec;
-    char **ov = ao_calloc((size_t)s->naxes + 1, sizeof *ov);
-    int n = 0;
-    for (int a = 0; a < s->naxes; a++)
-        if (s->axes[a].key[0] != '-' && strcmp(s->axes[a].key, "nproc") != 0)
-            ov[n++] = ao_asprintf("%s=%s", s->axes[a].key, p->points[point].values[a]);
+    int n;
+    const char *config;
+    char **ov = ao_sweep_train_config(p, point, &n, &config);
     struct ao_config cfg;
     char *dir = NULL;
-    if (ao_config_resolve(&cfg, s->config, ov, n) == 0)
+    if (ao_config_resolve(&cfg, config, ov, n) == 0)
         dir = ao_asprintf("%s/%s", cfg.training.output_dir, run_name);
     ao_config_free(&cfg);
     for (int i = 0; i < n; i++) free(ov[i]);
@@ -558,8 +555,15 @@ static char *csv_field(const char **s)
  * other file is refused (exit 2), never overwritten. */
 static int read_old_csv(const results *r, const char *path, old_row **rows, int *nrows)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0; /* nothing to resume from */
+    const char *what;
+    int fd = ao_open_regular(path, &what);
+    if (fd < 0 && !what && errno == ENOENT) return 0; /* nothing to resume from */
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
+    if (!f) {
+        if (fd >= 0) close(fd);
+        ao_error("--resume", "%s: %s", path, what ? what : strerror(errno));
+        return AO_EXIT_USAGE;
+    }
     char **head = NULL, line[1 << 14];
     int nhead = 0, lineno = 0, rc = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {

@@ -144,11 +144,23 @@ int ao_sweep_expand(const char *where, const char *text, char ***vals, int *n)
         ao_error(where, "'%s': exponents must satisfy 0 <= A <= B <= 62", text);
     } else if (is_lin && (step <= 0 || a > b)) {
         ao_error(where, "'%s': needs FIRST <= LAST and a STEP > 0", text);
-    } else if (is_lin && (b - a) / step >= MAX_RANGE_VALUES) {
+    } else if (is_lin &&
+               ((unsigned long long)b - (unsigned long long)a) / (unsigned long long)step >=
+                   MAX_RANGE_VALUES) {
         ao_error(where, "'%s': more than %d values", text, MAX_RANGE_VALUES);
     } else {
-        for (long long v = a; v <= b; v = is_pow2 ? v + 1 : v + step)
-            push(vals, n, ao_asprintf("%lld", is_pow2 ? 1LL << v : v));
+        /* Counted, in unsigned arithmetic: b - a and v + step overflow near
+         * 2^63 (the loop on v never ended). */
+        unsigned long long count =
+            is_pow2
+                ? (unsigned long long)(b - a) + 1
+                : ((unsigned long long)b - (unsigned long long)a) / (unsigned long long)step + 1;
+        for (unsigned long long i = 0; i < count; i++) {
+            long long v = is_pow2
+                              ? 1LL << (a + (long long)i)
+                              : (long long)((unsigned long long)a + i * (unsigned long long)step);
+            push(vals, n, ao_asprintf("%lld", v));
+        }
         rc = 0;
     }
     free(copy);
@@ -316,6 +328,11 @@ static int read_top(const struct reader *r, const yaml_node_t *root)
             free(allowed);
             return AO_EXIT_USAGE;
         }
+        /* A second `command:` or `axes:` would silently replace or add to the first. */
+        for (yaml_node_pair_t *q = root->data.mapping.pairs.start; q < p; q++)
+            if (strcmp(scalar(node(r, q->key)), key) == 0)
+                return node_error(r, k, "'%s' is given twice (first at line %zu)", key,
+                                  node(r, q->key)->start_mark.line + 1);
         if (strcmp(key, "name") == 0) {
             if (want_scalar(r, v, "name")) return AO_EXIT_USAGE;
             free(s->name);

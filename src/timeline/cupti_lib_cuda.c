@@ -160,3 +160,14 @@ int ao_cupti_decode(const CUpti_Activity *a, ao_cupti_names *names, ao_cupti_rec
     }
     return 1;
 }
+
+int ao_cupti_device(const CUpti_Activity *a)
+{
+    if (a->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || a->kind == CUPTI_ACTIVITY_KIND_KERNEL)
+        return (int)((const CUpti_ActivityKernel10 *)a)->deviceId;
+    if (a->kind == CUPTI_ACTIVITY_KIND_MEMCPY)
+        return (int)((const CUpti_ActivityMemcpy6 *)a)->deviceId;
+    if (a->kind == CUPTI_ACTIVITY_KIND_MEMSET)
+        return (int)((const CUpti_ActivityMemset4 *)a)->deviceId;
+    return -1;
+}

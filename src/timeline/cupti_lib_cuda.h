@@ -55,5 +55,8 @@ void ao_cupti_names_free(ao_cupti_names *t);
 /* A kernel, memcpy or memset record as an ao_cupti_record (name interned in
  * names); 0 for any other kind. */
 int ao_cupti_decode(const CUpti_Activity *a, ao_cupti_names *names, ao_cupti_record *r);
+/* The device ordinal a kernel, memcpy or memset record ran on; -1 for any
+ * other kind. */
+int ao_cupti_device(const CUpti_Activity *a);
 
 #endif

@@ -15,7 +15,7 @@ static const struct ao_cupti_ops *ops(void)
 
 ao_cupti *ao_cupti_start(void)
 {
-#ifdef AORTA_HAVE_CUDA
+#if defined(AORTA_HAVE_CUDA) && !defined(AORTA_HIP) /* AMD has no CUPTI */
     const struct ao_cupti_ops *o = ao_plugin_sym("cuda", "ao_cupti_cuda_ops", 1);
     if (o) return o->start();
     ao_warn("profiling.kernel_trace needs the cuda backend (%s); kernel trace disabled",

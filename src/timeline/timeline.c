@@ -296,11 +296,6 @@ int ao_timeline_op_begin(ao_timeline *t, ao_stream_id sid, ao_op_class cls, ao_c
                         .has_issue = 1};
     s->ended[i] = 0;
     if (t->nvtx) nvtx_open(t, (int)i, name);
-    /* A collective's host launch path (~35 us through NCCL) would otherwise
-     * sit inside its event pair whenever its stream is idle: held until the
-     * op is enqueued, the stream reaches the start event with the kernel
-     * already behind it (device.h, ao_stream_hold). */
-    if (cls == AO_CLASS_COMM) ao_stream_hold(t->streams[sid]);
     ao_event_record(s->start[i], t->streams[sid]);
     return (int)i;
 }
@@ -328,7 +323,6 @@ ao_event *ao_timeline_op_end(ao_timeline *t, int op)
     s->ended[op] = 1;
     int sid = s->ops[op].stream;
     ao_event_record(s->end[op], t->streams[sid]);
-    if (s->ops[op].cls == AO_CLASS_COMM) ao_stream_release(t->streams[sid]);
     s->newest_end[sid] = op;
     if (t->nvtx) nvtx_close(t, op);
     return s->end[op];

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm/wait.h"
 #include "core/error.h"
 #include "core/jsonl.h"
 #include "core/rundir.h"
@@ -19,6 +20,7 @@
 #include "data/loader.h"
 #include "diagnose/for_run.h"
 #include "engine/engine.h"
+#include "export/export.h"
 #include "launch/launch.h"
 #include "launch/rank.h"
 #include "model/model.h"
@@ -123,7 +125,7 @@ static int open_rundir(trainer *t)
         ao_copy_async(t->dev, buf, run_id, sizeof run_id, AO_H2D, s);
         ao_broadcast(t->root, buf, buf, sizeof run_id, AO_U8, 0);
         ao_copy_async(t->dev, run_id, buf, sizeof run_id, AO_D2H, s);
-        ao_stream_sync(s);
+        ao_wait_stream_sync(s, "the run id's broadcast from rank 0");
         ao_dev_free(t->dev, buf);
         run_id[sizeof run_id - 1] = '\0';
     }
@@ -212,14 +214,33 @@ static int write_run_json(trainer *t)
                        .nversions = sizeof versions / sizeof versions[0],
                        .devices = devices,
                        .ndevices = 1,
-                       .anchor_realtime = ao_timeline_anchor_realtime(t->tl),
+                       .anchor_realtime =
+                           t->tl ? ao_timeline_anchor_realtime(t->tl) : (struct timespec){0, 0},
                        .anchor_monotonic = t->anchor_mono,
+                       .unanchored = !t->tl,
                        .planned_steps = t->total_steps + 2 * t->baselines,
                        .end = t->end};
     char *path = ao_rundir_file(&t->rd, AO_RUN_JSON);
     int rc = ao_run_json_write(path, &h);
     free(path);
     return rc;
+}
+
+/* How the run ended, into run.json: by any rank (the first failure wins,
+ * core/jsonl.h), from a failed return or from the last words of a process
+ * that exits at once (ao_fatal, the collective watchdog). */
+static void record_end(trainer *t, ao_end_kind kind, const char *text)
+{
+    static const char *const how[] = {"failed", "timed out", "out of space"};
+    if (!*text) text = "it ended without a message";
+    char *why = ao_asprintf("%s on rank %d: %s", how[kind], t->ri->rank, text);
+    ao_run_json_record_end(t->rd.path, why);
+    free(why);
+}
+
+static void last_words(void *ctx, ao_end_kind kind, const char *text)
+{
+    record_end(ctx, kind, text);
 }
 
 static int setup(trainer *t)
@@ -250,15 +271,10 @@ static int setup(trainer *t)
     t->root = t->rank.comm;
     if ((rc = open_rundir(t)) != 0) return rc;
     t->have_rd = 1;
-
-    char *path = ao_rundir_rank_path(&t->rd, ri->rank, ri->world_size, AO_RANK_LOG);
-    t->log = create_exclusive(path);
-    free(path);
-    if (!t->log) return AO_EXIT_FAIL;
-    path = ao_rundir_rank_path(&t->rd, ri->rank, ri->world_size, AO_RANK_METRICS);
-    t->w = ao_jsonl_open(path, cfg->training.log_interval);
-    free(path);
-    if (!t->w) return AO_EXIT_FAIL;
+    /* run.json from here on, before the memory is taken: a run that fails
+     * in set-up (out of memory) still says what it was and how it ended. */
+    if (ri->rank == 0 && (rc = write_run_json(t)) != 0) return rc;
+    ao_set_last_words(last_words, t);
 
     ao_model_shape_of(cfg, &t->shape);
     t->model = ao_model_create(t->dev, &t->shape);
@@ -306,6 +322,16 @@ static int setup(trainer *t)
                           .timeline = t->tl};
     t->engine = ao_engine_create(&es, &rc);
     if (!t->engine) return rc;
+    /* The rank's files once set-up has succeeded: a failed one leaves none
+     * empty behind. */
+    char *path = ao_rundir_rank_path(&t->rd, ri->rank, ri->world_size, AO_RANK_LOG);
+    t->log = create_exclusive(path);
+    free(path);
+    if (!t->log) return AO_EXIT_FAIL;
+    path = ao_rundir_rank_path(&t->rd, ri->rank, ri->world_size, AO_RANK_METRICS);
+    t->w = ao_jsonl_open(path, cfg->training.log_interval);
+    free(path);
+    if (!t->w) return AO_EXIT_FAIL;
     if (ri->rank == 0 && (rc = write_run_json(t)) != 0) return rc;
 
     char desc[512];
@@ -323,6 +349,8 @@ static int setup(trainer *t)
 
 static void teardown(trainer *t)
 {
+    /* Destroying streams, communicators and the device waits for their work. */
+    int w = ao_wait_begin("teardown", NULL, NULL);
     ao_engine_destroy(t->engine);
     ao_rank_disconnect(&t->rank);
     ao_loader_destroy(t->loader);
@@ -336,6 +364,7 @@ static void teardown(trainer *t)
     if (t->log) fclose(t->log);
     if (t->have_rd) ao_rundir_free(&t->rd);
     free(t->queue);
+    ao_wait_end(w);
 }
 
 /* ---- records ------------------------------------------------------------- */
@@ -497,7 +526,10 @@ static int run_loop(trainer *t)
             break;
         }
     }
+    /* The last iterations' timings and scalars: waits inside it progress. */
+    int w = ao_wait_begin("the last iterations' timings", NULL, NULL);
     ao_timeline_collect(t->tl, 1, on_iteration, t);
+    ao_wait_end(w);
     if (t->progress_tty) {
         printf("\r\033[K");
         fflush(stdout);
@@ -521,7 +553,8 @@ static void warn_step_caps(const struct ao_config *cfg, int world_size, int step
                 cfg->scheduler.total_steps, train_steps, cfg->scheduler.total_steps + 1);
 }
 
-static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_rank_info *ri)
+static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const ao_rank_info *ri,
+                      ao_exporter *ex)
 {
     trainer t;
     memset(&t, 0, sizeof t);
@@ -542,12 +575,18 @@ static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const
     }
     t.total_steps = iterations - 2 * t.baselines;
     /* What run.json says until the end is known: a killed run keeps it. */
-    t.end = "not recorded: the run was killed, or is still running";
+    t.end = AO_RUN_END_UNRECORDED;
     if (ri->rank == 0) warn_step_caps(cfg, ri->world_size, iterations, t.total_steps);
     t.progress_tty = ri->rank == 0 && o->progress;
     int rc = setup(&t);
+    /* rank 0 made the run directory (no launcher parent): it serves it */
+    if (rc == 0 && ex) rc = ao_export_start(ex, t.rd.path);
     if (rc == 0) rc = run_loop(&t);
     if (rc == 0) {
+        if (ao_test_hang_at("device", ri->rank, -1)) {
+            static const char *const where = "device";
+            ao_launch_host(t.streams[AO_STREAM_COMPUTE], ao_test_block_fn, &where, sizeof where);
+        }
         ao_engine_finish(t.engine);
         if (ao_jsonl_close(t.w) != 0) rc = AO_EXIT_FAIL;
         t.w = NULL;
@@ -560,8 +599,11 @@ static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const
             char why[96];
             snprintf(why, sizeof why, "stopped by a signal (Ctrl-C or SIGTERM) after step %lld",
                      (long long)t.steps_done);
+            /* A stop is recorded like a failure (it may follow one); a
+             * completed run rewrites run.json whole. */
             t.end = t.stop_agreed ? why : "";
-            rc = write_run_json(&t);
+            rc = t.stop_agreed ? (ao_run_json_record_end(t.rd.path, why) < 0 ? AO_EXIT_FAIL : 0)
+                               : write_run_json(&t);
             printf("\n");
             if (rc == 0) rc = ao_summary_for_run(t.rd.path, -1, stdout);
             if (rc == 0) rc = ao_diagnose_print_run(t.rd.path, stdout);
@@ -579,6 +621,10 @@ static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const
          * mpirun kill rank 0 while it writes the summary. */
         if (rc == 0 && t.stop_agreed && ri->rank == 0) rc = AO_EXIT_INTERRUPTED;
     }
+    if (rc != 0 && rc != AO_EXIT_INTERRUPTED && t.have_rd)
+        record_end(&t, ao_jsonl_error(t.w) == ENOSPC ? AO_END_NO_SPACE : AO_END_FAILED,
+                   ao_last_error());
+    ao_set_last_words(NULL, NULL);
     teardown(&t);
     return rc;
 }
@@ -588,11 +634,27 @@ static int train_rank(const struct ao_config *cfg, const ao_train_opts *o, const
 struct parent_ctx {
     const struct ao_config *cfg;
     const char *run_name;
+    ao_exporter *ex; /* profiling.prometheus_port: serves the run directory */
+    char *run_dir;   /* made by make_rundir */
 };
 
-/* The run directory, made once, before any rank starts. */
-static int make_rundir(const struct ao_config *cfg, const char *run_name)
+/* The exporter's socket, before anything is made: a port that is taken
+ * stops the run before it starts. */
+static int open_exporter(const struct ao_config *cfg, ao_exporter **ex)
 {
+    *ex = NULL;
+    if (!cfg->profiling.prometheus_port) return 0;
+    *ex = ao_export_open(cfg->profiling.prometheus_listen, cfg->profiling.prometheus_port,
+                         "profiling.prometheus_listen", "profiling.prometheus_port");
+    return *ex ? 0 : AO_EXIT_USAGE;
+}
+
+/* The run directory, made once, before any rank starts, and served from
+ * here (this process, the ranks' parent or rank 0 of 1) when asked. */
+static int make_rundir(struct parent_ctx *c)
+{
+    const struct ao_config *cfg = c->cfg;
+    const char *run_name = c->run_name;
     char id[AO_RUN_ID_MAX];
     if (run_name)
         snprintf(id, sizeof id, "%s", run_name);
@@ -601,7 +663,10 @@ static int make_rundir(const struct ao_config *cfg, const char *run_name)
     ao_rundir d;
     int rc = ao_rundir_create(cfg->training.output_dir, id, &d);
     if (rc) return rc;
+    if (c->ex) rc = ao_export_start(c->ex, d.path);
+    c->run_dir = ao_strdup(d.path);
     ao_rundir_free(&d);
+    if (rc) return rc;
     if (setenv(AO_RUN_ID_ENV, id, 1) != 0) {
         ao_error("train", "cannot export %s", AO_RUN_ID_ENV);
         return AO_EXIT_FAIL;
@@ -613,15 +678,38 @@ static int make_rundir(const struct ao_config *cfg, const char *run_name)
  * checks once for the ranks it will start. */
 static int parent_check(void *vctx, int world_size, int launched)
 {
-    const struct parent_ctx *c = vctx;
+    struct parent_ctx *c = vctx;
     if (launched) return 0;
     int rc = ao_engine_check_config(c->cfg, world_size, world_size);
-    return rc ? rc : make_rundir(c->cfg, c->run_name);
+    if (rc == 0) rc = open_exporter(c->cfg, &c->ex);
+    return rc ? rc : make_rundir(c);
+}
+
+/* The ranks ended. A failed run's end is recorded here when no rank could
+ * (a rank killed outright: the parent alone saw it), and summary.json is
+ * written from the records there are, as rank 0 would have. */
+static void parent_ended(void *vctx, const ao_launch_outcome *o, int rc)
+{
+    struct parent_ctx *c = vctx;
+    if (!c->run_dir || rc == AO_EXIT_OK || rc == AO_EXIT_INTERRUPTED) return;
+    char why[256];
+    if (o->rank >= 0)
+        snprintf(why, sizeof why, "rank %d %s", o->rank, o->how);
+    else
+        snprintf(why, sizeof why, "a rank failed (the ranks' launcher exited %d) without a word",
+                 rc);
+    ao_run_json_record_end(c->run_dir, why);
+    char *summary = ao_asprintf("%s/%s", c->run_dir, AO_RUN_SUMMARY);
+    int have = access(summary, F_OK) == 0;
+    free(summary);
+    if (!have && ao_summary_for_run(c->run_dir, -1, stdout) == 0)
+        printf("summary of the steps that ran: %s/%s\n", c->run_dir, AO_RUN_SUMMARY);
+    fflush(stdout);
 }
 
 int ao_train(const struct ao_config *cfg, ao_train_opts *o)
 {
-    struct parent_ctx pc = {cfg, o->run_name};
+    struct parent_ctx pc = {cfg, o->run_name, NULL, NULL};
     ao_launch_req req = {.backend = o->backend,
                          .nproc = o->nproc,
                          .cpu_nproc = 1,
@@ -629,13 +717,21 @@ int ao_train(const struct ao_config *cfg, ao_train_opts *o)
                          .all_ranks_output = o->all_ranks,
                          .stop_handler = 1,
                          .check = parent_check,
+                         .ended = parent_ended,
                          .ctx = &pc};
     ao_rank_info ri;
     ao_launch_role role;
     int rc = ao_launch_ranks(o->argc, o->argv, &req, &ri, &role);
-    if (role == AO_ROLE_DONE) return rc;
-    /* Only a solo rank 0 owns the terminal: under a launcher its output goes
-     * through a line prefixer, where an in-place line would be noise. */
-    o->progress = role == AO_ROLE_SOLO && isatty(STDOUT_FILENO);
-    return train_rank(cfg, o, &ri);
+    /* Under a launcher with no parent of ours, rank 0 makes the directory. */
+    if (role == AO_ROLE_RANK && ri.rank == 0 && !getenv(AO_RUN_ID_ENV))
+        rc = open_exporter(cfg, &pc.ex);
+    free(pc.run_dir);
+    if (role != AO_ROLE_DONE && rc == 0) {
+        /* Only a solo rank 0 owns the terminal: under a launcher its output goes
+         * through a line prefixer, where an in-place line would be noise. */
+        o->progress = role == AO_ROLE_SOLO && isatty(STDOUT_FILENO);
+        rc = train_rank(cfg, o, &ri, role == AO_ROLE_RANK ? pc.ex : NULL);
+    }
+    ao_export_close(pc.ex);
+    return rc;
 }

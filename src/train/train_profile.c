@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "runs/run_end.h"
 #include "telemetry/telemetry.h"
+#include "timeline/contention.h"
 #include "timeline/cupti.h"
 
 /* The anchor's marker: the SM copy kernel (ao_copy_sm_async), which nothing
@@ -21,6 +22,7 @@ struct ao_train_profile {
     ao_device *dev;
     ao_profile_schedule sched;
     int64_t skip_first; /* iterations before the schedule's step 0 */
+    int64_t warmup;     /* train iterations before the counted ones (summary_skip_steps) */
     int capturing;      /* between ao_profiler_start and ao_profiler_stop */
     int world_size;
     ao_telemetry *tel;
@@ -37,6 +39,12 @@ struct ao_train_profile {
     ao_overlap kernel_overlap;
     const ao_op *kernel_ops;
     size_t nkernel_ops;
+    /* The price of overlap (timeline/contention.h): references learned from
+     * the counted iterations' alone kernels (the compute-only baselines'
+     * first), each train step's beside kernels priced against them. */
+    ao_contention *contention;
+    int have_contention;
+    ao_contention_step contention_step;
 };
 
 ao_train_profile *ao_train_profile_start(const struct ao_config *cfg, ao_device *dev,
@@ -59,6 +67,7 @@ ao_train_profile *ao_train_profile_start(const struct ao_config *cfg, ao_device 
          * the build's, since a CUDA build may still run --backend cpu. */
         if (strcmp(info->backend, "cuda") == 0) p->cupti = ao_cupti_start();
         if (p->cupti) {
+            p->contention = ao_contention_create();
             p->marker = ao_dev_alloc(dev, 2 * MARKER_BYTES);
             p->marker_ev[0] = ao_event_create(dev);
             p->marker_ev[1] = ao_event_create(dev);
@@ -97,6 +106,7 @@ static uint64_t cupti_anchor(ao_train_profile *p, const ao_timeline *tl, ao_stre
 void ao_train_profile_skip(ao_train_profile *p, const struct ao_config *cfg, int64_t counted,
                            int64_t n_iter)
 {
+    p->warmup = cfg->training.summary_skip_steps;
     if (cfg->profiling.skip_first >= 0) {
         p->skip_first = cfg->profiling.skip_first;
         return;
@@ -137,6 +147,8 @@ static int write_extra(void *ctx, yajl_gen g)
         ao_trace_gen_kernel_extra(g, &p->kernel_overlap, p->with_kernel_ops ? p->kernel_ops : NULL,
                                   p->nkernel_ops) != yajl_gen_status_ok)
         return -1;
+    if (p->have_contention && ao_contention_step_gen(g, &p->contention_step) != yajl_gen_status_ok)
+        return -1;
     return 0;
 }
 
@@ -154,7 +166,7 @@ void ao_train_profile_record(ao_train_profile *p, int64_t iter, const ao_op *ops
         r->ops = ops;
         r->nops = nops;
     }
-    p->have_tel = p->have_kernels = p->with_kernel_ops = 0;
+    p->have_tel = p->have_kernels = p->with_kernel_ops = p->have_contention = 0;
     /* No ops (profiling.timing off): no window to look at. */
     if (nops == 0) return;
     const ao_overlap *m = &r->m;
@@ -190,6 +202,16 @@ void ao_train_profile_record(ao_train_profile *p, int64_t iter, const ao_op *ops
         p->with_kernel_ops = active;
         p->kernel_ops = k;
         p->nkernel_ops = n;
+        /* The warm-up's first launches (cuBLASLt's first calls, cold
+         * caches) would make poor references; comm-only steps run no
+         * compute to learn. */
+        int train = strcmp(r->phase, "train") == 0;
+        if ((train && iter >= p->warmup) || strcmp(r->phase, "compute_only") == 0)
+            ao_contention_learn(p->contention, k, n);
+        if (train) {
+            ao_contention_price(p->contention, k, n, &p->contention_step);
+            p->have_contention = isfinite(p->contention_step.ms); /* a collective ran */
+        }
     }
     if (p->have_tel || p->have_kernels) {
         r->extra = write_extra;
@@ -203,6 +225,7 @@ void ao_train_profile_stop(ao_train_profile *p)
     if (p->capturing) ao_profiler_stop(p->dev);
     ao_telemetry_stop(p->tel);
     ao_cupti_stop(p->cupti);
+    ao_contention_destroy(p->contention);
     if (p->marker) {
         ao_dev_free(p->dev, p->marker);
         ao_event_destroy(p->marker_ev[0]);

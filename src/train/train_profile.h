@@ -7,8 +7,11 @@
  * - kernel-level ground truth (profiling.kernel_trace, cuda backend): the
  *   kernels CUPTI saw in each iteration's window, their overlap computed like
  *   the event timeline's, and during active windows the kernels themselves.
- * The last two go into the record's "extra" ("telemetry", "overlap_kernels",
- * "kernels").
+ * - the price of overlap (timeline/contention.h) of each train step from its
+ *   kernels, against the same kernels alone in the counted iterations (the
+ *   compute-only baselines first).
+ * The last three go into the record's "extra" ("telemetry", "overlap_kernels",
+ * "kernels", "contention").
  *
  *     p = ao_train_profile_start(cfg, dev, &info, rank, world_size);
  *     ao_timeline_anchor(tl, s);

@@ -14,7 +14,7 @@ grep -q "error" "$tmp/err" && fail "attach -- true printed an error: $(cat "$tmp
 if [ -f "$tmp/a/t/run.json" ]; then
     grep -q '"command": "attach"' "$tmp/a/t/run.json" || fail "run.json without the command"
     grep -q '"true"' "$tmp/a/t/run.json" || fail "run.json without the command line"
-    grep -q "made no CUDA or ROCm context" "$tmp/err" || fail "no note for a job without a GPU context"
+    grep -q "did no GPU work" "$tmp/err" || fail "no note for a job without GPU work"
 else
     # a build without CUDA has no injection library: one warning, job runs
     grep -q "untraced" "$tmp/err" || fail "no run.json and no warning"

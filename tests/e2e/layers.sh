@@ -12,6 +12,8 @@
 #     timeline/, ingest/ and runs/ (for summary.json);
 #   - data/ includes nothing of model/, engine/ or train/ (the batch is the
 #     data's own layout; the model's kernels fill it on the device);
+#   - export/ (the live export) includes only core/, runs/ and export/: it
+#     reads run directories, beside no rank;
 #   - CUDA headers (cuda_runtime.h, cuda.h, nccl.h, cublasLt.h, cupti*.h) only
 #     in backend files: *_cuda.c, *_cuda.h, *.cu, *.cuh, *_nccl.c and runtime/gpu_compat.h;
 #   - no source file over 1,200 lines.
@@ -71,6 +73,10 @@ check() {
                 echo "layers: $rel:$line includes $inc (ingest/ includes only core/, timeline/ and runs/)"
                 bad=1
             } ;;
+            1:export/*/*) [[ $inc == core/* || $inc == runs/* || $inc == export/* ]] || {
+                echo "layers: $rel:$line includes $inc (export/ includes only core/, runs/ and export/)"
+                bad=1
+            } ;;
             esac
             case "$inc" in
             cuda_runtime.h | cuda.h | nccl.h | cublasLt.h | cupti*.h)
@@ -90,11 +96,12 @@ check() {
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp"/{core,report,ingest,timeline,runtime,runs,diagnose,data,train}
+mkdir -p "$tmp"/{core,report,ingest,timeline,runtime,runs,diagnose,data,train,export}
 printf '#include <yaml.h>\n#include "runtime/device.h"\n' >"$tmp/core/a.c"
 printf '#include "runs/summary.h"\n#include "engine/engine.h"\n' >"$tmp/report/b.c"
 printf '#include "timeline/timeline.h"\n#include "engine/engine.h"\n' >"$tmp/ingest/c.c"
 printf '#include <cupti.h>\n' >"$tmp/timeline/d.c"
+printf '#include "runs/rundata.h"\n#include "launch/launch.h"\n' >"$tmp/export/g.c"
 printf '#include <cuda_runtime.h>\n' >"$tmp/runtime/e_cuda.c"
 printf '#include "engine/engine.h"\n' >"$tmp/runs/g.c"
 printf '#include "runs/summary.h"\n#include "report/html.h"\n' >"$tmp/diagnose/h.c"
@@ -109,7 +116,7 @@ want=("core/a.c:2 includes runtime/device.h" "report/b.c:2 includes engine/engin
     "ingest/c.c:2 includes engine/engine.h" "timeline/d.c:1 includes cupti.h"
     "runtime/f.c has $((MAX_LINES + 1)) lines" "runs/g.c:1 includes engine/engine.h"
     "diagnose/h.c:2 includes report/html.h" "data/i.c:2 includes model/model.h"
-    "train/j.c:1 includes report/report.h")
+    "train/j.c:1 includes report/report.h" "export/g.c:2 includes launch/launch.h")
 for w in "${want[@]}"; do
     grep -qF "layers: $w" <<<"$got" || {
         echo "layers: self-test: expected a breach '$w'; got:"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Lint as a test: every C/CUDA file clang-formatted with the repo's
-# .clang-format, every shell script clean under shellcheck.
+# .clang-format, every shell script clean under shellcheck, DESIGN.md's table
+# of contents up to date (scripts/design-toc.sh).
 # scripts/install-deps.sh installs both tools; without them this test is skipped.
 set -euo pipefail
 cd "${AORTA_SOURCE_DIR:?}"
@@ -21,4 +22,5 @@ while IFS= read -r f; do
 done < <(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
 mapfile -t scripts < <(git ls-files '*.sh' .ci/run)
 shellcheck "${scripts[@]}" || bad=1
+scripts/design-toc.sh --check || bad=1
 exit "$bad"

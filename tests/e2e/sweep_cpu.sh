@@ -5,7 +5,8 @@
 # an AORTA_MPIRUN wrapper puts a logging script in front of every rank, so the
 # launches and what each rank's environment held are counted, not assumed.
 # Then a failing point (a dtype coll refuses) is recorded while the others
-# finish, --resume reruns only what failed, and bad sweep files exit 2.
+# finish, and --resume reruns only what failed. Bad sweep files are cases of
+# the bad-input corpus (tests/data/bad, e2e/bad_inputs).
 set -u
 aorta=${AORTA:?set by ctest}
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0"
@@ -109,20 +110,24 @@ rm -f launches
     --skip SWEEP_B=y --format json --out f.json --resume 2>err || fail "resume of done points"
 [ -e launches ] && fail "--resume of finished points started a launch"
 
-# --- bad sweep files: one line with FILE:LINE, exit 2, nothing runs --------------
-check_bad() { # name, yaml, expected message
-    printf '%s\n' "$2" >"$1.yaml"
-    "$aorta" sweep "$1.yaml" >out 2>err
-    rc=$?
-    [ $rc = 2 ] || fail "$1: exit $rc, want 2"
-    grep -q "$3" err || { fail "$1: message"; cat err; }
-}
-check_bad cmd $'command: bench\naxes: {nproc: [2]}' 'cmd.yaml:1: unknown command'
-check_bad both $'command: coll\nenv: {NCCL_MIN_CTAS: [1]}\nenv_zip:\n  - {NCCL_MIN_CTAS: 2}' \
-    'both.yaml:4: NCCL_MIN_CTAS is in both env (both.yaml:2)'
-check_bad syntax $'command: coll\naxes: [1, 2' 'syntax.yaml:[0-9]*: YAML syntax error'
-check_bad range $'command: coll\naxes:\n  size: pow2:8' 'range.yaml:3: .pow2:8.: pow2 takes'
-check_bad trainkey $'command: train\naxes:\n  training.batchsize: [8]' 'trainkey.yaml:3'
-[ -e launches ] && fail "a bad file started a launch"
+# --- train: the run is read where the args' overridden output_dir put it ---------------
+# (every row once read artifacts/<run>/summary.json and showed N/A)
+src=${AORTA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+cat >"$tmp/t.yaml" <<EOF
+name: outdir
+command: train
+config: $src/config/tiny.yaml
+args: [--backend, cpu, --nproc, 1, --override, training.output_dir=$tmp/elsewhere, training.max_steps=8,
+       scheduler.total_steps=8]
+axes:
+  training.batch_size: [4]
+EOF
+"$aorta" sweep t.yaml --format csv --out t.csv 2>err || { fail "train sweep exited $?"; cat err; }
+[ -e artifacts ] && fail "the train sweep wrote artifacts/, not the overridden output_dir"
+awk -F, -v want="$tmp/elsewhere/" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i }
+    NR == 2 { ok = $c["step_ms"] > 0 && index($c["run_dir"], want) == 1 && $c["error"] == "" }
+    END { exit !ok }' t.csv || { fail "the train row has no step_ms from $tmp/elsewhere"; cat t.csv err; }
+rm -f launches
 
+# (bad sweep files: the corpus, e2e/bad_inputs)
 finish sweep_cpu

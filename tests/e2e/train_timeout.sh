@@ -4,13 +4,14 @@
 # ranks' shared progress counters; the hint is MPI's, not NCCL's. Rank 1 is
 # stopped for good before train step 3 (AORTA_TEST_HANG_RANK), so rank 0's
 # first collective of step 3 waits until its watchdog fires. The watchdog is
-# what is tested, so its timeout is short; only the message is checked, never
-# how long it took.
+# what is tested, so its timeout is short; only the message (and run.json's
+# record of it) is checked, never how long it took.
 set -u
 aorta=${AORTA:?set by ctest}
 src=${AORTA_SOURCE_DIR:?set by ctest}
 # shellcheck source=tests/e2e/lib/mpi.sh
 . "$(dirname "$0")/lib/mpi.sh"
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
 # shellcheck source=tests/e2e/lib/tally.sh
 . "$(dirname "$0")/lib/tally.sh"
 expect() { grep -qE -- "$2" "$1" || { fail "$1 lacks /$2/"; cat "$1"; }; }
@@ -27,6 +28,9 @@ op='[a-z]+ #[0-9]+ \(step 3\) of [0-9]+ bytes on stream "[a-z_0-9]+"'
 expect "$tmp/out" "aorta: error: rank 0: $op did not complete in 3 s; (this rank has not started it: it waits for $op, where )?rank 1 has not reached it; it last completed [a-z]+ #[0-9]+ \\(step 2\\)"
 expect "$tmp/out" 'hint: an MPI collective waits for every rank'
 ! grep -q NCCL_DEBUG "$tmp/out" || fail "NCCL advice on the mpi backend"
+# run.json records the end: timed out, the op and the rank that has not reached it.
+python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"])' "$tmp/art/hang/run.json" >"$tmp/end"
+expect "$tmp/end" "^timed out on rank 0: $op did not complete in 3 s; .*rank 1 has not reached it"
 # A rank failed (rank 0's watchdog), so mpirun's pointer to it still stands.
 ! grep -q 'rank 0 has not reached' "$tmp/out" || fail "rank 0 blamed itself"
 

@@ -15,13 +15,20 @@
 // own, registers its buffers, enables kernel activity, disables it after), as
 // torch.profiler would be:
 // it prints how many kernels it saw, which must be all of them.
+// With --spawn N the program is a launcher, as torchrun's agent or aorta
+// train's parent is: it initializes CUDA itself (--parent-work: and runs a
+// kernel), then starts N copies of itself as ranks 0..N-1 with torchrun's
+// variables; each rank uses device LOCAL_RANK modulo the devices, and says
+// {"pid", "role", "rank", "device"} before its steps.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cupti.h>
 #include <nvtx3/nvToolsExt.h>
@@ -103,18 +110,88 @@ static void *sym(const char *name)
     return p;
 }
 
+static int no_device(cudaError_t e)
+{
+    if (e != cudaErrorNoDevice && e != cudaErrorInsufficientDriver) return 0;
+    printf("SKIP: no CUDA device (%s)\n", cudaGetErrorString(e));
+    return 1;
+}
+
+// The launcher (--spawn N): CUDA in this process first, then the ranks, each
+// this program again without --spawn and --parent-work.
+static int spawn(int n, int parent_work, int argc, char **argv)
+{
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev); // cuInit: the injection loads here too
+    if (no_device(e)) return 77;
+    CHECK(e);
+    if (parent_work) {
+        compute_a<<<1, 1>>>(1000000);
+        CHECK(cudaDeviceSynchronize());
+    }
+    printf("{\"pid\": %d, \"role\": \"launcher\"}\n", (int)getpid());
+    fflush(stdout);
+    char **cargv = (char **)calloc((size_t)argc + 1, sizeof *cargv);
+    int c = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--spawn")) {
+            i++;
+            continue;
+        }
+        if (strcmp(argv[i], "--parent-work") != 0) cargv[c++] = argv[i];
+    }
+    pid_t pids[64];
+    if (n < 1 || n > 64) return 2;
+    for (int k = 0; k < n; k++) {
+        pids[k] = fork();
+        if (pids[k] < 0) return 1;
+        if (pids[k] == 0) {
+            char r[16], w[16];
+            snprintf(r, sizeof r, "%d", k);
+            snprintf(w, sizeof w, "%d", n);
+            setenv("RANK", r, 1);
+            setenv("LOCAL_RANK", r, 1);
+            setenv("WORLD_SIZE", w, 1);
+            setenv("LOCAL_WORLD_SIZE", w, 1);
+            setenv("TORCHELASTIC_RUN_ID", "attach_probe", 1);
+            execv("/proc/self/exe", cargv);
+            _exit(127);
+        }
+    }
+    int rc = 0;
+    for (int k = 0; k < n; k++) {
+        int st = 0;
+        waitpid(pids[k], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) rc = 1;
+    }
+    free(cargv);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    int steps = 6, own = -1;
+    int steps = 6, own = -1, nspawn = 0, parent_work = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
         if (!strcmp(argv[i], "--own-cupti") && i + 1 < argc) own = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--spawn") && i + 1 < argc) nspawn = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--parent-work")) parent_work = 1;
+    }
+    if (nspawn) return spawn(nspawn, parent_work, argc, argv);
+    const char *local = getenv("LOCAL_RANK");
+    int rank = getenv("RANK") ? atoi(getenv("RANK")) : 0, device = 0;
+    if (local) { // a rank: its device before any context
+        int ndev = 0;
+        if (cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0) {
+            device = atoi(local) % ndev;
+            CHECK(cudaSetDevice(device));
+        }
+        printf("{\"pid\": %d, \"role\": \"rank\", \"rank\": %d, \"device\": %d}\n", (int)getpid(),
+               rank, device);
+        fflush(stdout);
     }
     cudaError_t first = cudaFree(0); // CUDA first: the injection sets NVTX up when CUDA starts
-    if (first == cudaErrorNoDevice || first == cudaErrorInsufficientDriver) {
-        printf("SKIP: no CUDA device (%s)\n", cudaGetErrorString(first));
-        return 77;
-    }
+    if (no_device(first)) return 77;
     CHECK(first);
     cudaStream_t s1, s2, s3;
     CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
@@ -214,9 +291,10 @@ int main(int argc, char **argv)
         if (x1 > hi) hi = x1;
         float ov = (b1 < m1 ? b1 : m1) - (b0 > m0 ? b0 : m0); // comm waits for a
         if (ov < 0) ov = 0;
-        printf("{\"step\": %d, \"step_ms\": %.4f, \"compute_ms\": %.4f, \"comm_ms\": %.4f, "
-               "\"copy_ms\": %.4f, \"overlap_ms\": %.4f, \"exposed_comm_ms\": %.4f}\n",
-               step, hi - lo, a1 + (b1 - b0), m1 - m0, x1 - x0, ov, (m1 - m0) - ov);
+        printf("{\"rank\": %d, \"step\": %d, \"step_ms\": %.4f, \"compute_ms\": %.4f, "
+               "\"comm_ms\": %.4f, \"copy_ms\": %.4f, \"overlap_ms\": %.4f, "
+               "\"exposed_comm_ms\": %.4f}\n",
+               rank, step, hi - lo, a1 + (b1 - b0), m1 - m0, x1 - x0, ov, (m1 - m0) - ov);
         fflush(stdout);
     }
     return 0;

@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <zlib.h>
+
+#include "test_files.h"
 
 #include "assert_close.h"
 
@@ -304,12 +307,39 @@ static void test_kineto_reader(void **state)
     free(p);
 }
 
+/* A .gz that expands far past a trace's ratio (a compression bomb of valid
+ * events) is refused once it passes 64 MiB: the read stays bounded. */
+static void test_kineto_gz_bomb(void **state)
+{
+    (void)state;
+    char *p = strdup("/tmp/aorta_test_bombXXXXXX");
+    int fd = mkstemp(p);
+    assert_true(fd >= 0);
+    gzFile g = gzdopen(fd, "wb9");
+    assert_non_null(g);
+    static const char ev[] = "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", "
+                             "\"pid\": 1, \"tid\": 1, \"ts\": 1, \"dur\": 1},\n";
+    gzputs(g, "{\"traceEvents\": [\n");
+    for (size_t bytes = 0; bytes < ((size_t)80 << 20); bytes += sizeof ev - 1) gzputs(g, ev);
+    gzputs(g, "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 1, \"dur\": 1}]}\n");
+    assert_int_equal(gzclose(g), Z_OK);
+    stderr_capture c;
+    capture_begin(&c);
+    ao_trace t;
+    assert_int_equal(ao_read_kineto(p, &t), 2);
+    char *err = capture_end(&c);
+    assert_non_null(strstr(err, "(uncompressed): the .gz expands more than 100 times its"));
+    free(err);
+    unlink(p);
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_classification), cmocka_unit_test(test_step_attribution),
         cmocka_unit_test(test_host_wait),      cmocka_unit_test(test_hta_conventions),
-        cmocka_unit_test(test_kineto_reader),
+        cmocka_unit_test(test_kineto_reader),  cmocka_unit_test(test_kineto_gz_bomb),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

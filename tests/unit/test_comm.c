@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "comm/comm.h"
+#include "comm/wait.h"
 #include "comm/watchdog.h"
 
 static void test_coll_names(void **state)
@@ -144,7 +145,9 @@ static void test_registry(void **state)
 struct fake_comm {
     struct ao_comm_base base;
     int op_ms;      /* how long each collective "runs" on the stream */
+    int call_ms;    /* how long the host stays inside each enqueue call */
     int fail_check; /* check() reports an async error */
+    int hang_check; /* check() never returns (a driver that does not answer) */
     int destroyed;
 };
 
@@ -163,6 +166,7 @@ static void fake_coll(ao_comm *c, ao_coll op, const void *send, void *recv, size
                       ao_dtype t, ao_redop r, int peer, int recv_peer)
 {
     struct fake_comm *f = (struct fake_comm *)c;
+    if (f->call_ms) sleep_ms(f->call_ms);
     ao_launch_host(f->base.stream, run_op, &f->op_ms, sizeof f->op_ms);
 }
 
@@ -173,6 +177,7 @@ static void fake_abort(ao_comm *c)
 
 static int fake_check(ao_comm *c, char *buf, size_t n)
 {
+    if (((struct fake_comm *)c)->hang_check) sleep_ms(120000);
     if (!((struct fake_comm *)c)->fail_check) return 0;
     snprintf(buf, n, "peer rank 3 went away");
     return -1;
@@ -379,6 +384,152 @@ static void test_bad_root_is_fatal(void **state)
     assert_non_null(strstr(err, "broadcast: root 2 is not a rank of this 2-rank communicator"));
 }
 
+/* ---- calls made before, and watched host waits ------------------------------- */
+
+/* ao_comm_seen: a signature is new until the call is made, whatever else was
+ * made before; hundreds of them outgrow the first table. */
+static void test_seen_signatures(void **state)
+{
+    ao_device *dev = ao_device_open("cpu", 0);
+    ao_stream *s = ao_stream_create(dev, "allgather", 0);
+    struct fake_comm f;
+    fake_init(&f, dev, s, 60);
+    ao_comm *c = (ao_comm *)&f;
+    float buf[2048];
+    assert_false(ao_comm_seen(c, AO_ALLGATHER, 16, AO_F32, AO_SUM));
+    ao_allgather(c, buf, buf, 16, AO_F32);
+    assert_true(ao_comm_seen(c, AO_ALLGATHER, 16, AO_F32, AO_SUM));
+    assert_false(ao_comm_seen(c, AO_ALLGATHER, 17, AO_F32, AO_SUM));
+    assert_false(ao_comm_seen(c, AO_ALLGATHER, 16, AO_BF16, AO_SUM));
+    assert_false(ao_comm_seen(c, AO_REDUCESCATTER, 16, AO_F32, AO_SUM));
+    ao_allreduce(c, buf, buf, 16, AO_F32, AO_SUM);
+    assert_true(ao_comm_seen(c, AO_ALLREDUCE, 16, AO_F32, AO_SUM));
+    assert_false(ao_comm_seen(c, AO_ALLREDUCE, 16, AO_F32, AO_MAX));
+    for (size_t n = 1; n <= 300; n++) ao_reducescatter(c, buf, buf, n, AO_F32, AO_SUM);
+    for (size_t n = 1; n <= 300; n++)
+        assert_true(ao_comm_seen(c, AO_REDUCESCATTER, n, AO_F32, AO_SUM));
+    assert_false(ao_comm_seen(c, AO_REDUCESCATTER, 301, AO_F32, AO_SUM));
+    assert_true(ao_comm_seen(c, AO_ALLGATHER, 16, AO_F32, AO_SUM));
+    ao_stream_sync(s);
+    ao_comm_destroy(c);
+    ao_stream_destroy(s);
+    ao_device_close(dev);
+}
+
+/* The host inside a collective's enqueue call (NCCL's set-up on first use,
+ * issue 52): no op is in flight on the device yet, only the host wait. */
+static void hang_in_enqueue(void)
+{
+    ao_wait_configure(1, 0.3);
+    ao_device *dev = ao_device_open("cpu", 0);
+    ao_stream *s = ao_stream_create(dev, "allreduce", 0);
+    struct fake_comm f;
+    fake_init(&f, dev, s, 0.3);
+    f.call_ms = 120000;
+    float buf[1];
+    ao_allreduce((ao_comm *)&f, buf, buf, 1024, AO_F32, AO_SUM);
+}
+
+static void test_wait_enqueue_call(void **state)
+{
+    char err[4096];
+    int64_t ms;
+    assert_int_equal(run_child(hang_in_enqueue, err, sizeof err, &ms), 1);
+    assert_non_null(strstr(err, "aorta: error: rank 1: the host has been inside the enqueue call "
+                                "of allreduce #1 of 4096 bytes on stream \"allreduce\": no "
+                                "progress in 0.3 s\n"));
+    assert_non_null(strstr(err, "fake abort of the allreduce communicator"));
+    assert_true(ms < 60000); /* the call would take 120 s: a wide margin for load */
+}
+
+/* Waits nest: while waits inside the outer one keep ending it progresses;
+ * once the inner one stalls, the message names the inner one, with its
+ * stream and step. Each inner wait lasts 20 ms against a 2 s timeout (100
+ * times its length), the loop 2.5 timeouts. */
+static void nested_waits(void)
+{
+    ao_wait_configure(4, 2);
+    ao_device *dev = ao_device_open("cpu", 0);
+    ao_stream *s = ao_stream_create(dev, "compute", 0);
+    int outer = ao_wait_begin("the last iterations' timings", NULL, NULL);
+    for (int i = 0; i < 250; i++) {
+        int inner = ao_wait_begin("a short wait", NULL, NULL);
+        sleep_ms(20);
+        ao_wait_end(inner);
+    }
+    printf("outer progressed\n");
+    fflush(stdout);
+    ao_comm_set_step(7);
+    ao_wait_begin("readback of a step's loss and grad norm", s, "look at the compute stream");
+    sleep_ms(120000);
+    ao_wait_end(outer);
+}
+
+static void test_wait_nested(void **state)
+{
+    char err[4096];
+    int64_t ms;
+    assert_int_equal(run_child(nested_waits, err, sizeof err, &ms), 1);
+    assert_non_null(strstr(err, "aorta: error: rank 4: readback of a step's loss and grad norm "
+                                "(step 7) on stream \"compute\": no progress in 2 s\n"
+                                "hint: look at the compute stream\n"));
+    assert_null(strstr(err, "the last iterations' timings"));
+    assert_true(ms < 60000);
+}
+
+/* A wait with no stream, at start; one that ends in time is never named. */
+static void plain_wait(void)
+{
+    ao_wait_configure(0, 0.3);
+    int w = ao_wait_begin("bootstrap: the comm id from rank 0", NULL, NULL);
+    ao_wait_end(w);
+    w = ao_wait_begin("communicator init", NULL, NULL);
+    sleep_ms(120000);
+}
+
+static void test_wait_plain(void **state)
+{
+    char err[4096];
+    int64_t ms;
+    assert_int_equal(run_child(plain_wait, err, sizeof err, &ms), 1);
+    assert_non_null(
+        strstr(err, "aorta: error: rank 0: communicator init (at start): no progress in 0.3 s\n"));
+    assert_non_null(strstr(err, "distributed.timeout_s")); /* the generic hint */
+    assert_null(strstr(err, "bootstrap"));
+    assert_true(ms < 60000);
+}
+
+/* The collective watchdog's own query of the device never returns: the
+ * monitor, which makes no device call, still ends the rank. */
+static void stuck_query(void)
+{
+    ao_wait_configure(1, 0.3);
+    ao_device *dev = ao_device_open("cpu", 0);
+    ao_stream *s = ao_stream_create(dev, "allgather", 0);
+    struct fake_comm f;
+    fake_init(&f, dev, s, 60);
+    f.hang_check = 1;
+    sleep_ms(120000);
+}
+
+static void test_wait_stuck_device_query(void **state)
+{
+    char err[4096];
+    int64_t ms;
+    assert_int_equal(run_child(stuck_query, err, sizeof err, &ms), 1);
+    assert_non_null(strstr(err, "aorta: error: rank 1: the collective watchdog's query of the "
+                                "device has not returned in 0.3 s"));
+    assert_true(ms < 60000);
+}
+
+/* Unconfigured (a command without a timeout), nothing is watched. */
+static void test_wait_unwatched(void **state)
+{
+    int w = ao_wait_begin("data loader", NULL, NULL);
+    assert_int_equal(w, -1);
+    ao_wait_end(w);
+}
+
 static void test_create_without_backend(void **state)
 {
 #ifdef AORTA_HAVE_MPI
@@ -406,6 +557,12 @@ int main(void)
         cmocka_unit_test(test_watchdog_quiet_when_ops_progress),
         cmocka_unit_test(test_watchdog_fires_on_hang),
         cmocka_unit_test(test_watchdog_deferred_mark),
+        cmocka_unit_test(test_seen_signatures),
+        cmocka_unit_test(test_wait_enqueue_call),
+        cmocka_unit_test(test_wait_nested),
+        cmocka_unit_test(test_wait_plain),
+        cmocka_unit_test(test_wait_stuck_device_query),
+        cmocka_unit_test(test_wait_unwatched),
         cmocka_unit_test(test_watchdog_fires_on_async_error),
         cmocka_unit_test(test_bad_root_is_fatal),
         cmocka_unit_test(test_create_without_backend),

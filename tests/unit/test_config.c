@@ -659,7 +659,7 @@ static void test_foreach_and_doc(void **state)
     load_ok(&cfg, NULL, ov, 1);
     struct finder f = {.key = "optimizer.betas"};
     ao_config_foreach(&cfg, find_item, &f);
-    assert_int_equal(f.n, 93); /* every schema row, once */
+    assert_int_equal(f.n, 95); /* every schema row, once */
     assert_int_equal(f.item.type, AO_CFG_FLOAT_LIST);
     assert_string_equal(f.value, "[0.9, 0.98]");
     assert_string_equal(f.origin, "default");

@@ -831,7 +831,7 @@ static void test_corrupt_middle_line(void **state)
     int rc = ao_jsonl_read(missing, NULL, NULL, &st);
     err = capture_end(&c);
     assert_int_equal(rc, AO_EXIT_USAGE);
-    assert_contains(err, "none.jsonl: cannot open the metrics file");
+    assert_contains(err, "none.jsonl: cannot read the metrics file: No such file or directory");
     free(err);
     free(missing);
 }

@@ -138,6 +138,7 @@ static const char *launcher_vars[] = {"AORTA_RANK",
                                       "WORLD_SIZE",
                                       "LOCAL_RANK",
                                       "LOCAL_WORLD_SIZE",
+                                      "TORCHELASTIC_RUN_ID",
                                       "AORTA_COMM_ID",
                                       "AORTA_TEST_EXTRA"};
 
@@ -285,6 +286,24 @@ static void test_detect_each_launcher(void **state)
     set4("AORTA_RANK", "0", "AORTA_WORLD_SIZE", "2", "AORTA_LOCAL_RANK", "0",
          "AORTA_LOCAL_WORLD_SIZE", "2");
     expect_detect("aorta", 0, 2, 0, 2, 0);
+}
+
+/* torchrun inside a Slurm or MPI allocation (srun torchrun ...): its agent
+ * is the Slurm task; its workers inherit the agent's SLURM_* and OMPI_*,
+ * and only they have TORCHELASTIC_RUN_ID: their rank is torchrun's. */
+static void test_detect_torchrun_inside_slurm(void **state)
+{
+    (void)state;
+    set4("SLURM_PROCID", "1", "SLURM_NTASKS", "2", "SLURM_LOCALID", "0", "SLURM_NTASKS_PER_NODE",
+         "1");
+    expect_detect("slurm", 1, 2, 0, 1, 1); /* the agent on the second node */
+    set4("RANK", "5", "WORLD_SIZE", "8", "LOCAL_RANK", "1", "LOCAL_WORLD_SIZE", "4");
+    expect_detect("slurm", 1, 2, 0, 1, 1); /* RANK without torchrun's mark: Slurm's first */
+    setenv("TORCHELASTIC_RUN_ID", "none", 1);
+    expect_detect("torchrun", 5, 8, 1, 4, 1);
+    set4("OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "2", "OMPI_COMM_WORLD_LOCAL_RANK",
+         "0", "OMPI_COMM_WORLD_LOCAL_SIZE", "1");
+    expect_detect("torchrun", 5, 8, 1, 4, 1);
 }
 
 /* detect fails and its message names `var`. */
@@ -869,6 +888,7 @@ int main(int argc, char **argv)
     if (argc >= 3 && strcmp(argv[1], "child") == 0) return child_main(argv[2]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_detect_none, clean_env),
+        cmocka_unit_test_setup_teardown(test_detect_torchrun_inside_slurm, clean_env, clean_env),
         cmocka_unit_test_setup_teardown(test_detect_each_launcher, clean_env, clean_env),
         cmocka_unit_test_setup_teardown(test_detect_inconsistent, clean_env, clean_env),
         cmocka_unit_test(test_device_ordinal),

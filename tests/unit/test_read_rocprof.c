@@ -373,7 +373,7 @@ static void test_not_a_database(void **state)
     assert_int_equal(ao_read_rocpd(missing, &t), AO_EXIT_USAGE);
     char *err = capture_end(&cap);
     assert_contains(err, "trace.db: not an SQLite database: file is not a database");
-    assert_contains(err, "absent.db: cannot open as an SQLite database");
+    assert_contains(err, "absent.db: cannot read the database: No such file or directory");
     assert_int_equal(count_lines(err), 2);
     free(err);
     free(missing);

@@ -296,6 +296,16 @@ static void test_glossary(void **state)
     assert_string_equal(ao_glossary((size_t)ao_metric_find("exposed_allgather_ms")).definition,
                         "|Mₖ \\ C|");
     assert_string_equal(ao_glossary((size_t)ao_metric_find("allgather_ms")).definition, "|Mₖ|");
+    /* the kernel-level metrics have their own entries, not the per-kind family's */
+    assert_string_equal(ao_glossary((size_t)ao_metric_find("kernel_comm_ms")).definition, "|M|");
+    assert_non_null(
+        strstr(ao_glossary((size_t)ao_metric_find("contention_ms")).definition, "alone instances"));
+    /* every decomposition term says what to do about it */
+    size_t nt;
+    const ao_glossary_term *t = ao_glossary_terms(&nt);
+    assert_true(nt >= 8);
+    for (size_t i = 0; i < nt; i++)
+        assert_true(t[i].name[0] && t[i].plain[0] && t[i].definition[0] && t[i].act[0]);
 }
 
 static void expect_usage(const char *const *dirs, const char *const *labels, size_t n,

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -309,6 +310,37 @@ static void test_file_paths(void **state)
     free(p);
 }
 
+/* A staging directory neither committed nor abandoned goes with the process
+ * when it exits on the way (ao_fatal, e.g. out of memory), files and all. */
+static void test_staged_removed_at_exit(void **state)
+{
+    (void)state;
+    char *dir = make_temp_dir();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        ao_rundir d;
+        if (ao_rundir_create_staged(dir, "r", &d) != 0) _exit(3);
+        char *f = ao_rundir_file(&d, AO_RUN_JSON);
+        FILE *fp = fopen(f, "w");
+        if (fp) fclose(fp);
+        free(f);
+        ao_fatal(1, "test", "an exit with the run staged");
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            fail_msg("left behind: %s", e->d_name);
+    closedir(d);
+    remove_temp_dir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_bad_output_dir_and_id),
         cmocka_unit_test(test_ranks_join_the_creator),
         cmocka_unit_test(test_file_paths),
+        cmocka_unit_test(test_staged_removed_at_exit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -114,7 +114,7 @@ static void test_summary_numbers(void **state)
                 st->p99 <= st->max);
     assert_int_equal(s.skew.slowest_rank, 2);
     assert_true(s.skew.ratio > 1.2 && s.skew.ratio < 1.4);
-    assert_false(s.have_decomposition);
+    assert_false(s.dec.have);
     assert_int_equal(s.ntelemetry, 0);
     assert_string_equal(knob(&s, "fsdp.sharding_strategy"), "full_shard");
     assert_string_equal(knob(&s, "fsdp.forward_prefetch"), "true");
@@ -218,9 +218,10 @@ static void test_baselines_telemetry_profiled(void **state)
     assert_true(run.ranks[0].profiled[0].nops > 10);
     ao_summary s;
     assert_int_equal(ao_summary_build("b", &run, 1, &s), 0);
-    assert_true(s.have_decomposition);
-    assert_int_equal(s.ncompute_only, 12);
-    const ao_decomposition *d = &s.decomposition;
+    assert_true(s.dec.have);
+    assert_false(s.dec.kernels); /* no kernel trace: the events */
+    assert_int_equal(s.dec.ncompute_only, 12);
+    const ao_decomposition *d = &s.dec.d;
     assert_true(fabs(d->compute_isolated_ms - 10) < 0.3);
     assert_true(fabs(d->comm_isolated_ms - 4) < 0.2);
     assert_true(fabs(d->ideal_ms - d->compute_isolated_ms) < 1e-12);

@@ -52,6 +52,41 @@ static void test_ranges(void **state)
     free_vals(v, n);
 }
 
+/* Ranges at the ends of 64 bits: counted, not stepped past LAST (a value
+ * that overflows never exceeds it, and the loop never ended). */
+static void test_ranges_near_int64_limits(void **state)
+{
+    (void)state;
+    char **v = NULL;
+    int n = 0;
+    assert_int_equal(ao_sweep_expand("t", "lin:9223372036854775807:9223372036854775807", &v, &n),
+                     0);
+    assert_int_equal(n, 1);
+    assert_string_equal(v[0], "9223372036854775807");
+    assert_int_equal(ao_sweep_expand("t", "lin:9223372036854775805:9223372036854775807:2", &v, &n),
+                     0);
+    assert_int_equal(n, 3);
+    assert_string_equal(v[1], "9223372036854775805");
+    assert_string_equal(v[2], "9223372036854775807");
+    assert_int_equal(ao_sweep_expand("t",
+                                     "lin:-9223372036854775808:9223372036854775807:"
+                                     "4611686018427387904",
+                                     &v, &n),
+                     0);
+    assert_int_equal(n, 7);
+    assert_string_equal(v[3], "-9223372036854775808");
+    assert_string_equal(v[6], "4611686018427387904");
+    stderr_capture c;
+    capture_begin(&c);
+    assert_int_equal(ao_sweep_expand("t", "lin:-9223372036854775808:9223372036854775807", &v, &n),
+                     AO_EXIT_USAGE);
+    char *err = capture_end(&c);
+    assert_non_null(strstr(err, "more than 100000 values"));
+    free(err);
+    assert_int_equal(n, 7);
+    free_vals(v, n);
+}
+
 /* Load, change and check a sweep; the error text (or NULL) in *err. */
 static int load(const char *text, const char *const *axis, const char *const *skip, char **err,
                 ao_sweep_spec *s)
@@ -413,6 +448,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ranges),
+        cmocka_unit_test(test_ranges_near_int64_limits),
         cmocka_unit_test(test_groups_env_times_zip),
         cmocka_unit_test(test_size_axis_launches),
         cmocka_unit_test(test_skip),

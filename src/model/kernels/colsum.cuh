@@ -141,7 +141,7 @@ __device__ void column_partials_block(float *out_a, float *out_b, int n, int c, 
                 double b[kBatch];
 #pragma unroll
                 for (int u = 0; u < kBatch; u++)
-                    b[u] = k0 + u < parts ? __ldcg(p + (size_t)(k0 + u) * c) : 0.0;
+                    b[u] = k0 + u < parts ? AO_LDCG(p + (size_t)(k0 + u) * c) : 0.0;
 #pragma unroll
                 for (int u = 0; u < kBatch; u++)
                     if (k0 + u < parts) a += b[u];

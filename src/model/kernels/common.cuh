@@ -26,17 +26,25 @@
 #include "model/ops_ref.h"
 #include "model/sizes.h"
 
-/* Shuffles: HIP has no mask argument. Rows here are 32 lanes wide; on a
- * 64-lane AMD wavefront an xor below 32 stays within its half, so each half
- * still reduces its own row. */
+/* A "warp" here is AO_LANES = 32 lanes: a CUDA warp, half of a 64-lane AMD
+ * wavefront (gfx90a, gfx942). Every shuffle goes through these macros, which
+ * on HIP pass the width 32, so each half of a wavefront exchanges only
+ * within itself and reduces its own row, whatever the hardware's width
+ * (tests/e2e/gpu_lanes.sh keeps raw shuffles, ballots and warpSize out of
+ * the kernels). A CUDA warp's 32 lanes are the full mask. AO_LDCG: a load
+ * of what other blocks wrote, after a __threadfence (which on AMD also
+ * invalidates the CU's L1, so a plain load sees it). */
+#define AO_LANES 32
 #if defined(AO_GPU_HIP)
 #include <hip/hip_fp16.h>
-#define AO_SHFL_XOR(v, o) __shfl_xor((v), (o))
-#define AO_SHFL(v, src)   __shfl((v), (src), 32)
+#define AO_SHFL_XOR(v, o) __shfl_xor((v), (o), AO_LANES)
+#define AO_SHFL(v, src)   __shfl((v), (src), AO_LANES)
+#define AO_LDCG(p)        (*(p))
 #else
 #include <cuda_fp16.h>
 #define AO_SHFL_XOR(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))
 #define AO_SHFL(v, src)   __shfl_sync(0xffffffffu, (v), (src))
+#define AO_LDCG(p)        __ldcg(p)
 #endif
 
 /* ao_cuda_set_dependent_launch's switch (launch.cu), read by launch(). */
@@ -51,7 +59,7 @@ namespace
 constexpr int kThreads = 256;
 constexpr int kMaxGrid = 65535;   /* grid.y bound; loops cover more rows */
 constexpr int kElemBlocks = 4096; /* grid-stride element-wise kernels */
-constexpr int kWarpsPerBlock = kThreads / 32;
+constexpr int kWarpsPerBlock = kThreads / AO_LANES;
 
 /* Programmatic dependent launch (sm_90): a kernel launched through launch()
  * may be scheduled while the kernel before it on its stream still runs, and

@@ -75,7 +75,6 @@ __global__ void teacher_target_kernel(data_fill_args a, int num_dense, int dense
             u[i] = ao_rng_normal(us, (uint64_t)i);
         __syncthreads();
     }
-    const unsigned full = 0xffffffffu;
     const int lane = (int)(threadIdx.x & 31);
     const size_t total = (size_t)a.batch * a.tokens;
     const size_t warps = (size_t)gridDim.x * (blockDim.x / 32);
@@ -94,13 +93,13 @@ __global__ void teacher_target_kernel(data_fill_args a, int num_dense, int dense
                 term = __dmul_rn((double)ui, m / num_dense);
             }
             const int n = min(32, dense_dim - i0);
-            for (int j = 0; j < n; j++) lin += __shfl_sync(full, term, j);
+            for (int j = 0; j < n; j++) lin += AO_SHFL(term, j);
         }
         for (int s0 = 0; s0 < num_sparse; s0 += 32) {
             const int s = s0 + lane;
             const double c = s < num_sparse ? ao_rng_normal(cs, (uint64_t)ids[s]) : 0.0;
             const int n = min(32, num_sparse - s0);
-            for (int j = 0; j < n; j++) emb += __shfl_sync(full, c, j);
+            for (int j = 0; j < n; j++) emb += AO_SHFL(c, j);
         }
         if (lane == 0)
             a.target[tok] = ao_data_teacher_finish(lin, emb, num_dense, dense_dim, num_sparse);

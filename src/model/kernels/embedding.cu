@@ -166,9 +166,9 @@ extern "C" cudaError_t ao_cuda_embedding_bag_mean_forward(float *out, const int3
 static size_t embedding_sort_temp_bytes(size_t count, int vocab)
 {
     size_t temp = 0;
-    cub::DeviceRadixSort::SortPairs(nullptr, temp, (const uint32_t *)nullptr, (uint32_t *)nullptr,
-                                    (const uint32_t *)nullptr, (uint32_t *)nullptr, (int)count, 0,
-                                    key_bits(vocab));
+    (void)cub::DeviceRadixSort::SortPairs(nullptr, temp, (const uint32_t *)nullptr,
+                                          (uint32_t *)nullptr, (const uint32_t *)nullptr,
+                                          (uint32_t *)nullptr, (int)count, 0, key_bits(vocab));
     return temp;
 }
 

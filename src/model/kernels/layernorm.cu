@@ -412,7 +412,7 @@ bool launch_layernorm_forward_rows(float *y, void *y16, ao_dtype half_type, floa
     const bool vec = c % 4 == 0 && in_aligned && aligned16(y) && aligned16(gamma) &&
                      aligned16(beta) && (!y16 || aligned8(y16));
     bool launched = false;
-    with_dtype(y16 ? half_type : AO_F32, [&](auto tag) {
+    (void)with_dtype(y16 ? half_type : AO_F32, [&](auto tag) {
         constexpr ao_dtype H = decltype(tag)::value;
         /* a 16-bit input only beside a copy of its own type (the model's one
          * pairing): fewer instantiations; the callers fall back otherwise */
@@ -458,7 +458,7 @@ ao_cuda_dropout_residual_layernorm(float *r, float *y, void *y16, ao_dtype half_
     const int tokens = n / batch;
     const size_t nc = (size_t)n * (size_t)c;
     bool launched = false;
-    with_dtype(x_type, [&](auto tag) {
+    (void)with_dtype(x_type, [&](auto tag) {
         constexpr ao_dtype X = decltype(tag)::value;
         const ln_dropout_residual<X> in{r, {x}, res, dropout_args_of(*key), tokens};
         launched = launch_layernorm_forward_rows(y, y16, half_type, mean, rstd, in,
