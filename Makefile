@@ -6,8 +6,9 @@ DEV_BUILD  ?= build-device
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 RUN_ARGS   ?=
+PREFIX     ?= /usr/local
 
-.PHONY: all build deps test-deps run test test-quick device-build rocm-check format format-check clean
+.PHONY: all build deps test-deps run test test-quick device-build install package rocm-check format format-check clean
 
 all: build
 
@@ -35,6 +36,18 @@ test: test-deps
 	cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=Debug -DAORTA_SANITIZE=ON -DAORTA_WERROR=ON $(CMAKE_ARGS)
 	cmake --build $(TEST_BUILD) -j $(JOBS)
 	ctest --test-dir $(TEST_BUILD) --output-on-failure -j $(JOBS)
+
+# bin/aorta, lib/aorta/ (its plugins and attach libraries), share/aorta/
+# (configs, examples), share/doc/aorta/ under PREFIX.
+# (The aorta target builds every file installed: plugins, attach libraries.)
+install: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) --target aorta -j $(JOBS)
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# build/aorta-VERSION-Linux.tar.gz and build/aorta_VERSION_ARCH.deb.
+package: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) --target aorta -j $(JOBS)
+	cd $(BUILD) && cpack
 
 # The binary carried to the GPU machine: libyaml and yajl linked statically,
 # no cairo (the machine has neither), sm_90.

@@ -67,7 +67,7 @@ best() {
 load=$(cut -d' ' -f1 /proc/loadavg)
 read -r hta_w hta_r hta_c < <(best hta "$VENV/bin/python" "$TMP/run_hta.py" "$TRACES")
 # a fresh run name each time: bash -c's pid
-read -r ao_w ao_r ao_c < <(best aorta bash -c "\"$AORTA\" analyze \"$TRACES\" --output \"$TMP/runs\" --run-name r\$\$ >/dev/null")
+read -r ao_w ao_r ao_c < <(best aorta bash -c "exec \"$AORTA\" analyze \"$TRACES\" --output \"$TMP/runs\" --run-name r\$\$ >/dev/null")
 
 speed=$(awk -v a="$hta_w" -v b="$ao_w" 'BEGIN { printf "%.1f", a / b }')
 mem=$(awk -v a="$hta_r" -v b="$ao_r" 'BEGIN { printf "%.1f", a / b }')
@@ -76,7 +76,9 @@ echo "load average before: $load on $(nproc) cores"
 printf '%-28s %10s %10s %12s\n' "tool ($(basename "$TRACES"))" "wall_s" "cpu_s" "peak_rss_MB"
 printf '%-28s %10.3f %10.3f %12.1f\n' "HTA $HTA_VERSION" "$hta_w" "$hta_c" "$(echo "$hta_r / 1024" | bc -l)"
 printf '%-28s %10.3f %10.3f %12.1f\n' "aorta analyze" "$ao_w" "$ao_c" "$(echo "$ao_r / 1024" | bc -l)"
-printf '%-28s %9sx %9sx %11sx   (goals: wall >= 20x, memory >= 4x)\n' "HTA / aorta" "$speed" "$cpu" "$mem"
+met=$(awk -v s="$speed" -v m="$mem" 'BEGIN { print (s >= 30 && m >= 4) ? "true" : "false" }')
+printf '%-28s %9sx %9sx %11sx   (goals: wall >= 30x, memory >= 4x: %s)\n' "HTA / aorta" "$speed" \
+    "$cpu" "$mem" "$([[ $met == true ]] && echo met || echo NOT met)"
 
 big_json=""
 if [[ -n "${BIG_MB:-}" ]]; then
@@ -95,6 +97,7 @@ cat >"$OUT" <<JSON
 {"traces": "$TRACES", "reps": $REPS, "hta_version": "$HTA_VERSION", "load_average": $load,
  "hta": {"wall_s": $hta_w, "cpu_s": $hta_c, "peak_rss_kb": $hta_r},
  "aorta": {"wall_s": $ao_w, "cpu_s": $ao_c, "peak_rss_kb": $ao_r},
- "speedup": $speed, "cpu_ratio": $cpu, "memory_ratio": $mem$big_json}
+ "speedup": $speed, "cpu_ratio": $cpu, "memory_ratio": $mem,
+ "goals": {"speedup_min": 30, "memory_ratio_min": 4, "met": $met}$big_json}
 JSON
 echo "wrote $OUT"

@@ -9,8 +9,9 @@
 #                                  mirror, or not enough of CI's time left
 # Exit: 0 passed, 1 failed, 2 bad use, 3 the root could not be made.
 #
-# Checks: the build has no warning (-Werror, host and device code); aorta
-# links librccl and libhipblas; its device code holds gfx942 and gfx90a
+# Checks: the build has no warning (-Werror, host and device code); the GPU
+# plugin beside aorta, libaorta_hip.so, links librccl and libhipblas; its
+# device code holds gfx942 and gfx90a
 # code objects; `aorta --version` lists the hip and rccl backends; the unit
 # tests pass. The rocprofiler-sdk attach tool is compiled too where its
 # headers are given (AORTA_ROCPROF_SDK_INCLUDE: scripts/rocm-sdk-headers.sh's
@@ -120,14 +121,16 @@ t_build=$(($(stamp) - t0))
 # ---- checks -----------------------------------------------------------------
 # shellcheck disable=SC2016 # expanded inside the root
 "$root_sh" run . env BUILD="$build" ARCHS="$archs" sh -euc '
-    libs=$(ldd "$BUILD/aorta")
+    # the GPU backend is the plugin beside the binary (DESIGN §3)
+    plugin="$BUILD/libaorta_hip.so"
+    libs=$(ldd "$plugin")
     for lib in librccl libhipblas libamdhip64; do
-        echo "$libs" | grep -q "$lib" || { echo "aorta does not link $lib" >&2; exit 1; }
+        echo "$libs" | grep -q "$lib" || { echo "libaorta_hip.so does not link $lib" >&2; exit 1; }
     done
-    objcopy --dump-section .hip_fatbin=/tmp/fatbin "$BUILD/aorta" || { echo "aorta has no device code" >&2; exit 1; }
+    objcopy --dump-section .hip_fatbin=/tmp/fatbin "$plugin" || { echo "libaorta_hip.so has no device code" >&2; exit 1; }
     bundles=$(clang-offload-bundler-17 --list --type=o --input=/tmp/fatbin)
     for a in $(echo "$ARCHS" | tr ";" " "); do
-        echo "$bundles" | grep -q "amdgcn-amd-amdhsa--$a" || { echo "aorta has no $a code object" >&2; exit 1; }
+        echo "$bundles" | grep -q "amdgcn-amd-amdhsa--$a" || { echo "libaorta_hip.so has no $a code object" >&2; exit 1; }
     done
     v=$("$BUILD/aorta" --version)
     echo "$v" | grep -q "^device backends: hip cpu" || { echo "aorta --version: no hip backend" >&2; exit 1; }

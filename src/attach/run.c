@@ -3,7 +3,6 @@
  * the ranks' files folded into run.json and summary.json afterwards. */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +18,7 @@
 #include "attach/steps.h"
 #include "core/error.h"
 #include "core/jsonl.h"
+#include "core/plugin.h"
 #include "core/rundir.h"
 #include "core/version.h"
 #include "export/export.h"
@@ -27,27 +27,6 @@
 #include "runs/summary.h"
 
 extern char **environ;
-
-/* An attach library beside the binary (build tree), or in ../lib/aorta
- * (an install). NULL when this build has none (no CUDA, no rocprofiler-sdk
- * headers). */
-static char *find_library(const char *name)
-{
-    char *exe = ao_self_exe();
-    if (!exe) return NULL;
-    const char *dir = dirname(exe);
-    const char *const rel[] = {"", "/../lib/aorta"};
-    for (size_t i = 0; i < 2; i++) {
-        char *p = ao_asprintf("%s%s/%s", dir, rel[i], name);
-        if (access(p, R_OK) == 0) {
-            free(exe);
-            return p;
-        }
-        free(p);
-    }
-    free(exe);
-    return NULL;
-}
 
 /* ---- signals: forwarded to the command ------------------------------------ */
 
@@ -211,7 +190,9 @@ static char *rocm_tools(const char *lib)
 int ao_attach_run(const ao_attach_opts *o, int argc, char **argv)
 {
     const char *preset = getenv("CUDA_INJECTION64_PATH");
-    char *cuda = find_library(AO_ATTACH_LIBRARY), *rocm = find_library(AO_ATTACH_ROCM_LIBRARY);
+    /* beside the binary (build tree), or in ../lib/aorta (an install) */
+    char *cuda = ao_lib_find(AO_ATTACH_LIBRARY, NULL, NULL, 0);
+    char *rocm = ao_lib_find(AO_ATTACH_ROCM_LIBRARY, NULL, NULL, 0);
     int aside = cuda && preset && *preset;
     if (aside) {
         ao_warn("attach: CUDA_INJECTION64_PATH is already set (%s: another tool injects into "

@@ -33,6 +33,8 @@ typedef struct ao_axis {
     double lo, hi, step; /* step 0: no ticks (a category axis the caller labels) */
 } ao_axis;
 void ao_nice_axis(double lo, double hi, int target, ao_axis *a);
+/* The same for a count (steps): ticks at whole numbers only. */
+void ao_int_axis(double lo, double hi, int target, ao_axis *a);
 /* A tick's label with as many decimals as the step needs. */
 void ao_tick_text(char *buf, size_t n, double v, double step);
 

@@ -53,6 +53,15 @@ void ao_nice_axis(double lo, double hi, int target, ao_axis *a)
     a->hi = ceil(hi / step - 1e-9) * step;
 }
 
+void ao_int_axis(double lo, double hi, int target, ao_axis *a)
+{
+    ao_nice_axis(lo, hi, target, a);
+    if (a->step >= 1) return;
+    a->step = 1;
+    a->lo = floor(lo);
+    a->hi = ceil(hi) > a->lo ? ceil(hi) : a->lo + 1;
+}
+
 void ao_tick_text(char *buf, size_t n, double v, double step)
 {
     int dec = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);

@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/plugin.h"
 
 struct command {
     const char *name;
@@ -38,6 +39,22 @@ static const struct command *find(const char *name)
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (strcmp(commands[i].name, name) == 0) return &commands[i];
     return NULL;
+}
+
+/* One line: the word is no command, and the nearest one when it looks like
+ * a typo of it. */
+static int not_a_command(const char *word)
+{
+    const char *names[NCOMMANDS + 2];
+    for (size_t i = 0; i < NCOMMANDS; i++) names[i] = commands[i].name;
+    names[NCOMMANDS] = "help";
+    names[NCOMMANDS + 1] = "version";
+    const char *near = cli_closest(word, names, NCOMMANDS + 2);
+    if (near)
+        ao_error(NULL, "'%s' is not an aorta command; did you mean '%s'?", word, near);
+    else
+        ao_error(NULL, "'%s' is not an aorta command; 'aorta help' lists them", word);
+    return AO_EXIT_USAGE;
 }
 
 void cli_print_help(FILE *out, const char *usage_line, const char *body)
@@ -90,16 +107,13 @@ int main(int argc, char **argv)
             return AO_EXIT_OK;
         }
         const struct command *c = find(argv[2]);
-        if (!c) return cli_usage_error("help", usage, "unknown command '%s'", argv[2]);
+        if (!c) return not_a_command(argv[2]);
         char *help_argv[] = {argv[2], "--help", NULL};
         return c->fn(2, help_argv);
     }
-    if (name[0] == '-') return cli_usage_error("aorta", usage, "unknown option '%s'", name);
+    if (name[0] == '-') return cli_unknown_option(NULL, usage, "--help --version", name);
     const struct command *c = find(name);
-    if (!c) {
-        int rc = cli_usage_error("aorta", usage, "'%s' is not an aorta command", name);
-        ao_hint("'aorta --help' lists the commands");
-        return rc;
-    }
+    if (!c) return not_a_command(name);
+    ao_plugin_set_command(c->name);
     return c->fn(argc - 1, argv + 1);
 }

@@ -20,6 +20,14 @@ int cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
  * AO_EXIT_USAGE. */
 int cli_usage_line(const char *usage);
 
+/* An unknown flag: "aorta: error: <cmd>: unknown option '--nprocs'; did you
+ * mean '--nproc'?" when one of the flags `usage` and `help` name is close
+ * (one line), else the error and the usage line. Returns AO_EXIT_USAGE. */
+int cli_unknown_option(const char *cmd, const char *usage, const char *help, const char *arg);
+
+/* The candidate closest to `word` within typo distance, or NULL. */
+const char *cli_closest(const char *word, const char *const *cands, size_t n);
+
 /* True when argv[i] is --help or -h. */
 int cli_is_help(const char *arg);
 

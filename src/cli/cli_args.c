@@ -1,9 +1,11 @@
 #include "cli/cli_args.h"
 
+#include <ctype.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "runtime/device.h"
 
 int cli_take_value(int argc, char **argv, int *i, const char *const *names, const char **val)
@@ -34,11 +36,17 @@ int cli_is_flag(const char *arg, const char *const *names)
     return 0;
 }
 
-int cli_resolve_backend(const char **backend)
+int cli_resolve_backend(const char *cmd, const char **backend)
 {
     if (strcmp(*backend, "auto") == 0) {
         *backend = ao_device_best_backend();
-        return 0;
+        if (strcmp(*backend, "cpu") != 0) return 0;
+        /* GPU work never falls back to the CPU unasked: it would run for
+         * minutes and measure something else. */
+        char why[1024];
+        ao_device_why_no_gpu(why, sizeof why);
+        ao_error(cmd, "no GPU: %s; to run on the CPU instead, pass --backend cpu", why);
+        return -1;
     }
     for (int i = 0; i < ao_device_backend_count(); i++)
         if (strcmp(*backend, ao_device_backend_name(i)) == 0) return 0;
@@ -60,4 +68,56 @@ int cli_help_requested(int argc, char **argv, const char *usage, const char *hel
         }
     }
     return 0;
+}
+
+const char *cli_closest(const char *word, const char *const *cands, size_t n)
+{
+    int best = ao_typo_limit(strlen(word));
+    const char *found = NULL;
+    for (size_t i = 0; i < n; i++) {
+        int d = ao_edit_distance(word, cands[i], best);
+        if (d < best) {
+            best = d;
+            found = cands[i];
+        }
+    }
+    return found;
+}
+
+/* The flags a command's usage and help text name: each "-x" or "--name"
+ * that starts a word, collected into words[] (pointers into buf). */
+static size_t flags_in(const char *text, char *buf, size_t bufn, const char **words, size_t max)
+{
+    size_t n = 0, used = 0;
+    for (const char *p = text; p && *p && n < max; p++) {
+        if (*p != '-' || (p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '-'))) continue;
+        size_t len = 1;
+        while (isalnum((unsigned char)p[len]) || p[len] == '-') len++;
+        int long_flag = p[1] == '-' && isalpha((unsigned char)p[2]);
+        int short_flag = isalpha((unsigned char)p[1]) && len == 2;
+        if ((long_flag || short_flag) && used + len + 1 <= bufn) {
+            memcpy(buf + used, p, len);
+            buf[used + len] = '\0';
+            words[n++] = buf + used;
+            used += len + 1;
+        }
+        p += len - 1;
+    }
+    return n;
+}
+
+int cli_unknown_option(const char *cmd, const char *usage, const char *help, const char *arg)
+{
+    char name[128], buf[4096];
+    const char *words[256];
+    snprintf(name, sizeof name, "%s", arg);
+    name[strcspn(name, "=")] = '\0'; /* --flag=value: the flag */
+    size_t n = flags_in(usage, buf, sizeof buf / 2, words, 128);
+    n += flags_in(help, buf + sizeof buf / 2, sizeof buf / 2, words + n, 128);
+    /* a one-letter flag is too short to guess from */
+    const char *near = strlen(name) > 2 ? cli_closest(name, words, n) : NULL;
+    if (!near || strcmp(near, name) == 0)
+        return cli_usage_error(cmd, usage, "unknown option '%s'", arg);
+    ao_error(cmd, "unknown option '%s'; did you mean '%s'?", arg, near);
+    return AO_EXIT_USAGE;
 }

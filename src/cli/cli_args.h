@@ -27,9 +27,9 @@ int cli_take_value(int argc, char **argv, int *i, const char *const *names, cons
 /* Whether argv[i] is one of `names` (a flag without a value). */
 int cli_is_flag(const char *arg, const char *const *names);
 
-/* --backend: "auto" becomes the best backend present (a GPU when one is
- * visible, else cpu); any other name must be compiled in. 0, or -1 after
- * printing the allowed names. */
-int cli_resolve_backend(const char **backend);
+/* --backend: "auto" becomes the GPU backend that sees a device, and is an
+ * error naming why there is none otherwise (the cpu backend only when asked
+ * for); any other name must be compiled in. 0, or -1 after one error line. */
+int cli_resolve_backend(const char *cmd, const char **backend);
 
 #endif

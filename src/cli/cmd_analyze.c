@@ -18,7 +18,7 @@ static const char help[] =
     "writes a run directory that `aorta report` reads like a `train` run. No GPU needed.\n"
     "\n"
     "  PATH             a trace file, or a directory with one trace per rank\n"
-    "  --output DIR     where the run directory goes (default runs/)\n"
+    "  --output DIR     where the run directory goes (default artifacts/)\n"
     "  --run-name N     its name (default: UTC time, host, pid)\n"
     "  --format F       auto (default: by content), kineto, rocprof, rocpd, nsys, aorta\n"
     "  --step REGEX     host ranges that mark steps (default ^ProfilerStep#([0-9]+)); the\n"
@@ -102,7 +102,7 @@ int cmd_analyze(int argc, char **argv)
             if (r < 0 || ao_parse_long("--keep-mb", v, 0, 1L << 30, &mb)) return AO_EXIT_USAGE;
             o.keep_bytes = (size_t)mb << 20;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return cli_usage_error("analyze", usage, "unknown flag %s", argv[i]);
+            return cli_unknown_option("analyze", usage, help, argv[i]);
         } else {
             if (o.npaths == MAX_PATHS)
                 return cli_usage_error("analyze", usage, "at most %d paths", MAX_PATHS);

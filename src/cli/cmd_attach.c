@@ -102,8 +102,8 @@ int cmd_attach(int argc, char **argv)
             if (r < 0) goto bad;
             o.listen_addr = v;
         } else {
-            return cli_usage_error("attach", usage,
-                                   "unknown option '%s' (the command goes after --)", argv[i]);
+            if (argv[i][0] == '-') return cli_unknown_option("attach", usage, help, argv[i]);
+            return cli_usage_error("attach", usage, "'%s': the command goes after --", argv[i]);
         }
 #undef VALUE
     }

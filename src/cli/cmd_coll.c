@@ -50,7 +50,7 @@ static const char help[] =
     "                       path on a filesystem every rank sees)\n"
     "  --nproc N            ranks to start when not under a launcher (default: the visible\n"
     "                       GPUs; 2 on the cpu backend, which runs them through mpirun)\n"
-    "  --backend B          auto (default: a GPU when one is visible, else cpu), cuda, cpu\n"
+    "  --backend B          auto (default: the GPU; no GPU is an error), cuda, cpu\n"
     "  --with-compute M,N,K[,DTYPE]\n"
     "                       run an MxNxK GEMM loop (default bf16 on GPUs, float on cpu) on a\n"
     "                       lower-priority stream during an extra out-of-place run per size,\n"
@@ -140,7 +140,7 @@ static int parse(int argc, char **argv, ao_coll_bench_opts *o, int *nproc)
                 return -1;
             o->with_compute = 1;
         } else {
-            ao_error("coll", "unknown option '%s'", a);
+            cli_unknown_option("coll", usage, help, a);
             return -1;
         }
 #undef FLAG
@@ -168,7 +168,7 @@ int cmd_coll(int argc, char **argv)
     ao_coll_bench_opts o;
     ao_coll_bench_defaults(&o);
     int nproc = 0;
-    if (parse(argc, argv, &o, &nproc) != 0 || cli_resolve_backend(&o.backend) != 0 ||
+    if (parse(argc, argv, &o, &nproc) != 0 || cli_resolve_backend("coll", &o.backend) != 0 ||
         (o.json_path && ao_check_output_file("--json", o.json_path)) ||
         (o.csv_path && ao_check_output_file("--csv", o.csv_path))) {
         fprintf(stderr, "%s\n", usage);

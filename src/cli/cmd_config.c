@@ -77,7 +77,7 @@ static int parse_flags(const char *cmd, const char *cmd_usage, const char *cmd_b
         } else if ((accepts & ACCEPT_NO_ORIGINS) && strcmp(arg, "--no-origins") == 0) {
             a->with_origins = 0;
         } else if (arg[0] == '-') {
-            return cli_usage_error(cmd, cmd_usage, "unknown option '%s'", arg);
+            return cli_unknown_option(cmd, cmd_usage, cmd_body, arg);
         } else {
             return cli_usage_error(cmd, cmd_usage, "unexpected argument '%s'", arg);
         }

@@ -64,7 +64,7 @@ int cmd_diagnose(int argc, char **argv)
             else
                 o.skip_steps = n;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            rc = cli_usage_error("diagnose", usage, "unknown option '%s'", argv[i]);
+            rc = cli_unknown_option("diagnose", usage, help, argv[i]);
         } else {
             dirs[ndirs++] = argv[i];
         }

@@ -70,7 +70,7 @@ int cmd_plan(int argc, char **argv)
         } else if ((r = cli_take_value(argc, argv, &i, NAMES("--device-mem"), &v)) != 0) {
             if (r < 0 || ao_parse_size("--device-mem", v, &o.device_mem)) rc = AO_EXIT_USAGE;
         } else {
-            rc = cli_usage_error("plan", usage, "unknown option '%s'", argv[i]);
+            rc = cli_unknown_option("plan", usage, help, argv[i]);
         }
     }
     if (rc < 0) {

@@ -53,7 +53,7 @@ static const char help[] =
     "  --kernel-trace     also measure the concurrency from CUPTI's kernels over the same span\n"
     "                     and print how far the events are from it (cuda only)\n"
     "  --device D         device ordinal (default 0; under a launcher, the local rank's)\n"
-    "  --backend B        auto (default: a GPU when one is visible, else cpu), cuda, cpu\n"
+    "  --backend B        auto (default: the GPU; no GPU is an error), cuda, cpu\n"
     "\n"
     "compare: per stream count in both records, the medians of latency, throughput and\n"
     "concurrency per iteration, a bootstrap 95 % CI of their difference and a verdict, as\n"
@@ -98,7 +98,7 @@ static int parse(int argc, char **argv, ao_queues_opts *o)
             if (ao_queues_workload_check("queues", argv[i])) return -1;
             o->workload = argv[i];
         } else {
-            ao_error("queues", "unknown option '%s'", argv[i]);
+            cli_unknown_option("queues", usage, help, argv[i]);
             return -1;
         }
 #undef FLAG
@@ -107,7 +107,7 @@ static int parse(int argc, char **argv, ao_queues_opts *o)
         ao_error("queues", "no workload; name one (aorta queues list)");
         return -1;
     }
-    return cli_resolve_backend(&o->backend);
+    return cli_resolve_backend("queues", &o->backend);
 }
 
 static int list(void)

@@ -90,7 +90,7 @@ int cmd_report(int argc, char **argv)
         } else if (cli_is_flag(argv[i], CLI_NAMES("--no-trace"))) {
             o.traces = 0;
         } else {
-            return cli_usage_error("report", usage, "unknown option '%s'", argv[i]);
+            return cli_unknown_option("report", usage, help, argv[i]);
         }
     }
     if (ndirs == 0 && nsweeps == 0)

@@ -39,7 +39,7 @@ static const char help[] =
     "  --engine E         dma: copy engines (cudaMemcpyAsync; default); kernel: SM threads\n"
     "                     (not for p2p)\n"
     "  --json FILE        write every number as one JSON object\n"
-    "  --backend B        auto (default: a GPU when one is visible, else cpu), cuda, cpu\n"
+    "  --backend B        auto (default: the GPU; no GPU is an error), cuda, cpu\n"
     "  -h, --help         this help\n"
     "\n"
     "Under a launcher (mpirun, srun, torchrun) every rank runs on its own device; rank 0\n"
@@ -86,12 +86,12 @@ static int parse(int argc, char **argv, ao_sdma_opts *o)
             if (r < 0) return -1;
             o->backend = v;
         } else {
-            ao_error("sdma", "unknown option '%s'", argv[i]);
+            cli_unknown_option("sdma", usage, help, argv[i]);
             return -1;
         }
 #undef FLAG
     }
-    return cli_resolve_backend(&o->backend);
+    return cli_resolve_backend("sdma", &o->backend);
 }
 
 int cmd_sdma(int argc, char **argv)

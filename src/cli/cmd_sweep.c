@@ -51,7 +51,7 @@ static const char help[] =
     "  --env NAME=V1,V2     replace or add an environment variable of the product\n"
     "  --skip KEY=V         leave out the points whose axis or variable KEY is V\n"
     "  --fail-fast          stop at the first failed launch (default: record it, go on)\n"
-    "  --work-dir DIR       launch directories (default sweep_runs/NAME)\n"
+    "  --work-dir DIR       launch directories (default artifacts/sweeps/NAME)\n"
     "  --chart-dir DIR      where NAME.png/.svg go (default: next to --out, else work dir)\n"
     "  --max-points N       refuse sweeps of more than N points (default 100000; the\n"
     "                       product of the axes and environments, before --skip)\n"
@@ -109,10 +109,10 @@ int cmd_sweep(int argc, char **argv)
                 kinds[nchanges] = a[2];
                 changes[nchanges++] = v;
             }
-        } else if (a[0] == '-' || file) {
-            rc = cli_usage_error(
-                "sweep", usage,
-                a[0] == '-' ? "unknown option '%s'" : "one sweep file only; '%s' is extra", a);
+        } else if (a[0] == '-') {
+            rc = cli_unknown_option("sweep", usage, help, a);
+        } else if (file) {
+            rc = cli_usage_error("sweep", usage, "one sweep file only; '%s' is extra", a);
         } else {
             file = a;
         }

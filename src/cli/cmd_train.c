@@ -24,7 +24,7 @@ static const char help[] =
     "  --override K=V ...   set keys after the file; repeatable, a later one wins\n"
     "  --nproc N            ranks to start when not under a launcher (default: the visible\n"
     "                       GPUs; 1 on the cpu backend, which runs several through mpirun)\n"
-    "  --backend B          auto (default: a GPU when one is visible, else cpu), cuda, cpu\n"
+    "  --backend B          auto (default: the GPU; no GPU is an error), cuda, cpu\n"
     "  --run-name NAME      run directory name under training.output_dir (default: UTC time,\n"
     "                       host and pid); a name that exists is an error, never reused\n"
     "  --all-ranks          show every rank's output (default: rank 0's)\n"
@@ -77,10 +77,10 @@ static int parse(int argc, char **argv, train_args *a)
             if (r < 0) return cli_usage_line(usage);
             a->rdzv_file = v;
         } else {
-            return cli_usage_error("train", usage, "unknown option '%s'", arg);
+            return cli_unknown_option("train", usage, help, arg);
         }
     }
-    if (cli_resolve_backend(&a->backend) != 0) return AO_EXIT_USAGE;
+    if (cli_resolve_backend("train", &a->backend) != 0) return AO_EXIT_USAGE;
     return 0;
 }
 

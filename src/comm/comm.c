@@ -11,6 +11,7 @@
 #include "comm/wait.h"
 #include "comm/watchdog.h"
 #include "core/error.h"
+#include "core/plugin.h"
 #include "core/metrics.h"
 
 /* ---- names and sizes ----------------------------------------------------- */
@@ -117,16 +118,27 @@ double ao_coll_busbw_factor(ao_coll c, int nranks)
 
 /* ---- backends ------------------------------------------------------------ */
 
-static const struct ao_comm_ops *const backends[] = {
-#ifdef AORTA_HAVE_NCCL
-    &ao_nccl_comm_ops,
+/* The comm backends of this build; each one's ops are in a plugin
+ * (core/plugin.h), loaded when a command first needs it. */
+static const struct backend {
+    const char *name, *device_backend, *plugin, *symbol;
+} backends[] = {
+#if defined(AORTA_HIP)
+    {"rccl", "hip", "hip", "ao_nccl_comm_ops"},
+#elif defined(AORTA_HAVE_NCCL)
+    {"nccl", "cuda", "cuda", "ao_nccl_comm_ops"},
 #endif
 #ifdef AORTA_HAVE_MPI
-    &ao_mpi_comm_ops,
+    {"mpi", "cpu", "mpi", "ao_mpi_comm_ops"},
 #endif
-    NULL,
+    {NULL, NULL, NULL, NULL},
 };
 enum { NBACKENDS = sizeof backends / sizeof backends[0] - 1 };
+
+static const struct ao_comm_ops *ops_of(const struct backend *b, int quiet)
+{
+    return ao_plugin_sym(b->plugin, b->symbol, quiet);
+}
 
 int ao_comm_backend_count(void)
 {
@@ -135,27 +147,32 @@ int ao_comm_backend_count(void)
 
 const char *ao_comm_backend_name(int i)
 {
-    return i >= 0 && i < NBACKENDS ? backends[i]->name : NULL;
+    return i >= 0 && i < NBACKENDS ? backends[i].name : NULL;
 }
 
 void ao_comm_backend_version(int i, char *buf, size_t n)
 {
     if (n == 0) return;
     buf[0] = '\0';
-    if (i >= 0 && i < NBACKENDS) backends[i]->version(buf, n);
+    if (i < 0 || i >= NBACKENDS) return;
+    const struct ao_comm_ops *ops = ops_of(&backends[i], 1);
+    if (ops)
+        ops->version(buf, n);
+    else
+        snprintf(buf, n, "cannot load: %s", ao_plugin_why(backends[i].plugin));
 }
 
-static const struct ao_comm_ops *find_for_device(const char *device_backend)
+static const struct backend *find_for_device(const char *device_backend)
 {
     for (int i = 0; i < NBACKENDS; i++)
-        if (strcmp(backends[i]->device_backend, device_backend) == 0) return backends[i];
+        if (strcmp(backends[i].device_backend, device_backend) == 0) return &backends[i];
     return NULL;
 }
 
 const char *ao_comm_backend_for(const char *device_backend)
 {
-    const struct ao_comm_ops *ops = find_for_device(device_backend);
-    return ops ? ops->name : NULL;
+    const struct backend *b = find_for_device(device_backend);
+    return b ? b->name : NULL;
 }
 
 static void list_backends(char *buf, size_t n)
@@ -163,15 +180,17 @@ static void list_backends(char *buf, size_t n)
     size_t used = 0;
     snprintf(buf, n, "none");
     for (int i = 0; i < NBACKENDS && used < n; i++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", backends[i]->name);
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", backends[i].name);
 }
 
 int ao_comm_make_id(const char *backend, ao_comm_id *id)
 {
     memset(id, 0, sizeof *id);
     for (int i = 0; i < NBACKENDS; i++) {
-        if (strcmp(backends[i]->name, backend) != 0) continue;
-        return backends[i]->make_id ? backends[i]->make_id(id) : 0;
+        if (strcmp(backends[i].name, backend) != 0) continue;
+        const struct ao_comm_ops *ops = ops_of(&backends[i], 0);
+        if (!ops) return -1;
+        return ops->make_id ? ops->make_id(id) : 0;
     }
     char names[128];
     list_backends(names, sizeof names);
@@ -229,8 +248,8 @@ ao_comm *ao_comm_create(ao_device *dev, ao_stream *s, const ao_rank_info *ri, co
                         const ao_comm_opts *opts)
 {
     const char *device_backend = ao_device_backend(dev);
-    const struct ao_comm_ops *ops = find_for_device(device_backend);
-    if (!ops) {
+    const struct backend *b = find_for_device(device_backend);
+    if (!b) {
         char names[128];
         list_backends(names, sizeof names);
         ao_error("collectives",
@@ -247,6 +266,8 @@ ao_comm *ao_comm_create(ao_device *dev, ao_stream *s, const ao_rank_info *ri, co
                  ri->world_size);
         return NULL;
     }
+    const struct ao_comm_ops *ops = ops_of(b, 0);
+    if (!ops) return NULL;
     ao_comm_opts none = {0};
     if (!opts) opts = &none;
     if (ao_test_hang_at("init", ri->rank, -1)) ao_test_block("init");

@@ -117,9 +117,7 @@ void ao_cfg_allowed_text(char *buf, size_t n, const struct ao_key *k)
 /* The closest key or section name to `unknown`, or NULL. */
 static const char *suggest(const char *unknown, char *buf, size_t n)
 {
-    size_t len = strlen(unknown);
-    int limit = len <= 4 ? 2 : len <= 8 ? 3 : 4; /* distances below this count as typos */
-    int best = limit;
+    int best = ao_typo_limit(strlen(unknown));
     buf[0] = '\0';
     for (int i = 0; i < ao_schema_count; i++) {
         const char *key = ao_schema[i].key;

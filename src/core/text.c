@@ -6,6 +6,11 @@
 #include "core/error.h"
 #include "core/text.h"
 
+int ao_typo_limit(size_t len)
+{
+    return len <= 4 ? 2 : len <= 8 ? 3 : 4;
+}
+
 int ao_edit_distance(const char *a, const char *b, int cap)
 {
     size_t la = strlen(a), lb = strlen(b);

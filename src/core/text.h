@@ -9,6 +9,9 @@
  * did-you-mean suggestions. Stops counting at `cap`: returns cap when the
  * distance is cap or more, so long hostile inputs stay cheap. */
 int ao_edit_distance(const char *a, const char *b, int cap);
+/* The distance below which a word of `len` characters counts as a typo of
+ * another (the cap to pass ao_edit_distance for did-you-mean). */
+int ao_typo_limit(size_t len);
 
 /* The shortest "%.Ng" text of v that reads back as exactly v. */
 void ao_format_double(char *buf, size_t n, double v);

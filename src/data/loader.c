@@ -313,13 +313,11 @@ static void cpu_fill(ao_stream *s, const ao_data_shape *shape, uint64_t seed, in
 
 const struct ao_loader_backend ao_loader_cpu_backend = {.device_backend = "cpu", .fill = cpu_fill};
 
-/* The backends that generate on the device. */
-static const struct ao_loader_backend *const loader_backends[] = AO_BACKEND_LIST(ao_loader);
 _Static_assert(offsetof(struct ao_loader_backend, device_backend) == 0, "backend_table.h");
 
 static const struct ao_loader_backend *loader_backend_for(ao_device *dev)
 {
-    return AO_BACKEND_FIND(loader_backends, dev);
+    return AO_BACKEND_FIND(ao_loader, dev);
 }
 
 static void fill_run_device(void *ctx, const ao_loader_config *cfg, uint64_t sample, int count,

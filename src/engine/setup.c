@@ -337,13 +337,11 @@ static void make_buffers(ao_engine *e)
 
 /* ---- create / destroy ---------------------------------------------------- */
 
-/* The backends with engine kernels. */
-static const struct ao_engine_backend *const engine_backends[] = AO_BACKEND_LIST(ao_engine);
 _Static_assert(offsetof(struct ao_engine_backend, device_backend) == 0, "backend_table.h");
 
 static const struct ao_engine_backend *backend_for(ao_device *dev)
 {
-    const struct ao_engine_backend *backend = AO_BACKEND_FIND(engine_backends, dev);
+    const struct ao_engine_backend *backend = AO_BACKEND_FIND(ao_engine, dev);
     if (backend) return backend;
     ao_error("train", "the sharding engine has no kernels for the %s backend in this build",
              ao_device_backend(dev));

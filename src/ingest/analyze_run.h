@@ -18,7 +18,7 @@
 typedef struct ao_analyze_run_opts {
     char *const *paths;
     size_t npaths;
-    const char *output_dir; /* NULL: "runs" */
+    const char *output_dir; /* NULL: "artifacts" */
     const char *run_name;   /* NULL: a fresh run id */
     ao_trace_format format; /* AO_TRACE_AUTO: detect per file */
     const char *step_regex, *comm_regex;

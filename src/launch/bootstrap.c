@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/plugin.h"
 #include "launch/internal.h"
 
 #define HEX_LEN    (2 * AO_COMM_ID_BYTES)
@@ -119,7 +120,10 @@ int ao_launch_bootstrap_id(const ao_rank_info *ri, const char *comm_backend, con
     }
     if (!comm_backend) return 0; /* nothing to share */
 #ifdef AORTA_HAVE_MPI
-    if (under_mpi_launcher()) return ao_launch_bootstrap_mpi(ri, comm_backend, id);
+    if (under_mpi_launcher()) {
+        const struct ao_launch_mpi *mpi = ao_plugin_sym("mpi", "ao_launch_mpi", 0);
+        return mpi ? mpi->bootstrap(ri, comm_backend, id) : -1;
+    }
 #else
     (void)under_mpi_launcher;
 #endif

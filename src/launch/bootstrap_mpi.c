@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "launch/internal.h"
 
-int ao_launch_bootstrap_mpi(const ao_rank_info *ri, const char *comm_backend, ao_comm_id *id)
+static int bootstrap(const ao_rank_info *ri, const char *comm_backend, ao_comm_id *id)
 {
     if (ao_mpi_ensure_init() != 0) return -1;
     char who[32];
@@ -38,3 +38,5 @@ int ao_launch_bootstrap_mpi(const ao_rank_info *ri, const char *comm_backend, ao
     memcpy(id->bytes, msg + 1, AO_COMM_ID_BYTES);
     return 0;
 }
+
+const struct ao_launch_mpi ao_launch_mpi = {.bootstrap = bootstrap};

@@ -110,8 +110,11 @@ void ao_describe_status(int status, char *buf, size_t n);
 int ao_launch_mpirun(int argc, char **argv, const ao_launch_opts *o);
 
 #ifdef AORTA_HAVE_MPI
-/* Rank 0 makes the id, MPI_Bcast gives it to the others. */
-int ao_launch_bootstrap_mpi(const ao_rank_info *ri, const char *comm_backend, ao_comm_id *id);
+/* Rank 0 makes the id, MPI_Bcast gives it to the others: bootstrap_mpi.c,
+ * in libaorta_mpi.so as ao_launch_mpi (core/plugin.h). */
+struct ao_launch_mpi {
+    int (*bootstrap)(const ao_rank_info *ri, const char *comm_backend, ao_comm_id *id);
+};
 #endif
 
 #endif

@@ -20,6 +20,7 @@ int ao_launch_ranks(int argc, char **argv, const ao_launch_req *req, ao_rank_inf
         if (nproc == 0)
             nproc =
                 strcmp(req->backend, "cpu") == 0 ? req->cpu_nproc : ao_device_count(req->backend);
+        if (nproc < 0) return AO_EXIT_FAIL; /* its plugin did not load: said */
         if (nproc < 1) {
             ao_error("--backend", "the %s backend sees no device", req->backend);
             return AO_EXIT_USAGE;
@@ -57,7 +58,8 @@ int ao_rank_open(ao_rank *r, const ao_rank_info *ri, const ao_rank_opts *o)
     /* From here on every host wait of the rank is watched. */
     ao_wait_configure(ri->rank, o->comm.timeout_s);
     r->ndevices = ao_device_count(o->backend);
-    if (r->ndevices <= 0) {
+    if (r->ndevices < 0) return AO_EXIT_FAIL; /* its plugin did not load: said */
+    if (r->ndevices == 0) {
         ao_error("--backend", "the %s backend sees no device", o->backend);
         return AO_EXIT_USAGE;
     }

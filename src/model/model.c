@@ -13,8 +13,6 @@
 #include "model/ops_ref.h"
 #include "runtime/backend_table.h"
 
-/* The backends with a model implementation. */
-static const struct ao_model_backend *const model_backends[] = AO_BACKEND_LIST(ao_model);
 _Static_assert(offsetof(struct ao_model_backend, device_backend) == 0, "backend_table.h");
 
 ao_input_shape ao_model_input_shape(const ao_model_shape *s)
@@ -215,7 +213,7 @@ ao_model *ao_model_create(ao_device *dev, const ao_model_shape *shape)
 {
     if (check_shape(shape)) return NULL;
     const char *name = ao_device_backend(dev);
-    const struct ao_model_backend *backend = AO_BACKEND_FIND(model_backends, dev);
+    const struct ao_model_backend *backend = AO_BACKEND_FIND(ao_model, dev);
     if (!backend) {
         ao_error("model", "the model has no %s implementation yet", name);
         ao_hint("the cpu backend runs the model");

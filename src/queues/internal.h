@@ -52,8 +52,15 @@ void ao_qplan_free(ao_qplan *p);
 int ao_qplan_name_index(const ao_qplan *p, const char *name);
 
 /* A kernel that keeps one block busy for `us` microseconds (the device's own
- * timer; the cpu backend spins the stream's thread). */
-void ao_qspin(ao_device *dev, ao_stream *s, double us);
+ * timer; the cpu backend spins the stream's thread): one table per device
+ * backend (runtime/backend_table.h), cuda's in libaorta_cuda.so. */
+struct ao_qspin_backend {
+    const char *device_backend;
+    void (*spin)(ao_stream *s, double us);
+};
+extern const struct ao_qspin_backend ao_qspin_cpu_backend;
+/* dev's table; NULL after an error when its backend has none. */
+const struct ao_qspin_backend *ao_qspin_for(ao_device *dev);
 
 /* ---- one stream count's results ------------------------------------------- */
 

@@ -26,6 +26,7 @@
 typedef struct qdev {
     const ao_queues_opts *o;
     ao_device *dev;
+    const struct ao_qspin_backend *spin;
     int cpu;
     ao_dtype dt;
     ao_stream *streams[AO_QUEUES_MAX_STREAMS];
@@ -124,7 +125,7 @@ static void enqueue(qdev *q, const ao_qplan *p, const buffers *bf, const ao_qpla
         break;
     }
     case AO_Q_SPIN:
-        ao_qspin(q->dev, s, op->spin_us);
+        q->spin->spin(s, op->spin_us);
         break;
     case AO_Q_COPY:
         ao_copy_async(q->dev, bf->dst[op->stream], op->copy == AO_H2D ? bf->hsrc : bf->dsrc,
@@ -387,7 +388,8 @@ int ao_queues_run(const ao_queues_opts *o)
     FILE *out = ri.rank == 0 ? stdout : fopen("/dev/null", "w");
     if (!out) out = stdout;
     ao_qrun run = {.o = o};
-    qdev q = {.o = o, .dev = rank.dev};
+    qdev q = {.o = o, .dev = rank.dev, .spin = ao_qspin_for(rank.dev)};
+    if (!q.spin) rc = AO_EXIT_FAIL;
     ao_qenv_effective(o->env_user_mask, &run.env);
     const ao_device_info info = rank.info;
     q.cpu = strcmp(info.backend, "cpu") == 0;

@@ -4,11 +4,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/error.h"
 #include "queues/internal.h"
-
-#ifdef AORTA_HAVE_CUDA
-void ao_qspin_cuda(ao_stream *s, double us);
-#endif
+#include "runtime/backend_table.h"
 
 static double now_us(void)
 {
@@ -26,15 +24,16 @@ static void spin_host(void *arg)
     }
 }
 
-void ao_qspin(ao_device *dev, ao_stream *s, double us)
+static void spin_cpu(ao_stream *s, double us)
 {
-#ifdef AORTA_HAVE_CUDA
-    if (strcmp(ao_device_backend(dev), "cuda") == 0) {
-        ao_qspin_cuda(s, us);
-        return;
-    }
-#else
-    (void)dev;
-#endif
     ao_launch_host(s, spin_host, &us, sizeof us);
+}
+
+const struct ao_qspin_backend ao_qspin_cpu_backend = {.device_backend = "cpu", .spin = spin_cpu};
+
+const struct ao_qspin_backend *ao_qspin_for(ao_device *dev)
+{
+    const struct ao_qspin_backend *b = AO_BACKEND_FIND(ao_qspin, dev);
+    if (!b) ao_error("queues", "no spin kernel for the %s backend", ao_device_backend(dev));
+    return b;
 }

@@ -1,7 +1,8 @@
 /* The report's charts, drawn with cairo as PNG and SVG (same drawing code
  * for both surfaces). Each function writes {dir}/{name}.png and
  * {dir}/{name}.svg and returns 0, or AO_EXIT_FAIL after printing why.
- * Built only with cairo (AORTA_HAVE_CAIRO).
+ * Built only with cairo (AORTA_HAVE_CAIRO), into libaorta_cairo.so: report.c
+ * reaches them through ao_report_charts_cairo (core/plugin.h).
  *
  * Every chart has axis labels with units, "nice" tick values (1, 2, 5 x 10^k),
  * a legend outside the plot area, and text placed after measuring its extents
@@ -46,8 +47,13 @@ size_t ao_streams_shaded(const ao_iter_record *r, ao_ival **out);
 int ao_chart_overlap_breakdown(const char *dir, const ao_summary *sums, size_t n);
 
 /* comparison_{candidate}: per metric, the candidate's change relative to the reference
- * (percent) with the bootstrap CI as whiskers, coloured by verdict. */
+ * (percent) with the bootstrap CI as whiskers, coloured by verdict; the axis
+ * clipped at ao_comparison_cap, a row beyond cut with an arrow and its
+ * change written. */
 int ao_chart_comparison(const char *dir, const ao_comparison *c);
+/* The comparison axis' reach (percent) for rows whose CIs are [lo[i], hi[i]]:
+ * 4 x the median row's farthest end from zero, 10 at least; INFINITY for none. */
+double ao_comparison_cap(const double *lo, const double *hi, size_t n);
 
 /* configs_{metric}: one metric across configs (the matrix's column), one
  * horizontal bar per config from the metric's natural zero: its median with
@@ -55,5 +61,14 @@ int ao_chart_comparison(const char *dir, const ao_comparison *c);
  * value dashed through every row; the axis clipped like the time-per-step
  * chart's (ao_timeline_cap), a config beyond it cut with an arrow head. */
 int ao_chart_configs(const char *dir, size_t metric, const ao_config_value *v, size_t n);
+
+/* The charts report.c draws, as libaorta_cairo.so exports them. */
+struct ao_report_charts {
+    int (*timeline)(const char *dir, const char *label, const ao_run_data *runs, size_t nruns);
+    int (*streams)(const char *dir, const char *label, const ao_run_data *runs, size_t nruns);
+    int (*overlap_breakdown)(const char *dir, const ao_summary *sums, size_t n);
+    int (*comparison)(const char *dir, const ao_comparison *c);
+    int (*configs)(const char *dir, size_t metric, const ao_config_value *v, size_t n);
+};
 
 #endif

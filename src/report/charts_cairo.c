@@ -78,7 +78,7 @@ static void draw_timeline(cairo_t *cr, double w, double h, const void *ctx)
     leg[4] = (ao_legend_item){"bold: median of ranks", AO_C_TEXT, 0};
     leg[5] = (ao_legend_item){"thin: one rank", C_IDLE, 0};
     ao_frame f;
-    ao_nice_axis(xlo, xhi, 8, &f.ax);
+    ao_int_axis(xlo, xhi, 8, &f.ax); /* steps: 2, 3, 4, never 2.2 */
     ao_nice_axis(0, fmin(ymax, cap), 6, &f.ay);
     size_t nout = 0;
     for (size_t i = 0; i < ny; i++) nout += ys[i] > f.ay.hi;
@@ -529,16 +529,53 @@ static ao_rgb verdict_color(ao_verdict v)
                                        : C_IDLE;
 }
 
+/* A metric whose reference is near zero can change by 900x and flatten
+ * every other row: the axis stops at CMP_CAP_FACTOR x the median row's
+ * reach (the end of its CI farthest from zero), 10 % at least; a row beyond
+ * is cut at the edge with an arrow head and its change written there. */
+#define CMP_CAP_FACTOR 4.0
+
+double ao_comparison_cap(const double *lo, const double *hi, size_t n)
+{
+    if (n == 0) return INFINITY;
+    double *reach = ao_malloc(n * sizeof *reach);
+    for (size_t i = 0; i < n; i++) reach[i] = fmax(fabs(lo[i]), fabs(hi[i]));
+    double cap = fmax(10, CMP_CAP_FACTOR * ao_stats_percentile(reach, n, 50));
+    free(reach);
+    return cap;
+}
+
+/* An arrow head at the plot's edge x pointing outward (dir +1 right, -1 left). */
+static void edge_arrow(cairo_t *cr, double x, double yc, int dir)
+{
+    cairo_move_to(cr, x, yc);
+    cairo_line_to(cr, x - dir * 9, yc - 6);
+    cairo_line_to(cr, x - dir * 9, yc + 6);
+    cairo_close_path(cr);
+    cairo_fill(cr);
+}
+
 static void draw_comparison(cairo_t *cr, double w, double h, const void *vctx)
 {
     const cmp_ctx *cc = vctx;
     double lo = 0, hi = 0, lw = 0, vw = 0;
+    double *los = ao_malloc((cc->n + 1) * sizeof *los), *his = ao_malloc((cc->n + 1) * sizeof *his);
+    for (size_t i = 0; i < cc->n; i++) {
+        los[i] = cc->rows[i].lo;
+        his[i] = cc->rows[i].hi;
+    }
+    double cap = ao_comparison_cap(los, his, cc->n);
+    free(los);
+    free(his);
+    size_t nout = 0;
     ao_font(cr, AO_FONT_SIZE, 0);
     for (size_t i = 0; i < cc->n; i++) {
-        lo = fmin(lo, cc->rows[i].lo);
-        hi = fmax(hi, cc->rows[i].hi);
-        lw = fmax(lw, ao_text_width(cr, cc->rows[i].name));
-        vw = fmax(vw, ao_text_width(cr, ao_verdict_name(cc->rows[i].v)));
+        const cmp_row *r = &cc->rows[i];
+        nout += r->lo < -cap || r->hi > cap;
+        lo = fmin(lo, fmax(r->lo, -cap));
+        hi = fmax(hi, fmin(r->hi, cap));
+        lw = fmax(lw, ao_text_width(cr, r->name));
+        vw = fmax(vw, ao_text_width(cr, ao_verdict_name(r->v)));
     }
     ao_legend_item leg[4] = {{"better", verdict_color(AO_VERDICT_BETTER), 1},
                              {"worse", verdict_color(AO_VERDICT_WORSE), 1},
@@ -554,7 +591,12 @@ static void draw_comparison(cairo_t *cr, double w, double h, const void *vctx)
     char title[400];
     snprintf(title, sizeof title, "%s vs %s (reference): change of the median, 95%% CI",
              cc->c->candidate, cc->c->reference);
-    ao_draw_title(cr, w, title, NULL);
+    char note[160];
+    snprintf(note, sizeof note,
+             "axis clipped at %.0f %% .. %.0f %%: %zu metric(s) beyond, cut with an arrow and "
+             "their change written",
+             f.ax.lo, f.ax.hi, nout);
+    ao_draw_title(cr, w, title, nout ? note : NULL);
     ao_draw_axes(cr, &f, "change vs reference (%)", NULL, 0);
     ao_set_rgb(cr, AO_C_TEXT, 1);
     cairo_set_line_width(cr, 1.2);
@@ -565,18 +607,30 @@ static void draw_comparison(cairo_t *cr, double w, double h, const void *vctx)
     for (size_t i = 0; i < cc->n; i++) {
         const cmp_row *r = &cc->rows[i];
         double yc = f.y0 + row * ((double)i + 0.5);
+        double rlo = fmax(r->lo, f.ax.lo), rhi = fmin(r->hi, f.ax.hi);
         ao_set_rgb(cr, verdict_color(r->v), 1);
         cairo_set_line_width(cr, 2);
-        cairo_move_to(cr, ao_px(&f, r->lo), yc);
-        cairo_line_to(cr, ao_px(&f, r->hi), yc);
-        for (int e = 0; e < 2; e++) {
-            double x = ao_px(&f, e ? r->hi : r->lo);
+        cairo_move_to(cr, ao_px(&f, rlo), yc);
+        cairo_line_to(cr, ao_px(&f, rhi), yc);
+        for (int e = 0; e < 2; e++) { /* whiskers, where the CI ends inside the axis */
+            double v = e ? r->hi : r->lo, x = ao_px(&f, e ? rhi : rlo);
+            if (v < f.ax.lo || v > f.ax.hi) continue;
             cairo_move_to(cr, x, yc - 5);
             cairo_line_to(cr, x, yc + 5);
         }
         cairo_stroke(cr);
-        cairo_arc(cr, ao_px(&f, r->pct), yc, 4.5, 0, 2 * M_PI);
-        cairo_fill(cr);
+        if (r->hi > f.ax.hi) edge_arrow(cr, f.x1, yc, 1);
+        if (r->lo < f.ax.lo) edge_arrow(cr, f.x0, yc, -1);
+        if (r->pct >= f.ax.lo && r->pct <= f.ax.hi) {
+            cairo_arc(cr, ao_px(&f, r->pct), yc, 4.5, 0, 2 * M_PI);
+            cairo_fill(cr);
+        }
+        if (r->lo < f.ax.lo || r->hi > f.ax.hi) {
+            char pct[48];
+            snprintf(pct, sizeof pct, "%+.4g %%", r->pct);
+            int right = r->hi > f.ax.hi;
+            ao_text_at(cr, right ? f.x1 - 14 : f.x0 + 14, yc - 9, right ? 1 : 0, pct);
+        }
         ao_set_rgb(cr, AO_C_TEXT, 1);
         ao_font(cr, AO_FONT_SIZE, 0);
         ao_text_at(cr, f.x0 - 6, yc, 1, r->name);
@@ -727,3 +781,11 @@ int ao_chart_configs(const char *dir, size_t metric, const ao_config_value *v, s
     free(name);
     return rc;
 }
+
+const struct ao_report_charts ao_report_charts_cairo = {
+    .timeline = ao_chart_timeline,
+    .streams = ao_chart_streams,
+    .overlap_breakdown = ao_chart_overlap_breakdown,
+    .comparison = ao_chart_comparison,
+    .configs = ao_chart_configs,
+};

@@ -82,7 +82,7 @@ static const char css[] =
     "h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}"
     "table{border-collapse:collapse;margin:.6em 0;font-size:.92em}"
     "th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right}"
-    "th{background:#f3f3f3}td.k,th.k{text-align:left}"
+    "th{background:#f3f3f3}td.k,th.k{text-align:left}td.k{overflow-wrap:anywhere}"
     ".better{color:#1d6b2c;font-weight:600}.worse{color:#b3261e;font-weight:600}"
     ".same{color:#666}.note{color:#666;font-size:.9em}"
     ".flag{border-left:4px solid #c77c00;background:#fff6e5;padding:.4em .8em}"
@@ -186,6 +186,19 @@ void ao_html_figure(ao_hbuf *b, const ao_html_page *p, const char *name, const c
 static const char *verdict_class(ao_verdict v)
 {
     return v == AO_VERDICT_BETTER ? "better" : v == AO_VERDICT_WORSE ? "worse" : "same";
+}
+
+/* ---- 0. at a glance ------------------------------------------------------------ */
+
+/* The page's charts of every label at once (the median step's overlap
+ * breakdown): the answer in one picture, on the first screen. */
+static void glance_section(ao_hbuf *b, const ao_html_page *p)
+{
+    if (p->ncharts == 0) return;
+    ao_hputs(b, "<section id=\"glance\"><h2>At a glance</h2>\n");
+    for (size_t i = 0; i < p->ncharts; i++)
+        ao_html_figure(b, p, p->charts[i].name, p->charts[i].caption);
+    ao_hputs(b, "</section>\n");
 }
 
 /* ---- 1. findings --------------------------------------------------------------- */
@@ -497,6 +510,7 @@ int ao_html_write(const char *path, const ao_html_page *p)
     ao_hputs(&b, css);
     ao_hputs(&b, "</style></head><body>\n");
     header(&b, p);
+    glance_section(&b, p);
     findings_section(&b, p);
     verdicts_section(&b, p);
     timeline_section(&b, p);

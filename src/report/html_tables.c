@@ -163,8 +163,12 @@ static void kernel_table(ao_hbuf *b, size_t idx, size_t i, int rank, const ao_to
                "<tbody>\n",
                idx, i, rank);
     for (size_t j = 0; j < n; j++) {
-        ao_hputs(b, "<tr><td class=\"k\">");
+        char shown[160]; /* the function's name; the whole signature on hover */
+        ao_kernel_short_name(k[j].name, shown, sizeof shown);
+        ao_hputs(b, "<tr><td class=\"k\" title=\"");
         ao_hesc(b, k[j].name);
+        ao_hputs(b, "\">");
+        ao_hesc(b, shown);
         ao_hprintf(b, "</td><td class=\"k\">%s</td><td>%zu</td>",
                    ao_op_class_name((ao_op_class)k[j].cls), k[j].count);
         cell(b, k[j].total_us / 1000);
@@ -326,8 +330,6 @@ void ao_html_tables(ao_hbuf *b, const ao_html_page *p)
                        "thin lines are ranks, bold the median over ranks.");
         free(name);
     }
-    for (size_t i = 0; i < p->ncharts; i++)
-        ao_html_figure(b, p, p->charts[i].name, p->charts[i].caption);
     ao_hputs(b, "<p class=\"note\">All statistics and every table are in "
                 "<a href=\"summary.json\"><code>summary.json</code></a>.</p>\n</section>\n");
 }
@@ -367,6 +369,89 @@ static void env_text(const ao_run_data *r, const char *path, char *out, size_t n
     }
     ao_json_value_text(v, out, n);
     free(dup);
+}
+
+/* The environment rows, from run.json as each source writes it: aorta train
+ * and attach under "versions" in their words; aorta analyze the profiler's
+ * own fields (a Kineto trace's cuda_runtime_version 13000, nccl_version),
+ * and its "host" is the machine that analysed, not the job's. */
+enum {
+    ENV_HOST,
+    ENV_DEVICE,
+    ENV_BACKEND,
+    ENV_RUNTIME,
+    ENV_DRIVER,
+    ENV_COMM,
+    ENV_SOURCE,
+    ENV_AORTA,
+    ENV_WORLD,
+    ENV_ROWS
+};
+static const char *const env_rows[ENV_ROWS] = {"host",           "device", "backend",
+                                               "device runtime", "driver", "communication",
+                                               "recorded by",    "aorta",  "world size"};
+
+/* "13000" (CUDA's integer version) as "13.0"; anything else as it is. */
+static void cuda_version(char *v, size_t n)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (v[0] && !*end && x >= 1000) snprintf(v, n, "%ld.%ld", x / 1000, x % 1000 / 10);
+}
+
+static void env_row(const ao_run_data *r, int row, char *v, size_t n)
+{
+    char cmd[32], src[64];
+    env_text(r, "command", cmd, sizeof cmd);
+    env_text(r, "versions/source_format", src, sizeof src);
+    int analyzed = strcmp(cmd, "analyze") == 0;
+    v[0] = '\0';
+    switch (row) {
+    case ENV_HOST:
+        if (!analyzed)
+            env_text(r, "host", v, n);
+        else
+            snprintf(v, n, "(not in the traces)");
+        break;
+    case ENV_DEVICE:
+        env_text(r, "devices/name", v, n);
+        break;
+    case ENV_BACKEND:
+        env_text(r, "versions/device_backend", v, n);
+        if (!v[0]) {
+            env_text(r, "versions/cuda_runtime_version", v, n);
+            if (v[0]) snprintf(v, n, "cuda");
+        }
+        break;
+    case ENV_RUNTIME:
+        env_text(r, "versions/device_runtime", v, n);
+        if (!v[0]) env_text(r, "versions/cuda_runtime_version", v, n), cuda_version(v, n);
+        break;
+    case ENV_DRIVER:
+        env_text(r, "versions/driver", v, n);
+        if (!v[0]) env_text(r, "versions/cuda_driver_version", v, n), cuda_version(v, n);
+        break;
+    case ENV_COMM:
+        env_text(r, "versions/comm", v, n);
+        if (!v[0]) {
+            char nccl[64];
+            env_text(r, "versions/nccl_version", nccl, sizeof nccl);
+            if (nccl[0]) snprintf(v, n, "NCCL %s", nccl);
+        }
+        break;
+    case ENV_SOURCE:
+        if (analyzed)
+            snprintf(v, n, "aorta analyze of %s traces", src[0] ? src : "profiler");
+        else
+            snprintf(v, n, "aorta %s", cmd[0] ? cmd : "(unknown command)");
+        break;
+    case ENV_AORTA:
+        env_text(r, "versions/aorta", v, n);
+        break;
+    case ENV_WORLD:
+        env_text(r, "world_size", v, n);
+        break;
+    }
 }
 
 void ao_html_settings(ao_hbuf *b, const ao_html_page *p)
@@ -409,26 +494,17 @@ void ao_html_settings(ao_hbuf *b, const ao_html_page *p)
     if (!shown)
         ao_hprintf(b, "<tr><td class=\"k\" colspan=\"%zu\">no setting differs</td></tr>\n",
                    p->nlabels + 1);
-    static const char *const env[][2] = {
-        {"host", "host"},
-        {"device", "devices/name"},
-        {"backend", "versions/device_backend"},
-        {"device runtime", "versions/device_runtime"},
-        {"driver", "versions/driver"},
-        {"communication", "versions/comm"},
-        {"aorta", "versions/aorta"},
-        {"world size", "world_size"},
-    };
-    ao_hprintf(b, "<tr><th class=\"k\" colspan=\"%zu\">environment</th></tr>\n", p->nlabels + 1);
+    ao_hprintf(b, "<tr><th class=\"k\" colspan=\"%zu\">environment of the job</th></tr>\n",
+               p->nlabels + 1);
     char v[256];
-    for (size_t e = 0; e < sizeof env / sizeof env[0]; e++) {
+    for (int e = 0; e < ENV_ROWS; e++) {
         ao_hputs(b, "<tr><td class=\"k\">");
-        ao_hesc(b, env[e][0]);
+        ao_hesc(b, env_rows[e]);
         ao_hputs(b, "</td>");
         for (size_t j = 0; j < p->nlabels; j++) {
-            env_text(&p->labels[j].runs[0], env[e][1], v, sizeof v);
+            env_row(&p->labels[j].runs[0], e, v, sizeof v);
             ao_hputs(b, "<td class=\"k\">");
-            ao_hesc(b, v[0] ? v : "(unknown)");
+            ao_hesc(b, v[0] ? v : "(not recorded)");
             ao_hputs(b, "</td>");
         }
         ao_hputs(b, "</tr>\n");

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/plugin.h"
 #include "core/text.h"
 #include "diagnose/diagnose.h"
 #include "runs/compare.h"
@@ -112,6 +113,18 @@ static void print_verdicts(FILE *out, const ao_comparison *c)
                 c->diffs[i].candidate ? c->diffs[i].candidate : "(not set)");
 }
 
+#if AORTA_HAVE_CAIRO
+/* The charts' plugin; without it the page says each chart is not available,
+ * after one warning naming the library. */
+static const struct ao_report_charts *chart_plugin(void)
+{
+    const struct ao_report_charts *ch = ao_plugin_sym("cairo", "ao_report_charts_cairo", 1);
+    if (!ch)
+        ao_warn("report: no charts: cannot load libaorta_cairo.so: %s", ao_plugin_why("cairo"));
+    return ch;
+}
+#endif
+
 static int draw_charts(const ao_report_opts *o, const label_runs *lr, const ao_summary *sums,
                        const ao_comparison *cmps, size_t ncmps, ao_html_chart *charts,
                        size_t *ncharts)
@@ -123,13 +136,13 @@ static int draw_charts(const ao_report_opts *o, const label_runs *lr, const ao_s
                              "compute alone, idle time and the rest; the parts add up to the "
                              "median step."};
 #if AORTA_HAVE_CAIRO
-    for (size_t i = 0; i < o->nlabels && o->charts && rc == 0; i++) {
-        rc = ao_chart_timeline(o->output, o->labels[i], lr[i].runs, lr[i].n);
-        if (rc == 0) rc = ao_chart_streams(o->output, o->labels[i], lr[i].runs, lr[i].n);
+    const struct ao_report_charts *ch = o->charts ? chart_plugin() : NULL;
+    for (size_t i = 0; i < o->nlabels && ch && rc == 0; i++) {
+        rc = ch->timeline(o->output, o->labels[i], lr[i].runs, lr[i].n);
+        if (rc == 0) rc = ch->streams(o->output, o->labels[i], lr[i].runs, lr[i].n);
     }
-    if (o->charts && rc == 0) rc = ao_chart_overlap_breakdown(o->output, sums, o->nlabels);
-    for (size_t c = 0; c < ncmps && o->charts && rc == 0; c++)
-        rc = ao_chart_comparison(o->output, &cmps[c]);
+    if (ch && rc == 0) rc = ch->overlap_breakdown(o->output, sums, o->nlabels);
+    for (size_t c = 0; c < ncmps && ch && rc == 0; c++) rc = ch->comparison(o->output, &cmps[c]);
 #else
     (void)lr;
     (void)sums;
@@ -163,7 +176,9 @@ static int configs_charts(const ao_report_opts *o, const label_runs *lr, int ref
         rc = ao_config_values_write_csv(path, v, n);
         free(path);
 #if AORTA_HAVE_CAIRO
-        if (rc == 0 && o->charts) rc = ao_chart_configs(o->output, m, v, n);
+        const struct ao_report_charts *ch =
+            rc == 0 && o->charts ? ao_plugin_sym("cairo", "ao_report_charts_cairo", 1) : NULL;
+        if (ch) rc = ch->configs(o->output, m, v, n);
 #endif
     }
     free(runs);

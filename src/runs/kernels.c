@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,4 +104,65 @@ void ao_kernel_table_gen(ao_json_writer *w, const char *key, int rank, const ao_
     }
     ao_jw_aclose(w);
     ao_jw_close(w);
+}
+
+/* The index of the '(' that opens the parameter list: the first at template
+ * depth 0 that is not "(anonymous namespace)"; len when there is none. */
+static size_t params_at(const char *s, size_t len)
+{
+    static const char anon[] = "(anonymous namespace)";
+    int depth = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '<')
+            depth++;
+        else if (s[i] == '>' && depth > 0)
+            depth--;
+        else if (s[i] == '(' && depth == 0) {
+            if (strncmp(s + i, anon, sizeof anon - 1) == 0)
+                i += sizeof anon - 2;
+            else
+                return i;
+        }
+    }
+    return len;
+}
+
+void ao_kernel_short_name(const char *full, char *out, size_t n)
+{
+    if (n == 0) return;
+    size_t len = strlen(full), end = params_at(full, len), start = 0;
+    if (end == len) { /* no signature ("memcpy HtoD", a plain or mangled name) */
+        snprintf(out, n, "%s", full);
+        return;
+    }
+    /* the name is what follows the last space and "::" at depth 0 */
+    int depth = 0;
+    for (size_t i = 0; i < end; i++) {
+        if (full[i] == '<')
+            depth++;
+        else if (full[i] == '>' && depth > 0)
+            depth--;
+        else if (depth == 0 && full[i] == ' ')
+            start = i + 1;
+        else if (depth == 0 && full[i] == ':' && full[i + 1] == ':')
+            start = i + 2;
+        else if (depth == 0 && full[i] == ')')
+            start = i + 1; /* after (anonymous namespace) */
+    }
+    if (start >= end) start = 0; /* nothing left: from the start */
+    size_t o = 0;
+    depth = 0;
+    for (size_t i = start; i < end && o + 6 <= n; i++) { /* room for "<…>" and the NUL */
+        if (full[i] == '<') {
+            if (depth++ == 0) {
+                memcpy(out + o, "<\u2026>", 5); /* <…> */
+                o += 5;
+            }
+        } else if (full[i] == '>' && depth > 0) {
+            depth--;
+        } else if (depth == 0) {
+            out[o++] = full[i];
+        }
+    }
+    out[o] = '\0';
 }

@@ -49,4 +49,12 @@ void ao_kernel_table_free(ao_kernel_table *t);
  * max_us). */
 void ao_kernel_table_gen(ao_json_writer *w, const char *key, int rank, const ao_kernel_table *t);
 
+/* A kernel's name as a person reads it: the function's own name, with its
+ * namespaces, return type, parameters and template arguments left out
+ * ("void at::native::reduce_kernel<128, 4, ...>(...)" -> "reduce_kernel<…>",
+ * "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)" ->
+ * "ncclDevKernel_AllGather_RING_LL"); a plain or mangled name as it is.
+ * Into out (n bytes, truncated). */
+void ao_kernel_short_name(const char *full, char *out, size_t n);
+
 #endif

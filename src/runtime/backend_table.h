@@ -2,34 +2,24 @@
  * loader's device generator) picks its implementation for a device: one
  * table of functions per device backend, `struct ao_X_backend`, whose FIRST
  * member is `const char *device_backend` (the ao_device_backend() name it
- * serves), and one list of the tables in a build:
+ * serves), named `ao_X_<backend>_backend`:
  *
- *     static const struct ao_X_backend *const X_backends[] = AO_BACKEND_LIST(ao_X);
- *     const struct ao_X_backend *b = AO_BACKEND_FIND(X_backends, dev);
+ *     const struct ao_X_backend *b = AO_BACKEND_FIND(ao_X, dev);
  *
- * AO_BACKEND_LIST names the tables ao_X_cpu_backend and, in CUDA builds,
- * ao_X_cuda_backend, so a new device backend is added here once and gives
- * each layer a table named the same way. A layer without a table for the
- * device gets NULL and says so in its own words. */
+ * The cpu table is linked in; the GPU backend's tables are in its plugin,
+ * libaorta_<backend>.so (core/plugin.h: cuda, or hip for AMD), under their
+ * CUDA names, ao_X_cuda_backend, whichever vendor they were compiled for. A layer without
+ * a table for the device gets NULL and says so in its own words. */
 #ifndef AORTA_RUNTIME_BACKEND_TABLE_H
 #define AORTA_RUNTIME_BACKEND_TABLE_H
 
-#include <stddef.h>
-
 #include "runtime/device.h"
 
-/* clang-format off */
-#ifdef AORTA_HAVE_CUDA
-#define AO_BACKEND_LIST(prefix) {&prefix##_cpu_backend, &prefix##_cuda_backend}
-#else
-#define AO_BACKEND_LIST(prefix) {&prefix##_cpu_backend}
-#endif
-/* clang-format on */
+/* cpu_table when dev is a cpu device, else the object "<prefix>_cuda_backend"
+ * of dev's backend's plugin when it serves dev's backend, or NULL. */
+const void *ao_backend_find(const void *cpu_table, const char *prefix, ao_device *dev);
 
-/* The table in tables[0..n) whose device_backend is dev's backend, or NULL. */
-const void *ao_backend_find(const void *const *tables, size_t n, ao_device *dev);
-
-#define AO_BACKEND_FIND(tables, dev)                                                               \
-    ao_backend_find((const void *const *)(tables), sizeof(tables) / sizeof((tables)[0]), (dev))
+#define AO_BACKEND_FIND(prefix, dev)                                                               \
+    ((const struct prefix##_backend *)ao_backend_find(&prefix##_cpu_backend, #prefix, (dev)))
 
 #endif

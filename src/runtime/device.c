@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "core/error.h"
+#include "core/plugin.h"
 #include "runtime/device.h"
 
 /* ---- dtypes -------------------------------------------------------------- */
@@ -66,13 +67,23 @@ int ao_dtype_parse(const char *s, ao_dtype *out)
 
 /* ---- backends ------------------------------------------------------------ */
 
-static const struct ao_device_ops *const backends[] = {
-#ifdef AORTA_HAVE_CUDA
-    &ao_cuda_device_ops,
+/* The backends of this build, GPUs first. A GPU backend's ops are in its
+ * plugin, libaorta_<name>.so (core/plugin.h), loaded when first asked for,
+ * so commands that never open a device never load a GPU runtime. */
+static const char *const backends[] = {
+#ifdef AO_GPU_PLUGIN
+    AO_GPU_PLUGIN,
 #endif
-    &ao_cpu_device_ops,
+    "cpu",
 };
 enum { NBACKENDS = sizeof backends / sizeof backends[0] };
+
+/* quiet: a probe (auto, --version), which says nothing when it cannot load */
+static const struct ao_device_ops *backend_ops(const char *name, int quiet)
+{
+    if (strcmp(name, ao_cpu_device_ops.name) == 0) return &ao_cpu_device_ops;
+    return ao_plugin_sym(name, "ao_cuda_device_ops", quiet); /* the GPU plugin's (plugin.h) */
+}
 
 int ao_device_backend_count(void)
 {
@@ -81,36 +92,62 @@ int ao_device_backend_count(void)
 
 const char *ao_device_backend_name(int i)
 {
-    return i >= 0 && i < NBACKENDS ? backends[i]->name : NULL;
+    return i >= 0 && i < NBACKENDS ? backends[i] : NULL;
 }
 
 void ao_device_backend_version(int i, char *buf, size_t n)
 {
     if (n == 0) return;
     buf[0] = '\0';
-    if (i >= 0 && i < NBACKENDS) backends[i]->version(buf, n);
+    if (i < 0 || i >= NBACKENDS) return;
+    const struct ao_device_ops *ops = backend_ops(backends[i], 1);
+    if (ops)
+        ops->version(buf, n);
+    else
+        snprintf(buf, n, "cannot load: %s", ao_plugin_why(backends[i]));
 }
 
-static const struct ao_device_ops *find_backend(const char *name)
+static int known_backend(const char *name)
 {
     for (int i = 0; i < NBACKENDS; i++)
-        if (strcmp(backends[i]->name, name) == 0) return backends[i];
-    return NULL;
+        if (strcmp(backends[i], name) == 0) return 1;
+    return 0;
 }
 
 const char *ao_device_best_backend(void)
 {
-    /* The list puts GPU backends first; the cpu backend always has a device. */
-    for (int i = 0; i < NBACKENDS; i++)
-        if (backends[i]->count() > 0) return backends[i]->name;
+    for (int i = 0; i < NBACKENDS; i++) {
+        const struct ao_device_ops *ops = backend_ops(backends[i], 1);
+        if (ops && ops->count() > 0) return backends[i];
+    }
     return ao_cpu_device_ops.name;
+}
+
+void ao_device_why_no_gpu(char *buf, size_t n)
+{
+    if (n == 0) return;
+    buf[0] = '\0';
+    for (int i = 0; i < NBACKENDS; i++) {
+        if (strcmp(backends[i], ao_cpu_device_ops.name) == 0) continue;
+        size_t used = strlen(buf);
+        if (used) used += (size_t)snprintf(buf + used, n - used, "; ");
+        if (used >= n) return;
+        const struct ao_device_ops *ops = backend_ops(backends[i], 1);
+        if (!ops)
+            snprintf(buf + used, n - used, "the %s backend cannot load (%s)", backends[i],
+                     ao_plugin_why(backends[i]));
+        else if (ops->count() <= 0)
+            snprintf(buf + used, n - used, "the %s runtime sees no device", backends[i]);
+    }
+    if (!buf[0]) snprintf(buf, n, "this aorta was built without a GPU backend");
 }
 
 int ao_device_count(const char *backend)
 {
     if (strcmp(backend, "auto") == 0) backend = ao_device_best_backend();
-    const struct ao_device_ops *ops = find_backend(backend);
-    return ops ? ops->count() : 0;
+    if (!known_backend(backend)) return 0;
+    const struct ao_device_ops *ops = backend_ops(backend, 0);
+    return ops ? ops->count() : -1;
 }
 
 static void list_backends(char *buf, size_t n)
@@ -118,21 +155,21 @@ static void list_backends(char *buf, size_t n)
     size_t used = 0;
     buf[0] = '\0';
     for (int i = 0; i < NBACKENDS && used < n; i++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", backends[i]->name);
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", backends[i]);
 }
 
 ao_device *ao_device_open(const char *backend, int ordinal)
 {
     if (strcmp(backend, "auto") == 0) backend = ao_device_best_backend();
-    const struct ao_device_ops *ops = find_backend(backend);
-    if (!ops) {
+    if (!known_backend(backend)) {
         char names[128];
         list_backends(names, sizeof names);
         ao_error("device backend", "\"%s\" is not built into this binary (available: auto, %s)",
                  backend, names);
         return NULL;
     }
-    return ops->open(ordinal);
+    const struct ao_device_ops *ops = backend_ops(backend, 0);
+    return ops ? ops->open(ordinal) : NULL;
 }
 
 /* ---- dispatch ------------------------------------------------------------ */

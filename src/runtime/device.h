@@ -72,10 +72,15 @@ const char *ao_device_backend_name(int i);
 void ao_device_backend_version(int i, char *buf, size_t n);
 
 /* How many devices `backend` sees (0 when its runtime or driver is absent;
- * the cpu backend always reports 1). "auto" picks cuda/hip when it sees a
- * device, else cpu, and writes the choice to *chosen when non-NULL. */
+ * the cpu backend always reports 1); -1 after one error line when its
+ * plugin cannot be loaded. "auto" picks cuda/hip when it sees a
+ * device, else cpu (ao_device_best_backend). */
 int ao_device_count(const char *backend);
 const char *ao_device_best_backend(void);
+/* Why ao_device_best_backend found no GPU, in words for an error line:
+ * "the cuda backend cannot load (WHY)", "the cuda runtime sees no device"
+ * or "this aorta was built without a GPU backend". */
+void ao_device_why_no_gpu(char *buf, size_t n);
 
 /* Open device `ordinal` of `backend` for this process. Returns NULL after
  * printing why (unknown backend, no such device). */
@@ -278,7 +283,7 @@ struct ao_device_base {
 
 extern const struct ao_device_ops ao_cpu_device_ops;
 #ifdef AORTA_HAVE_CUDA
-extern const struct ao_device_ops ao_cuda_device_ops;
+extern const struct ao_device_ops ao_cuda_device_ops; /* in libaorta_cuda.so */
 #endif
 
 #endif

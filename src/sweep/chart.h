@@ -1,4 +1,5 @@
-/* The sweep's chart of its metric (built only with cairo, AORTA_HAVE_CAIRO).
+/* The sweep's chart of its metric (built only with cairo, AORTA_HAVE_CAIRO,
+ * into libaorta_cairo.so: run.c reaches it through ao_sweep_chart_cairo).
  *
  * Given every result row's dimension values (axes, variables, coll's size)
  * and metric value, the chart keeps the dimensions that vary: one varying
@@ -20,5 +21,10 @@ typedef struct ao_sweep_chart_data {
 /* Write the chart as PNG and SVG. 0; 1 when nothing varies or no value is
  * finite (no chart, nothing printed); -1 after printing an I/O error. */
 int ao_sweep_chart_write(const ao_sweep_chart_data *d, const char *png, const char *svg);
+
+/* ao_sweep_chart_write as libaorta_cairo.so exports it. */
+struct ao_sweep_chart {
+    int (*write)(const ao_sweep_chart_data *d, const char *png, const char *svg);
+};
 
 #endif

@@ -258,3 +258,5 @@ int ao_sweep_chart_write(const ao_sweep_chart_data *d, const char *png, const ch
     free_layout(&L);
     return rc;
 }
+
+const struct ao_sweep_chart ao_sweep_chart_cairo = {.write = ao_sweep_chart_write};

@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "core/plugin.h"
 #include "core/rundir.h"
 #include "launch/env.h"
 #include "sweep/chart.h"
@@ -757,7 +758,12 @@ static void chart(results *r, const ao_sweep_run_opts *o, const char *chart_dir,
     char *svg = first ? ao_asprintf("%s/%s.svg", chart_dir, stem)
                       : ao_asprintf("%s/%s_%s.svg", chart_dir, stem, metric);
 #ifdef AORTA_HAVE_CAIRO
-    if (ao_sweep_chart_write(&d, png, svg) == 0) fprintf(stderr, "sweep: chart %s, %s\n", png, svg);
+    const struct ao_sweep_chart *ch = ao_plugin_sym("cairo", "ao_sweep_chart_cairo", 1);
+    if (!ch)
+        ao_warn("sweep: no chart %s: cannot load libaorta_cairo.so: %s", png,
+                ao_plugin_why("cairo"));
+    else if (ch->write(&d, png, svg) == 0)
+        fprintf(stderr, "sweep: chart %s, %s\n", png, svg);
 #else
     ao_debug("sweep: no chart %s: this aorta was built without cairo", png);
 #endif
@@ -816,7 +822,8 @@ int ao_sweep_run(const ao_sweep_plan *p, const ao_sweep_run_opts *o)
     }
     char *self = o->exe ? NULL : ao_self_exe();
     const char *exe = o->exe ? o->exe : self;
-    char *work = o->work_dir ? ao_strdup(o->work_dir) : ao_asprintf("sweep_runs/%s", p->spec->name);
+    char *work =
+        o->work_dir ? ao_strdup(o->work_dir) : ao_asprintf("artifacts/sweeps/%s", p->spec->name);
     int failed = 0, ran = 0;
     if (!exe) rc = AO_EXIT_FAIL;
     for (int li = 0; rc == 0 && li < p->nlaunches; li++) {

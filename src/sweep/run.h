@@ -21,7 +21,7 @@ typedef struct ao_sweep_run_opts {
     const char *exe; /* program each launch runs; NULL: this binary */
     const char *out; /* results file; NULL: print to stdout at the end */
     ao_sweep_format format;
-    const char *work_dir;  /* launch directories; NULL: "sweep_runs/<name>" */
+    const char *work_dir;  /* launch directories; NULL: "artifacts/sweeps/<name>" */
     const char *chart_dir; /* NULL: the directory of `out`, else work_dir */
     int fail_fast;         /* stop at the first failed launch */
     int resume;            /* skip points with a successful row in `out` */

@@ -337,7 +337,7 @@ static int read_top(const struct reader *r, const yaml_node_t *root)
             if (want_scalar(r, v, "name")) return AO_EXIT_USAGE;
             free(s->name);
             s->name = ao_strdup(scalar(v));
-            /* The name becomes sweep_runs/NAME: it must stay inside it. */
+            /* The name becomes artifacts/sweeps/NAME: it must stay inside it. */
             char *where = node_where(r, v);
             int bad = ao_check_plain_name(s->name, 100, where, "sweep name");
             free(where);

@@ -1,6 +1,5 @@
 /* The plain C half of timeline/cupti.h: classification, lanes, and turning
- * records into ops; plus, in builds without CUDA, the answers of a CUPTI that
- * is not there. */
+ * records into ops (also compiled into the attach libraries). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,68 +101,3 @@ size_t ao_cupti_split(ao_cupti_record *recs, size_t *n, uint64_t t0, uint64_t t1
     if (nops) qsort(*ops, nops, sizeof **ops, by_start);
     return nops;
 }
-
-uint64_t ao_cupti_anchor_from_marker(ao_cupti *c, const char *name_part, double a_us, double b_us,
-                                     uint64_t fallback)
-{
-    uint64_t k0 = 0, k1 = 0, at = fallback;
-    uint32_t stream_id = 0;
-    if (ao_cupti_marker(c, name_part, &k0, &k1, &stream_id)) {
-        ao_cupti_set_compute_stream(c, stream_id);
-        double slack_ns = ((b_us - a_us) * 1e3 - (double)(k1 - k0)) / 2;
-        double marker_at_ns = a_us * 1e3 + (slack_ns > 0 ? slack_ns : 0);
-        if ((double)k0 > marker_at_ns) at = k0 - (uint64_t)llround(marker_at_ns);
-    }
-    return at;
-}
-
-#if !defined(AORTA_HAVE_CUDA) || defined(AORTA_HIP)
-/* Without CUDA there is no CUPTI: profiling.kernel_trace is refused once. */
-ao_cupti *ao_cupti_start(void)
-{
-    ao_warn("profiling.kernel_trace needs a build with CUDA (CUPTI); kernel trace disabled");
-    return NULL;
-}
-uint64_t ao_cupti_now_ns(ao_cupti *c)
-{
-    (void)c;
-    return 0;
-}
-void ao_cupti_set_anchor(ao_cupti *c, uint64_t anchor_ns)
-{
-    (void)c;
-    (void)anchor_ns;
-}
-int ao_cupti_marker(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint64_t *end_ns,
-                    uint32_t *stream_id)
-{
-    (void)c;
-    (void)name_part;
-    (void)start_ns;
-    (void)end_ns;
-    (void)stream_id;
-    return 0;
-}
-void ao_cupti_set_compute_stream(ao_cupti *c, uint32_t stream_id)
-{
-    (void)c;
-    (void)stream_id;
-}
-size_t ao_cupti_take(ao_cupti *c, uint64_t t0_ns, uint64_t t1_ns, ao_op **ops)
-{
-    (void)c;
-    (void)t0_ns;
-    (void)t1_ns;
-    *ops = NULL;
-    return 0;
-}
-size_t ao_cupti_dropped(ao_cupti *c)
-{
-    (void)c;
-    return 0;
-}
-void ao_cupti_stop(ao_cupti *c)
-{
-    (void)c;
-}
-#endif

@@ -88,6 +88,20 @@ size_t ao_cupti_dropped(ao_cupti *c);
 /* Disable activity, flush, unload; NULL is a no-op. */
 void ao_cupti_stop(ao_cupti *c);
 
+/* The session functions above as libaorta_cuda.so exports them
+ * (ao_cupti_cuda_ops, cupti_cuda.c); cupti_session.c forwards to them. */
+struct ao_cupti_ops {
+    ao_cupti *(*start)(void);
+    uint64_t (*now_ns)(ao_cupti *c);
+    void (*set_anchor)(ao_cupti *c, uint64_t anchor_ns);
+    int (*marker)(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint64_t *end_ns,
+                  uint32_t *stream_id);
+    void (*set_compute_stream)(ao_cupti *c, uint32_t stream_id);
+    size_t (*take)(ao_cupti *c, uint64_t t0_ns, uint64_t t1_ns, ao_op **ops);
+    size_t (*dropped)(ao_cupti *c);
+    void (*stop)(ao_cupti *c);
+};
+
 /* ---- plain C parts, shared by the CUDA backend and the tests ---------------------- */
 
 typedef enum ao_cupti_kind { AO_CUPTI_KERNEL, AO_CUPTI_MEMCPY, AO_CUPTI_MEMSET } ao_cupti_kind;

@@ -88,7 +88,7 @@ static void free_cupti(ao_cupti *c)
     free(c);
 }
 
-ao_cupti *ao_cupti_start(void)
+static ao_cupti *session_start(void)
 {
     if (active) {
         ao_warn("profiling.kernel_trace: CUPTI is already tracing in this process; "
@@ -123,19 +123,19 @@ ao_cupti *ao_cupti_start(void)
     return c;
 }
 
-uint64_t ao_cupti_now_ns(ao_cupti *c)
+static uint64_t session_now_ns(ao_cupti *c)
 {
     uint64_t t = 0;
     if (c) c->f.timestamp(&t);
     return t;
 }
 
-void ao_cupti_set_anchor(ao_cupti *c, uint64_t anchor_ns)
+static void session_set_anchor(ao_cupti *c, uint64_t anchor_ns)
 {
     if (c) c->anchor_ns = anchor_ns;
 }
 
-void ao_cupti_set_compute_stream(ao_cupti *c, uint32_t stream_id)
+static void session_set_compute_stream(ao_cupti *c, uint32_t stream_id)
 {
     if (!c) return;
     pthread_mutex_lock(&c->mu);
@@ -144,8 +144,8 @@ void ao_cupti_set_compute_stream(ao_cupti *c, uint32_t stream_id)
     pthread_mutex_unlock(&c->mu);
 }
 
-int ao_cupti_marker(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint64_t *end_ns,
-                    uint32_t *stream_id)
+static int session_marker(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint64_t *end_ns,
+                          uint32_t *stream_id)
 {
     if (!c) return 0;
     c->f.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -169,7 +169,7 @@ int ao_cupti_marker(ao_cupti *c, const char *name_part, uint64_t *start_ns, uint
     return found;
 }
 
-size_t ao_cupti_take(ao_cupti *c, uint64_t t0_ns, uint64_t t1_ns, ao_op **ops)
+static size_t session_take(ao_cupti *c, uint64_t t0_ns, uint64_t t1_ns, ao_op **ops)
 {
     *ops = NULL;
     if (!c) return 0;
@@ -191,7 +191,7 @@ size_t ao_cupti_take(ao_cupti *c, uint64_t t0_ns, uint64_t t1_ns, ao_op **ops)
     return n;
 }
 
-size_t ao_cupti_dropped(ao_cupti *c)
+static size_t session_dropped(ao_cupti *c)
 {
     if (!c) return 0;
     pthread_mutex_lock(&c->mu);
@@ -200,7 +200,7 @@ size_t ao_cupti_dropped(ao_cupti *c)
     return d;
 }
 
-void ao_cupti_stop(ao_cupti *c)
+static void session_stop(ao_cupti *c)
 {
     if (!c) return;
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) c->f.disable(kinds[i]);
@@ -209,3 +209,14 @@ void ao_cupti_stop(ao_cupti *c)
     active = NULL;
     free_cupti(c);
 }
+
+const struct ao_cupti_ops ao_cupti_cuda_ops = {
+    .start = session_start,
+    .now_ns = session_now_ns,
+    .set_anchor = session_set_anchor,
+    .marker = session_marker,
+    .set_compute_stream = session_set_compute_stream,
+    .take = session_take,
+    .dropped = session_dropped,
+    .stop = session_stop,
+};

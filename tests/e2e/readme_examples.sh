@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's Examples block, run verbatim and in order, as a newcomer would
 # from the top of a fresh clone: every command not marked [GPU] in the comment
-# above it, in a scratch directory holding the clone's config/ and examples/
-# and build/aorta. Read from README.md itself, so the two cannot drift.
+# above it, in a scratch directory holding the clone's config/, examples/,
+# tests/ and build/aorta. Read from README.md itself, so the two cannot drift.
 set -u
 aorta=${AORTA:?set by ctest}
 src=${AORTA_SOURCE_DIR:?set by ctest}
@@ -38,6 +38,7 @@ work="$tmp/clone"
 mkdir -p "$work/build"
 ln -s "$src/config" "$work/config"
 ln -s "$src/examples" "$work/examples"
+ln -s "$src/tests" "$work/tests"
 ln -s "$(realpath "$aorta")" "$work/build/aorta"
 n=0
 while IFS= read -r cmd; do
@@ -50,5 +51,15 @@ while IFS= read -r cmd; do
     fi
 done <"$tmp/examples"
 [ "$n" -ge 6 ] || fail "only $n CPU examples found"
-[ -f "$work/reports/base-vs-ddp/index.html" ] || fail "the report example wrote no index.html"
+for page in base-vs-ddp healthy-vs-late; do
+    [ -f "$work/artifacts/$page/index.html" ] || fail "the report example wrote no $page/index.html"
+done
+# every output under the one git-ignored folder
+for f in "$work"/* "$work"/.[!.]*; do
+    [ -e "$f" ] || continue
+    case ${f##*/} in
+    build | config | examples | tests | artifacts) ;;
+    *) fail "the examples wrote outside artifacts/: ${f##*/}" ;;
+    esac
+done
 finish readme_examples

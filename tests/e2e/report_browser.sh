@@ -82,7 +82,7 @@ for h in p.hrefs:
     assert os.path.isfile(os.path.join(rep, h)), ("broken link", h)
 assert "chart not available" not in dom, "a chart is missing"
 assert not any(i.startswith("degraded-") for i in p.ids), "a degraded timeline"
-for sec in ("findings", "verdicts", "timeline", "tables", "settings", "glossary"):
+for sec in ("glance", "findings", "verdicts", "timeline", "tables", "settings", "glossary"):
     assert sec in p.ids, ("section", sec)
 got = sum(1 for i in p.ids if i.startswith("chart-configs_"))
 assert got == configs, ("charts across configs", got, configs)

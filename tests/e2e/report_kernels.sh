@@ -67,6 +67,7 @@ class P(html.parser.HTMLParser):
     def __init__(self):
         super().__init__()
         self.tables, self.cur, self.row, self.cell = {}, None, None, None
+        self.titles = []  # each row's first cell's: the kernel's full name
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if tag == "table":
@@ -76,6 +77,8 @@ class P(html.parser.HTMLParser):
             self.row = []
         elif tag in ("td", "th") and self.row is not None:
             self.cell = ""
+            if len(self.row) == 0:
+                self.titles.append(a.get("title"))
     def handle_endtag(self, tag):
         if tag in ("td", "th") and self.cell is not None:
             self.row.append(self.cell.strip())
@@ -102,7 +105,9 @@ for i, t in enumerate(tk):
                         "max (\u00b5s)"], head
     assert len(body) == len(t["kernels"]), (len(body), len(t["kernels"]))
     for r, k in zip(body, t["kernels"]):
+        # the short name shown (these names are plain: the name itself), the full on hover
         assert r[0] == k["name"] and r[1] == k["class"] and int(r[2]) == k["count"], (r, k)
+        assert k["name"] in p.titles, (k["name"], p.titles)
         assert abs(float(r[3]) - k["total_ms"]) <= 0.0005 + 1e-3 * k["total_ms"], (r, k)
         assert r[4] == "%.1f%%" % (100 * k["share"]), (r, k)
 print("ok")

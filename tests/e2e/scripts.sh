@@ -151,6 +151,8 @@ for gpu in no yes; do
     grep -q noise "$tmp/mr_$gpu/make-run.log" || fail "make run lost the build's output"
     grep -qx "CMAKE --build $tmp/mr_$gpu --target aorta -j 2" "$tmp/cmake_$gpu" ||
         fail "make run built more than the aorta target: $(cat "$tmp/cmake_$gpu")"
+    tail -3 "$tmp/mr_$gpu.out" | grep -q "aorta report --log-dir artifacts/latest" ||
+        fail "make run does not end with the next command: $(tail -3 "$tmp/mr_$gpu.out")"
 done
 grep -q -- "-DAORTA_CUDA=OFF" "$tmp/cmake_no" || fail "make run built CUDA without a GPU"
 grep -q -- "-DAORTA_CUDA=ON" "$tmp/cmake_yes" || fail "make run left CUDA out with a GPU"

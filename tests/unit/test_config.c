@@ -442,7 +442,7 @@ static void test_seed_file_warns_once_per_no_effect_key(void **state)
 {
     (void)state;
     const char *src = getenv("AORTA_SOURCE_DIR");
-    char *path = ao_asprintf("%s/config/default.yaml", src ? src : ".");
+    char *path = ao_asprintf("%s/tests/data/seed_default.yaml", src ? src : ".");
     static const char *no_effect[] = {"fsdp.use_orig_params",
                                       "fsdp.param_init_device",
                                       "compile.enabled",

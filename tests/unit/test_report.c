@@ -155,8 +155,9 @@ static void test_full_report(void **state)
     free(js);
     free(path);
 
-    /* index.html in reading order: findings, verdicts, timeline, tables,
-     * settings, glossary; every table and chart inline */
+    /* index.html in reading order: the overlap breakdown at a glance,
+     * findings, verdicts, timeline, tables, settings, glossary; every table
+     * and chart inline */
     path = ao_asprintf("%s/out/index.html", tmp);
     char *html = slurp(path, NULL);
     assert_non_null(html);
@@ -167,8 +168,10 @@ static void test_full_report(void **state)
     assert_non_null(verdicts);
     assert_non_null(first);
     assert_true(verdicts < first);
-    const char *order[] = {"id=\"findings\"", "id=\"verdicts\"", "id=\"timeline\"",
-                           "id=\"tables\"",   "id=\"settings\"", "id=\"glossary\""};
+    const char *order[] = {"id=\"glance\"",   "id=\"chart-overlap_breakdown\"",
+                           "id=\"findings\"", "id=\"verdicts\"",
+                           "id=\"timeline\"", "id=\"tables\"",
+                           "id=\"settings\"", "id=\"glossary\""};
     for (size_t i = 1; i < sizeof order / sizeof order[0]; i++) {
         assert_non_null(strstr(html, order[i]));
         assert_true(strstr(html, order[i - 1]) < strstr(html, order[i]));
@@ -228,6 +231,21 @@ static void test_timeline_cap(void **state)
     assert_true(cap > 8.8 && cap < 66);
     assert_true(cap < 2 * 8.8); /* the common steps fill at least half the axis */
     assert_true(isinf(ao_timeline_cap(y, 0)));
+}
+
+/* Issue 49: one metric's -10,000 %..90,000 % CI put the other ten on zero;
+ * the comparison axis now stops at a few times the median row's reach. */
+static void test_comparison_cap(void **state)
+{
+    (void)state;
+    double lo[11], hi[11];
+    for (int i = 0; i < 10; i++) lo[i] = -2 - i, hi[i] = 3 + i;
+    lo[10] = -10000, hi[10] = 90000;
+    double cap = ao_comparison_cap(lo, hi, 11);
+    assert_true(cap >= 12 && cap < 100); /* every ordinary row inside, the outlier cut */
+    double small_lo[2] = {-0.1, -0.2}, small_hi[2] = {0.1, 0.3};
+    assert_true(ao_comparison_cap(small_lo, small_hi, 2) == 10); /* 10 % at least */
+    assert_true(isinf(ao_comparison_cap(lo, hi, 0)));
 }
 
 /* The timeline chart of a hand-built run (synth_run: h2d, compute, all-gather
@@ -325,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_glossary),
 #if AORTA_HAVE_CAIRO
         cmocka_unit_test(test_timeline_cap),
+        cmocka_unit_test(test_comparison_cap),
         cmocka_unit_test(test_streams_layout),
 #endif
     };

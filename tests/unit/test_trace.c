@@ -327,6 +327,31 @@ static void test_top_kernels_from_run(void **state)
 }
 
 /* Many names (the table grows) and repeats (aggregated by name). */
+static void test_kernel_short_name(void **state)
+{
+    (void)state;
+    static const char *const cases[][2] = {
+        {"void at::native::reduce_kernel<128, 4, at::native::ReduceOp<c10::BFloat16, "
+         "at::native::func_wrapper_t<float>>>(at::native::ReduceOp<c10::BFloat16>)",
+         "reduce_kernel<\u2026>"},
+        {"ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+         "ncclDevKernel_AllGather_RING_LL"},
+        {"void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
+         "namespace)::TensorListMetadata<2>>(int)",
+         "multi_tensor_apply_kernel<\u2026>"},
+        {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n"},
+        {"_Z8my_kernelPf", "_Z8my_kernelPf"},
+        {"memcpy HtoD", "memcpy HtoD"},
+    };
+    char out[64];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ao_kernel_short_name(cases[i][0], out, sizeof out);
+        assert_string_equal(out, cases[i][1]);
+    }
+    ao_kernel_short_name("a_very_long_kernel_name_that_will_not_fit", out, 8);
+    assert_true(strlen(out) < 8);
+}
+
 static void test_kernel_table(void **state)
 {
     (void)state;
@@ -585,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_trace_from_run),
         cmocka_unit_test(test_top_kernels_from_run),
         cmocka_unit_test(test_kernel_table),
+        cmocka_unit_test(test_kernel_short_name),
         cmocka_unit_test(test_trace_missing_rank_and_bad_dir),
         cmocka_unit_test(test_trace_writer_rules),
         cmocka_unit_test(test_cupti_classify),
