@@ -325,6 +325,13 @@ void ao_watch_op(struct ao_watch *w, ao_coll op, size_t bytes, int mark)
     pthread_mutex_unlock(&wd.mu);
 }
 
+void ao_watch_set_timeout(double timeout_s)
+{
+    pthread_mutex_lock(&wd.mu);
+    for (struct ao_watch *w = wd.list; w; w = w->next) base_of(w->comm)->timeout_s = timeout_s;
+    pthread_mutex_unlock(&wd.mu);
+}
+
 uint64_t ao_watch_next_seq(const struct ao_watch *w)
 {
     return w->issued + 1;
