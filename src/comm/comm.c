@@ -270,12 +270,12 @@ ao_comm *ao_comm_create(ao_device *dev, ao_stream *s, const ao_rank_info *ri, co
     if (!ops) return NULL;
     ao_comm_opts none = {0};
     if (!opts) opts = &none;
-    if (ao_test_hang_at("init", ri->rank, -1)) ao_test_block("init");
     /* Collective over every rank: it waits for the slowest to arrive. */
     int w = ao_wait_begin("communicator init", s,
                           "every rank must reach it: look for a rank that failed or has not "
                           "started (its [rank K] lines); a slow cluster needs a larger "
                           "distributed.timeout_s");
+    if (ao_test_hang_at("init", ri->rank, -1)) ao_test_block("init");
     ao_comm *c = watched(ops->create(dev, s, ri, id, opts), opts->timeout_s);
     ao_wait_end(w);
     return c;

@@ -285,7 +285,20 @@ int ao_test_hang_at(const char *where, int rank, int64_t step)
     if (planted.step >= 0 && planted.step != step) return 0;
     ao_warn("AORTA_TEST_HANG: rank %d blocks for good at \"%s\" (a planted fault for tests)", rank,
             where);
+    ao_test_timeout_apply(); /* the planted rank's watchdog ends it soon */
     return 1;
+}
+
+void ao_test_timeout_apply(void)
+{
+    const char *v = getenv("AORTA_TEST_TIMEOUT_S");
+    double t = v && *v ? strtod(v, NULL) : 0;
+    if (!(t > 0)) return;
+    pthread_mutex_lock(&reg.mu);
+    int rank = reg.rank, running = reg.running;
+    pthread_mutex_unlock(&reg.mu);
+    if (running) ao_wait_configure(rank, t);
+    ao_watch_set_timeout(t);
 }
 
 _Noreturn void ao_test_block(const char *where)

@@ -64,5 +64,11 @@ _Noreturn void ao_test_block(const char *where);
 /* A host function for a stream that never returns: the device's wait that
  * never ends (arg: the place's name, a static string). */
 void ao_test_block_fn(void *arg);
+/* AORTA_TEST_TIMEOUT_S=T (test-only): from here on this rank's waits and
+ * collectives time out after T s instead of distributed.timeout_s. Train
+ * applies it at its first step, a planted hang on its rank: a start-up that
+ * a loaded test machine makes slow keeps the configured timeout, and the
+ * watchdog's tests still end in seconds. */
+void ao_test_timeout_apply(void);
 
 #endif

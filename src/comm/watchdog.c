@@ -119,10 +119,11 @@ _Noreturn void ao_watch_die(const char *who, const char *msg, const char *hint, 
         for (;;) pause();
     ao_error(who, "%s", msg);
     if (hint) ao_hint("%s", hint);
-    /* The run's end, recorded by its driver (train: run.json) before _exit. */
-    ao_last_words(AO_END_TIMED_OUT, msg);
+    /* Nothing below, a file write included, can keep the process alive. */
     pthread_t t;
     if (pthread_create(&t, NULL, exit_later, NULL) == 0) pthread_detach(t);
+    /* The run's end, recorded by its driver (train: run.json) before _exit. */
+    ao_last_words(AO_END_TIMED_OUT, msg);
     if (!locked) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until); /* pthread_mutex_timedlock's clock */
@@ -322,6 +323,13 @@ void ao_watch_op(struct ao_watch *w, ao_coll op, size_t bytes, int mark)
     w->count++;
     w->unmarked++;
     if (mark) mark_locked(w);
+    pthread_mutex_unlock(&wd.mu);
+}
+
+void ao_watch_set_timeout(double timeout_s)
+{
+    pthread_mutex_lock(&wd.mu);
+    for (struct ao_watch *w = wd.list; w; w = w->next) base_of(w->comm)->timeout_s = timeout_s;
     pthread_mutex_unlock(&wd.mu);
 }
 

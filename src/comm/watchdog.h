@@ -24,6 +24,8 @@ void ao_watch_op(struct ao_watch *w, ao_coll op, size_t bytes, int mark);
 void ao_watch_mark(struct ao_watch *w);
 /* Stop watching; stops the thread when it was the last communicator. */
 void ao_watch_remove(struct ao_watch *w);
+/* Every watched communicator's timeout from now on (ao_test_timeout_apply). */
+void ao_watch_set_timeout(double timeout_s);
 /* The number the next op registered on w will get (issuing thread only). */
 uint64_t ao_watch_next_seq(const struct ao_watch *w);
 

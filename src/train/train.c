@@ -503,6 +503,7 @@ static int run_loop(trainer *t)
     int64_t n_iter = t->total_steps + 2 * t->baselines;
     int64_t prev_train = -1;
     t->t_start = now_s();
+    ao_test_timeout_apply();
     for (int64_t k = 0; k < n_iter; k++) {
         plan_item p = plan_at(t, k);
         int64_t next = -1;
