@@ -27,7 +27,9 @@ runs=$(mktemp -d)
 trap 'rm -rf "$runs"' EXIT
 tsv="$out/diagnose.tsv"
 printf 'run\tranks\texpected\ttop\tfirst_knob\tshare\tbound\tverdict\tplan_mib\tpeak_mib\n' >"$tsv"
-prof=(profiling.enabled=true profiling.wait=5 profiling.warmup=1 profiling.active=2 profiling.repeat=0)
+# six profiled steps: a late rank's window reaches into the step before, which
+# the collectives' cause needs profiled too (DESIGN §14)
+prof=(profiling.enabled=true profiling.wait=5 profiling.warmup=1 profiling.active=6 profiling.repeat=0)
 
 # case NAME NPROC EXPECTED-ID EXPECTED-KNOB [override ...]  (env via ENV="K=V ...")
 case_() {
@@ -56,6 +58,7 @@ except Exception:
     sys.exit()
 f = d["findings"]
 top = f[0]["id"] if f else "none"
+cause = f"({f[0]['cause']}, rank {f[0]['rank']})" if f and f[0].get("cause") else ""
 k = f[0]["knobs"].split("; ")[0][:60] if f else "-"
 share = f"{f[0]['share']:.2f}" if f else "-"
 ok = ((top == want or (want.endswith("_") and top.startswith(want))) and knob in (f[0]["knobs"].split("; ")[0] if f else "")) if want != "none" \
@@ -70,7 +73,7 @@ try:
             plan = f"{p['total'] / 1048576:.0f}"
 except Exception:
     pass
-print(f"{name}\t{n}\t{want}\t{top}\t{k}\t{share}\t{d['bound']}\t{'ok' if ok else 'MISSED'}\t{plan}\t{peak:.0f}")
+print(f"{name}\t{n}\t{want}\t{top}{cause}\t{k}\t{share}\t{d['bound']}\t{'ok' if ok else 'MISSED'}\t{plan}\t{peak:.0f}")
 PY
 }
 
@@ -87,9 +90,14 @@ case_ limit1 "$multi" exposed_allgather fsdp.limit_all_gathers dataset.placement
     fsdp.limit_all_gathers=1
 case_ buckets "$multi" exposed_allreduce distributed.bucket_cap_mb dataset.placement=device \
     distributed.mode=ddp distributed.bucket_cap_mb=0.01
-ENV="AORTA_TEST_SLOW_RANK=1:50" case_ slow_rank "$multi" straggler AORTA_TEST_SLOW_RANK \
+# one rank slow on its device, one rank's host late: the others wait for it at
+# collectives (late_rank; its cause compute, host_wait)
+ENV="AORTA_TEST_SLOW_RANK=1:50" case_ slow_rank "$multi" late_rank AORTA_TEST_SLOW_RANK \
+    dataset.placement=device
+ENV="AORTA_TEST_LATE_HOST=1:50" case_ late_host "$multi" late_rank AORTA_TEST_LATE_HOST \
     dataset.placement=device
 ENV="CUDA_DEVICE_MAX_CONNECTIONS=1" case_ one_queue "$multi" exposed_ CUDA_DEVICE_MAX_CONNECTIONS \
     dataset.placement=device
 echo
-column -t -s $'\t' "$tsv"
+# the GPU machine has no column(1)
+awk -F'\t' '{ printf "%-13s %-5s %-17s %-28s %-6s %-22s %s\n", $1, $2, $3, substr($4, 1, 28), $6, $7, $8 }' "$tsv"

@@ -11,7 +11,7 @@
 static const char usage[] =
     "usage: aorta analyze PATH... [--output DIR] [--run-name N]\n"
     "                     [--format auto|kineto|rocprof|rocpd|nsys|aorta] [--step REGEX]\n"
-    "                     [--comm REGEX] [--threads N]";
+    "                     [--comm REGEX] [--threads N] [--keep-mb N]";
 
 static const char help[] =
     "The DESIGN 7 overlap metrics, per step and per rank, of a job's own profiler traces;\n"
@@ -26,6 +26,9 @@ static const char help[] =
     "  --comm REGEX     more kernel names that are communication (besides nccl*, rccl*,\n"
     "                   *ncclDevKernel*, *ncclKernel*)\n"
     "  --threads N      ranks read at once (default: the online cores)\n"
+    "  --keep-mb N      traces kept in memory between the two passes, MiB (default 2048);\n"
+    "                   a trace beyond it is read again (many ranks: memory stays ranks x\n"
+    "                   collectives)\n"
     "  -h, --help       this help\n"
     "\n"
     "What each format needs:\n"
@@ -46,7 +49,9 @@ static const char help[] =
     "range holds its launch call (correlation id), as in HTA. summary.json also holds,\n"
     "per rank, HTA's get_comm_comp_overlap and get_temporal_breakdown numbers under HTA's\n"
     "conventions, the kernel breakdown, idle split into host wait and the rest, exposed\n"
-    "time per collective kind, and the slowest rank of each step.\n"
+    "time per collective kind, and the slowest rank of each step. With several ranks,\n"
+    "collectives.jsonl matches every collective across them: arrival skew, the late rank\n"
+    "and what held it, transfer time, bytes, bus bandwidth, pass and unit (DESIGN 14).\n"
     "Exit codes: 0 ok, 1 cannot write, 2 bad flags or input (one line: file and byte\n"
     "offset, row or field).\n";
 
@@ -56,7 +61,11 @@ static const char help[] =
 int cmd_analyze(int argc, char **argv)
 {
     static char *paths[MAX_PATHS];
-    ao_analyze_run_opts o = {.paths = paths, .argc = argc, .argv = argv, .table = stdout};
+    ao_analyze_run_opts o = {.paths = paths,
+                             .argc = argc,
+                             .argv = argv,
+                             .table = stdout,
+                             .keep_bytes = (size_t)2048 << 20};
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             cli_print_help(stdout, usage, help);
@@ -88,6 +97,10 @@ int cmd_analyze(int argc, char **argv)
             o.comm_regex = v;
         } else if (VALUE("--threads")) {
             if (r < 0 || ao_parse_int("--threads", v, 1, 4096, &o.threads)) return AO_EXIT_USAGE;
+        } else if (VALUE("--keep-mb")) {
+            long mb;
+            if (r < 0 || ao_parse_long("--keep-mb", v, 0, 1L << 30, &mb)) return AO_EXIT_USAGE;
+            o.keep_bytes = (size_t)mb << 20;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             return cli_unknown_option("analyze", usage, help, argv[i]);
         } else {

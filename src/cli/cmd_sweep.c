@@ -122,7 +122,7 @@ int cmd_sweep(int argc, char **argv)
     if (exe && *exe) o.exe = exe;
     if (rc == 0 && !file) rc = cli_usage_error("sweep", usage, "no sweep file given");
     /* before the work: the results are written after every launch */
-    if (rc == 0 && o.out && ao_check_output_file("--out", o.out)) rc = AO_EXIT_USAGE;
+    if (rc == 0 && o.out && ao_check_output_path("--out", o.out)) rc = AO_EXIT_USAGE;
     if (rc == 0 && !format) {
         /* No --format: the --out file's extension says it, else a table. */
         const char *dot = o.out ? strrchr(o.out, '.') : NULL;

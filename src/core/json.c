@@ -278,31 +278,28 @@ int ao_write_all(int fd, const void *buf, size_t n)
     return 0;
 }
 
-int ao_file_write_atomic(const char *path, const void *buf, size_t n)
+int ao_file_write_atomic_quiet(const char *path, const void *buf, size_t n)
 {
     char *tmp = ao_asprintf("%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        ao_error(path, "cannot create %s: %s", tmp, strerror(errno));
+        int err = errno;
         free(tmp);
-        return -1;
+        return err;
     }
-    int rc = ao_write_all(fd, buf, n);
-    int err = errno;
-    if (close(fd) != 0 && rc == 0) {
-        rc = -1;
-        err = errno;
-    }
-    if (rc == 0 && rename(tmp, path) != 0) {
-        rc = -1;
-        err = errno;
-    }
-    if (rc != 0) {
-        ao_error(path, "cannot write: %s", strerror(err));
-        unlink(tmp);
-    }
+    int err = ao_write_all(fd, buf, n) == 0 ? 0 : errno;
+    if (close(fd) != 0 && err == 0) err = errno;
+    if (err == 0 && rename(tmp, path) != 0) err = errno;
+    if (err) unlink(tmp);
     free(tmp);
-    return rc;
+    return err;
+}
+
+int ao_file_write_atomic(const char *path, const void *buf, size_t n)
+{
+    int err = ao_file_write_atomic_quiet(path, buf, n);
+    if (err) ao_error(path, "cannot write: %s", strerror(err));
+    return err ? -1 : 0;
 }
 
 int ao_json_write_atomic(const char *path, yajl_gen g)

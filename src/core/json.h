@@ -113,6 +113,8 @@ void ao_jw_aclose(ao_json_writer *w);
 int ao_json_write_atomic(const char *path, yajl_gen g);
 /* The same for any bytes. */
 int ao_file_write_atomic(const char *path, const void *buf, size_t n);
+/* The same without a message: 0, or the errno of what failed. */
+int ao_file_write_atomic_quiet(const char *path, const void *buf, size_t n);
 /* Open path read-only only when it is a regular file: with O_NONBLOCK, so
  * that opening a FIFO or a device never blocks, then fstat. Returns the
  * descriptor (blocking again, close-on-exec), or -1 with errno set and *what

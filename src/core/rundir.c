@@ -77,7 +77,7 @@ int ao_path_within(const char *dir, const char *path)
     return in;
 }
 
-int ao_check_output_file(const char *flag, const char *path)
+static int check_output(const char *flag, const char *path, int mkdirs)
 {
     struct stat st;
     if (!*path) {
@@ -91,6 +91,15 @@ int ao_check_output_file(const char *flag, const char *path)
     const char *slash = strrchr(path, '/');
     char *dir =
         slash ? ao_asprintf("%.*s", (int)(slash - path) + (slash == path), path) : ao_strdup(".");
+    /* A command that makes the directories: the nearest one there is. */
+    while (mkdirs && stat(dir, &st) != 0 && errno == ENOENT && strchr(dir, '/')) {
+        char *up = strrchr(dir, '/');
+        if (up == dir)
+            up[1] = '\0';
+        else
+            *up = '\0';
+    }
+    if (mkdirs && stat(dir, &st) != 0 && errno == ENOENT) strcpy(dir, ".");
     int rc = 0;
     if (stat(dir, &st) != 0) {
         ao_error(flag, "%s: the directory %s does not exist", path, dir);
@@ -104,6 +113,16 @@ int ao_check_output_file(const char *flag, const char *path)
     }
     free(dir);
     return rc;
+}
+
+int ao_check_output_file(const char *flag, const char *path)
+{
+    return check_output(flag, path, 0);
+}
+
+int ao_check_output_path(const char *flag, const char *path)
+{
+    return check_output(flag, path, 1);
 }
 
 /* mkdir -p: every missing component of `dir`. */

@@ -52,6 +52,9 @@ int ao_rundir_validate_name(const char *name, const char *what);
  * and its directory must exist and be writable. Returns 0, or AO_EXIT_USAGE
  * after one error naming `flag` and the path. */
 int ao_check_output_file(const char *flag, const char *path);
+/* The same for a command that makes the file's missing directories (sweep
+ * --out): the nearest existing one must be a writable directory. */
+int ao_check_output_path(const char *flag, const char *path);
 
 /* An input file opened for reading ("rb") by ao_open_input (core/json.h):
  * anything but a regular file is refused by name, without blocking (fopen

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/stats.h"
+#include "core/text.h"
 #include "diagnose/internal.h"
 
 const char *ao_bound_name(ao_bound b)
@@ -27,7 +28,8 @@ const char *ao_finding_id(ao_finding_kind k)
     static const char *const ids[] = {
         "input_wait",        "host_launch",           "straggler",
         "exposed_allgather", "exposed_reducescatter", "exposed_allreduce",
-        "exposed_broadcast", "device_wait",           "contention"};
+        "exposed_broadcast", "device_wait",           "contention",
+        "late_rank",         "collective_skew",       "slow_transfer"};
     return (unsigned)k < sizeof ids / sizeof ids[0] ? ids[k] : "unknown";
 }
 
@@ -48,18 +50,6 @@ static double nz(double x)
 }
 
 /* ---- the terms of a step, per rank ----------------------------------------- */
-
-/* Median of metric `name` over a rank's kept steps; NAN when absent. */
-static double rank_median(const ao_rank_data *rd, const char *name)
-{
-    int m = ao_metric_find(name);
-    if (m < 0 || rd->n == 0) return NAN;
-    double *col = ao_malloc(rd->n * sizeof *col);
-    ao_rank_column(rd, (size_t)m, col);
-    double v = ao_stats_count(col, rd->n) ? ao_stats_median(col, rd->n) : NAN;
-    free(col);
-    return v;
-}
 
 /* Time between one step's window and the next one's (consecutive steps):
  * the device ran nothing of either, the host was between iterations. From
@@ -83,20 +73,20 @@ static double rank_gap_median(const ao_rank_data *rd)
 
 void ao_diag_terms_of(const ao_rank_data *rd, ao_diag_terms *t)
 {
-    t->step = rank_median(rd, "step_ms");
-    t->compute = rank_median(rd, "compute_ms");
-    t->comm = rank_median(rd, "comm_ms");
-    t->exposed = rank_median(rd, "exposed_comm_ms");
-    t->idle = rank_median(rd, "idle_ms");
-    t->host_wait = rank_median(rd, "host_wait_ms");
-    t->data_wait = rank_median(rd, "data_wait_ms");
+    t->step = ao_rank_metric_median(rd, "step_ms");
+    t->compute = ao_rank_metric_median(rd, "compute_ms");
+    t->comm = ao_rank_metric_median(rd, "comm_ms");
+    t->exposed = ao_rank_metric_median(rd, "exposed_comm_ms");
+    t->idle = ao_rank_metric_median(rd, "idle_ms");
+    t->host_wait = ao_rank_metric_median(rd, "host_wait_ms");
+    t->data_wait = ao_rank_metric_median(rd, "data_wait_ms");
     /* the host's share of the gap when the records have it, else all of it */
-    t->gap = rank_median(rd, "host_gap_ms");
+    t->gap = ao_rank_metric_median(rd, "host_gap_ms");
     if (isnan(t->gap)) t->gap = rank_gap_median(rd);
     static const char *const kinds[AO_NKINDS] = {"exposed_allgather_ms", "exposed_reducescatter_ms",
                                                  "exposed_allreduce_ms", "exposed_broadcast_ms"};
-    for (int k = 0; k < AO_NKINDS; k++) t->exposed_kind[k] = rank_median(rd, kinds[k]);
-    t->contention = rank_median(rd, "contention_ms");
+    for (int k = 0; k < AO_NKINDS; k++) t->exposed_kind[k] = ao_rank_metric_median(rd, kinds[k]);
+    t->contention = ao_rank_metric_median(rd, "contention_ms");
     /* The rank's own time: its compute and its device waiting for its host
      * (what a slow device or host adds), not what it waits for the others. */
     t->own = t->compute + nz(t->host_wait);
@@ -104,7 +94,7 @@ void ao_diag_terms_of(const ao_rank_data *rd, ao_diag_terms *t)
 
 /* ---- findings ---------------------------------------------------------------- */
 
-static ao_finding *add_finding(ao_diagnosis *d, ao_finding_kind kind, double ms, int rank)
+ao_finding *ao_diag_add_finding(ao_diagnosis *d, ao_finding_kind kind, double ms, int rank)
 {
     d->findings = ao_realloc(d->findings, (d->nfindings + 1) * sizeof *d->findings);
     ao_finding *f = &d->findings[d->nfindings++];
@@ -113,12 +103,8 @@ static ao_finding *add_finding(ao_diagnosis *d, ao_finding_kind kind, double ms,
     f->ms = ms;
     f->share = d->step_ms > 0 ? ms / d->step_ms : NAN;
     f->rank = rank;
+    f->cause = -1;
     return f;
-}
-
-ao_finding *ao_diag_add_finding(ao_diagnosis *d, ao_finding_kind kind, double ms, int rank)
-{
-    return add_finding(d, kind, ms, rank);
 }
 
 static int by_cost(const void *a, const void *b)
@@ -127,16 +113,14 @@ static int by_cost(const void *a, const void *b)
     return (x->ms < y->ms) - (x->ms > y->ms);
 }
 
-/* The ranks: the critical one (most time of its own: compute and waiting
- * for its host) and how much it holds the others back: the smaller of how
- * much longer its own time is than the others' median and how much longer
- * the others wait in collectives than it does (both hold for a straggler;
- * one alone is noise between ranks). */
+/* The ranks: the critical one (the slowest, runs/rundata.h: the one the
+ * others wait for, else the most time of its own) and how much it holds the
+ * others back: the smaller of how much longer its own time is than the
+ * others' median and how much longer the others wait in collectives than it
+ * does (both hold for a straggler; one alone is noise between ranks). */
 static int critical_rank(const ao_run_data *run, const ao_diag_terms *t, double *straggle_ms)
 {
-    int c = 0;
-    for (int i = 1; i < run->nranks; i++)
-        if (t[i].own > t[c].own || isnan(t[c].own)) c = i;
+    int c = ao_run_slowest_rank(run, NULL);
     *straggle_ms = NAN;
     if (run->nranks < 2) return c;
     double *own = ao_malloc(2 * (size_t)run->nranks * sizeof *own), *wait = own + run->nranks;
@@ -170,7 +154,7 @@ static void straggler_finding(ao_diagnosis *d, const ao_run_data *run, const ao_
         }
     others_exposed = n ? others_exposed / n : NAN;
     med_own = n ? med_own / n : NAN; /* their mean, as the evidence states */
-    ao_finding *f = add_finding(d, AO_FIND_STRAGGLER, straggle, run->ranks[c].rank);
+    ao_finding *f = ao_diag_add_finding(d, AO_FIND_STRAGGLER, straggle, run->ranks[c].rank);
     snprintf(f->what, sizeof f->what, "rank %d is slower than the others by %.3g ms a step",
              run->ranks[c].rank, straggle);
     snprintf(f->where, sizeof f->where,
@@ -196,7 +180,7 @@ static void input_and_host(ao_diagnosis *d, const ao_run_data *run, const ao_dia
     double input = 0;
     if (isfinite(tc->data_wait) && tc->data_wait > 0) {
         input = tc->data_wait < device_dry ? tc->data_wait : device_dry;
-        ao_finding *f = add_finding(d, AO_FIND_INPUT, input, rank);
+        ao_finding *f = ao_diag_add_finding(d, AO_FIND_INPUT, input, rank);
         snprintf(f->what, sizeof f->what, "input wait: %.3g ms a step waiting for the data loader",
                  input);
         ao_diag_where_input(run, f);
@@ -212,7 +196,7 @@ static void input_and_host(ao_diagnosis *d, const ao_run_data *run, const ao_dia
     }
     double host = device_dry - input;
     if (host > 0) {
-        ao_finding *f = add_finding(d, AO_FIND_HOST, host, rank);
+        ao_finding *f = ao_diag_add_finding(d, AO_FIND_HOST, host, rank);
         snprintf(f->what, sizeof f->what,
                  "host launch: the device ran dry %.3g ms a step waiting for the host to enqueue",
                  host);
@@ -233,17 +217,14 @@ static void input_and_host(ao_diagnosis *d, const ao_run_data *run, const ao_dia
     /* Idle with work queued: a stream waiting on another's event. */
     if (isfinite(tc->host_wait) && tc->idle - tc->host_wait > 0) {
         double w = tc->idle - tc->host_wait;
-        ao_finding *f = add_finding(d, AO_FIND_DEVICE_WAIT, w, rank);
+        ao_finding *f = ao_diag_add_finding(d, AO_FIND_DEVICE_WAIT, w, rank);
         snprintf(f->what, sizeof f->what,
                  "device wait: %.3g ms a step idle with work enqueued (cross-stream waits)", w);
         snprintf(f->where, sizeof f->where, "rank %d, between ops of the step", rank);
         snprintf(f->evidence, sizeof f->evidence,
                  "idle_ms %.3g less host_wait_ms %.3g: every stream was waiting on an event",
                  tc->idle, tc->host_wait);
-        snprintf(f->knobs, sizeof f->knobs,
-                 "the op boundaries the idle time sits at (bench/idle_gaps.py on a profiled step); "
-                 "stream priorities (streams.*.priority); CUDA_DEVICE_MAX_CONNECTIONS=32 "
-                 "(bench/RESULTS.md session 10)");
+        ao_diag_knobs_device_wait(run, f->knobs, sizeof f->knobs);
         snprintf(f->gain, sizeof f->gain, "at most %.3g ms a step", w);
     }
 }
@@ -258,7 +239,7 @@ static void comm_findings(ao_diagnosis *d, const ao_run_data *run, const ao_diag
     for (int k = 0; k < AO_NKINDS; k++) {
         double e = tc->exposed_kind[k];
         if (!(e > 0)) continue;
-        ao_finding *f = add_finding(d, fk[k], e, rd->rank);
+        ao_finding *f = ao_diag_add_finding(d, fk[k], e, rd->rank);
         snprintf(f->what, sizeof f->what, "exposed %s: %.3g ms a step that no compute hid",
                  ao_coll_kind_name((ao_coll_kind)k), e);
         ao_diag_where_comm(run, c, (ao_coll_kind)k, f);
@@ -297,6 +278,15 @@ static void classify(ao_diagnosis *d)
         case AO_FIND_CONTENTION:
             d->bound = AO_BOUND_CONTENTION;
             break;
+        case AO_FIND_LATE_RANK:
+            /* what held the rank the others wait for bounds them all */
+            d->bound = top->cause == AO_CAUSE_HOST_WAIT   ? AO_BOUND_HOST
+                       : top->cause == AO_CAUSE_DATA_WAIT ? AO_BOUND_INPUT
+                                                          : AO_BOUND_STRAGGLER;
+            break;
+        case AO_FIND_COLLECTIVE_SKEW:
+            d->bound = AO_BOUND_STRAGGLER;
+            break;
         default:
             d->bound = AO_BOUND_COMM;
         }
@@ -305,6 +295,10 @@ static void classify(ao_diagnosis *d)
                  "%.0f %%); compute fills %.0f %% of the step",
                  ao_finding_id(top->kind), top->ms, d->step_ms, 100 * top->share,
                  100 * AO_DIAG_BOUND_SHARE, 100 * cshare);
+        if (top->kind == AO_FIND_LATE_RANK)
+            ao_appendf(d->bound_why, sizeof d->bound_why,
+                       "; the others wait for rank %d, held by %s", top->rank,
+                       ao_late_cause_name((ao_late_cause)top->cause));
         if (d->bound != AO_BOUND_BALANCED) return;
     }
     if (cshare >= AO_DIAG_COMPUTE_SHARE) {
@@ -312,8 +306,8 @@ static void classify(ao_diagnosis *d)
         snprintf(d->bound_why, sizeof d->bound_why,
                  "compute fills %.0f %% of the %.3g ms median step (>= %.0f %%) and no finding "
                  "costs %.0f %% of it; the levers are the kernels: training.mixed_precision bf16, "
-                 "training.tf32 (seed 003 T9, T13); memory-bound kernels cannot be told from "
-                 "these records",
+                 "training.tf32 (docs/tuning.md, \"Compute-bound\"); memory-bound kernels cannot "
+                 "be told from these records",
                  100 * cshare, d->step_ms, 100 * AO_DIAG_COMPUTE_SHARE, 100 * AO_DIAG_BOUND_SHARE);
         return;
     }
@@ -325,6 +319,11 @@ static void classify(ao_diagnosis *d)
 }
 
 void ao_diagnose_run(const ao_run_data *run, ao_diagnosis *d)
+{
+    ao_diagnose_run_ref(run, NULL, d);
+}
+
+void ao_diagnose_run_ref(const ao_run_data *run, const ao_coll_ref *ref, ao_diagnosis *d)
 {
     memset(d, 0, sizeof *d);
     d->run_id = ao_strdup(run->run_id ? run->run_id : "?");
@@ -354,8 +353,13 @@ void ao_diagnose_run(const ao_run_data *run, ao_diagnosis *d)
     d->data_wait_ms = tc->data_wait;
     d->gap_ms = tc->gap;
 
+    /* Matched collectives say who waited for whom (late.c); the straggler
+     * estimate from medians is for runs without them. */
     int straggling = straggle > 0 && straggle >= AO_DIAG_FINDING_SHARE * tc->step;
-    if (straggle > 0) straggler_finding(d, run, t, c, straggle);
+    if (run->coll_sum)
+        ao_diag_late(d, run, ref);
+    else if (straggle > 0)
+        straggler_finding(d, run, t, c, straggle);
     input_and_host(d, run, tc, d->critical_rank);
     comm_findings(d, run, tc, c, straggling);
     ao_diag_contention(run, t, c, d);

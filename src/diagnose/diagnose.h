@@ -50,10 +50,14 @@ typedef enum ao_finding_kind {
     AO_FIND_EXPOSED_REDUCESCATTER,
     AO_FIND_EXPOSED_ALLREDUCE,
     AO_FIND_EXPOSED_BROADCAST,
-    AO_FIND_DEVICE_WAIT, /* idle with work queued: a cross-stream dependency */
-    AO_FIND_CONTENTION,  /* compute kernels slower beside collectives than alone */
+    AO_FIND_DEVICE_WAIT,     /* idle with work queued: a cross-stream dependency */
+    AO_FIND_CONTENTION,      /* compute kernels slower beside collectives than alone */
+    AO_FIND_LATE_RANK,       /* the others wait for one rank at collectives (late.c) */
+    AO_FIND_COLLECTIVE_SKEW, /* arrival skew no single late rank explains */
+    AO_FIND_SLOW_TRANSFER,   /* busbw well under `aorta coll`'s at that size (--coll-ref) */
 } ao_finding_kind;
-/* "input_wait", "host_launch", "straggler", "exposed_allgather", ... */
+/* "input_wait", "host_launch", "straggler", "exposed_allgather", ...,
+ * "late_rank", "collective_skew", "slow_transfer" */
 const char *ao_finding_id(ao_finding_kind k);
 
 typedef struct ao_finding {
@@ -63,9 +67,10 @@ typedef struct ao_finding {
     int rank;       /* the rank it was measured on (the critical one), -1 for all */
     char what[200]; /* "exposed all-gather: 2.1 ms a step" */
     char where[360];
-    char evidence[480];
+    char evidence[640];
     char knobs[800]; /* the knobs that move it, best first, with the source */
     char gain[240];  /* the expected-gain bound */
+    int cause;       /* late_rank: its ao_late_cause; -1 otherwise */
 } ao_finding;
 
 typedef struct ao_diag_note {
@@ -91,8 +96,32 @@ typedef struct ao_diagnosis {
     size_t noutliers;
 } ao_diagnosis;
 
+/* `aorta coll --json` rows: the bus bandwidth `aorta coll` measured per
+ * collective, rank count and size, against which a run's transfers are
+ * judged (slow_transfer). */
+typedef struct ao_coll_ref_row {
+    char coll[32]; /* "allgather", "reducescatter", "allreduce", ... */
+    int nranks;
+    double size, busbw_gbps;
+} ao_coll_ref_row;
+typedef struct ao_coll_ref {
+    char *path;
+    ao_coll_ref_row *rows;
+    size_t n;
+} ao_coll_ref;
+/* Read `aorta coll --json FILE`'s output. 0, or AO_EXIT_USAGE after one
+ * error naming the file, the row and the key. */
+int ao_coll_ref_read(const char *path, ao_coll_ref *out);
+void ao_coll_ref_free(ao_coll_ref *r);
+/* The busbw the reference has for kind over nranks at size bytes:
+ * interpolated in log(size) between its rows, the nearest row's outside
+ * them; NAN when it has no row of that kind and rank count. */
+double ao_coll_ref_busbw(const ao_coll_ref *r, const char *kind, int nranks, double size);
+
 /* Diagnose one loaded run. Never fails: what cannot be told is a limitation. */
 void ao_diagnose_run(const ao_run_data *run, ao_diagnosis *out);
+/* The same, judging transfers against ref (NULL: no slow_transfer). */
+void ao_diagnose_run_ref(const ao_run_data *run, const ao_coll_ref *ref, ao_diagnosis *out);
 void ao_diagnosis_free(ao_diagnosis *d);
 
 /* Text: classification, findings (top `max_findings`, 0 = all), flags,
@@ -110,6 +139,7 @@ typedef struct ao_diagnose_opts {
     const char *const *dirs;
     size_t ndirs;
     long long skip_steps; /* < 0: the run's training.summary_skip_steps */
+    const char *coll_ref; /* `aorta coll --json` output, or NULL */
     int json;
     FILE *out;
 } ao_diagnose_opts;

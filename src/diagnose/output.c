@@ -95,6 +95,7 @@ yajl_gen_status ao_diagnosis_gen(yajl_gen g, const ao_diagnosis *d)
         ao_jw_double(&o, "ms", x->ms);
         ao_jw_double(&o, "share", x->share);
         ao_jw_int(&o, "rank", x->rank);
+        ao_jw_str(&o, "cause", x->cause >= 0 ? ao_late_cause_name((ao_late_cause)x->cause) : NULL);
         ao_jw_str(&o, "what", x->what);
         ao_jw_str(&o, "where", x->where);
         ao_jw_str(&o, "evidence", x->evidence);
@@ -152,13 +153,15 @@ int ao_diagnose_dirs(const ao_diagnose_opts *o)
     }
     ao_run_data *runs = ao_calloc(n ? n : 1, sizeof *runs);
     ao_diagnosis *ds = ao_calloc(n ? n : 1, sizeof *ds);
+    ao_coll_ref ref = {0};
+    if (rc == 0 && o->coll_ref) rc = ao_coll_ref_read(o->coll_ref, &ref);
     size_t loaded = 0;
     for (size_t i = 0; i < n && rc == 0; i++, loaded++) {
         rc = ao_run_load(all[i], o->skip_steps, &runs[i]);
         if (rc == 0) rc = ao_run_require_steps(&runs[i], all[i]);
     }
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        ao_diagnose_run(&runs[i], &ds[i]);
+        ao_diagnose_run_ref(&runs[i], o->coll_ref ? &ref : NULL, &ds[i]);
         if (strcmp(source_of(&runs[i]), source_of(&runs[0])) != 0)
             ao_diag_note_add(&ds[i].flags, &ds[i].nflags, "mixed_sources",
                              "this run comes from `%s`, %s from `%s`: compare their numbers "
@@ -195,5 +198,6 @@ int ao_diagnose_dirs(const ao_diagnose_opts *o)
     free(all);
     free(runs);
     free(ds);
+    ao_coll_ref_free(&ref);
     return rc;
 }

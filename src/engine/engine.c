@@ -615,6 +615,7 @@ void ao_engine_iteration(ao_engine *e, int64_t iter, ao_phase phase, int64_t dat
                         cfg->scheduler.total_steps);
     for (int g = 0; g < e->ngroups; g++) e->groups[g].reductions = 0;
     if (phase == AO_PHASE_TRAIN && data_step == e->test_hang_step) ao_test_hang(e->rank, data_step);
+    if (phase == AO_PHASE_TRAIN && e->test_late_ms) ao_test_late_host(e->compute, e->test_late_ms);
     ao_comm_set_step(data_step); /* a timeout names the step of the op that hung */
     compute_moved(e);            /* whatever ran before */
     /* Gathers read the shards the previous update wrote. */

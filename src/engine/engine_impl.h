@@ -137,6 +137,7 @@ struct ao_engine {
     size_t batch_bytes;
     double data_wait_ms;    /* host wait for the loader since ao_engine_take_data_wait_ms */
     int test_slow_ms;       /* AORTA_TEST_SLOW_RANK: this rank's planted delay (tests only) */
+    int test_late_ms;       /* AORTA_TEST_LATE_HOST: this rank's host's planted delay a step */
     int64_t test_hang_step; /* AORTA_TEST_HANG_RANK: the train step this rank stops at; -1 */
 };
 

@@ -437,6 +437,7 @@ ao_engine *ao_engine_create(const ao_engine_setup *s, int *rc)
     e->pend_step = -1;
     e->timing = cfg->profiling.timing;
     e->test_slow_ms = ao_test_slow_rank_ms(e->rank);
+    e->test_late_ms = ao_test_late_host_ms(e->rank);
     e->test_hang_step = ao_test_hang_rank_step(e->rank);
     if (e->backend->set_dependent_launch)
         e->backend->set_dependent_launch(ao_engine_compute_alone(cfg, e->world));

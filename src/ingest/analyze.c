@@ -159,7 +159,8 @@ typedef struct step_range {
 
 typedef struct launch_key {
     int64_t corr;
-    double start;
+    double start, end;
+    int64_t tid;
 } launch_key;
 
 static int by_range_start(const void *a, const void *b)
@@ -211,7 +212,7 @@ static size_t collect_steps(const ao_trace *t, const ao_classifier *c, step_rang
     size_t n = 0, cap = 0, ordinal = 0;
     for (size_t i = 0; i < t->nranges; i++) {
         const ao_range *r = &t->ranges[i];
-        if (r->on_device || !r->name) continue;
+        if (r->on_device || r->context || !r->name) continue;
         size_t slot, val;
         long long step = -1;
         if (ptrmap_find(&names, r->name, &slot)) {
@@ -281,9 +282,10 @@ static long find_range(const step_range *v, size_t n, double x)
     return x < v[lo - 1].end ? (long)(lo - 1) : -1;
 }
 
-static double launch_start(const launch_key *k, size_t n, int64_t corr)
+/* The launch of correlation id corr, or NULL. */
+static const launch_key *launch_of(const launch_key *k, size_t n, int64_t corr)
 {
-    if (corr < 0) return NAN;
+    if (corr < 0) return NULL;
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -292,13 +294,15 @@ static double launch_start(const launch_key *k, size_t n, int64_t corr)
         else
             hi = mid;
     }
-    return lo < n && k[lo].corr == corr ? k[lo].start : NAN;
+    return lo < n && k[lo].corr == corr ? &k[lo] : NULL;
 }
 
 /* ---- one window's numbers ------------------------------------------------------------ */
 
 typedef struct act_info {
     double launch; /* start of the launch call, NAN when unknown */
+    double issue;  /* when it was in the queue (the call's end); NAN: no launch records */
+    int64_t tid;   /* the launching thread, -1 unknown */
     long step;     /* index into the step list, -1 none */
     int8_t cls, xkind;
 } act_info;
@@ -332,7 +336,9 @@ static ao_op make_op(const ao_trace *t, const ao_activity *a, const act_info *ai
         .stream = role_stream(t, a, ai),
         .cls = (uint8_t)ai->cls,
         .kind =
-            (int8_t)(ai->cls == AO_CLASS_COMM && ai->xkind < AO_NKINDS ? ai->xkind : AO_KIND_NONE)};
+            (int8_t)(ai->cls == AO_CLASS_COMM && ai->xkind < AO_NKINDS ? ai->xkind : AO_KIND_NONE),
+        .has_issue = !isnan(ai->issue),
+        .issue_us = isnan(ai->issue) ? 0 : ai->issue};
 }
 
 /* The §7 numbers, host wait and per-kind exposure of the activities idx[0..n)
@@ -349,18 +355,8 @@ static void window_stats(const ao_trace *t, const act_info *info, size_t *idx, s
     for (int k = 0; k < AO_NKINDS; k++)
         if (r->m.kinds[k].bytes == 0) r->m.kinds[k].algbw_gbps = r->m.kinds[k].busbw_gbps = NAN;
 
-    /* Idle gaps in time order: the activity after a gap says whether the host
-     * had launched it yet when the device ran dry. */
-    double end = -INFINITY, wait = 0;
-    for (size_t i = 0; i < n; i++) {
-        const ao_op *o = &ops[i];
-        if (!(o->end_us > o->start_us)) continue;
-        if (end > -INFINITY && o->start_us > end && info[idx[i]].launch > end)
-            wait += o->start_us - end;
-        if (o->end_us > end) end = o->end_us;
-    }
-    r->host_wait_ms = wait / 1000.0;
-    r->idle_other_ms = r->m.idle_ms - r->host_wait_ms;
+    /* Host wait is §7's: idle with nothing launched (core/metrics). */
+    r->idle_other_ms = r->m.idle_ms - r->m.host_wait_ms;
     if (r->idle_other_ms < 0) r->idle_other_ms = 0;
 
     /* Per-kind exposure: |M_k \ C| over normalized sets. */
@@ -428,6 +424,31 @@ static void step_contention(const ao_trace *t, const size_t *idx, const size_t *
     ao_contention_destroy(c);
 }
 
+static ao_comm_act comm_act(const act_info *info, size_t i, long long step, long op_index)
+{
+    return (ao_comm_act){.act = i,
+                         .step = step,
+                         .op_index = (int32_t)op_index,
+                         .xkind = info[i].xkind,
+                         .launch_us = info[i].launch,
+                         .issue_us = info[i].issue,
+                         .tid = info[i].tid};
+}
+
+/* Launch order (a collective's order in its group is its issue order),
+ * else start order; the correlation id breaks ties. */
+static int by_launch(const void *a, const void *b, void *ctx)
+{
+    const ao_comm_act *x = a, *y = b;
+    const ao_activity *acts = ctx;
+    double kx = isnan(x->launch_us) ? acts[x->act].start_us : x->launch_us;
+    double ky = isnan(y->launch_us) ? acts[y->act].start_us : y->launch_us;
+    if (kx != ky) return (kx > ky) - (kx < ky);
+    int64_t cx = acts[x->act].correlation, cy = acts[y->act].correlation;
+    if (cx != cy) return (cx > cy) - (cx < cy);
+    return (x->act > y->act) - (x->act < y->act);
+}
+
 static int by_total_desc(const void *a, const void *b)
 {
     const ao_kernel_stat *x = a, *y = b;
@@ -487,10 +508,19 @@ int ao_analyze_trace(const ao_trace *t, const ao_classifier *c, int world_size, 
     /* Launch of each activity. */
     launch_key *lk = ao_malloc((t->nlaunches ? t->nlaunches : 1) * sizeof *lk);
     for (size_t i = 0; i < t->nlaunches; i++)
-        lk[i] = (launch_key){t->launches[i].correlation, t->launches[i].start_us};
+        lk[i] = (launch_key){t->launches[i].correlation, t->launches[i].start_us,
+                             t->launches[i].end_us, t->launches[i].tid};
     if (t->nlaunches) qsort(lk, t->nlaunches, sizeof *lk, by_corr);
-    for (size_t i = 0; i < n; i++)
-        info[i].launch = launch_start(lk, t->nlaunches, t->acts[i].correlation);
+    for (size_t i = 0; i < n; i++) {
+        const launch_key *l = launch_of(lk, t->nlaunches, t->acts[i].correlation);
+        info[i].launch = l ? l->start : NAN;
+        info[i].tid = l ? l->tid : -1;
+        /* With launch records, an activity whose launch is unknown counts as
+         * queued when it started: the idle before it is the host's. */
+        info[i].issue = l              ? fmax(l->start, fmin(l->end, t->acts[i].start_us))
+                        : t->nlaunches ? t->acts[i].start_us
+                                       : NAN;
+    }
     free(lk);
 
     /* Steps: what the trace states, else host ranges and launches. */
@@ -554,16 +584,27 @@ int ao_analyze_trace(const ao_trace *t, const ao_classifier *c, int world_size, 
     free(pos);
 
     out->steps = ao_calloc(nsteps ? nsteps : 1, sizeof *out->steps);
+    size_t ncomm = 0;
+    for (size_t i = 0; i < n; i++) ncomm += info[i].cls == AO_CLASS_COMM;
+    out->comms = ao_malloc((ncomm ? ncomm : 1) * sizeof *out->comms);
     for (size_t s = 0; s < nsteps; s++) {
         size_t m = count[s + 1] - count[s];
         if (m == 0) continue; /* a step that ran nothing on the device */
         ao_step_result *r = &out->steps[out->nsteps++];
         r->step = numbers[s];
         window_stats(t, info, idx + count[s], m, world_size, 1, r);
+        /* window_stats sorted the step's activities: op j is idx[j] */
+        for (size_t j = 0; j < m; j++)
+            if (info[idx[count[s] + j]].cls == AO_CLASS_COMM)
+                out->comms[out->ncomms++] = comm_act(info, idx[count[s] + j], r->step, (long)j);
     }
     step_contention(t, idx, count, nsteps, out);
+    for (size_t i = 0; i < n; i++)
+        if (info[i].cls == AO_CLASS_COMM && info[i].step < 0)
+            out->comms[out->ncomms++] = comm_act(info, i, -1, -1);
+    qsort_r(out->comms, out->ncomms, sizeof *out->comms, by_launch, (void *)t->acts);
     for (size_t i = 0; i < n; i++) idx[i] = i;
-    window_stats(t, info, idx, n, world_size, 0, &out->total);
+    window_stats(t, info, idx, n, world_size, 1, &out->total);
     free(count);
     free(idx);
     free(numbers);
@@ -576,6 +617,8 @@ void ao_rank_result_free(ao_rank_result *r)
 {
     for (size_t i = 0; i < r->nsteps; i++) free(r->steps[i].ops);
     free(r->steps);
+    free(r->total.ops);
+    free(r->comms);
     free(r->kernels);
     memset(r, 0, sizeof *r);
 }
@@ -593,9 +636,7 @@ static yajl_gen_status gen_kinds(yajl_gen g, const char *k, const double *v)
 
 yajl_gen_status ao_step_result_gen_extra(yajl_gen g, const ao_step_result *r)
 {
-    yajl_gen_status st = ao_json_gen_str(g, "host_wait_ms");
-    if (st == yajl_gen_status_ok) st = ao_json_gen_double(g, r->host_wait_ms);
-    if (st == yajl_gen_status_ok) st = ao_json_gen_str(g, "idle_other_ms");
+    yajl_gen_status st = ao_json_gen_str(g, "idle_other_ms");
     if (st == yajl_gen_status_ok) st = ao_json_gen_double(g, r->idle_other_ms);
     if (st == yajl_gen_status_ok) st = gen_kinds(g, "comm_by_kind_ms", r->comm_kind_ms);
     if (st == yajl_gen_status_ok) st = gen_kinds(g, "exposed_by_kind_ms", r->exposed_kind_ms);

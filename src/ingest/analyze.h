@@ -65,10 +65,10 @@ ao_op_class ao_classify(const ao_classifier *c, const ao_activity *a, ao_xkind *
 
 typedef struct ao_step_result {
     long long step;
-    ao_overlap m;
-    double host_wait_ms;                /* idle gaps the host caused: the next activity's
-                                           launch began after the device ran dry */
-    double idle_other_ms;               /* m.idle_ms - host_wait_ms */
+    ao_overlap m;                       /* m.host_wait_ms: the idle time in which nothing was
+                                           launched (§7, issue = the end of the launch call);
+                                           NAN when the trace has no launch records */
+    double idle_other_ms;               /* m.idle_ms - m.host_wait_ms: idle with work queued */
     double comm_kind_ms[AO_NXKINDS];    /* |M_k| */
     double exposed_kind_ms[AO_NXKINDS]; /* |M_k \ C| */
     ao_op *ops;                         /* the step's activities as ops (names in the trace) */
@@ -98,12 +98,26 @@ typedef struct ao_hta_values {
     double idle_us, compute_us, non_compute_us, kernel_us;
 } ao_hta_values;
 
+/* A communication activity and where its op sits in the records, for the
+ * cross-rank matching (ingest/xrank.h, runs/collectives.h). */
+typedef struct ao_comm_act {
+    size_t act;       /* index into the trace's acts */
+    long long step;   /* its step's number, -1 outside every step */
+    int32_t op_index; /* index into that step's ops, -1 outside every step */
+    int8_t xkind;     /* ao_xkind */
+    double launch_us; /* start of its launch call, NAN unknown */
+    double issue_us;  /* end of it: when the work was in the queue; NAN unknown */
+    int64_t tid;      /* the launching thread, -1 unknown */
+} ao_comm_act;
+
 typedef struct ao_rank_result {
     int rank;
     const ao_trace *trace;
     ao_step_result *steps; /* by step number */
     size_t nsteps;
-    ao_step_result total;    /* every activity, one window (no ops kept) */
+    ao_step_result total; /* every activity, one window; its ops sorted by start */
+    ao_comm_act *comms;   /* every communication activity, in launch order */
+    size_t ncomms;
     size_t unattributed;     /* activities in no step */
     int stepless;            /* no step range: one window */
     ao_kernel_stat *kernels; /* by total time, longest first */

@@ -1,9 +1,15 @@
-/* `aorta analyze`'s driver: find the traces, read and analyse the ranks in
- * parallel, line the ranks up, write the run directory (staged), print the
- * tables. */
+/* `aorta analyze`'s driver: find the traces; read and analyse the ranks in
+ * parallel (pass 1: what every rank keeps, its collectives); match the
+ * collectives across ranks; then per rank, in parallel again, what the late
+ * rank's windows held and its records (pass 2, reading a trace again when
+ * it was not kept: memory stays ranks x collectives beyond the budget); the
+ * run directory staged and renamed into place; the tables. */
 #include "ingest/analyze_run.h"
 
 #include <dirent.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <pthread.h>
 #include <regex.h>
@@ -18,21 +24,39 @@
 #include "core/rundir.h"
 #include "core/version.h"
 #include "ingest/analyze.h"
-#include "runs/summary.h"
+#include "ingest/analyze_internal.h"
+#include "ingest/xrank.h"
 
-#define TOP_KERNELS_STEP 5
-#define TOP_KERNELS_RANK 20
+/* Kernel names shared by the ranks' top-kernel lists: one copy each, so a
+ * thousand ranks of one job keep one set of names. */
+typedef struct name_pool {
+    pthread_mutex_t lock;
+    char **v;
+    size_t n, cap;
+} name_pool;
 
-typedef struct job {
-    char *path;
-    ao_trace_format fmt;
-    int aorta_rank; /* AO_TRACE_AORTA: the rank to read */
-    int rank;       /* in the run directory, 0..n-1 */
-    int trace_rank; /* as the trace or file name says, -1 unknown */
-    ao_trace trace;
-    ao_rank_result res;
-    int rc, read;
-} job;
+static const char *pool_name(name_pool *p, const char *s)
+{
+    pthread_mutex_lock(&p->lock);
+    const char *r = NULL;
+    for (size_t i = p->n; i-- > 0 && !r;)
+        if (strcmp(p->v[i], s) == 0) r = p->v[i];
+    if (!r) {
+        if (p->n == p->cap) {
+            p->cap = p->cap ? 2 * p->cap : 64;
+            p->v = ao_realloc(p->v, p->cap * sizeof *p->v);
+        }
+        r = p->v[p->n++] = ao_strdup(s);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return r;
+}
+
+static void name_pool_free(name_pool *p)
+{
+    for (size_t i = 0; i < p->n; i++) free(p->v[i]);
+    free(p->v);
+}
 
 typedef struct pool {
     job *jobs;
@@ -41,6 +65,11 @@ typedef struct pool {
     atomic_int failed;
     const ao_classifier *cls;
     int world_size;
+    int pass;                 /* 1 or 2 */
+    atomic_size_t kept_bytes; /* pass 1: the traces kept so far */
+    size_t keep_bytes;        /* the budget */
+    run_ctx *c;               /* pass 2 */
+    name_pool names;
 } pool;
 
 /* ---- finding the files -------------------------------------------------------- */
@@ -60,6 +89,8 @@ static void add_file(file_list *l, const char *path, ao_trace_format fmt)
     l->v[l->n].path = ao_strdup(path);
     l->v[l->n].fmt = fmt;
     l->v[l->n].trace_rank = -1;
+    l->v[l->n].said_rank = -1;
+    l->v[l->n].world_size = -1;
     l->n++;
 }
 
@@ -171,7 +202,80 @@ static int collect(const ao_analyze_run_opts *o, file_list *l)
     return 0;
 }
 
-/* ---- reading in parallel -------------------------------------------------------- */
+/* ---- pass 1: read, analyse, keep what the run needs ---------------------------- */
+
+static int by_total(const void *a, const void *b)
+{
+    const ao_kernel_stat *x = a, *y = b;
+    return (x->total_us < y->total_us) - (x->total_us > y->total_us);
+}
+
+static int read_job(job *j, const ao_classifier *cls, int world_size)
+{
+    int rc = j->fmt == AO_TRACE_AORTA ? ao_read_aorta_trace(j->path, j->aorta_rank, &j->trace)
+                                      : ao_trace_read(j->path, j->fmt, &j->trace);
+    if (rc) return rc;
+    int ws = j->trace.world_size > 0 ? j->trace.world_size : world_size;
+    rc = ao_analyze_trace(&j->trace, cls, ws, &j->res);
+    if (rc) {
+        ao_trace_free(&j->trace);
+        return rc;
+    }
+    j->kept = 1;
+    return 0;
+}
+
+static void drop_job(job *j)
+{
+    if (!j->kept) return;
+    ao_rank_result_free(&j->res);
+    ao_trace_free(&j->trace);
+    j->kept = 0;
+#ifdef __GLIBC__
+    /* A trace's arrays freed between the small blocks the run keeps would
+     * stay resident: give their pages back, so that memory follows the
+     * ranks' collectives, not the traces read. */
+    malloc_trim(0);
+#endif
+}
+
+/* What the run keeps of a rank whatever happens to its trace. */
+static void keep_brief(job *j, name_pool *names)
+{
+    const ao_trace *t = &j->trace;
+    const ao_rank_result *r = &j->res;
+    j->said_rank = t->rank;
+    j->world_size = t->world_size;
+    const char *dev = ao_trace_get_meta(t, "device_name");
+    j->device = dev ? ao_strdup(dev) : NULL;
+    j->first_us = INFINITY;
+    for (size_t i = 0; i < t->nacts; i++)
+        if (t->acts[i].start_us < j->first_us) j->first_us = t->acts[i].start_us;
+    j->unattributed = r->unattributed;
+    j->stepless = r->stepless;
+    j->steps = ao_malloc((r->nsteps ? r->nsteps : 1) * sizeof *j->steps);
+    j->nsteps = r->nsteps;
+    for (size_t s = 0; s < r->nsteps; s++) {
+        const ao_overlap *m = &r->steps[s].m;
+        double hw = isfinite(m->host_wait_ms) ? m->host_wait_ms : 0;
+        j->steps[s] = (step_brief){r->steps[s].step, m->step_ms, m->compute_ms + hw};
+    }
+    j->total = r->total;
+    j->total.ops = NULL;
+    j->total.nops = 0;
+    memcpy(j->class_us, r->class_us, sizeof j->class_us);
+    j->hta = r->hta;
+    j->ntop = r->nkernels < AO_ANALYZE_TOP_KERNELS ? r->nkernels : AO_ANALYZE_TOP_KERNELS;
+    j->top = ao_malloc((j->ntop ? j->ntop : 1) * sizeof *j->top);
+    for (size_t k = 0; k < j->ntop; k++) {
+        j->top[k] = r->kernels[k];
+        j->top[k].name = pool_name(names, r->kernels[k].name);
+    }
+    qsort(j->top, j->ntop, sizeof *j->top, by_total);
+    ao_xrank_entries(t, r, -1, 0, &j->coll); /* the trace's clock; shifted once all are read */
+}
+
+static void pass2_job(pool *p, job *j);
 
 static void *worker(void *arg)
 {
@@ -180,36 +284,42 @@ static void *worker(void *arg)
         size_t i = atomic_fetch_add(&p->next, 1);
         if (i >= p->njobs || atomic_load(&p->failed)) break;
         job *j = &p->jobs[i];
-        j->rc = j->fmt == AO_TRACE_AORTA ? ao_read_aorta_trace(j->path, j->aorta_rank, &j->trace)
-                                         : ao_trace_read(j->path, j->fmt, &j->trace);
-        if (j->rc == 0) {
-            j->read = 1;
-            int ws = j->trace.world_size > 0 ? j->trace.world_size : p->world_size;
-            j->rc = ao_analyze_trace(&j->trace, p->cls, ws, &j->res);
+        if (p->pass == 2) {
+            pass2_job(p, j);
+        } else {
+            j->rc = read_job(j, p->cls, p->world_size);
+            if (j->rc == 0) {
+                keep_brief(j, &p->names);
+                /* keep the trace for pass 2 while the budget allows */
+                size_t b = ao_trace_bytes(&j->trace) +
+                           (j->res.total.nops * 2 + j->res.ncomms) * sizeof(ao_op);
+                if (atomic_fetch_add(&p->kept_bytes, b) + b > p->keep_bytes) drop_job(j);
+            }
         }
         if (j->rc) atomic_store(&p->failed, 1);
     }
     return NULL;
 }
 
-static int run_pool(job *jobs, size_t n, const ao_classifier *cls, int world_size, int threads)
+static int run_pool(pool *p, job *jobs, size_t n, int threads)
 {
-    pool p = {.jobs = jobs, .njobs = n, .cls = cls, .world_size = world_size};
-    atomic_init(&p.next, 0);
-    atomic_init(&p.failed, 0);
+    p->jobs = jobs;
+    p->njobs = n;
+    atomic_init(&p->next, 0);
+    atomic_init(&p->failed, 0);
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
     if ((size_t)threads > n) threads = (int)n;
     pthread_t *tid = ao_malloc((size_t)threads * sizeof *tid);
     int started = 0;
     for (int i = 1; i < threads; i++)
-        if (pthread_create(&tid[started], NULL, worker, &p) == 0) started++;
-    worker(&p); /* this thread works too */
+        if (pthread_create(&tid[started], NULL, worker, p) == 0) started++;
+    worker(p); /* this thread works too */
     for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
     free(tid);
     for (size_t i = 0; i < n; i++)
         if (jobs[i].rc) return jobs[i].rc;
-    return atomic_load(&p.failed) ? AO_EXIT_USAGE : 0;
+    return atomic_load(&p->failed) ? AO_EXIT_USAGE : 0;
 }
 
 /* ---- ranks -------------------------------------------------------------------- */
@@ -243,7 +353,7 @@ static int assign_ranks(job *jobs, size_t n)
     int named = 0;
     for (size_t i = 0; i < n; i++) {
         jobs[i].trace_rank =
-            jobs[i].trace.rank >= 0 ? jobs[i].trace.rank : rank_from_name(jobs[i].path);
+            jobs[i].said_rank >= 0 ? jobs[i].said_rank : rank_from_name(jobs[i].path);
         named += jobs[i].trace_rank >= 0;
     }
     if ((size_t)named < n)
@@ -258,7 +368,7 @@ static int assign_ranks(job *jobs, size_t n)
         }
         if (jobs[i].trace_rank != (int)i) dense = 0;
         jobs[i].rank = (int)i;
-        jobs[i].res.rank = (int)i;
+        jobs[i].coll.rank = (int)i;
     }
     if (!dense)
         ao_warn("the traces are of ranks %d..%d, not 0..%zu: numbered 0..%zu in order (each "
@@ -267,375 +377,112 @@ static int assign_ranks(job *jobs, size_t n)
     return 0;
 }
 
-/* ---- the run directory -------------------------------------------------------- */
+/* ---- across ranks ---------------------------------------------------------------- */
 
-typedef struct step_cmp {
-    long long step;
-    int slowest, fastest;
-    double slowest_ms, fastest_ms;
-} step_cmp;
-
-typedef struct run_ctx {
-    const ao_analyze_run_opts *o;
-    job *jobs;
-    size_t n;
-    int world_size;
-    double origin_us; /* earliest activity of any rank: time 0 in the files */
-    step_cmp *cmp;
-    size_t ncmp;
-} run_ctx;
-
-static const step_cmp *find_cmp(const run_ctx *c, long long step)
+static step_cmp *find_cmp(run_ctx *c, long long step)
 {
     for (size_t i = 0; i < c->ncmp; i++)
         if (c->cmp[i].step == step) return &c->cmp[i];
     return NULL;
 }
 
-/* Slowest and fastest rank of every step that more than one rank ran. */
+/* Every step that more than one rank ran: its slowest rank by the one
+ * definition (runs/rundata.h: the rank the others waited for, else the most
+ * time of its own) and its slowest and fastest step times. */
 static void compare_ranks(run_ctx *c)
 {
     for (size_t j = 0; j < c->n; j++) {
-        const ao_rank_result *r = &c->jobs[j].res;
-        for (size_t s = 0; s < r->nsteps; s++) {
-            step_cmp *e = (step_cmp *)find_cmp(c, r->steps[s].step);
-            double ms = r->steps[s].m.step_ms;
+        const job *jb = &c->jobs[j];
+        for (size_t s = 0; s < jb->nsteps; s++) {
+            const step_brief *b = &jb->steps[s];
+            step_cmp *e = find_cmp(c, b->step);
             if (!e) {
                 c->cmp = ao_realloc(c->cmp, (c->ncmp + 1) * sizeof *c->cmp);
                 e = &c->cmp[c->ncmp++];
-                *e = (step_cmp){r->steps[s].step, (int)j, (int)j, ms, ms};
-            } else {
-                if (ms > e->slowest_ms) e->slowest_ms = ms, e->slowest = (int)j;
-                if (ms < e->fastest_ms) e->fastest_ms = ms, e->fastest = (int)j;
+                *e = (step_cmp){b->step, -1, (int)j, "own_time", b->step_ms, b->step_ms};
             }
+            if (b->step_ms > e->slowest_ms) e->slowest_ms = b->step_ms;
+            if (b->step_ms < e->fastest_ms) e->fastest_ms = b->step_ms, e->fastest = (int)j;
         }
     }
-}
-
-#define G(call)                                                                                    \
-    do {                                                                                           \
-        if ((st = (call)) != yajl_gen_status_ok) return st;                                        \
-    } while (0)
-
-static yajl_gen_status key(yajl_gen g, const char *k)
-{
-    return yajl_gen_string(g, (const unsigned char *)k, strlen(k));
-}
-
-static yajl_gen_status key_num(yajl_gen g, const char *k, double v)
-{
-    yajl_gen_status st;
-    G(key(g, k));
-    return ao_json_gen_double(g, v);
-}
-
-static yajl_gen_status gen_kernel(yajl_gen g, const ao_kernel_stat *k)
-{
-    yajl_gen_status st;
-    G(yajl_gen_map_open(g));
-    G(key(g, "name"));
-    G(ao_json_gen_str(g, k->name));
-    G(key(g, "class"));
-    G(ao_json_gen_str(g, ao_op_class_name((ao_op_class)k->cls)));
-    G(key(g, "kind"));
-    G(ao_json_gen_str(g, k->cls == AO_CLASS_COMM ? ao_xkind_name((ao_xkind)k->xkind) : NULL));
-    G(key(g, "count"));
-    G(yajl_gen_integer(g, (long long)k->count));
-    G(key_num(g, "total_us", k->total_us));
-    G(key_num(g, "max_us", k->max_us));
-    return yajl_gen_map_close(g);
-}
-
-typedef struct rec_ctx {
-    const run_ctx *c;
-    const job *j;
-    const ao_step_result *s;
-} rec_ctx;
-
-static int by_us_desc(const void *a, const void *b)
-{
-    const ao_kernel_stat *x = a, *y = b;
-    return (x->total_us < y->total_us) - (x->total_us > y->total_us);
-}
-
-/* A step's top kernels by total time. */
-static size_t step_top(const ao_step_result *s, ao_kernel_stat *top, size_t cap)
-{
-    size_t n = 0, agg = 0;
-    ao_kernel_stat *all = ao_calloc(s->nops ? s->nops : 1, sizeof *all);
-    for (size_t i = 0; i < s->nops; i++) {
-        const ao_op *o = &s->ops[i];
-        size_t k = 0;
-        while (k < agg && all[k].name != o->name) k++; /* names are interned */
-        if (k == agg) {
-            if (agg > 4096) continue; /* bounded: a step of thousands of distinct kernels */
-            all[agg++] = (ao_kernel_stat){
-                .name = o->name ? o->name : "?",
-                .cls = (int8_t)o->cls,
-                .xkind =
-                    (int8_t)(o->cls == AO_CLASS_COMM ? (int)ao_xkind_of_name(o->name ? o->name : "")
-                                                     : -1)};
-        }
-        double d = o->end_us > o->start_us ? o->end_us - o->start_us : 0;
-        all[k].count++;
-        all[k].total_us += d;
-        if (d > all[k].max_us) all[k].max_us = d;
-    }
-    qsort(all, agg, sizeof *all, by_us_desc);
-    n = agg < cap ? agg : cap;
-    memcpy(top, all, n * sizeof *top);
-    free(all);
-    return n;
-}
-
-static int record_extra(void *vctx, yajl_gen g)
-{
-    rec_ctx *x = vctx;
-    yajl_gen_status st = ao_step_result_gen_extra(g, x->s);
-    if (st == yajl_gen_status_ok) st = key(g, "trace_rank");
-    if (st == yajl_gen_status_ok) st = yajl_gen_integer(g, x->j->trace_rank);
-    const step_cmp *e = find_cmp(x->c, x->s->step);
-    if (st == yajl_gen_status_ok && e && x->c->n > 1) {
-        st = key(g, "slowest_rank");
-        if (st == yajl_gen_status_ok) st = yajl_gen_integer(g, e->slowest);
-        if (st == yajl_gen_status_ok) st = key_num(g, "slowest_step_ms", e->slowest_ms);
-        if (st == yajl_gen_status_ok) st = key_num(g, "fastest_step_ms", e->fastest_ms);
-    }
-    ao_kernel_stat top[TOP_KERNELS_STEP];
-    size_t nt = step_top(x->s, top, TOP_KERNELS_STEP);
-    if (st == yajl_gen_status_ok) st = key(g, "top_kernels");
-    if (st == yajl_gen_status_ok) st = yajl_gen_array_open(g);
-    for (size_t i = 0; i < nt && st == yajl_gen_status_ok; i++) st = gen_kernel(g, &top[i]);
-    if (st == yajl_gen_status_ok) st = yajl_gen_array_close(g);
-    return st != yajl_gen_status_ok;
-}
-
-static double base_seconds(const ao_trace *t)
-{
-    const char *b = ao_trace_get_meta(t, "baseTimeNanoseconds");
-    return b ? strtod(b, NULL) / 1e9 : NAN;
-}
-
-static int write_rank(const run_ctx *c, const ao_rundir *d, const job *j)
-{
-    char *path = ao_rundir_rank_path(d, j->rank, (int)c->n, AO_RANK_METRICS);
-    ao_jsonl_writer *w = ao_jsonl_open(path, 1 << 20);
-    free(path);
-    if (!w) return AO_EXIT_FAIL;
-    int rc = 0;
-    double base = base_seconds(&j->trace);
-    for (size_t s = 0; s < j->res.nsteps && rc == 0; s++) {
-        const ao_step_result *sr = &j->res.steps[s];
-        ao_iter_record r;
-        ao_iter_record_init(&r);
-        r.rank = j->rank;
-        r.world_size = c->world_size;
-        r.step = sr->step;
-        r.phase = "train";
-        r.m = sr->m;
-        r.wall_time = base + sr->m.window_start_us / 1e6;
-        r.m.window_start_us -= c->origin_us;
-        r.m.window_end_us -= c->origin_us;
-        ao_op *ops = ao_malloc((sr->nops ? sr->nops : 1) * sizeof *ops);
-        for (size_t i = 0; i < sr->nops; i++) {
-            ops[i] = sr->ops[i];
-            ops[i].start_us -= c->origin_us;
-            ops[i].end_us -= c->origin_us;
-        }
-        r.ops = ops;
-        r.nops = sr->nops;
-        rec_ctx x = {c, j, sr};
-        r.extra = record_extra;
-        r.extra_ctx = &x;
-        if (ao_jsonl_append(w, &r)) rc = AO_EXIT_FAIL;
-        free(ops);
-    }
-    if (ao_jsonl_close(w) && rc == 0) rc = AO_EXIT_FAIL;
-    return rc;
-}
-
-static void visit_config(const void *config, ao_config_emit_fn emit, void *emit_ctx)
-{
-    const run_ctx *c = config;
-    ao_config_entry e = {.key = "training.summary_skip_steps",
-                         .value = ao_json_int(0),
-                         .type = "int",
-                         .origin = "aorta analyze (every traced step counts)"};
-    emit(emit_ctx, &e);
-    ao_config_entry f = {.key = "analyze.format",
-                         .value = ao_json_str(ao_trace_format_name(c->jobs[0].fmt)),
-                         .type = "string",
-                         .origin = "aorta analyze"};
-    emit(emit_ctx, &f);
-    ao_config_entry s = {
-        .key = "analyze.step",
-        .value = ao_json_str(c->o->step_regex ? c->o->step_regex : "^ProfilerStep#([0-9]+)"),
-        .type = "string",
-        .origin = c->o->step_regex ? "--step" : "default"};
-    emit(emit_ctx, &s);
-    ao_config_entry m = {.key = "analyze.comm",
-                         .value = ao_json_str(c->o->comm_regex),
-                         .type = "string",
-                         .origin = c->o->comm_regex ? "--comm" : "default"};
-    emit(emit_ctx, &m);
-}
-
-static int write_run_json(const run_ctx *c, const ao_rundir *d)
-{
-    const ao_trace *t0 = &c->jobs[0].trace;
-    /* Versions the traces name (the first rank's), and the source. */
-    ao_json_field versions[16];
-    size_t nv = 0;
-    versions[nv++] = (ao_json_field){"aorta", ao_json_str(AORTA_VERSION)};
-    versions[nv++] = (ao_json_field){"git_commit", ao_json_str(ao_git_commit)};
-    versions[nv++] = (ao_json_field){"source_format", ao_json_str(t0->format)};
-    for (size_t i = 0; i < t0->nmeta && nv < sizeof versions / sizeof *versions; i++) {
-        const char *k = t0->meta[i].key;
-        if (strstr(k, "version") || strcmp(k, "pytorch") == 0)
-            versions[nv++] = (ao_json_field){k, ao_json_str(t0->meta[i].value)};
-    }
-    ao_json_field *dev = ao_malloc(c->n * 4 * sizeof *dev);
-    ao_json_object *devices = ao_malloc(c->n * sizeof *devices);
-    for (size_t j = 0; j < c->n; j++) {
-        const job *jb = &c->jobs[j];
-        ao_json_field *f = dev + 4 * j;
-        f[0] = (ao_json_field){"rank", ao_json_int(jb->rank)};
-        f[1] = (ao_json_field){"name", ao_json_str(ao_trace_get_meta(&jb->trace, "device_name"))};
-        f[2] = (ao_json_field){"trace", ao_json_str(jb->path)};
-        f[3] = (ao_json_field){"trace_rank", ao_json_int(jb->trace_rank)};
-        devices[j] = (ao_json_object){f, 4};
-    }
-    ao_run_header h = {.run_id = d->run_id,
-                       .command = "analyze",
-                       .argc = c->o->argc,
-                       .argv = c->o->argv,
-                       .world_size = c->world_size,
-                       .config_visit = visit_config,
-                       .config = c,
-                       .versions = versions,
-                       .nversions = nv,
-                       .devices = devices,
-                       .ndevices = c->n};
-    char *path = ao_rundir_file(d, AO_RUN_JSON);
-    int rc = ao_run_json_write(path, &h);
-    free(path);
-    free(dev);
-    free(devices);
-    return rc;
-}
-
-static yajl_gen_status gen_rank(yajl_gen g, const job *j)
-{
-    yajl_gen_status st;
-    const ao_rank_result *r = &j->res;
-    G(yajl_gen_map_open(g));
-    G(key(g, "rank"));
-    G(yajl_gen_integer(g, j->rank));
-    G(key(g, "trace_rank"));
-    G(yajl_gen_integer(g, j->trace_rank));
-    G(key(g, "trace"));
-    G(ao_json_gen_str(g, j->path));
-    G(key(g, "steps"));
-    G(yajl_gen_integer(g, (long long)r->nsteps));
-    G(key(g, "stepless"));
-    G(yajl_gen_bool(g, r->stepless));
-    G(key(g, "unattributed_activities"));
-    G(yajl_gen_integer(g, (long long)r->unattributed));
-    G(key(g, "total"));
-    G(yajl_gen_map_open(g));
-    G(ao_overlap_gen_fields(g, &r->total.m, 1));
-    G(ao_step_result_gen_extra(g, &r->total));
-    G(yajl_gen_map_close(g));
-    G(key(g, "class_ms"));
-    G(yajl_gen_map_open(g));
-    for (int k = 0; k < 3; k++)
-        G(key_num(g, ao_op_class_name((ao_op_class)k), r->class_us[k] / 1e3));
-    G(yajl_gen_map_close(g));
-    G(key(g, "kernels"));
-    G(yajl_gen_array_open(g));
-    for (size_t k = 0; k < r->nkernels && k < TOP_KERNELS_RANK; k++)
-        G(gen_kernel(g, &r->kernels[k]));
-    G(yajl_gen_array_close(g));
-    G(key(g, "hta"));
-    if (!r->hta.valid) {
-        G(yajl_gen_null(g));
-        return yajl_gen_map_close(g);
-    }
-    G(yajl_gen_map_open(g));
-    G(key_num(g, "comm_comp_overlap_pctg", r->hta.overlap_pct));
-    G(key_num(g, "idle_time_us", r->hta.idle_us));
-    G(key_num(g, "compute_time_us", r->hta.compute_us));
-    G(key_num(g, "non_compute_time_us", r->hta.non_compute_us));
-    G(key_num(g, "kernel_time_us", r->hta.kernel_us));
-    G(yajl_gen_map_close(g));
-    return yajl_gen_map_close(g);
-}
-
-static yajl_gen_status gen_summary(yajl_gen g, const run_ctx *c, const ao_summary *s)
-{
-    yajl_gen_status st;
-    G(yajl_gen_map_open(g));
-    G(key(g, "schema"));
-    G(yajl_gen_integer(g, 1));
-    G(key(g, "summary"));
-    G(ao_summary_gen(g, s));
-    G(key(g, "analyze"));
-    G(yajl_gen_map_open(g));
-    G(key(g, "format"));
-    G(ao_json_gen_str(g, ao_trace_format_name(c->jobs[0].fmt)));
-    G(key(g, "ranks"));
-    G(yajl_gen_array_open(g));
-    for (size_t j = 0; j < c->n; j++) G(gen_rank(g, &c->jobs[j]));
-    G(yajl_gen_array_close(g));
-    G(key(g, "steps"));
-    G(yajl_gen_array_open(g));
     for (size_t i = 0; i < c->ncmp; i++) {
-        G(yajl_gen_map_open(g));
-        G(key(g, "step"));
-        G(yajl_gen_integer(g, c->cmp[i].step));
-        G(key(g, "slowest_rank"));
-        G(yajl_gen_integer(g, c->cmp[i].slowest));
-        G(key_num(g, "slowest_step_ms", c->cmp[i].slowest_ms));
-        G(key(g, "fastest_rank"));
-        G(yajl_gen_integer(g, c->cmp[i].fastest));
-        G(key_num(g, "fastest_step_ms", c->cmp[i].fastest_ms));
-        G(yajl_gen_map_close(g));
+        step_cmp *e = &c->cmp[i];
+        for (size_t k = 0; k < c->coll_sum.nsteps; k++)
+            if (c->coll_sum.steps[k].step == e->step && c->coll_sum.steps[k].late_rank >= 0) {
+                e->slowest = c->coll_sum.steps[k].late_rank;
+                e->by = "waited_for";
+            }
+        if (e->slowest >= 0) continue;
+        double best = -INFINITY;
+        for (size_t j = 0; j < c->n; j++)
+            for (size_t s = 0; s < c->jobs[j].nsteps; s++)
+                if (c->jobs[j].steps[s].step == e->step && c->jobs[j].steps[s].own_ms > best) {
+                    best = c->jobs[j].steps[s].own_ms;
+                    e->slowest = (int)j;
+                }
     }
-    G(yajl_gen_array_close(g));
-    G(yajl_gen_map_close(g));
-    return yajl_gen_map_close(g);
 }
 
-static void print_tables(FILE *out, const run_ctx *c)
+/* The collectives on the run's axis, matched. */
+static void match_collectives(run_ctx *c)
 {
-    fprintf(out, "\nper rank, whole trace (HTA's conventions: get_comm_comp_overlap, "
-                 "get_temporal_breakdown)\n");
-    fprintf(out, "%-5s %10s %12s %12s %14s %12s %10s %10s\n", "rank", "overlap%", "idle_us",
-            "compute_us", "non_compute_us", "kernel_us", "host_wait", "steps");
+    ao_coll_rank *ranks = ao_malloc(c->n * sizeof *ranks);
     for (size_t j = 0; j < c->n; j++) {
-        const ao_rank_result *r = &c->jobs[j].res;
-        fprintf(out, "%-5d %10.2f %12.0f %12.0f %14.0f %12.0f %9.2fms %10zu\n", c->jobs[j].rank,
-                r->hta.overlap_pct, r->hta.idle_us, r->hta.compute_us, r->hta.non_compute_us,
-                r->hta.kernel_us, r->total.host_wait_ms, r->nsteps);
+        ao_coll_rank *r = &c->jobs[j].coll;
+        for (size_t i = 0; i < r->n; i++) {
+            r->v[i].issue_us -= c->origin_us;
+            r->v[i].start_us -= c->origin_us;
+            r->v[i].end_us -= c->origin_us;
+        }
+        ranks[j] = *r;
     }
-    if (c->n > 1 && c->ncmp) {
-        fprintf(out, "\nslowest rank per step\n%-8s %8s %12s %12s\n", "step", "rank", "step_ms",
-                "+ms vs fastest");
-        for (size_t i = 0; i < c->ncmp; i++)
-            fprintf(out, "%-8lld %8d %12.3f %12.3f\n", c->cmp[i].step, c->cmp[i].slowest,
-                    c->cmp[i].slowest_ms, c->cmp[i].slowest_ms - c->cmp[i].fastest_ms);
+    ao_coll_match(ranks, c->n, &c->coll);
+    free(ranks);
+    snprintf(c->coll.clock, sizeof c->coll.clock,
+             "the traces' own clocks, taken as one (processes of one host share it: Kineto, "
+             "CUPTI and the profilers stamp the host's clock)");
+    ao_coll_summarize(&c->coll, (int)c->n, &c->coll_sum);
+}
+
+/* ---- pass 2: the late windows and the records ------------------------------------ */
+
+static void pass2_job(pool *p, job *j)
+{
+    run_ctx *c = p->c;
+    if (!j->kept) j->rc = read_job(j, p->cls, p->world_size);
+    if (j->rc == 0) {
+        if (c->n > 1) ao_xrank_breakdowns(&j->trace, &j->res, j->rank, c->origin_us, &c->coll);
+        j->rc = ao_analyze_write_rank(c, j);
     }
-    for (size_t j = 0; j < c->n; j++) {
-        const ao_rank_result *r = &c->jobs[j].res;
-        fprintf(out, "\nrank %d: top kernels by total time\n", c->jobs[j].rank);
-        for (size_t k = 0; k < r->nkernels && k < 5; k++)
-            fprintf(out, "  %10.1f us %6zu x  %-7s %.90s\n", r->kernels[k].total_us,
-                    r->kernels[k].count, ao_op_class_name((ao_op_class)r->kernels[k].cls),
-                    r->kernels[k].name);
+    drop_job(j);
+}
+
+static void free_job(job *j)
+{
+    drop_job(j);
+    ao_coll_rank_free(&j->coll);
+    free(j->top);
+    free(j->steps);
+    free(j->device);
+    free(j->path);
+}
+
+/* run.json's versions: what the first rank's trace names. */
+static void keep_versions(run_ctx *c, const ao_trace *t0)
+{
+    c->version_keys = ao_malloc((t0->nmeta + 1) * sizeof *c->version_keys);
+    c->version_values = ao_malloc((t0->nmeta + 1) * sizeof *c->version_values);
+    for (size_t i = 0; i < t0->nmeta; i++) {
+        const char *k = t0->meta[i].key;
+        if (!strstr(k, "version") && strcmp(k, "pytorch") != 0 &&
+            strcmp(k, "baseTimeNanoseconds") != 0)
+            continue;
+        c->version_keys[c->nversions] = ao_strdup(k);
+        c->version_values[c->nversions++] = ao_strdup(t0->meta[i].value);
     }
 }
 
-static int write_run(run_ctx *c)
+static int start_run_dir(run_ctx *c)
 {
     char id[AO_RUN_ID_MAX];
     const char *run_id = c->o->run_name;
@@ -645,42 +492,7 @@ static int write_run(run_ctx *c)
     } else if (ao_rundir_validate_name(run_id, "--run-name")) {
         return AO_EXIT_USAGE;
     }
-    ao_rundir d;
-    int rc = ao_rundir_create_staged(c->o->output_dir ? c->o->output_dir : "artifacts", run_id, &d);
-    if (rc) return rc;
-    rc = write_run_json(c, &d);
-    for (size_t j = 0; j < c->n && rc == 0; j++) rc = write_rank(c, &d, &c->jobs[j]);
-    if (rc == 0) {
-        ao_run_data run;
-        rc = ao_run_load(d.path, 0, &run);
-        ao_summary s;
-        if (rc == 0) rc = ao_summary_build(d.run_id, &run, 1, &s);
-        if (rc == 0) {
-            yajl_gen g = ao_json_gen_new(1);
-            char *path = ao_rundir_file(&d, AO_RUN_SUMMARY);
-            if (gen_summary(g, c, &s) != yajl_gen_status_ok) {
-                ao_error(path, "JSON generation failed");
-                rc = AO_EXIT_FAIL;
-            } else if (ao_json_write_atomic(path, g) != 0) {
-                rc = AO_EXIT_FAIL;
-            }
-            free(path);
-            yajl_gen_free(g);
-            if (rc == 0 && c->o->table) ao_summary_print(c->o->table, &s);
-            ao_summary_free(&s);
-        }
-        ao_run_free(&run);
-    }
-    if (rc == 0)
-        rc = ao_rundir_commit(&d);
-    else
-        ao_rundir_abandon(&d);
-    if (rc == 0 && c->o->table) {
-        print_tables(c->o->table, c);
-        fprintf(c->o->table, "\nrun directory: %s\n", d.path);
-    }
-    ao_rundir_free(&d);
-    return rc;
+    return ao_rundir_create_staged(c->o->output_dir ? c->o->output_dir : "artifacts", run_id, &c->dir);
 }
 
 int ao_analyze_run(const ao_analyze_run_opts *o)
@@ -690,47 +502,80 @@ int ao_analyze_run(const ao_analyze_run_opts *o)
     file_list l = {0};
     int rc = collect(o, &l);
     run_ctx c = {.o = o};
+    pool p = {.cls = &cls,
+              .pass = 1,
+              .keep_bytes = o->keep_bytes,
+              .names = {.lock = PTHREAD_MUTEX_INITIALIZER}};
+    atomic_init(&p.kept_bytes, 0);
     if (rc == 0 && l.v[0].fmt == AO_TRACE_AORTA) {
         /* One file, every rank: rank 0 first says how many there are. */
-        rc = run_pool(l.v, 1, &cls, 1, 1);
-        int nr = rc == 0 ? l.v[0].trace.world_size : 0;
+        p.world_size = 1;
+        rc = run_pool(&p, l.v, 1, 1);
+        int nr = rc == 0 ? l.v[0].world_size : 0;
         for (int r = 1; r < nr; r++) {
             add_file(&l, l.v[0].path, AO_TRACE_AORTA);
             l.v[l.n - 1].aorta_rank = r;
         }
-        if (rc == 0 && l.n > 1) rc = run_pool(l.v + 1, l.n - 1, &cls, nr, o->threads);
+        p.world_size = nr;
+        if (rc == 0 && l.n > 1) rc = run_pool(&p, l.v + 1, l.n - 1, o->threads);
     } else if (rc == 0) {
-        rc = run_pool(l.v, l.n, &cls, (int)l.n, o->threads);
+        p.world_size = (int)l.n;
+        rc = run_pool(&p, l.v, l.n, o->threads);
     }
     if (rc == 0) rc = assign_ranks(l.v, l.n);
     if (rc == 0) {
         c.jobs = l.v;
         c.n = l.n;
-        c.world_size = l.v[0].trace.world_size > 0 ? l.v[0].trace.world_size : (int)l.n;
+        c.format_name = ao_trace_format_name(l.v[0].fmt);
+        c.world_size = l.v[0].world_size > 0 ? l.v[0].world_size : (int)l.n;
         if ((size_t)c.world_size < l.n) c.world_size = (int)l.n;
         c.origin_us = INFINITY;
         for (size_t j = 0; j < l.n; j++) {
-            const ao_trace *t = &l.v[j].trace;
-            for (size_t i = 0; i < t->nacts; i++)
-                if (t->acts[i].start_us < c.origin_us) c.origin_us = t->acts[i].start_us;
-            if (l.v[j].res.stepless)
+            if (l.v[j].first_us < c.origin_us) c.origin_us = l.v[j].first_us;
+            if (l.v[j].stepless)
                 ao_warn("%s: no step marks (%s); analysed as one window", l.v[j].path,
                         o->step_regex ? "--step matched nothing" : "no ProfilerStep#N");
-            if (l.v[j].res.unattributed)
+            if (l.v[j].unattributed)
                 ao_warn("%s: %zu device activities launched outside every step are in the "
                         "totals only",
-                        l.v[j].path, l.v[j].res.unattributed);
+                        l.v[j].path, l.v[j].unattributed);
         }
+        if (l.n > 1) match_collectives(&c);
         compare_ranks(&c);
-        rc = write_run(&c);
+        /* the first rank's versions: read again if it was not kept */
+        job *j0 = &l.v[0];
+        if (!j0->kept) rc = read_job(j0, &cls, p.world_size);
+        if (rc == 0) keep_versions(&c, &j0->trace);
+        if (rc == 0) rc = start_run_dir(&c);
+        if (rc == 0) {
+            rc = ao_analyze_write_run_json(&c);
+            p.pass = 2;
+            p.c = &c;
+            if (rc == 0) rc = run_pool(&p, l.v, l.n, o->threads);
+            if (rc == 0) rc = ao_analyze_write_summary(&c);
+            if (rc == 0)
+                rc = ao_rundir_commit(&c.dir);
+            else
+                ao_rundir_abandon(&c.dir);
+            if (rc == 0 && o->table) {
+                ao_analyze_print_tables(o->table, &c);
+                fprintf(o->table, "\nrun directory: %s\n", c.dir.path);
+            }
+            ao_rundir_free(&c.dir);
+        }
     }
-    for (size_t j = 0; j < l.n; j++) {
-        ao_rank_result_free(&l.v[j].res);
-        if (l.v[j].read) ao_trace_free(&l.v[j].trace);
-        free(l.v[j].path);
-    }
+    for (size_t j = 0; j < l.n; j++) free_job(&l.v[j]);
     free(l.v);
     free(c.cmp);
+    for (size_t i = 0; i < c.nversions; i++) {
+        free(c.version_keys[i]);
+        free(c.version_values[i]);
+    }
+    free(c.version_keys);
+    free(c.version_values);
+    ao_coll_set_free(&c.coll);
+    ao_coll_summary_free(&c.coll_sum);
+    name_pool_free(&p.names);
     ao_classifier_free(&cls);
     return rc;
 }

@@ -1,5 +1,6 @@
 /* `aorta analyze`: traces in, a run directory out (DESIGN §8's layout, so
- * `aorta report` reads it unchanged).
+ * `aorta report` reads it unchanged), with collectives.jsonl when there are
+ * several ranks (DESIGN §14).
  *
  * The paths are trace files or directories of them (one trace per rank; a
  * rocprofv3 CSV directory by its *kernel_trace.csv files). Ranks are read
@@ -22,6 +23,9 @@ typedef struct ao_analyze_run_opts {
     ao_trace_format format; /* AO_TRACE_AUTO: detect per file */
     const char *step_regex, *comm_regex;
     int threads; /* <= 0: the online cores */
+    /* Traces kept in memory between the two passes, bytes (estimated);
+     * beyond it a rank's trace is read again in the second pass. */
+    size_t keep_bytes;
     int argc;
     char *const *argv;
     FILE *table; /* the final tables; NULL: none */

@@ -43,7 +43,18 @@ typedef enum key_id {
     A_STEP,
     A_BYTES,
     A_KIND,
+    A_COLL_NAME, /* strings of a collective kernel: A_COLL_NAME .. A_DTYPE */
+    A_PG_NAME,
+    A_PG_DESC,
+    A_PG_RANKS,
+    A_DTYPE,
+    A_IN_NELEMS, /* its numbers: A_IN_NELEMS .. A_SEQ */
+    A_OUT_NELEMS,
+    A_GROUP_SIZE,
+    A_SEQ,
 } key_id;
+
+#define NCOLL_TEXT (A_DTYPE - A_COLL_NAME + 1)
 
 typedef struct text {
     char *s;
@@ -62,6 +73,8 @@ typedef struct parser {
     ao_cj_event ev;
     size_t tokens; /* callbacks so far: a chunk that adds none is inside one token */
     text cat, name;
+    text coll[NCOLL_TEXT]; /* A_COLL_NAME .. A_DTYPE */
+    int has_coll[NCOLL_TEXT];
     char kind[32];
     int has_kind;
     char err[512];
@@ -100,15 +113,45 @@ static key_id args_key(const unsigned char *k, size_t n)
     if (IS("step")) return A_STEP;
     if (IS("bytes")) return A_BYTES;
     if (IS("kind")) return A_KIND;
+    if (IS("Collective name")) return A_COLL_NAME;
+    if (IS("Process Group Name")) return A_PG_NAME;
+    if (IS("Process Group Description")) return A_PG_DESC;
+    if (IS("Process Group Ranks")) return A_PG_RANKS;
+    if (IS("dtype")) return A_DTYPE;
+    if (IS("In msg nelems")) return A_IN_NELEMS;
+    if (IS("Out msg nelems")) return A_OUT_NELEMS;
+    if (IS("Group size")) return A_GROUP_SIZE;
+    if (IS("Seq")) return A_SEQ;
     return K_OTHER;
 #undef IS
 }
 
 static const char *key_text(key_id k)
 {
-    static const char *const names[] = {"",       "ph",     "cat",  "name",  "ts",
-                                        "dur",    "pid",    "tid",  "args",  "correlation",
-                                        "stream", "device", "step", "bytes", "kind"};
+    static const char *const names[] = {"",
+                                        "ph",
+                                        "cat",
+                                        "name",
+                                        "ts",
+                                        "dur",
+                                        "pid",
+                                        "tid",
+                                        "args",
+                                        "correlation",
+                                        "stream",
+                                        "device",
+                                        "step",
+                                        "bytes",
+                                        "kind",
+                                        "Collective name",
+                                        "Process Group Name",
+                                        "Process Group Description",
+                                        "Process Group Ranks",
+                                        "dtype",
+                                        "In msg nelems",
+                                        "Out msg nelems",
+                                        "Group size",
+                                        "Seq"};
     return names[k];
 }
 
@@ -128,6 +171,8 @@ static void reset_event(parser *p)
     p->ev.index = idx;
     p->ev.pid = p->ev.tid = -1;
     p->ev.correlation = p->ev.stream = p->ev.device = p->ev.step = p->ev.bytes = -1;
+    p->ev.in_nelems = p->ev.out_nelems = p->ev.group_size = p->ev.seq = -1;
+    memset(p->has_coll, 0, sizeof p->has_coll);
     p->ev.cat = p->ev.name = "";
     p->cat.n = p->name.n = 0;
     p->has_kind = 0;
@@ -240,6 +285,18 @@ static int cb_number(void *ctx, const char *s, size_t n)
             break;
         case A_KIND:
             return wrong_type(p, "a number, not a string");
+        case A_IN_NELEMS:
+            p->ev.in_nelems = (int64_t)v;
+            break;
+        case A_OUT_NELEMS:
+            p->ev.out_nelems = (int64_t)v;
+            break;
+        case A_GROUP_SIZE:
+            p->ev.group_size = (int64_t)v;
+            break;
+        case A_SEQ:
+            p->ev.seq = (int64_t)v;
+            break;
         default:
             break;
         }
@@ -282,7 +339,11 @@ static int cb_string(void *ctx, const unsigned char *s, size_t n)
             memcpy(p->kind, s, m);
             p->kind[m] = '\0';
             p->has_kind = 1;
-        } else if (p->key == A_CORRELATION || p->key == A_BYTES || p->key == A_STEP) {
+        } else if (p->key >= A_COLL_NAME && p->key <= A_DTYPE) {
+            text_set(&p->coll[p->key - A_COLL_NAME], s, n);
+            p->has_coll[p->key - A_COLL_NAME] = 1;
+        } else if (p->key == A_CORRELATION || p->key == A_BYTES || p->key == A_STEP ||
+                   (p->key >= A_IN_NELEMS && p->key <= A_SEQ)) {
             return wrong_type(p, "a string, not a number");
         }
         /* a string stream or device (some tools name them) reads as unknown */
@@ -385,6 +446,9 @@ static int cb_end_map(void *ctx)
         p->ev.name = p->name.n ? p->name.s : "";
         p->ev.name_len = p->name.n;
         p->ev.kind = p->has_kind ? p->kind : NULL;
+        const char **coll[NCOLL_TEXT] = {&p->ev.coll_name, &p->ev.pg_name, &p->ev.pg_desc,
+                                         &p->ev.pg_ranks, &p->ev.dtype};
+        for (int i = 0; i < NCOLL_TEXT; i++) *coll[i] = p->has_coll[i] ? p->coll[i].s : NULL;
         if (p->cb->event && p->cb->event(p->ctx, &p->ev, p->err, sizeof p->err)) return 0;
         p->ev.index++;
     }
@@ -520,5 +584,6 @@ int ao_cj_read(const char *path, const ao_cj_callbacks *cb, void *ctx)
     free(buf);
     free(p.cat.s);
     free(p.name.s);
+    for (int i = 0; i < NCOLL_TEXT; i++) free(p.coll[i].s);
     return rc;
 }

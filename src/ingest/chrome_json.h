@@ -28,6 +28,10 @@ typedef struct ao_cj_event {
     int64_t correlation, stream, device, step;
     int64_t bytes;
     const char *kind; /* args.kind (aorta's trace); NULL when absent or null */
+    /* A collective kernel's args (Kineto's NCCL kernels): NULL / -1 when
+     * absent. */
+    const char *coll_name, *pg_name, *pg_desc, *pg_ranks, *dtype;
+    int64_t in_nelems, out_nelems, group_size, seq;
     unsigned has_ts : 1, has_dur : 1;
 } ao_cj_event;
 

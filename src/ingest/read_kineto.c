@@ -2,8 +2,10 @@
  * .gz: device activity from "kernel", "gpu_memcpy" and "gpu_memset" events,
  * launches from "*_runtime"/"*_driver" calls with a correlation id (the
  * ids the ac2g flows draw), host ranges from "user_annotation" events
- * (ProfilerStep#N, record_function), and the device copies of
- * annotations ("gpu_user_annotation"). */
+ * (ProfilerStep#N, record_function, FSDP's ranges), autograd's
+ * evaluate_function ops (the backward's context), the device copies of
+ * annotations ("gpu_user_annotation"), and the NCCL kernels' args (process
+ * group, message sizes, dtype). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,8 @@
 #include "core/error.h"
 #include "ingest/chrome_json.h"
 #include "ingest/trace.h"
+
+#define AUTOGRAD "autograd::engine::evaluate_function"
 
 typedef struct kineto_ctx {
     ao_trace *t;
@@ -62,6 +66,18 @@ static int on_event(void *vctx, const ao_cj_event *e, char *err, size_t errlen)
         a->correlation = e->correlation;
         a->device = e->device >= 0 ? (uint32_t)e->device : 0;
         a->stream = e->stream >= 0 ? (uint32_t)e->stream : 0;
+        if (kernel && (e->coll_name || e->pg_name || e->in_nelems >= 0)) {
+            ao_coll_args *ca = ao_trace_add_coll_args(t, a);
+            ca->op = ao_trace_intern(t, e->coll_name, (size_t)-1);
+            ca->group = ao_trace_intern(t, e->pg_name, (size_t)-1);
+            ca->group_desc = ao_trace_intern(t, e->pg_desc, (size_t)-1);
+            ca->group_ranks = ao_trace_intern(t, e->pg_ranks, (size_t)-1);
+            ca->dtype = ao_trace_intern(t, e->dtype, (size_t)-1);
+            ca->in_nelems = e->in_nelems;
+            ca->out_nelems = e->out_nelems;
+            ca->group_size = e->group_size;
+            ca->seq = e->seq;
+        }
         return 0;
     }
     if (cat_ends(e, "_runtime") || cat_ends(e, "_driver")) {
@@ -76,15 +92,20 @@ static int on_event(void *vctx, const ao_cj_event *e, char *err, size_t errlen)
     }
     int dev_ann = cat_is(e, "gpu_user_annotation");
     /* cpu_op (aten::*) events are not kept: the steps are annotations, and
-     * they are most of a trace's events. */
-    if (dev_ann || cat_is(e, "user_annotation")) {
+     * they are most of a trace's events. Autograd's evaluate_function ops
+     * are, as the context that says a launch was the backward's. */
+    int context = cat_is(e, "cpu_op") && e->name_len > sizeof AUTOGRAD - 1 &&
+                  memcmp(e->name, AUTOGRAD, sizeof AUTOGRAD - 1) == 0;
+    if (dev_ann || context || cat_is(e, "user_annotation")) {
         if (need_times(e, err, errlen)) return 1;
         ao_range *r = ao_trace_add_range(t);
         r->start_us = e->ts;
         r->end_us = e->ts + e->dur;
-        r->name = ao_trace_intern(t, e->name, e->name_len);
+        r->name = ao_trace_intern(t, context ? AUTOGRAD : e->name,
+                                  context ? sizeof AUTOGRAD - 1 : e->name_len);
         r->tid = e->tid;
         r->on_device = (uint8_t)dev_ann;
+        r->context = (uint8_t)context;
     }
     return 0;
 }

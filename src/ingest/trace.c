@@ -109,6 +109,7 @@ void ao_trace_free(ao_trace *t)
     free(t->ranges);
     free(t->launches);
     free(t->meta);
+    free(t->coll_args);
     if (t->pool) {
         for (pool_chunk *c = t->pool->chunks, *next; c; c = next) {
             next = c->next;
@@ -138,6 +139,7 @@ ao_activity *ao_trace_add_activity(ao_trace *t)
     a->correlation = -1;
     a->cls = -1;
     a->coll_kind = -1;
+    a->coll = -1;
     a->step = -1;
     return a;
 }
@@ -158,6 +160,27 @@ ao_launch *ao_trace_add_launch(ao_trace *t)
     memset(l, 0, sizeof *l);
     l->tid = -1;
     return l;
+}
+
+ao_coll_args *ao_trace_add_coll_args(ao_trace *t, ao_activity *a)
+{
+    t->coll_args = grow(t->coll_args, t->ncoll_args, &t->cap_coll_args, sizeof *t->coll_args);
+    a->coll = (int32_t)t->ncoll_args;
+    ao_coll_args *c = &t->coll_args[t->ncoll_args++];
+    *c = (ao_coll_args){.in_nelems = -1, .out_nelems = -1, .group_size = -1, .seq = -1};
+    return c;
+}
+
+size_t ao_trace_bytes(const ao_trace *t)
+{
+    size_t n = t->cap_acts * sizeof *t->acts + t->cap_ranges * sizeof *t->ranges +
+               t->cap_launches * sizeof *t->launches + t->cap_meta * sizeof *t->meta +
+               t->cap_coll_args * sizeof *t->coll_args;
+    if (t->pool) {
+        n += t->pool->nslots * (sizeof *t->pool->slots + sizeof *t->pool->hashes);
+        for (const pool_chunk *c = t->pool->chunks; c; c = c->next) n += sizeof *c + c->cap;
+    }
+    return n;
 }
 
 void ao_trace_set_meta(ao_trace *t, const char *key, const char *value)

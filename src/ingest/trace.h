@@ -33,8 +33,23 @@ typedef struct ao_activity {
      * step through the launch. */
     int8_t cls;       /* ao_op_class */
     int8_t coll_kind; /* ao_coll_kind of a communication op */
+    int32_t coll;     /* index into the trace's coll_args, -1 when the trace names none */
     int64_t step;
 } ao_activity;
+
+/* What a trace says of a collective kernel beyond its name (Kineto's NCCL
+ * kernel args; DESIGN §14 "Collectives across ranks"). Strings are interned;
+ * NULL and -1 when absent. */
+typedef struct ao_coll_args {
+    const char *op;                /* "Collective name": "_allgather_base", "allreduce" */
+    const char *group;             /* "Process Group Name": "0" */
+    const char *group_desc;        /* "Process Group Description": "default_pg" */
+    const char *group_ranks;       /* "Process Group Ranks": "[0, 1]" (global ranks) */
+    const char *dtype;             /* "dtype": "BFloat16", "Float" */
+    int64_t in_nelems, out_nelems; /* "In msg nelems", "Out msg nelems" */
+    int64_t group_size;            /* "Group size" */
+    int64_t seq;                   /* "Seq": the collective's number in its group */
+} ao_coll_args;
 
 /* A host-side range: a CPU annotation (`ProfilerStep#3`, a user's
  * record_function), an NVTX or roctx range. */
@@ -44,6 +59,8 @@ typedef struct ao_range {
     int64_t tid;       /* host thread; -1 when unknown */
     uint8_t on_device; /* a device-side copy of an annotation (Kineto's gpu_user_annotation):
                           never a step window; HTA's step filter counts it */
+    uint8_t context;   /* a host range kept only as the context of launches (autograd's
+                          evaluate_function ops): never a step window */
 } ao_range;
 
 /* A host launch call (cudaLaunchKernel, hipMemcpyAsync, ...): correlation
@@ -74,6 +91,8 @@ typedef struct ao_trace {
     size_t nlaunches, cap_launches;
     ao_trace_meta *meta;
     size_t nmeta, cap_meta;
+    ao_coll_args *coll_args; /* indexed by ao_activity.coll */
+    size_t ncoll_args, cap_coll_args;
     struct ao_trace_pool *pool; /* interned strings */
 } ao_trace;
 
@@ -85,11 +104,16 @@ void ao_trace_free(ao_trace *t);
 const char *ao_trace_intern(ao_trace *t, const char *s, size_t len);
 
 /* Appenders; each returns the new element, zeroed except an activity's
- * correlation, cls, coll_kind and step (-1) and a range's and a launch's tid
+ * correlation, cls, coll_kind, coll and step (-1) and a range's and a launch's tid
  * (-1), growing the array geometrically. */
 ao_activity *ao_trace_add_activity(ao_trace *t);
 ao_range *ao_trace_add_range(ao_trace *t);
 ao_launch *ao_trace_add_launch(ao_trace *t);
+/* A collective's args for activity a (a->coll set to its index); every
+ * field NULL / -1. */
+ao_coll_args *ao_trace_add_coll_args(ao_trace *t, ao_activity *a);
+/* An estimate of the heap bytes t holds (arrays and strings). */
+size_t ao_trace_bytes(const ao_trace *t);
 /* key and value are interned. A later value for the same key wins. */
 void ao_trace_set_meta(ao_trace *t, const char *key, const char *value);
 const char *ao_trace_get_meta(const ao_trace *t, const char *key);

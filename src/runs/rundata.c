@@ -177,6 +177,7 @@ void ao_rank_column(const ao_rank_data *rd, size_t m, double *out)
 typedef struct rank_job {
     char *path;
     int expect_rank;
+    int keep_ops; /* keep the records' op lists (profiled) */
     long long skip;
     ao_rank_data *rd;
     int world_size;      /* of the first record, 0 before it */
@@ -296,7 +297,7 @@ static int on_record(void *ctx, ao_iter_record *r, yajl_val line)
     }
     size_t nm = NELEM(metrics);
     if (rd->n == rd->cap) {
-        rd->cap = rd->cap ? 2 * rd->cap : 256;
+        rd->cap = rd->cap ? 2 * rd->cap : 16; /* thousands of ranks: small first */
         rd->steps = ao_realloc(rd->steps, rd->cap * sizeof *rd->steps);
         rd->wall = ao_realloc(rd->wall, rd->cap * sizeof *rd->wall);
         rd->rows = ao_realloc(rd->rows, rd->cap * nm * sizeof *rd->rows);
@@ -310,7 +311,9 @@ static int on_record(void *ctx, ao_iter_record *r, yajl_val line)
     rd->n++;
     ao_contention_evidence_add(&rd->contention,
                                ao_json_member(ao_json_member(line, "extra"), "contention"));
-    if (r->ops) {
+    if (r->ops && !job->keep_ops) {
+        rd->profiled_dropped++;
+    } else if (r->ops) {
         if (rd->nprofiled < AO_RUNDATA_MAX_PROFILED) {
             if (!rd->profiled)
                 rd->profiled = ao_calloc(AO_RUNDATA_MAX_PROFILED, sizeof *rd->profiled);
@@ -673,7 +676,38 @@ static const char *base_name(const char *path)
     return p;
 }
 
+/* collectives.jsonl, when the run has one. */
+static int load_collectives(ao_run_data *r)
+{
+    char *path = ao_asprintf("%s/%s", r->dir, AO_COLLECTIVES_FILE);
+    int rc = 0;
+    if (file_exists(path)) {
+        r->coll = ao_calloc(1, sizeof *r->coll);
+        rc = ao_coll_read(path, r->coll);
+        if (rc == 0) {
+            int n = r->world_size > r->nranks ? r->world_size : r->nranks;
+            if (r->coll->nranks > n) n = r->coll->nranks;
+            r->coll_sum = ao_calloc(1, sizeof *r->coll_sum);
+            ao_coll_summarize(r->coll, n, r->coll_sum);
+        }
+    }
+    free(path);
+    return rc;
+}
+
+static int load(const char *dir, long long skip_steps, int keep_ops, ao_run_data *out);
+
 int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out)
+{
+    return load(dir, skip_steps, 1, out);
+}
+
+int ao_run_load_summary(const char *dir, long long skip_steps, ao_run_data *out)
+{
+    return load(dir, skip_steps, 0, out);
+}
+
+static int load(const char *dir, long long skip_steps, int keep_ops, ao_run_data *out)
 {
     memset(out, 0, sizeof *out);
     out->dir = ao_strdup(dir);
@@ -736,6 +770,7 @@ int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out)
         jobs[i].expect_rank = ranks[i];
         jobs[i].skip = out->skip_steps;
         jobs[i].last_step = -1;
+        jobs[i].keep_ops = keep_ops;
         jobs[i].rd = &out->ranks[i];
         out->ranks[i].rank = ranks[i];
     }
@@ -775,7 +810,7 @@ int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out)
     if (out->world_size > out->nranks)
         ao_warn("%s: %d of %d ranks have a metrics file; the others are left out", dir, out->nranks,
                 out->world_size);
-    return 0;
+    return load_collectives(out);
 }
 
 void ao_run_free(ao_run_data *r)
@@ -800,6 +835,10 @@ void ao_run_free(ao_run_data *r)
         ao_kernel_table_free(&rd->kernels);
     }
     free(r->ranks);
+    if (r->coll) ao_coll_set_free(r->coll);
+    free(r->coll);
+    if (r->coll_sum) ao_coll_summary_free(r->coll_sum);
+    free(r->coll_sum);
     if (r->run) yajl_tree_free(r->run);
     if (r->summary) yajl_tree_free(r->summary);
     free(r->dir);

@@ -23,6 +23,7 @@
 
 #include "core/jsonl.h"
 #include "runs/contention.h"
+#include "runs/collectives.h"
 #include "runs/kernels.h"
 
 /* ---- the metrics a summary reports ---------------------------------------- */
@@ -102,6 +103,11 @@ typedef struct ao_run_data {
     ao_rank_data *ranks;
     long long skip_steps;
     const char *skip_origin; /* "--skip-steps", "run.json", "default" */
+    /* collectives.jsonl and who waited for whom in it; NULL without the
+     * file (one rank, no op lists, an older run). Every step of it, the
+     * warm-up included. */
+    ao_coll_set *coll;
+    ao_coll_summary *coll_sum;
 } ao_run_data;
 
 /* Load a run directory. skip_steps < 0 takes training.summary_skip_steps from
@@ -109,6 +115,10 @@ typedef struct ao_run_data {
  * one error line (not a directory, no metrics files, a malformed line or
  * schema mismatch, ranks that disagree on world_size). */
 int ao_run_load(const char *dir, long long skip_steps, ao_run_data *out);
+/* The same without the records' op lists (ranks' `profiled` empty, counted
+ * in profiled_dropped): what a summary needs, in memory that does not grow
+ * with the ops of thousands of ranks. */
+int ao_run_load_summary(const char *dir, long long skip_steps, ao_run_data *out);
 void ao_run_free(ao_run_data *r);
 /* 0 when a rank of r kept a train record after the warm-up; else
  * AO_EXIT_USAGE after "WHAT: no train step is left after skipping N warm-up
@@ -116,6 +126,27 @@ void ao_run_free(ao_run_data *r);
 int ao_run_require_steps(const ao_run_data *r, const char *what);
 /* That error on its own, for a set of runs with none in all. */
 int ao_run_no_steps_error(const char *what, long long skip_steps);
+
+/* The slowest rank, one definition for summary, report and diagnose (DESIGN
+ * §7): the rank the others waited for most in collectives
+ * (collectives.jsonl: the time their arrivals preceded its own, summed over
+ * the steps); without matched collectives, the rank with the most time of
+ * its own (median compute_ms + host_wait_ms). Returns an index into
+ * run->ranks; *by (when not NULL) says which rule decided: "waited_for" or
+ * "own_time". */
+int ao_run_slowest_rank(const ao_run_data *run, const char **by);
+/* The median of metric `name` over a rank's kept steps; NAN when absent. */
+double ao_rank_metric_median(const ao_rank_data *rd, const char *name);
+/* A rank's own time a step: median compute_ms plus median host_wait_ms
+ * (0 when unknown). */
+double ao_rank_own_ms(const ao_rank_data *rd);
+
+/* collectives.jsonl from the records' op lists (aorta train's profiling
+ * windows, aorta attach's steps), written into the run directory and
+ * attached to run (coll, coll_sum) when the run has two ranks or more with
+ * ops and no such file yet (runs/coll_records.c). 0, or AO_EXIT_FAIL when
+ * it cannot be written. */
+int ao_coll_from_records(ao_run_data *run);
 
 /* The profiled step (one every rank recorded ops for) whose slowest rank's
  * step time is the median of those steps: the step the report's timeline

@@ -145,6 +145,48 @@ static void breakdown(ao_summary *s, const ao_run_data *runs, size_t nruns)
         s->breakdown_ms[j] = total > 0 && isfinite(step) ? step * sum[j] / total : 0;
 }
 
+static int disagree(const ao_metric_def *d, const double *med, int n, double step_ms)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    for (int k = 0; k < n; k++)
+        if (isfinite(med[k])) {
+            lo = fmin(lo, med[k]);
+            hi = fmax(hi, med[k]);
+        }
+    if (!(hi > lo)) return 0;
+    double spread = hi - lo;
+    if (strcmp(d->unit, "ratio") == 0) return spread > 0.1;
+    if (spread <= AO_RANKS_DISAGREE * fmax(fabs(hi), fabs(lo))) return 0;
+    return strcmp(d->unit, "ms") != 0 || !(step_ms > 0) || spread > 0.02 * step_ms;
+}
+
+/* A metric the ranks disagree on: the slowest rank's statistics (rank
+ * index c of every run), not a pool that describes none of them. */
+static void per_rank_where_disagreeing(ao_summary *out, const ao_run_data *runs, size_t nruns,
+                                       int c)
+{
+    int sm = ao_metric_find("step_ms");
+    double step = out->metrics[sm].all.p50;
+    size_t n = 0;
+    for (size_t r = 0; r < nruns; r++)
+        if (c < runs[r].nranks) n += runs[r].ranks[c].n;
+    double *v = ao_malloc((n ? n : 1) * sizeof *v);
+    for (size_t m = 0; m < ao_metric_count(); m++) {
+        ao_metric_summary *ms = &out->metrics[m];
+        ms->rank = -1;
+        if ((int)m == sm || !disagree(ao_metric(m), ms->rank_median, out->nranks, step)) continue;
+        size_t k = 0;
+        for (size_t r = 0; r < nruns; r++) {
+            if (c >= runs[r].nranks) continue;
+            ao_rank_column(&runs[r].ranks[c], m, v + k);
+            k += runs[r].ranks[c].n;
+        }
+        ao_stats_summarize(v, k, &ms->all);
+        ms->rank = runs[0].ranks[c].rank;
+    }
+    free(v);
+}
+
 const char *ao_decomposition_flag(const ao_decomposition *d)
 {
     /* A tolerance for run-to-run noise between the baselines and the train
@@ -230,6 +272,7 @@ int ao_summary_build(const char *label, const ao_run_data *runs, size_t nruns, a
         } else {
             ao_stats_summarize(all, n, &ms->all);
         }
+        ms->rank = -1;
         ms->rank_median = ao_malloc((size_t)out->nranks * sizeof *ms->rank_median);
         for (int k = 0; k < out->nranks; k++) {
             size_t nk = 0;
@@ -246,6 +289,13 @@ int ao_summary_build(const char *label, const ao_run_data *runs, size_t nruns, a
 
     const ao_metric_summary *step = &out->metrics[ao_metric_find("step_ms")];
     ao_stats_rank_skew(step->rank_median, (size_t)out->nranks, &out->skew);
+    if (nruns > 0 && runs[0].nranks > 0) {
+        int c = ao_run_slowest_rank(&runs[0], &out->slowest_by);
+        out->skew.slowest_rank = runs[0].ranks[c].rank;
+        out->coll = runs[0].coll;
+        out->coll_sum = runs[0].coll_sum;
+        if (out->nranks > 1) per_rank_where_disagreeing(out, runs, nruns, c);
+    }
 
     ao_decomp_of(runs, nruns, -1, &out->dec);
     breakdown(out, runs, nruns);
@@ -324,6 +374,11 @@ yajl_gen_status ao_summary_gen(yajl_gen g, const ao_summary *s)
         ao_jw_str(&o, "unit", d->unit);
         ao_jw_str(&o, "better", better_name(d->better));
         gen_stats(&o, &ms->all);
+        ao_jw_key(&o, "of_rank");
+        if (ms->rank < 0)
+            ao_jw_null(&o, NULL);
+        else
+            ao_jw_int(&o, NULL, ms->rank);
         ao_jw_aopen(&o, "rank_medians");
         for (int k = 0; k < s->nranks; k++) ao_jw_double(&o, NULL, ms->rank_median[k]);
         ao_jw_aclose(&o);
@@ -333,8 +388,14 @@ yajl_gen_status ao_summary_gen(yajl_gen g, const ao_summary *s)
     ao_jw_open(&o, "rank_skew");
     ao_jw_double(&o, "ratio", s->skew.ratio);
     ao_jw_int(&o, "slowest_rank", s->skew.slowest_rank);
+    ao_jw_str(&o, "slowest_rank_by", s->slowest_by);
     ao_jw_int(&o, "fastest_rank", s->skew.fastest_rank);
     ao_jw_close(&o);
+    ao_jw_key(&o, "collectives");
+    if (!s->coll || !s->coll_sum)
+        ao_jw_null(&o, NULL);
+    else if (o.st == yajl_gen_status_ok)
+        o.st = ao_coll_summary_gen(g, s->coll, s->coll_sum);
     ao_jw_key(&o, "decomposition");
     if (!s->dec.have) {
         ao_jw_null(&o, NULL);
@@ -457,6 +518,7 @@ void ao_summary_print(FILE *out, const ao_summary *s)
     fprintf(out, " (first %lld skipped as warm-up)\n", s->skip_steps);
     fprintf(out, "  %-26s %12s %12s %12s %12s  %s\n", "metric", "median", "mean", "p90", "p99",
             "unit");
+    int any_rank = 0;
     for (size_t m = 0; m < ao_metric_count(); m++) {
         const ao_metric_def *d = ao_metric(m);
         const ao_stats_summary *st = &s->metrics[m].all;
@@ -466,11 +528,25 @@ void ao_summary_print(FILE *out, const ao_summary *s)
         fmt(b, sizeof b, st->mean);
         fmt(c, sizeof c, st->p90);
         fmt(e, sizeof e, st->p99);
-        fprintf(out, "  %-26s %12s %12s %12s %12s  %s\n", d->name, a, b, c, e, d->unit);
+        char name[48];
+        if (s->metrics[m].rank >= 0)
+            snprintf(name, sizeof name, "%s (rank %d)", d->name, s->metrics[m].rank);
+        else
+            snprintf(name, sizeof name, "%s", d->name);
+        fprintf(out, "  %-26s %12s %12s %12s %12s  %s\n", name, a, b, c, e, d->unit);
+        any_rank |= s->metrics[m].rank >= 0;
     }
+    if (any_rank)
+        fprintf(out, "  (rank N): the ranks disagree on it, so the slowest rank's alone\n");
     if (!isnan(s->skew.ratio))
-        fprintf(out, "  rank skew %.3f (slowest rank %d, fastest rank %d)\n", s->skew.ratio,
-                s->skew.slowest_rank, s->skew.fastest_rank);
+        fprintf(out,
+                "  rank skew %.3f (largest median step over the smallest); slowest rank %d "
+                "(%s), fastest rank %d\n",
+                s->skew.ratio, s->skew.slowest_rank,
+                s->slowest_by && strcmp(s->slowest_by, "waited_for") == 0
+                    ? "the others waited for it in collectives"
+                    : "the most time of its own",
+                s->skew.fastest_rank);
     const ao_decomp *x = &s->dec;
     const ao_decomposition *d = &x->d;
     if (x->have && x->flag) {
@@ -521,6 +597,7 @@ int ao_summary_for_run(const char *run_dir, long long skip_steps, FILE *table)
 {
     ao_run_data run;
     int rc = ao_run_load(run_dir, skip_steps, &run);
+    if (rc == 0) rc = ao_coll_from_records(&run);
     if (rc == 0) {
         ao_summary s;
         rc = ao_summary_build(run.run_id, &run, 1, &s);

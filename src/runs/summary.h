@@ -7,8 +7,9 @@
  *
  * Cross-rank statistics pool every kept (rank, step) record, except step_ms:
  * its statistics are over the per-step max over ranks (compare.h,
- * AO_STEP_MS_DEFINITION), one step time on every page. Per-rank medians
- * give the rank skew (slowest rank's median step_ms / fastest rank's). */
+ * AO_STEP_MS_DEFINITION), one step time on every page; and a metric on
+ * which the ranks disagree is the slowest rank's alone. Per-rank medians
+ * give the rank skew (largest median step_ms / smallest). */
 #ifndef AORTA_RUNS_SUMMARY_H
 #define AORTA_RUNS_SUMMARY_H
 
@@ -24,9 +25,18 @@
 #include "runs/rundata.h"
 
 typedef struct ao_metric_summary {
-    ao_stats_summary all; /* pooled over ranks and kept steps */
-    double *rank_median;  /* [nranks]; NAN where a rank has no value */
+    /* Pooled over ranks and kept steps, unless the ranks disagree
+     * (AO_RANKS_DISAGREE): then the slowest rank's alone (rank >= 0), since
+     * a median pooled over ranks that differ describes none of them. */
+    ao_stats_summary all;
+    int rank;            /* -1: pooled over every rank; else the rank `all` is of */
+    double *rank_median; /* [nranks]; NAN where a rank has no value */
 } ao_metric_summary;
+
+/* Ranks disagree on a metric when their medians spread by more than this
+ * share of the largest (and, for times, 2 % of the median step; for ratios,
+ * by more than 0.1). */
+#define AO_RANKS_DISAGREE 0.25
 
 typedef struct ao_knob {
     char *key;   /* "fsdp.sharding_strategy", "env.NCCL_ALGO" */
@@ -60,6 +70,7 @@ typedef struct ao_summary {
      * (achieved outside 0..1, communication faster under contention than
      * alone), printed instead of those numbers; NULL when plausible. */
     ao_decomp dec;
+    const char *slowest_by; /* "waited_for" or "own_time" (ao_run_slowest_rank) */
     /* The median step (AO_STEP_MS_DEFINITION) split into overlapped,
      * exposed comm, compute alone, idle, and the rest (copies alone): each
      * part's share of the pooled step time times the median step, so the
@@ -87,6 +98,10 @@ typedef struct ao_summary {
      * evidence (ao_rank_data.contention), else NULL. */
     const ao_rank_data *contention_ranks;
     int ncontention_ranks;
+    /* Borrowed from the first run: its collectives.jsonl and who waited for
+     * whom (NULL without). */
+    const ao_coll_set *coll;
+    const ao_coll_summary *coll_sum;
 } ao_summary;
 
 /* Sanity of a decomposition: NULL, or why its achieved overlap and comm

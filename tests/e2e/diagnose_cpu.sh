@@ -44,10 +44,11 @@ run = doc["runs"][0]
 # On the cpu backend three findings can come from the host's load rather than
 # the run: device_wait (its stream threads' wake-up latency, see the healthy
 # run below), host_launch (the enqueuing thread descheduled while the stream
-# threads ran dry) and, unless a straggler is what was planted, straggler
-# (ranks that share a busy 2-core host). The planted cause must lead every
+# threads ran dry) and, unless a straggler or late rank is what was planted,
+# straggler, late_rank and collective_skew (ranks that share a busy 2-core
+# host arrive at collectives by turns). The planted cause must lead every
 # other one.
-noise = {"device_wait", "host_launch"} | (set() if want == "straggler" else {"straggler"})
+noise = {"device_wait", "host_launch"} | ({"straggler", "late_rank", "collective_skew"} - {want.lstrip("~")})
 f = [x for x in run["findings"] if x["id"] not in noise]
 assert f, ("no finding", run["why"])
 top = [x for x in f if x["id"] == want][0] if among and any(x["id"] == want for x in f) else f[0]
@@ -108,10 +109,16 @@ train 2 buckets dataset.placement=device distributed.mode=ddp distributed.bucket
     model.vocab_size=20000 dataset.vocab_size=20000 model.embedding_dim=128
 top_is buckets exposed_allreduce distributed.bucket_cap_mb
 
-# --- one rank slowed on purpose (the test-only hook) --------------------------
+# --- one rank slowed on purpose (the test-only hook): the others wait for it at
+# collectives (collectives.jsonl), held by its own compute ---------------------
 AORTA_TEST_SLOW_RANK=1:1000 train 2 slow dataset.placement=device
-top_is slow straggler AORTA_TEST_SLOW_RANK 1
+top_is slow late_rank AORTA_TEST_SLOW_RANK 1
 grep -q 'straggler-bound' "$tmp/slow.json" || fail "slow: not classified straggler-bound"
+python3 - "$tmp/slow.json" >"$tmp/slow.check" 2>&1 <<'PY' || { fail "slow: cause"; cat "$tmp/slow.check"; }
+import json, sys
+f = [x for x in json.load(open(sys.argv[1]))["runs"][0]["findings"] if x["id"] == "late_rank"][0]
+assert f["rank"] == 1 and f["cause"] == "compute", f
+PY
 
 # --- bad input: never a crash ------------------------------------------------
 # one rank's file missing

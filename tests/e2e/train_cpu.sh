@@ -67,7 +67,7 @@ PY
 train --nproc 2 --override training.output_dir="$tmp/bad" model.num_heads=7 >"$tmp/f.out" 2>&1
 rc=$?
 [ $rc = 2 ] || fail "bad config exited $rc"
-grep -q 'rank' "$tmp/f.out" && fail "a rank started for a bad config"
+grep -qw 'rank' "$tmp/f.out" && fail "a rank started for a bad config"
 [ -e "$tmp/bad" ] && fail "a run directory was made for a bad config"
 train --nproc 3 --override training.output_dir="$tmp/bad" fsdp.sharding_strategy=hybrid_shard \
     fsdp.shard_group_size=2 >"$tmp/f2.out" 2>&1

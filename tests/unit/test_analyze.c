@@ -184,9 +184,10 @@ static void test_step_attribution(void **state)
     ao_trace_free(&t);
 }
 
-/* Idle split: gaps [10,30) and [40,50). The kernel after the first was
- * launched at 25, after the device ran dry at 10: host wait. The one after
- * the second was launched at 5, long before: the rest. */
+/* Idle split (§7): gaps [10,30) and [40,50). The kernel after the first
+ * was launched at 25-26 (in the queue at the call's end, 26), after the
+ * device ran dry at 10: host wait [10,26), then queued [26,30). The one
+ * after the second, at 45-46: host wait [40,46), queued [46,50). */
 static void test_host_wait(void **state)
 {
     (void)state;
@@ -195,7 +196,7 @@ static void test_host_wait(void **state)
     range(&t, "ProfilerStep#1", 0, 100);
     launch(&t, 1, 1);
     launch(&t, 25, 2);
-    launch(&t, 5, 3);
+    launch(&t, 45, 3);
     kernel(&t, "a", 0, 10, 1);
     kernel(&t, "b", 30, 40, 2);
     kernel(&t, "c", 50, 60, 3);
@@ -205,8 +206,11 @@ static void test_host_wait(void **state)
     assert_int_equal(ao_analyze_trace(&t, &c, 1, &r), 0);
     assert_int_equal(r.nsteps, 1);
     assert_close(r.steps[0].m.idle_ms, 0.030, 1e-12);
-    assert_close(r.steps[0].host_wait_ms, 0.020, 1e-12);
-    assert_close(r.steps[0].idle_other_ms, 0.010, 1e-12);
+    assert_close(r.steps[0].m.host_wait_ms, 0.022, 1e-12);
+    assert_close(r.steps[0].idle_other_ms, 0.008, 1e-12);
+    /* issue times in the ops: the launch call's end */
+    assert_true(r.steps[0].ops[1].has_issue);
+    assert_close(r.steps[0].ops[1].issue_us, 26, 1e-12);
     assert_true(isnan(r.steps[0].m.overlap_ratio)); /* no communication */
     ao_rank_result_free(&r);
     ao_classifier_free(&c);

@@ -402,6 +402,45 @@ static yajl_val at(yajl_val root, const char *a, const char *b, const char *c)
     return yajl_tree_get(root, path, yajl_t_any);
 }
 
+/* "end" of dir/run.json (heap), or NULL. */
+static char *end_of(const char *dir)
+{
+    char *path = ao_asprintf("%s/run.json", dir), err[256];
+    char *text = slurp(path, NULL);
+    free(path);
+    yajl_val root = text ? yajl_tree_parse(text, err, sizeof err) : NULL;
+    free(text);
+    yajl_val e = ao_json_member(root, "end");
+    char *end = YAJL_IS_STRING(e) ? strdup(e->u.string) : NULL;
+    if (root) yajl_tree_free(root);
+    return end;
+}
+
+/* The first end recorded stays: later records (the failure's consequences)
+ * and rank 0's rewrites with the unrecorded end leave it. */
+static void test_run_end_recorded_once(void **state)
+{
+    fixture *f = *state;
+    char *path = ao_asprintf("%s/run.json", f->dir);
+    assert_int_equal(ao_run_json_record_end(f->dir, "early"), 0); /* no run.json yet */
+    ao_run_header h = {.run_id = "r",
+                       .command = "train",
+                       .world_size = 2,
+                       .unanchored = 1,
+                       .end = AO_RUN_END_UNRECORDED};
+    assert_int_equal(ao_run_json_write(path, &h), 0);
+    char *e = end_of(f->dir);
+    assert_string_equal(e, AO_RUN_END_UNRECORDED);
+    free(e);
+    assert_int_equal(ao_run_json_record_end(f->dir, "rank 1 killed by signal 9 (Killed)"), 1);
+    assert_int_equal(ao_run_json_record_end(f->dir, "timed out on rank 0: a consequence"), 0);
+    assert_int_equal(ao_run_json_write(path, &h), 0);
+    e = end_of(f->dir);
+    assert_string_equal(e, "rank 1 killed by signal 9 (Killed)");
+    free(e);
+    free(path);
+}
+
 static void test_run_json(void **state)
 {
     fixture *f = *state;
@@ -1009,6 +1048,7 @@ int main(void)
         cmocka_unit_test(test_json_doubles),
         cmocka_unit_test(test_env_filter),
         cmocka_unit_test_setup_teardown(test_run_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_run_end_recorded_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_records_round_trip, setup, teardown),
         cmocka_unit_test(test_json_double_text),
         cmocka_unit_test(test_optional_fields),

@@ -170,6 +170,46 @@ static void test_summary_numbers(void **state)
     free(dir);
 }
 
+/* Ranks that disagree on a metric: its statistics are the slowest rank's,
+ * not a pool of ranks that describes none of them (compute 10 ms on three
+ * ranks, 20 on rank 1); those they agree on stay pooled. */
+static void test_ranks_disagree(void **state)
+{
+    (void)state;
+    synth_opts o = synth_defaults();
+    o.ranks = 4;
+    o.steps = 20;
+    o.slow_rank = 1;
+    o.slow_factor = 2.0;
+    char *dir = write_run("disagree", &o);
+    ao_run_data run;
+    assert_int_equal(ao_run_load(dir, -1, &run), 0);
+    const char *by;
+    assert_int_equal(ao_run_slowest_rank(&run, &by), 1);
+    assert_string_equal(by, "own_time"); /* no collectives.jsonl */
+    ao_summary s;
+    assert_int_equal(ao_summary_build("d", &run, 1, &s), 0);
+    int c = ao_metric_find("compute_ms"), m = ao_metric_find("comm_ms");
+    assert_int_equal(s.metrics[c].rank, 1);
+    assert_true(fabs(s.metrics[c].all.p50 - 20) < 0.5);
+    assert_int_equal(s.metrics[c].all.n, 15);
+    assert_int_equal(s.metrics[m].rank, -1);
+    assert_int_equal(s.metrics[m].all.n, 60);
+    assert_int_equal(s.skew.slowest_rank, 1);
+    char *tpath = ao_asprintf("%s/disagree.txt", tmp);
+    FILE *f = fopen(tpath, "w");
+    ao_summary_print(f, &s);
+    fclose(f);
+    char *text = slurp(tpath, NULL);
+    assert_contains(text, "compute_ms (rank 1)");
+    assert_contains(text, "slowest rank 1 (the most time of its own)");
+    free(text);
+    free(tpath);
+    ao_summary_free(&s);
+    ao_run_free(&run);
+    free(dir);
+}
+
 static void test_skip_origin(void **state)
 {
     synth_opts o = synth_defaults();
@@ -392,6 +432,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metric_table),
         cmocka_unit_test(test_summary_numbers),
+        cmocka_unit_test(test_ranks_disagree),
         cmocka_unit_test(test_skip_origin),
         cmocka_unit_test(test_baselines_telemetry_profiled),
         cmocka_unit_test(test_truncated_and_for_run),
