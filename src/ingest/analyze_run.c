@@ -492,7 +492,8 @@ static int start_run_dir(run_ctx *c)
     } else if (ao_rundir_validate_name(run_id, "--run-name")) {
         return AO_EXIT_USAGE;
     }
-    return ao_rundir_create_staged(c->o->output_dir ? c->o->output_dir : "artifacts", run_id, &c->dir);
+    return ao_rundir_create_staged(c->o->output_dir ? c->o->output_dir : "artifacts", run_id,
+                                   &c->dir);
 }
 
 int ao_analyze_run(const ao_analyze_run_opts *o)

@@ -8,4 +8,4 @@ static void spin(ao_stream *s, double us)
 }
 
 const struct ao_qspin_backend ao_qspin_cuda_backend = {.device_backend = AO_GPU_BACKEND,
-                                                        .spin = spin};
+                                                       .spin = spin};

@@ -62,8 +62,7 @@ double *ao_step_samples(const ao_run_data *runs, size_t nruns, size_t m, size_t 
     step_value *sv = ao_malloc((total ? total : 1) * sizeof *sv);
     *n = 0;
     size_t nm = ao_metric_count();
-    int use_max =
-        (int)m == ao_metric_find("step_ms") || (int)m == ao_metric_find("kernel_step_ms");
+    int use_max = (int)m == ao_metric_find("step_ms") || (int)m == ao_metric_find("kernel_step_ms");
     for (size_t r = 0; r < nruns; r++) {
         size_t ns = 0;
         for (int k = 0; k < runs[r].nranks; k++) {
