@@ -175,6 +175,12 @@ const char *ao_comm_backend_for(const char *device_backend)
     return b ? b->name : NULL;
 }
 
+int ao_comm_backend_load(const char *device_backend)
+{
+    const struct backend *b = find_for_device(device_backend);
+    return b && !ops_of(b, 0) ? -1 : 0;
+}
+
 static void list_backends(char *buf, size_t n)
 {
     size_t used = 0;

@@ -76,6 +76,11 @@ const char *ao_comm_backend_name(int i);
 void ao_comm_backend_version(int i, char *buf, size_t n);
 /* The comm backend that serves devices of this device backend, or NULL. */
 const char *ao_comm_backend_for(const char *device_backend);
+/* Load the plugin of the comm backend for device_backend: 0, or -1 after one
+ * error line naming the library that is missing (0 when the build has none:
+ * the caller says so in its words). The launcher calls it before it starts
+ * ranks, so a missing MPI is said once, not once per rank. */
+int ao_comm_backend_load(const char *device_backend);
 
 /* Rank 0 only: make a fresh id for `backend` ("nccl"); the mpi backend needs
  * none and leaves it zeroed. Returns 0 or -1 after printing why. */

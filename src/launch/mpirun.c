@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "core/plugin.h"
 #include "launch/env.h"
 #include "launch/internal.h"
 
@@ -123,8 +122,6 @@ int ao_launch_mpirun(int argc, char **argv, const ao_launch_opts *o)
     ao_hint("install OpenMPI (scripts/install-deps.sh) and rebuild");
     return AO_EXIT_FAIL;
 #endif
-    /* The ranks need the mpi plugin: one line here rather than one per rank. */
-    if (!ao_plugin_sym("mpi", "ao_mpi_comm_ops", 0)) return AO_EXIT_FAIL;
     const char *want = getenv("AORTA_MPIRUN");
     if (!want || !*want) want = "mpirun";
     char *mpirun = find_program(want);

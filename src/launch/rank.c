@@ -28,6 +28,10 @@ int ao_launch_ranks(int argc, char **argv, const ao_launch_req *req, ao_rank_inf
     }
     int world = launched ? ri->world_size : nproc > 1 ? nproc : 1;
     if (ao_launch_check_emulation(world) != 0) return AO_EXIT_USAGE;
+    /* the ranks' comm plugin (MPI's on the cpu backend), before anything is
+     * made for them: one line when its library is missing */
+    if (!launched && req->spawn && nproc > 1 && ao_comm_backend_load(req->backend))
+        return AO_EXIT_FAIL;
     int rc = req->check ? req->check(req->ctx, world, launched) : 0;
     if (rc) return rc;
     if (!launched && req->spawn && nproc > 1) {

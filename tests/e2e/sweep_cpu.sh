@@ -123,7 +123,11 @@ axes:
   training.batch_size: [4]
 EOF
 "$aorta" sweep t.yaml --format csv --out t.csv 2>err || { fail "train sweep exited $?"; cat err; }
-[ -e artifacts ] && fail "the train sweep wrote artifacts/, not the overridden output_dir"
+# (artifacts/sweeps/ holds the sweep's own launch directories)
+for d in artifacts/*; do
+    [ -e "$d" ] && [ "$d" != artifacts/sweeps ] &&
+        fail "the train sweep wrote $d, not into the overridden output_dir"
+done
 awk -F, -v want="$tmp/elsewhere/" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i }
     NR == 2 { ok = $c["step_ms"] > 0 && index($c["run_dir"], want) == 1 && $c["error"] == "" }
     END { exit !ok }' t.csv || { fail "the train row has no step_ms from $tmp/elsewhere"; cat t.csv err; }
